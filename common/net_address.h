@@ -1,0 +1,50 @@
+// net_address.h — IP address:port values: parsing operator text ("198.18.0.1:3478",
+// "[2001:db8::1]:3478"), formatting, and the conversions between sockaddr and the
+// wire-format address bytes of the PROXY v2 framing.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace rtce {
+
+class SocketAddress {
+ public:
+  SocketAddress();
+  static std::optional<SocketAddress> parse(std::string_view text);
+  // Throws ConfigError naming `what` when text is not a valid address:port.
+  static SocketAddress parse_or_throw(std::string_view text, std::string_view what);
+  static SocketAddress from_sockaddr(const sockaddr* sa, socklen_t len);
+  // family is RTCE_FAMILY_V4 or RTCE_FAMILY_V6; addr is 4 or 16 bytes in network order.
+  static SocketAddress from_bytes(uint8_t family, const uint8_t* addr, uint16_t port);
+
+  int family() const { return storage_.ss_family; }
+  bool is_v4() const { return family() == AF_INET; }
+  uint16_t port() const;
+  void set_port(uint16_t port);
+  bool is_unspecified() const;
+  // Writes the address bytes (4 or 16) into out[16]; returns RTCE_FAMILY_V4/V6.
+  uint8_t to_bytes(uint8_t out[16]) const;
+  // The same endpoint as an AF_INET6 address (IPv4 as ::ffff:a.b.c.d), the form a
+  // dual-stack socket sends to and receives from.
+  sockaddr_in6 to_v6_mapped() const;
+  // Undoes to_v6_mapped: ::ffff:a.b.c.d becomes a.b.c.d.
+  SocketAddress unmapped() const;
+
+  const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&storage_); }
+  socklen_t len() const { return is_v4() ? sizeof(sockaddr_in) : sizeof(sockaddr_in6); }
+  std::string to_string() const;
+  std::string ip_string() const;
+
+  friend bool operator==(const SocketAddress& a, const SocketAddress& b);
+
+ private:
+  sockaddr_storage storage_{};
+};
+
+}  // namespace rtce

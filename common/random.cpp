@@ -1,0 +1,27 @@
+// random.cpp — see random.h.
+#include "random.h"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace rtce {
+
+void fill_random(void* out, size_t len) {
+  auto* p = static_cast<uint8_t*>(out);
+  while (len > 0) {
+    ssize_t n = getrandom(p, len, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+    }
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace rtce

@@ -1,0 +1,108 @@
+// main.cpp — rtcedge-relay: the relay process (`--mode=userspace|xdp|auto`) and its
+// operator tools (`hint ...`). Signals: SIGHUP reloads the configuration, SIGTERM/SIGINT
+// stop cleanly.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "error.h"
+#include "hint_tool.h"
+#include "logging.h"
+#include "relay_config.h"
+#include "relay_service.h"
+
+extern char** environ;
+
+namespace {
+
+constexpr int kExitUsage = 2;
+
+// Layers, in rising precedence: defaults < file < environment < flags. SIGHUP re-reads
+// file and environment the same way; the flags of the command line stay.
+rtce::RelayConfig resolve(rtce::ConfigLayers& layers, const std::string& config_file) {
+  layers.clear_values();
+  if (!config_file.empty()) layers.load_yaml_file(config_file);
+  layers.apply_env(environ);
+  layers.apply_flags();
+  return rtce::resolve_relay_config(layers);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rtcedge-relay: steers WebRTC flows to the transceiver named in the ICE ufrag"};
+  app.set_help_all_flag("--help-all", "show help for every subcommand");
+  std::string config_file;
+  app.add_option("-c,--config", config_file, "YAML configuration file [env RTCEDGE_RELAY_CONFIG]")
+      ->envname("RTCEDGE_RELAY_CONFIG");
+  rtce::ConfigLayers layers("RTCEDGE_RELAY_");
+  rtce::declare_relay_config(layers);
+  layers.add_flags(app);
+  rtce::HintTool hint_tool(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "rtcedge-relay: " << e.what() << "\nRun with --help for usage.\n";
+    return kExitUsage;
+  }
+  if (int code = hint_tool.run_selected(); code >= 0) return code;
+
+  rtce::RelayConfig config;
+  try {
+    config = resolve(layers, config_file);
+  } catch (const rtce::ConfigError& e) {
+    std::cerr << "rtcedge-relay: configuration error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  rtce::setup_logging(config.log_format, config.log_level);
+  if (config.mode == "xdp") {
+    spdlog::error("mode=xdp: the XDP data path is not part of this build yet; use --mode=userspace or --mode=auto");
+    return kExitUsage;
+  }
+  if (config.mode == "auto") spdlog::warn("mode=auto: XDP is not part of this build yet; using the userspace relay");
+
+  // Block the signals before any thread starts so that only sigwait below sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::unique_ptr<rtce::RelayService> service;
+  try {
+    service = std::make_unique<rtce::RelayService>(config);
+  } catch (const std::exception& e) {
+    spdlog::error("cannot start: {}", e.what());
+    return 1;
+  }
+
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      try {
+        rtce::RelayConfig next = resolve(layers, config_file);
+        for (const auto& warning : service->reload(next)) spdlog::warn("reload: {}", warning);
+        service->count_reload(true);
+        spdlog::info("reload: routing updated ({} endpoints, cluster {}); flows kept", next.endpoints.size(),
+                     next.cluster_id);
+      } catch (const std::exception& e) {
+        service->count_reload(false);
+        spdlog::error("reload failed, keeping the running configuration: {}", e.what());
+      }
+      continue;
+    }
+    spdlog::info("signal {}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    service->stop();
+    spdlog::info("stopped");
+    return 0;
+  }
+}

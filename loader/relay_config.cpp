@@ -1,0 +1,133 @@
+// relay_config.cpp — see relay_config.h.
+#include "relay_config.h"
+
+#include <charconv>
+#include <set>
+
+#include "error.h"
+
+namespace rtce {
+
+void declare_relay_config(ConfigLayers& c) {
+  using K = ConfigLayers::Kind;
+  c.declare("mode", K::scalar, "data path: userspace | xdp | auto (default userspace)");
+  c.declare("listen", K::list, "VIP address:port list the clients send to (default 127.0.0.1:3478)");
+  c.declare("return_listen", K::scalar,
+            "address transceivers send replies to; port 0 = one ephemeral port per worker (default [::]:0)");
+  c.declare("workers", K::scalar, "worker threads, each with its own SO_REUSEPORT sockets (0 = one per CPU)");
+  c.declare("pin_cpus", K::scalar, "pin worker i to CPU i (default true)");
+  c.declare("batch_size", K::scalar, "datagrams per recvmmsg/sendmmsg call (default 32)");
+  c.declare("socket_buffer_bytes", K::scalar, "SO_RCVBUF/SO_SNDBUF per socket (default 4194304)");
+  c.declare("cluster_id", K::scalar, "this relay's cluster id; hints for other clusters are rejected (default 0)");
+  c.declare("hint_key_file", K::scalar, "routing-hint key file (rtcedge-relay hint keygen); required");
+  c.declare("endpoints", K::list, "transceiver endpoints, id=address:port (e.g. 1=198.18.2.2:40000)");
+  c.declare("flows.capacity", K::scalar, "maximum flows, split evenly across workers (default 65536)");
+  c.declare("flows.idle_timeout", K::scalar, "a flow with no client packet for this long expires (default 30s)");
+  c.declare("flows.evict_idle_after", K::scalar,
+            "when full, a new flow may replace one idle at least this long (default 5s)");
+  c.declare("admin.listen", K::scalar, "address:port of /metrics, /healthz, /readyz (default 127.0.0.1:9478)");
+  c.declare("log.format", K::scalar, "text | json (default text)");
+  c.declare("log.level", K::scalar, "trace | debug | info | warn | error (default info)");
+}
+
+std::vector<EndpointConfig> parse_endpoints(const std::vector<std::string>& items, const std::string& where) {
+  std::vector<EndpointConfig> out;
+  std::set<uint16_t> ids;
+  for (const auto& item : items) {
+    // "1=198.18.2.2:40000" from flags/env, "id=1;address=198.18.2.2:40000" from YAML maps.
+    std::string id_text;
+    std::string addr_text;
+    if (item.find("id=") == 0 || item.find(";id=") != std::string::npos || item.find("address=") == 0) {
+      size_t start = 0;
+      while (start < item.size()) {
+        size_t end = item.find(';', start);
+        if (end == std::string::npos) end = item.size();
+        std::string field = item.substr(start, end - start);
+        size_t eq = field.find('=');
+        std::string name = field.substr(0, eq);
+        std::string value = eq == std::string::npos ? "" : field.substr(eq + 1);
+        if (name == "id")
+          id_text = value;
+        else if (name == "address")
+          addr_text = value;
+        else
+          throw ConfigError(where + ": endpoint field '" + name + "' is unknown (expected id, address)");
+        start = end + 1;
+      }
+    } else {
+      size_t eq = item.find('=');
+      if (eq == std::string::npos)
+        throw ConfigError(where + ": endpoint '" + item + "' is not id=address:port");
+      id_text = item.substr(0, eq);
+      addr_text = item.substr(eq + 1);
+    }
+    unsigned id = 0;
+    auto [end, ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
+    if (ec != std::errc() || end != id_text.data() + id_text.size() || id_text.empty() || id > 65535)
+      throw ConfigError(where + ": endpoint id '" + id_text + "' is not 0..65535");
+    if (!ids.insert(static_cast<uint16_t>(id)).second)
+      throw ConfigError(where + ": endpoint id " + id_text + " is listed twice");
+    EndpointConfig e;
+    e.id = static_cast<uint16_t>(id);
+    e.address = SocketAddress::parse_or_throw(addr_text, where + ": endpoint " + id_text);
+    if (e.address.is_unspecified() || e.address.port() == 0)
+      throw ConfigError(where + ": endpoint " + id_text + " needs a concrete address and port");
+    out.push_back(e);
+  }
+  return out;
+}
+
+RelayConfig resolve_relay_config(const ConfigLayers& c) {
+  RelayConfig cfg;
+  cfg.mode = c.get_string("mode", "userspace");
+  if (cfg.mode != "userspace" && cfg.mode != "xdp" && cfg.mode != "auto")
+    throw ConfigError(c.where("mode") + ": '" + cfg.mode + "' is not one of userspace, xdp, auto");
+
+  for (const auto& text : c.get_list("listen", {"127.0.0.1:3478"})) {
+    auto addr = SocketAddress::parse_or_throw(text, c.where("listen"));
+    if (addr.port() == 0) throw ConfigError(c.where("listen") + ": '" + text + "' needs a port");
+    for (const auto& other : cfg.listen)
+      if (other == addr) throw ConfigError(c.where("listen") + ": '" + text + "' is listed twice");
+    cfg.listen.push_back(addr);
+  }
+  if (cfg.listen.empty()) throw ConfigError(c.where("listen") + ": at least one VIP address is required");
+  if (cfg.listen.size() > 16) throw ConfigError(c.where("listen") + ": at most 16 VIPs");
+
+  cfg.return_listen = SocketAddress::parse_or_throw(c.get_string("return_listen", "[::]:0"), c.where("return_listen"));
+  if (cfg.return_listen.is_v4())
+    throw ConfigError(c.where("return_listen") +
+                      ": must be an IPv6 address ([::]:0 is dual-stack and takes IPv4 transceivers too)");
+  cfg.workers = static_cast<uint32_t>(c.get_uint("workers", 0, 0, 256));
+  cfg.pin_cpus = c.get_bool("pin_cpus", true);
+  cfg.batch_size = static_cast<uint32_t>(c.get_uint("batch_size", 32, 1, 1024));
+  cfg.socket_buffer_bytes = static_cast<uint32_t>(c.get_uint("socket_buffer_bytes", 4 << 20, 65536, 1u << 30));
+  cfg.cluster_id = static_cast<uint8_t>(c.get_uint("cluster_id", 0, 0, 255));
+  cfg.hint_key_file = c.get_string("hint_key_file", "");
+  if (cfg.hint_key_file.empty())
+    throw ConfigError(c.where("hint_key_file") +
+                      ": required; create one with 'rtcedge-relay hint keygen > hint-keys.yaml'");
+  cfg.endpoints = parse_endpoints(c.get_list("endpoints", {}), c.where("endpoints"));
+  cfg.flow_capacity = static_cast<uint32_t>(c.get_uint("flows.capacity", 65536, 1, 1u << 26));
+  cfg.flow_idle_timeout = c.get_duration("flows.idle_timeout", 30'000'000'000, 1'000'000, 86'400'000'000'000);
+  cfg.flow_evict_idle_after =
+      c.get_duration("flows.evict_idle_after", 5'000'000'000, 0, 86'400'000'000'000);
+  cfg.admin_listen = SocketAddress::parse_or_throw(c.get_string("admin.listen", "127.0.0.1:9478"), c.where("admin.listen"));
+  cfg.log_format = c.get_string("log.format", "text");
+  if (cfg.log_format != "text" && cfg.log_format != "json")
+    throw ConfigError(c.where("log.format") + ": '" + cfg.log_format + "' is not text or json");
+  cfg.log_level = c.get_string("log.level", "info");
+  static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error"};
+  if (!levels.count(cfg.log_level))
+    throw ConfigError(c.where("log.level") + ": '" + cfg.log_level + "' is not trace/debug/info/warn/error");
+  return cfg;
+}
+
+std::shared_ptr<const RoutingTable> build_routing_table(const RelayConfig& config) {
+  auto table = std::make_shared<RoutingTable>();
+  table->cluster_id = config.cluster_id;
+  table->keys = HintKeys::load_file(config.hint_key_file).keyset();
+  for (const auto& e : config.endpoints) table->endpoints.emplace(e.id, e.address.to_v6_mapped());
+  return table;
+}
+
+}  // namespace rtce

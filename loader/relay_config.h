@@ -1,0 +1,47 @@
+// relay_config.h — rtcedge-relay's configuration: declared keys, defaults, validation.
+// docs/configuration.md is the reference; keep the two in step.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config_layers.h"
+#include "hint_keys.h"
+#include "net_address.h"
+#include "relay_core.h"
+
+namespace rtce {
+
+struct EndpointConfig {
+  uint16_t id = 0;
+  SocketAddress address;
+};
+
+struct RelayConfig {
+  std::string mode = "userspace";  // userspace | xdp | auto
+  std::vector<SocketAddress> listen;
+  SocketAddress return_listen;
+  uint32_t workers = 0;  // 0 = one per online CPU
+  bool pin_cpus = true;
+  uint32_t batch_size = 32;
+  uint32_t socket_buffer_bytes = 4 << 20;
+  uint8_t cluster_id = 0;
+  std::string hint_key_file;
+  std::vector<EndpointConfig> endpoints;
+  uint32_t flow_capacity = 65536;
+  Nanos flow_idle_timeout = 30'000'000'000;
+  Nanos flow_evict_idle_after = 5'000'000'000;
+  SocketAddress admin_listen;
+  std::string log_format = "text";
+  std::string log_level = "info";
+};
+
+void declare_relay_config(ConfigLayers& layers);
+// Validates every key; throws ConfigError naming the first bad key.
+RelayConfig resolve_relay_config(const ConfigLayers& layers);
+std::vector<EndpointConfig> parse_endpoints(const std::vector<std::string>& items, const std::string& where);
+// Loads the key file and builds the routing table the workers use.
+std::shared_ptr<const RoutingTable> build_routing_table(const RelayConfig& config);
+
+}  // namespace rtce

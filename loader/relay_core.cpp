@@ -1,0 +1,185 @@
+// relay_core.cpp — see relay_core.h.
+#include "relay_core.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "rtce_stun.h"
+
+namespace rtce {
+
+const char* drop_reason_name(DropReason r) {
+  switch (r) {
+    case DropReason::no_flow: return "no_flow";
+    case DropReason::stun_malformed: return "stun_malformed";
+    case DropReason::stun_not_binding_request: return "stun_not_binding_request";
+    case DropReason::stun_no_username: return "stun_no_username";
+    case DropReason::hint_rejected: return "hint_rejected";
+    case DropReason::unknown_endpoint: return "unknown_endpoint";
+    case DropReason::flow_table_full: return "flow_table_full";
+    case DropReason::return_malformed: return "return_malformed";
+    case DropReason::return_no_flow: return "return_no_flow";
+    case DropReason::return_wrong_sender: return "return_wrong_sender";
+    case DropReason::oversize: return "oversize";
+    case DropReason::send_error: return "send_error";
+    case DropReason::count: break;
+  }
+  return "unknown";
+}
+
+const char* hint_failure_name(HintFailure f) {
+  switch (f) {
+    case HintFailure::bad_length: return "bad_length";
+    case HintFailure::bad_char: return "bad_char";
+    case HintFailure::bad_version: return "bad_version";
+    case HintFailure::unknown_key: return "unknown_key";
+    case HintFailure::bad_mac: return "bad_mac";
+    case HintFailure::wrong_cluster: return "wrong_cluster";
+    case HintFailure::count: break;
+  }
+  return "unknown";
+}
+
+const char* direction_name(Direction d) {
+  return d == Direction::client_to_transceiver ? "client_to_transceiver" : "transceiver_to_client";
+}
+
+rtce_flow_key make_flow_key(const SocketAddress& client, const SocketAddress& vip) {
+  rtce_flow_key key{};
+  key.family = client.to_bytes(key.client_addr);
+  vip.to_bytes(key.vip_addr);
+  key.client_port_be = htons(client.port());
+  key.vip_port_be = htons(vip.port());
+  return key;
+}
+
+bool same_endpoint(const sockaddr_in6& a, const sockaddr_in6& b) {
+  return a.sin6_port == b.sin6_port && IN6_ARE_ADDR_EQUAL(&a.sin6_addr, &b.sin6_addr);
+}
+
+RelayCore::RelayCore(const FlowTable::Options& flow_options,
+                     std::shared_ptr<const RoutingTable> routing)
+    : flows_(flow_options), routing_(std::move(routing)) {}
+
+ToTransceiver RelayCore::frame(const Flow& flow, uint8_t* packet, size_t len) {
+  rtce_pp2_flow pp{};
+  pp.family = flow.key.family;
+  std::memcpy(pp.client_addr, flow.key.client_addr, 16);
+  std::memcpy(pp.vip_addr, flow.key.vip_addr, 16);
+  pp.client_port = ntohs(flow.key.client_port_be);
+  pp.vip_port = ntohs(flow.key.vip_port_be);
+  const uint32_t hdr = rtce_pp2_header_len(pp.family);
+  uint8_t* start = packet - hdr;
+  rtce_pp2_write(start, hdr, &pp);
+  return ToTransceiver{start, hdr + len, &flow.value.endpoint};
+}
+
+std::optional<ToTransceiver> RelayCore::on_client_packet(const SocketAddress& client,
+                                                         const SocketAddress& vip, uint16_t vip_socket,
+                                                         uint8_t* packet, size_t len, Nanos now) {
+  counters_.received_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
+  const rtce_flow_key key = make_flow_key(client, vip);
+  Flow* flow = flows_.find(key);
+  std::optional<ToTransceiver> out;
+  if (flow) {
+    flow->last_seen = now;
+    out = frame(*flow, packet, len);
+  } else {
+    out = route_first_packet(key, vip_socket, packet, len, now);
+  }
+  if (out) {
+    counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
+    counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
+  }
+  return out;
+}
+
+std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& key,
+                                                           uint16_t vip_socket, uint8_t* packet,
+                                                           size_t len, Nanos now) {
+  uint32_t ufrag_off = 0;
+  uint32_t ufrag_len = 0;
+  switch (rtce_stun_server_ufrag(packet, static_cast<uint32_t>(len), &ufrag_off, &ufrag_len)) {
+    case RTCE_STUN_OK: break;
+    case RTCE_STUN_NOT_STUN: counters_.drop(DropReason::no_flow); return std::nullopt;
+    case RTCE_STUN_NOT_BINDING_REQUEST: counters_.drop(DropReason::stun_not_binding_request); return std::nullopt;
+    case RTCE_STUN_NO_USERNAME: counters_.drop(DropReason::stun_no_username); return std::nullopt;
+    default: counters_.drop(DropReason::stun_malformed); return std::nullopt;
+  }
+
+  const RoutingTable& routing = *routing_;
+  rtce_hint hint{};
+  const rtce_hint_result r = rtce_hint_open(packet + ufrag_off, ufrag_len, &routing.keys, &hint);
+  if (r != RTCE_HINT_OK || hint.cluster_id != routing.cluster_id) {
+    HintFailure failure = HintFailure::wrong_cluster;
+    switch (r) {
+      case RTCE_HINT_BAD_LENGTH: failure = HintFailure::bad_length; break;
+      case RTCE_HINT_BAD_CHAR: failure = HintFailure::bad_char; break;
+      case RTCE_HINT_BAD_VERSION: failure = HintFailure::bad_version; break;
+      case RTCE_HINT_UNKNOWN_KEY: failure = HintFailure::unknown_key; break;
+      case RTCE_HINT_BAD_MAC: failure = HintFailure::bad_mac; break;
+      default: break;
+    }
+    counters_.hint_failures[static_cast<size_t>(failure)].add();
+    counters_.drop(DropReason::hint_rejected);
+    return std::nullopt;
+  }
+
+  auto endpoint = routing.endpoints.find(hint.endpoint_id);
+  if (endpoint == routing.endpoints.end()) {
+    counters_.drop(DropReason::unknown_endpoint);
+    return std::nullopt;
+  }
+
+  FlowValue value;
+  value.endpoint = endpoint->second;
+  value.endpoint_id = hint.endpoint_id;
+  value.vip_socket = vip_socket;
+  auto inserted = flows_.insert(key, value, now);
+  switch (inserted.outcome) {
+    case FlowTable::InsertOutcome::full: counters_.drop(DropReason::flow_table_full); return std::nullopt;
+    case FlowTable::InsertOutcome::evicted_idle:
+      counters_.flows_evicted.add();
+      counters_.flows_created.add();
+      break;
+    case FlowTable::InsertOutcome::inserted: counters_.flows_created.add(); break;
+    case FlowTable::InsertOutcome::updated: break;
+  }
+  counters_.flows_active.set(flows_.size());
+  return frame(*inserted.flow, packet, len);
+}
+
+std::optional<ToClient> RelayCore::on_transceiver_packet(const sockaddr_in6& from,
+                                                         const uint8_t* packet, size_t len) {
+  counters_.received_packets[static_cast<size_t>(Direction::transceiver_to_client)].add();
+  rtce_pp2_flow pp{};
+  uint32_t payload_off = 0;
+  if (rtce_pp2_parse(packet, static_cast<uint32_t>(len), &pp, &payload_off) != RTCE_PP2_OK) {
+    counters_.drop(DropReason::return_malformed);
+    return std::nullopt;
+  }
+  SocketAddress client = SocketAddress::from_bytes(pp.family, pp.client_addr, pp.client_port);
+  SocketAddress vip = SocketAddress::from_bytes(pp.family, pp.vip_addr, pp.vip_port);
+  Flow* flow = flows_.find(make_flow_key(client, vip));
+  if (!flow) {
+    counters_.drop(DropReason::return_no_flow);
+    return std::nullopt;
+  }
+  if (!same_endpoint(flow->value.endpoint, from)) {
+    counters_.drop(DropReason::return_wrong_sender);
+    return std::nullopt;
+  }
+  const size_t payload_len = len - payload_off;
+  counters_.forwarded_packets[static_cast<size_t>(Direction::transceiver_to_client)].add();
+  counters_.forwarded_bytes[static_cast<size_t>(Direction::transceiver_to_client)].add(payload_len);
+  return ToClient{packet + payload_off, payload_len, client, vip, flow->value.vip_socket};
+}
+
+void RelayCore::expire(Nanos now, uint32_t max_slots) {
+  const uint32_t n = flows_.expire(now, max_slots);
+  if (n) counters_.flows_expired.add(n);
+  counters_.flows_active.set(flows_.size());
+}
+
+}  // namespace rtce

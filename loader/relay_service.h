@@ -1,0 +1,45 @@
+// relay_service.h — the running userspace relay: its workers, the admin endpoints, and
+// reloads. Owns everything a relay process has beyond its configuration.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "admin_server.h"
+#include "relay_config.h"
+#include "udp_worker.h"
+
+namespace rtce {
+
+class RelayService {
+ public:
+  // Opens every socket and the admin server; throws with a clear message on failure.
+  explicit RelayService(const RelayConfig& config);
+  ~RelayService();
+
+  // Applies a new configuration's routing (keys, cluster, endpoints) without dropping
+  // flows. Keys that need a restart are reported in the returned warnings.
+  std::vector<std::string> reload(const RelayConfig& next);
+  void stop();
+
+  std::string metrics_text() const;
+  uint16_t admin_port() const { return admin_.port(); }
+  const std::vector<std::unique_ptr<UdpWorker>>& workers() const { return workers_; }
+  void count_reload(bool ok) { (ok ? reloads_ok_ : reloads_failed_).fetch_add(1); }
+
+ private:
+  RelayConfig config_;
+  std::shared_ptr<const RoutingTable> routing_;
+  std::vector<std::unique_ptr<UdpWorker>> workers_;
+  AdminServer admin_;
+  std::atomic<uint64_t> reloads_ok_{0};
+  std::atomic<uint64_t> reloads_failed_{0};
+  std::atomic<size_t> endpoint_count_{0};
+  std::atomic<bool> ready_{false};
+};
+
+unsigned default_worker_count();
+
+}  // namespace rtce

@@ -1,0 +1,79 @@
+// udp_worker.h — one userspace relay worker: its own SO_REUSEPORT socket on every VIP,
+// its own return socket, its own RelayCore, one thread pinned to one CPU.
+//
+// The kernel's reuseport hash keeps every packet of a client flow on the same worker,
+// and transceivers reply to the worker's own return port, so a flow's state never leaves
+// its worker: no locks, no shared tables. I/O is batched with recvmmsg/sendmmsg into
+// buffers allocated once at start.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "relay_config.h"
+#include "relay_core.h"
+
+namespace rtce {
+
+// Hands a new routing table to a worker without a lock on its packet path: the worker
+// only checks an atomic flag, and takes the mutex when the flag says there is news.
+class RoutingMailbox {
+ public:
+  void post(std::shared_ptr<const RoutingTable> table);
+  std::shared_ptr<const RoutingTable> take();
+
+ private:
+  std::mutex mutex_;
+  std::shared_ptr<const RoutingTable> pending_;
+  std::atomic<bool> ready_{false};
+};
+
+class UdpWorker {
+ public:
+  // Opens and binds every socket; throws std::runtime_error naming the address on failure.
+  UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<const RoutingTable> routing);
+  ~UdpWorker();
+  UdpWorker(const UdpWorker&) = delete;
+  UdpWorker& operator=(const UdpWorker&) = delete;
+
+  void start();
+  void request_stop();
+  void join();
+  void post_routing(std::shared_ptr<const RoutingTable> table);
+
+  const RelayCounters& counters() const { return core_.counters(); }
+  SocketAddress return_address() const { return return_address_; }
+  unsigned index() const { return index_; }
+
+ private:
+  struct Batch;
+  struct VipSocket {
+    int fd = -1;
+    SocketAddress bound;
+    bool wildcard = false;
+  };
+  void run();
+  void drain_vip(size_t vip_index);
+  void drain_return();
+  void flush_to_transceivers();
+  void flush_to_clients(size_t vip_index);
+  void wake();
+
+  unsigned index_;
+  RelayConfig config_;
+  RelayCore core_;
+  RoutingMailbox mailbox_;
+  std::vector<VipSocket> vips_;
+  int return_fd_ = -1;
+  SocketAddress return_address_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::unique_ptr<Batch> batch_;
+  std::thread thread_;
+};
+
+}  // namespace rtce

@@ -1,0 +1,28 @@
+/* bpf_compile_check.c — compiled with clang -target bpf at build time so that a change to
+ * a wire header that the BPF backend cannot take (libc, unbounded loops, unsupported
+ * operations) fails the build here rather than in the XDP program. */
+#include <linux/types.h>
+
+#include "rtce_flow.h"
+#include "rtce_hint.h"
+#include "rtce_proxy_v2.h"
+#include "rtce_stun.h"
+
+__attribute__((section("xdp"), used)) int rtce_wire_check(__u8 *pkt)
+{
+	struct rtce_hint_keyset ks = {};
+	struct rtce_hint hint;
+	struct rtce_pp2_flow flow = {};
+	__u32 off = 0, len = 0, payload = 0;
+	__u8 hdr[RTCE_PP2_LEN_V6];
+
+	if (rtce_stun_server_ufrag(pkt, 128, &off, &len) != RTCE_STUN_OK)
+		return 1;
+	if (rtce_hint_open(pkt + (off & 63), RTCE_HINT_CHARS, &ks, &hint) != RTCE_HINT_OK)
+		return 2;
+	flow.family = RTCE_FAMILY_V4;
+	rtce_pp2_write(hdr, sizeof(hdr), &flow);
+	return rtce_pp2_parse(hdr, sizeof(hdr), &flow, &payload);
+}
+
+char _license[] __attribute__((section("license"), used)) = "GPL";

@@ -1,0 +1,131 @@
+/* rtce_proxy_v2.h — relay <-> transceiver framing: the PROXY protocol v2 header
+ * (haproxy's proxy-protocol.txt, section 2.2), DGRAM transport, IPv4 and IPv6.
+ *
+ * Every datagram between a relay and a transceiver endpoint is one PROXY v2 header and
+ * the client's payload, unchanged. The header names the FLOW, not the packet direction:
+ * source = the client's address:port, destination = the VIP address:port the client
+ * sent to, in both directions. A transceiver answers by echoing the header it received.
+ *
+ * The signature's first byte is 0x0D (13), outside every RFC 7983 range (STUN 0-3,
+ * ZRTP 16-19, DTLS 20-63, TURN 64-79, RTP/RTCP 128-191), so one socket can tell framed
+ * datagrams from direct ones by their first byte. */
+#ifndef RTCE_PROXY_V2_H
+#define RTCE_PROXY_V2_H
+
+#include "rtce_types.h"
+
+#define RTCE_PP2_SIG_LEN 12
+#define RTCE_PP2_FIXED_LEN 16 /* signature, ver/cmd, family, length */
+#define RTCE_PP2_ADDR_LEN_V4 12
+#define RTCE_PP2_ADDR_LEN_V6 36
+#define RTCE_PP2_LEN_V4 (RTCE_PP2_FIXED_LEN + RTCE_PP2_ADDR_LEN_V4) /* 28 */
+#define RTCE_PP2_LEN_V6 (RTCE_PP2_FIXED_LEN + RTCE_PP2_ADDR_LEN_V6) /* 52 */
+#define RTCE_PP2_FIRST_BYTE 0x0d
+#define RTCE_PP2_VER_CMD_PROXY 0x21 /* version 2, PROXY */
+#define RTCE_PP2_VER_CMD_LOCAL 0x20 /* version 2, LOCAL (health checks; no addresses) */
+#define RTCE_PP2_FAM_INET_DGRAM 0x12
+#define RTCE_PP2_FAM_INET6_DGRAM 0x22
+
+#define RTCE_FAMILY_V4 4
+#define RTCE_FAMILY_V6 6
+
+static const __u8 rtce_pp2_signature[RTCE_PP2_SIG_LEN] = {0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d,
+							    0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a};
+
+/* The flow a header names. Ports in host order; addresses in network order, IPv4 in the
+ * first 4 bytes of the 16. */
+struct rtce_pp2_flow {
+	__u8 family; /* RTCE_FAMILY_V4 or RTCE_FAMILY_V6 */
+	__u8 pad;
+	__u16 client_port;
+	__u16 vip_port;
+	__u16 pad2;
+	__u8 client_addr[16];
+	__u8 vip_addr[16];
+};
+
+enum rtce_pp2_result {
+	RTCE_PP2_OK = 0,
+	RTCE_PP2_TRUNCATED,          /* shorter than the header it announces */
+	RTCE_PP2_BAD_SIGNATURE,      /* not a PROXY v2 header */
+	RTCE_PP2_BAD_VERSION,        /* version nibble is not 2 */
+	RTCE_PP2_NOT_PROXY,          /* LOCAL command or unknown command */
+	RTCE_PP2_UNSUPPORTED_FAMILY, /* not INET/INET6 over DGRAM */
+	RTCE_PP2_BAD_LENGTH,         /* address block shorter than its family needs */
+	RTCE_PP2_RESULT_COUNT
+};
+
+RTCE_INLINE __u32 rtce_pp2_header_len(__u8 family)
+{
+	return family == RTCE_FAMILY_V6 ? RTCE_PP2_LEN_V6 : RTCE_PP2_LEN_V4;
+}
+
+/* Writes the header for flow into out. Returns its length, or 0 when cap is too small or
+ * the family is unknown. */
+RTCE_INLINE __u32 rtce_pp2_write(__u8 *out, __u32 cap, const struct rtce_pp2_flow *flow)
+{
+	__u32 alen, i, need;
+
+	if (flow->family != RTCE_FAMILY_V4 && flow->family != RTCE_FAMILY_V6)
+		return 0;
+	alen = flow->family == RTCE_FAMILY_V6 ? 16 : 4;
+	need = rtce_pp2_header_len(flow->family);
+	if (cap < need)
+		return 0;
+	for (i = 0; i < RTCE_PP2_SIG_LEN; i++)
+		out[i] = rtce_pp2_signature[i];
+	out[12] = RTCE_PP2_VER_CMD_PROXY;
+	out[13] = flow->family == RTCE_FAMILY_V6 ? RTCE_PP2_FAM_INET6_DGRAM : RTCE_PP2_FAM_INET_DGRAM;
+	rtce_store_be16(out + 14, (__u16)(need - RTCE_PP2_FIXED_LEN));
+	for (i = 0; i < alen; i++) {
+		out[16 + i] = flow->client_addr[i];
+		out[16 + alen + i] = flow->vip_addr[i];
+	}
+	rtce_store_be16(out + 16 + 2 * alen, flow->client_port);
+	rtce_store_be16(out + 18 + 2 * alen, flow->vip_port);
+	return need;
+}
+
+/* Parses a header at the start of a datagram of len bytes. On RTCE_PP2_OK, *payload_off is
+ * where the client payload starts (TLVs after the addresses are skipped, not read). */
+RTCE_INLINE enum rtce_pp2_result rtce_pp2_parse(const __u8 *p, __u32 len,
+						struct rtce_pp2_flow *flow, __u32 *payload_off)
+{
+	__u32 i, alen, block;
+
+	if (len < RTCE_PP2_FIXED_LEN)
+		return len > 0 && p[0] != RTCE_PP2_FIRST_BYTE ? RTCE_PP2_BAD_SIGNATURE
+							     : RTCE_PP2_TRUNCATED;
+	for (i = 0; i < RTCE_PP2_SIG_LEN; i++)
+		if (p[i] != rtce_pp2_signature[i])
+			return RTCE_PP2_BAD_SIGNATURE;
+	if ((p[12] & 0xf0) != 0x20)
+		return RTCE_PP2_BAD_VERSION;
+	if (p[12] != RTCE_PP2_VER_CMD_PROXY)
+		return RTCE_PP2_NOT_PROXY;
+	if (p[13] == RTCE_PP2_FAM_INET_DGRAM)
+		alen = 4;
+	else if (p[13] == RTCE_PP2_FAM_INET6_DGRAM)
+		alen = 16;
+	else
+		return RTCE_PP2_UNSUPPORTED_FAMILY;
+	block = rtce_load_be16(p + 14);
+	if (block < 2 * alen + 4)
+		return RTCE_PP2_BAD_LENGTH;
+	if (len < RTCE_PP2_FIXED_LEN + block)
+		return RTCE_PP2_TRUNCATED;
+
+	flow->family = alen == 16 ? RTCE_FAMILY_V6 : RTCE_FAMILY_V4;
+	flow->pad = 0;
+	flow->pad2 = 0;
+	for (i = 0; i < 16; i++) {
+		flow->client_addr[i] = i < alen ? p[16 + i] : 0;
+		flow->vip_addr[i] = i < alen ? p[16 + alen + i] : 0;
+	}
+	flow->client_port = rtce_load_be16(p + 16 + 2 * alen);
+	flow->vip_port = rtce_load_be16(p + 18 + 2 * alen);
+	*payload_off = RTCE_PP2_FIXED_LEN + block;
+	return RTCE_PP2_OK;
+}
+
+#endif /* RTCE_PROXY_V2_H */

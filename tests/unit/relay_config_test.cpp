@@ -1,0 +1,159 @@
+// relay_config_test.cpp — configuration layering and errors that name the key, the
+// source of the value and the problem.
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "error.h"
+#include "relay_config.h"
+#include "test_support.h"
+
+namespace {
+
+using namespace rtce;
+
+const std::string kKeyFile = test::source_path("tests/golden/hint-keys.yaml");
+
+ConfigLayers layers() {
+  ConfigLayers c("RTCEDGE_RELAY_");
+  declare_relay_config(c);
+  return c;
+}
+
+std::string error_of(const std::string& yaml, std::vector<std::string> env = {}) {
+  ConfigLayers c = layers();
+  try {
+    c.load_yaml_text(yaml, "config file 'relay.yaml'");
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    c.apply_env(envp.data());
+    resolve_relay_config(c);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(RelayConfig, DefaultsNeedOnlyAKeyFile) {
+  ConfigLayers c = layers();
+  c.load_yaml_text("hint_key_file: " + kKeyFile, "test");
+  RelayConfig cfg = resolve_relay_config(c);
+  ASSERT_EQ(cfg.listen.size(), 1u);
+  EXPECT_EQ(cfg.listen[0].to_string(), "127.0.0.1:3478");
+  EXPECT_EQ(cfg.flow_idle_timeout, 30'000'000'000);
+  EXPECT_EQ(cfg.mode, "userspace");
+  EXPECT_EQ(cfg.admin_listen.to_string(), "127.0.0.1:9478");
+}
+
+TEST(RelayConfig, FileEnvironmentAndFlagsLayerInThatOrder) {
+  ConfigLayers c = layers();
+  CLI::App app;
+  c.add_flags(app);
+  c.load_yaml_text("hint_key_file: " + kKeyFile +
+                       "\ncluster_id: 1\nflows:\n  capacity: 100\n  idle_timeout: 10s\nendpoints:\n"
+                       "  - id: 1\n    address: 198.18.2.1:40001\n",
+                   "file");
+  std::string e1 = "RTCEDGE_RELAY_CLUSTER_ID=2";
+  std::string e2 = "RTCEDGE_RELAY_FLOWS_CAPACITY=200";
+  char* env[] = {e1.data(), e2.data(), nullptr};
+  c.apply_env(env);
+  const char* argv[] = {"relay", "--flows-capacity", "300", "--endpoints", "7=[2001:db8::7]:4000,8=198.18.2.8:4000"};
+  app.parse(5, const_cast<char**>(argv));
+  c.apply_flags();
+  RelayConfig cfg = resolve_relay_config(c);
+  EXPECT_EQ(cfg.cluster_id, 2) << "env beats file";
+  EXPECT_EQ(cfg.flow_capacity, 300u) << "flag beats env";
+  EXPECT_EQ(cfg.flow_idle_timeout, 10'000'000'000) << "file beats default";
+  ASSERT_EQ(cfg.endpoints.size(), 2u);
+  EXPECT_EQ(cfg.endpoints[0].id, 7);
+  EXPECT_EQ(cfg.endpoints[0].address.to_string(), "[2001:db8::7]:4000");
+  EXPECT_EQ(c.origin("flows.capacity"), "flag --flows-capacity");
+}
+
+TEST(RelayConfig, EndpointsFromYamlMaps) {
+  ConfigLayers c = layers();
+  c.load_yaml_text("hint_key_file: x\nendpoints:\n  - {id: 3, address: '198.18.2.3:40003'}\n", "file");
+  RelayConfig cfg = resolve_relay_config(c);
+  ASSERT_EQ(cfg.endpoints.size(), 1u);
+  EXPECT_EQ(cfg.endpoints[0].id, 3);
+  EXPECT_EQ(cfg.endpoints[0].address.to_string(), "198.18.2.3:40003");
+}
+
+TEST(RelayConfig, ErrorsNameTheKeyTheSourceAndTheProblem) {
+  const std::string k = "hint_key_file: x\n";
+  auto has = [](const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; };
+  std::string e = error_of(k + "flow:\n  capacity: 3\n");
+  EXPECT_TRUE(has(e, "unknown key 'flow'")) << e;
+  e = error_of(k + "flows:\n  capcity: 3\n");
+  EXPECT_TRUE(has(e, "unknown key 'flows.capcity'")) << e;
+  e = error_of(k + "flows:\n  capacity: lots\n");
+  EXPECT_TRUE(has(e, "'flows.capacity'") && has(e, "relay.yaml") && has(e, "not a non-negative integer")) << e;
+  e = error_of(k + "flows:\n  capacity: 0\n");
+  EXPECT_TRUE(has(e, "outside 1..")) << e;
+  e = error_of(k + "flows:\n  idle_timeout: soon\n");
+  EXPECT_TRUE(has(e, "'flows.idle_timeout'") && has(e, "not a duration")) << e;
+  e = error_of(k + "listen: ['198.18.0.1']\n");
+  EXPECT_TRUE(has(e, "'listen'") && has(e, "not an address:port")) << e;
+  e = error_of(k + "listen: ['198.18.0.1:3478', '198.18.0.1:3478']\n");
+  EXPECT_TRUE(has(e, "listed twice")) << e;
+  e = error_of(k + "endpoints: ['1=198.18.2.1:0']\n");
+  EXPECT_TRUE(has(e, "concrete address and port")) << e;
+  e = error_of(k + "endpoints: ['1=198.18.2.1:4000', '1=198.18.2.2:4000']\n");
+  EXPECT_TRUE(has(e, "endpoint id 1 is listed twice")) << e;
+  e = error_of(k + "endpoints: ['70000=198.18.2.1:4000']\n");
+  EXPECT_TRUE(has(e, "not 0..65535")) << e;
+  e = error_of(k + "mode: turbo\n");
+  EXPECT_TRUE(has(e, "'mode'") && has(e, "userspace, xdp, auto")) << e;
+  e = error_of(k + "log:\n  format: xml\n");
+  EXPECT_TRUE(has(e, "'log.format'")) << e;
+  e = error_of(k + "return_listen: 0.0.0.0:0\n");
+  EXPECT_TRUE(has(e, "must be an IPv6 address")) << e;
+  e = error_of("cluster_id: 1\n");
+  EXPECT_TRUE(has(e, "'hint_key_file'") && has(e, "required")) << e;
+  e = error_of(k, {"RTCEDGE_RELAY_CLUSTER_ID=300"});
+  EXPECT_TRUE(has(e, "env RTCEDGE_RELAY_CLUSTER_ID") && has(e, "outside 0..255")) << e;
+  e = error_of("- a\n- b\n");
+  EXPECT_TRUE(has(e, "top level must be a map")) << e;
+  e = error_of("a: [\n");
+  EXPECT_TRUE(has(e, "not valid YAML")) << e;
+}
+
+TEST(RelayConfig, RoutingTableFailsClearlyOnAMissingKeyFile) {
+  ConfigLayers c = layers();
+  c.load_yaml_text("hint_key_file: /nonexistent/keys.yaml\n", "file");
+  RelayConfig cfg = resolve_relay_config(c);
+  try {
+    build_routing_table(cfg);
+    FAIL() << "expected an error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/keys.yaml"), std::string::npos);
+  }
+}
+
+TEST(Durations, ParseUnits) {
+  EXPECT_EQ(parse_duration("30s"), 30'000'000'000);
+  EXPECT_EQ(parse_duration("500ms"), 500'000'000);
+  EXPECT_EQ(parse_duration("2m"), 120'000'000'000);
+  EXPECT_EQ(parse_duration("1.5"), 1'500'000'000);
+  EXPECT_EQ(parse_duration("5 s"), -1);
+  EXPECT_EQ(parse_duration("-1s"), -1);
+  EXPECT_EQ(parse_duration("1d"), -1);
+}
+
+TEST(SocketAddresses, ParseFormatAndMap) {
+  EXPECT_EQ(SocketAddress::parse("198.18.0.1:3478")->to_string(), "198.18.0.1:3478");
+  EXPECT_EQ(SocketAddress::parse("[2001:db8::1]:3478")->to_string(), "[2001:db8::1]:3478");
+  EXPECT_FALSE(SocketAddress::parse("2001:db8::1:3478"));
+  EXPECT_FALSE(SocketAddress::parse("198.18.0.1:70000"));
+  EXPECT_FALSE(SocketAddress::parse("198.18.0.1:"));
+  EXPECT_FALSE(SocketAddress::parse("example.com:80"));
+  auto v4 = *SocketAddress::parse("198.18.0.1:3478");
+  auto mapped = SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&static_cast<const sockaddr_in6&>(v4.to_v6_mapped())), sizeof(sockaddr_in6));
+  EXPECT_EQ(mapped.to_string(), "[::ffff:198.18.0.1]:3478");
+  EXPECT_EQ(mapped.unmapped().to_string(), "198.18.0.1:3478");
+}
+
+}  // namespace

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# install-deps.sh — the Debian 12 packages rtcedge builds, runs and tests with.
+# Idempotent; needs root (apt-get). RTCEDGE_SKIP_APT=1 skips it on a prepared machine.
+set -euo pipefail
+if [[ "${RTCEDGE_SKIP_APT:-0}" == 1 ]]; then exit 0; fi
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-deps: needs root for apt-get (or set RTCEDGE_SKIP_APT=1 if the packages are installed)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+packages=(
+  # build
+  cmake ninja-build clang libclang-rt-14-dev g++ pkg-config
+  # libraries
+  libbpf-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  prometheus-cpp-dev libboost-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  # running and testing the data path
+  iproute2 ethtool nftables nginx-light libnginx-mod-stream python3 curl procps
+)
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null

@@ -1,0 +1,286 @@
+"""Network-namespace topology for the relay integration test (standard library only).
+
+    client ns                  relay ns                                 xcvr ns
+    cl0 198.18.0.2/24  <--->   rc0 198.18.0.1/24 + VIP 198.18.0.100/24
+        fd00:198:18:1::2/64        fd00:198:18:1::1/64 + VIP fd00:198:18:1::100/64
+                               rx0 198.18.1.1/24            <--->   xc0 198.18.1.2/24
+                                   fd00:198:18:2::1/64                  fd00:198:18:2::2/64
+
+The relay namespace is an endpoint of both links (no forwarding): the relay process holds
+the VIP on its client-facing veth and reaches the transceiver over the other link.
+Addresses come only from 198.18.0.0/15 and the ULA fd00:198:18::/48.
+
+Everything this module creates (namespaces, processes) is recorded in one registry and
+removed by cleanup_all(): from the Topology context manager, atexit, and SIGTERM/SIGHUP
+handlers (install_signal_cleanup). Processes are started with PR_SET_PDEATHSIG so that
+they die with the test even when it is SIGKILLed (e.g. by a CTest timeout); namespaces
+left behind by such a run are swept at the next start (sweep_stale)."""
+
+import atexit
+import contextlib
+import ctypes
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+CLONE_NEWNET = 0x40000000
+NS_PREFIX = "rtce-it-"
+NETNS_DIR = "/run/netns"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+CLIENT_V4, CLIENT_V6 = "198.18.0.2", "fd00:198:18:1::2"
+RELAY_LINK_V4, RELAY_LINK_V6 = "198.18.0.1", "fd00:198:18:1::1"
+VIP_V4, VIP_V6 = "198.18.0.100", "fd00:198:18:1::100"
+RELAY_XCVR_V4, RELAY_XCVR_V6 = "198.18.1.1", "fd00:198:18:2::1"
+XCVR_V4, XCVR_V6 = "198.18.1.2", "fd00:198:18:2::2"
+
+
+# ---------------------------------------------------------------------------- registry
+
+_lock = threading.RLock()
+_namespaces = []  # names we created, in creation order
+_processes = []  # subprocess.Popen objects we started
+_cleaned = False
+
+
+def _log(msg):
+    sys.stderr.write("[netns] %s\n" % msg)
+    sys.stderr.flush()
+
+
+def run(cmd, check=True, timeout=10):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), r.returncode, r.stderr.strip()))
+    return r
+
+
+def stop_process(proc, sig=signal.SIGTERM, timeout=3.0):
+    """Signals one process we started (by its pid, via Popen) and reaps it; SIGKILL after
+    `timeout`. Returns its exit code."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait(timeout=5)
+    return proc.returncode
+
+
+def cleanup_all():
+    """Kills every process we started, then deletes every namespace we created. Idempotent."""
+    global _cleaned
+    with _lock:
+        procs, names = list(_processes), list(_namespaces)
+        _processes.clear()
+        _namespaces.clear()
+    for p in procs:
+        with contextlib.suppress(Exception):
+            stop_process(p, timeout=2.0)
+    for name in reversed(names):
+        # Anything still running inside is ours (only we create this prefix).
+        with contextlib.suppress(Exception):
+            for pid in run(["ip", "netns", "pids", name], check=False).stdout.split():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+        r = run(["ip", "netns", "del", name], check=False)
+        if r.returncode != 0 and os.path.exists(os.path.join(NETNS_DIR, name)):
+            _log("could not delete namespace %s: %s" % (name, r.stderr.strip()))
+    _cleaned = True
+
+
+def _on_signal(signum, _frame):
+    _log("signal %d: cleaning up namespaces and processes" % signum)
+    cleanup_all()
+    os._exit(128 + signum)
+
+
+def install_signal_cleanup():
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    atexit.register(cleanup_all)
+
+
+def sweep_stale():
+    """Deletes namespaces with our prefix whose creating test process is gone (a run killed
+    with SIGKILL cannot clean up after itself)."""
+    for name in list_namespaces():
+        m = re.match(re.escape(NS_PREFIX) + r"(\d+)-", name)
+        if not m or os.path.exists("/proc/%s" % m.group(1)):
+            continue
+        _log("removing stale namespace %s" % name)
+        for pid in run(["ip", "netns", "pids", name], check=False).stdout.split():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        run(["ip", "netns", "del", name], check=False)
+
+
+def list_namespaces():
+    r = run(["ip", "-j", "netns", "list"], check=False)
+    try:
+        return [e["name"] for e in json.loads(r.stdout or "[]")]
+    except ValueError:
+        return [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
+
+
+def netns_unavailable_reason():
+    """None when this process can create network namespaces, else why not."""
+    if os.geteuid() != 0:
+        return "not root (euid %d): network namespaces need CAP_SYS_ADMIN" % os.geteuid()
+    for tool in ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"):
+        if os.access(tool, os.X_OK):
+            break
+    else:
+        return "iproute2 'ip' not found"
+    probe = "%s%d-probe" % (NS_PREFIX, os.getpid())
+    r = run(["ip", "netns", "add", probe], check=False)
+    if r.returncode != 0:
+        return "'ip netns add' does not work here: %s" % r.stderr.strip()
+    run(["ip", "netns", "del", probe], check=False)
+    return None
+
+
+# ---------------------------------------------------------------------------- setns
+
+@contextlib.contextmanager
+def entered(ns_name):
+    """Runs the body with this thread in network namespace ns_name. Sockets created inside
+    stay in that namespace after the thread returns to its own."""
+    orig = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        target = os.open(os.path.join(NETNS_DIR, ns_name), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        os.close(orig)
+        raise
+    try:
+        if _libc.setns(target, CLONE_NEWNET) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "setns(%s): %s" % (ns_name, os.strerror(e)))
+        try:
+            yield
+        finally:
+            if _libc.setns(orig, CLONE_NEWNET) != 0:
+                # Carrying on in the wrong namespace would corrupt every later step.
+                _log("FATAL: cannot return to the original network namespace")
+                cleanup_all()
+                os._exit(70)
+    finally:
+        os.close(target)
+        os.close(orig)
+
+
+def socket_in(ns_name, family, kind=socket.SOCK_DGRAM):
+    with entered(ns_name):
+        return socket.socket(family, kind)
+
+
+# ---------------------------------------------------------------------------- processes
+
+_LAUNCHER = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG\n"
+    "if os.getppid() != int(sys.argv[1]): os._exit(99)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def start_in_netns(ns_name, argv, **popen_kwargs):
+    """Starts argv inside ns_name with `ip netns exec`, which execs the command in place, so
+    Popen.pid is the command's own pid (signals reach it directly). The process gets
+    PR_SET_PDEATHSIG=SIGKILL first, so it cannot outlive the test."""
+    cmd = ["/usr/bin/python3", "-c", _LAUNCHER, str(os.getpid()), "ip", "netns", "exec", ns_name] + list(argv)
+    with _lock:
+        proc = subprocess.Popen(cmd, **popen_kwargs)
+        _processes.append(proc)
+    return proc
+
+
+def forget_process(proc):
+    with _lock:
+        if proc in _processes:
+            _processes.remove(proc)
+
+
+# ---------------------------------------------------------------------------- topology
+
+class Topology:
+    """Context manager: creates client/relay/xcvr namespaces wired with two veth pairs;
+    removes them (and every process started in them) on exit, also on failure."""
+
+    def __init__(self, tag=None):
+        self.prefix = "%s%d-%s" % (NS_PREFIX, os.getpid(), tag or "t")
+        self.client = self.prefix + "-client"
+        self.relay = self.prefix + "-relay"
+        self.xcvr = self.prefix + "-xcvr"
+
+    @property
+    def names(self):
+        return [self.client, self.relay, self.xcvr]
+
+    def __enter__(self):
+        try:
+            self._create()
+        except BaseException:
+            cleanup_all()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        cleanup_all()
+        return False
+
+    def _ip(self, ns, *args):
+        return run(["ip", "-n", ns] + list(args))
+
+    def _create(self):
+        for ns in self.names:
+            with _lock:
+                run(["ip", "netns", "add", ns])
+                _namespaces.append(ns)
+            # No duplicate address detection: addresses are usable at once.
+            run(["ip", "netns", "exec", ns, "sysctl", "-qw",
+                 "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0"])
+            self._ip(ns, "link", "set", "lo", "up")
+        # Create each veth pair directly inside its namespaces: the root namespace never
+        # sees these interfaces.
+        run(["ip", "link", "add", "cl0", "netns", self.client, "type", "veth", "peer", "name", "rc0", "netns", self.relay])
+        run(["ip", "link", "add", "rx0", "netns", self.relay, "type", "veth", "peer", "name", "xc0", "netns", self.xcvr])
+        plan = [
+            (self.client, "cl0", [CLIENT_V4 + "/24"], [CLIENT_V6 + "/64"]),
+            (self.relay, "rc0", [RELAY_LINK_V4 + "/24", VIP_V4 + "/24"], [RELAY_LINK_V6 + "/64", VIP_V6 + "/64"]),
+            (self.relay, "rx0", [RELAY_XCVR_V4 + "/24"], [RELAY_XCVR_V6 + "/64"]),
+            (self.xcvr, "xc0", [XCVR_V4 + "/24"], [XCVR_V6 + "/64"]),
+        ]
+        for ns, dev, v4s, v6s in plan:
+            for a in v4s:
+                self._ip(ns, "addr", "add", a, "dev", dev)
+            for a in v6s:
+                self._ip(ns, "-6", "addr", "add", a, "dev", dev, "nodad")
+            self._ip(ns, "link", "set", dev, "up")
+        self._wait_links([(ns, dev) for ns, dev, _, _ in plan])
+
+    def _wait_links(self, links, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        pending = list(links)
+        while pending:
+            still = []
+            for ns, dev in pending:
+                info = json.loads(self._ip(ns, "-j", "addr", "show", "dev", dev).stdout)[0]
+                tentative = any(a.get("tentative") for a in info.get("addr_info", []))
+                if info.get("operstate") != "UP" or tentative:
+                    still.append((ns, dev))
+            pending = still
+            if pending and time.monotonic() > deadline:
+                raise RuntimeError("links not up within %.0fs: %s" % (timeout, pending))
+            if pending:
+                time.sleep(0.02)  # poll interval of a deadline-bounded wait

@@ -1,0 +1,851 @@
+#!/usr/bin/python3
+"""Network-namespace integration test of rtcedge-relay (userspace data path).
+
+Topology (netns_topology.py): a client namespace, a relay namespace holding the VIP on its
+client-facing veth, and a transceiver namespace running fake_transceiver.py with three
+endpoint sockets (EP1 on 198.18.1.2:40001 over IPv4, EP2 on [fd00:198:18:2::2]:40002 over
+IPv6, EP3 on 198.18.1.2:40003, which is only configured by the SIGHUP test).
+
+It shows that the first STUN Binding request goes to the endpoint its hint names, later
+non-STUN packets follow it, replies reach the client from the VIP (a bound VIP and a
+wildcard listener answering from the address the client used), forged hints, unknown
+endpoints and stray packets create no flow and are counted by reason, and forged
+return-path datagrams reach no client; over IPv4 and IPv6. Also SIGHUP reload of the
+endpoint table keeping flows, idle expiry, the flow-table bound, and a clean SIGTERM exit.
+
+Usage: /usr/bin/python3 test_relay_netns.py [--relay PATH] [unittest args, e.g. -k Reload]
+(or RTCE_RELAY_BIN=PATH). Needs root; otherwise it prints why and skips (exit 0).
+Standard library only. Namespaces and processes are removed even when a test fails, on
+SIGTERM/SIGHUP/Ctrl-C, and (processes) when the test is SIGKILLed."""
+
+import argparse
+import base64
+import contextlib
+import ipaddress
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import netns_topology as nt  # noqa: E402
+import prom_metrics  # noqa: E402
+import proxy_v2  # noqa: E402
+import stun_codec  # noqa: E402
+
+RELAY_BIN = os.environ.get("RTCE_RELAY_BIN") or os.path.normpath(os.path.join(HERE, "../../build/bin/rtcedge-relay"))
+GOLDEN_DIR = os.path.normpath(os.path.join(HERE, "../golden"))
+
+PWD = "rtce-integration-pwd-0123456789"  # server ICE pwd the fake transceiver knows (>= 22 chars)
+CLIENT_UFRAG = "cli1"
+CLUSTER = 7
+EP_PORT = {1: 40001, 2: 40002, 3: 40003}
+EP_ADDR = {1: "%s:%d" % (nt.XCVR_V4, 40001), 2: "[%s]:%d" % (nt.XCVR_V6, 40002), 3: "%s:%d" % (nt.XCVR_V4, 40003)}
+# The relay's source address toward each endpoint (the link the endpoint is reached over).
+EP_RELAY_SIDE = {1: nt.RELAY_XCVR_V4, 2: nt.RELAY_XCVR_V6, 3: nt.RELAY_XCVR_V4}
+HINT_FAILURES = ("bad_length", "bad_char", "bad_version", "unknown_key", "bad_mac", "wrong_cluster")
+FAMILIES = (4, 6)
+
+STATE = {}  # topology, tmpdir, key file, peer: set by setUpModule
+
+
+def norm(addr):
+    """(ip, port) with the address in canonical text form, IPv4-mapped shown as IPv4."""
+    ip = ipaddress.ip_address(str(addr[0]).split("%")[0])
+    if ip.version == 6 and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return (str(ip), int(addr[1]))
+
+
+def poll_until(predicate, timeout, interval=0.02):
+    """Calls predicate until it returns a truthy value or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)  # poll interval of a deadline-bounded wait, not synchronisation
+
+
+# ---------------------------------------------------------------------------- hints
+
+def mint(endpoint, cluster=CLUSTER, key_file=None):
+    r = subprocess.run([RELAY_BIN, "hint", "encode", "--key-file", key_file or STATE["keys"],
+                        "--cluster", str(cluster), "--endpoint", str(endpoint)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=10, check=True)
+    ufrag = r.stdout.strip()
+    assert len(ufrag) == 16, "unexpected ufrag %r" % ufrag
+    return ufrag
+
+
+def forged_ufrag(kind, endpoint=1):
+    """A server ufrag that fails hint verification with reason `kind`."""
+    good = mint(endpoint)
+    raw = bytearray(base64.b64decode(good))
+    if kind == "bad_mac":
+        raw[11] ^= 0x01
+    elif kind == "bad_version":
+        raw[0] = (2 << 4) | (raw[0] & 0x0F)
+    elif kind == "unknown_key":
+        raw[0] = (raw[0] & 0xF0) | (((raw[0] & 0x0F) + 1) & 0x0F)
+    elif kind == "bad_length":
+        return good[:15]
+    elif kind == "bad_char":
+        return good[:6] + "-" + good[7:]
+    elif kind == "wrong_cluster":
+        return mint(endpoint, cluster=(CLUSTER + 1) % 256)
+    else:
+        raise ValueError(kind)
+    return base64.b64encode(bytes(raw)).decode()
+
+
+# ---------------------------------------------------------------------------- processes
+
+class Peer:
+    """fake_transceiver.py in the transceiver namespace; collects its JSON event lines."""
+
+    def __init__(self, topo, log_path, pwds):
+        argv = ["/usr/bin/python3", "-u", os.path.join(HERE, "fake_transceiver.py")]
+        for ep, port in EP_PORT.items():
+            argv += ["--endpoint", "EP%d=%d" % (ep, port)]
+        for p in pwds:
+            argv += ["--pwd", p]
+        self._stderr = open(log_path, "w")
+        self.proc = nt.start_in_netns(topo.xcvr, argv, stdout=subprocess.PIPE, stderr=self._stderr,
+                                      text=True, bufsize=1)
+        self.events = []
+        self._cond = threading.Condition()
+        threading.Thread(target=self._reader, name="peer-reader", daemon=True).start()
+        ready = self.wait_event(lambda e: e["event"] == "ready", since=0, timeout=10)
+        if not ready:
+            raise RuntimeError("fake transceiver did not become ready; stderr: %s" % open(log_path).read()[-2000:])
+
+    def _reader(self):
+        for line in self.proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                event = {"event": "garbage", "line": line}
+            with self._cond:
+                self.events.append(event)
+                self._cond.notify_all()
+
+    def mark(self):
+        with self._cond:
+            return len(self.events)
+
+    def since(self, mark, predicate=lambda e: True):
+        with self._cond:
+            return [e for e in self.events[mark:] if predicate(e)]
+
+    def wait_event(self, predicate, since, timeout=3.0):
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for e in self.events[since:]:
+                    if predicate(e):
+                        return e
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+
+    def stop(self):
+        nt.stop_process(self.proc)
+        nt.forget_process(self.proc)
+        self._stderr.close()
+
+
+class Relay:
+    """One rtcedge-relay process in the relay namespace, on its own set of ports."""
+
+    _next_slot = 0
+
+    def __init__(self, name, workers=2, endpoints=(1, 2), config_text=None, extra=()):
+        topo, tmp = STATE["topo"], STATE["tmp"]
+        slot = Relay._next_slot
+        Relay._next_slot += 1
+        base = 20000 + 100 * slot
+        self.name = name
+        self.workers = workers
+        self.vip_port = base + 78  # bound to the VIP addresses
+        self.wild_port = base + 79  # wildcard listeners (answer via IP_PKTINFO)
+        self.return_port = base + 10  # worker i uses return_port + i
+        self.admin_port = base + 90
+        self.ns = topo.relay
+        self.log_path = os.path.join(tmp, "relay-%s.log" % name)
+        self.config_path = os.path.join(tmp, "relay-%s.yaml" % name)
+        argv = [RELAY_BIN, "--mode", "userspace",
+                "--listen", "%s:%d,[%s]:%d,0.0.0.0:%d,[::]:%d" % (nt.VIP_V4, self.vip_port, nt.VIP_V6,
+                                                                 self.vip_port, self.wild_port, self.wild_port),
+                "--return-listen", "[::]:%d" % self.return_port,
+                "--workers", str(workers), "--cluster-id", str(CLUSTER),
+                "--hint-key-file", STATE["keys"],
+                "--admin-listen", "127.0.0.1:%d" % self.admin_port,
+                "--log-level", "debug"]
+        if config_text is not None:
+            self.write_config(config_text)
+            argv += ["--config", self.config_path]
+        elif endpoints:
+            argv += ["--endpoints", ",".join("%d=%s" % (e, EP_ADDR[e]) for e in endpoints)]
+        argv += list(extra)
+        self._log = open(self.log_path, "w")
+        self.proc = nt.start_in_netns(self.ns, argv, stdout=self._log, stderr=subprocess.STDOUT)
+        self.returncode = None
+        self._wait_ready()
+
+    def write_config(self, text):
+        tmp_path = self.config_path + ".new"
+        with open(tmp_path, "w") as f:
+            f.write(text)
+        os.replace(tmp_path, self.config_path)  # atomic: a SIGHUP never reads half a file
+
+    def log_text(self):
+        with contextlib.suppress(OSError):
+            with open(self.log_path) as f:
+                return f.read()
+        return ""
+
+    def vip(self, family, kind="bound"):
+        ip = nt.VIP_V4 if family == 4 else nt.VIP_V6
+        return (ip, self.vip_port if kind == "bound" else self.wild_port)
+
+    def return_addresses(self, family, from_ns="xcvr"):
+        """The relay's return sockets as seen from the transceiver (or client) namespace."""
+        if from_ns == "xcvr":
+            ip = nt.RELAY_XCVR_V4 if family == 4 else nt.RELAY_XCVR_V6
+        else:
+            ip = nt.RELAY_LINK_V4 if family == 4 else nt.RELAY_LINK_V6
+        return [(ip, self.return_port + i) for i in range(self.workers)]
+
+    def http_get(self, path, timeout=2.0):
+        sock = nt.socket_in(self.ns, socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(("127.0.0.1", self.admin_port))
+            return prom_metrics.fetch(sock, "127.0.0.1", path, timeout)
+        finally:
+            sock.close()
+
+    def _wait_ready(self, timeout=10.0):
+        def ready():
+            if self.proc.poll() is not None:
+                raise RuntimeError("relay %s exited with %s during start-up:\n%s"
+                                   % (self.name, self.proc.returncode, self.log_text()[-3000:]))
+            with contextlib.suppress(OSError):
+                return self.http_get("/readyz", timeout=0.5)[0] == 200
+            return False
+
+        if not poll_until(ready, timeout):
+            raise RuntimeError("relay %s not ready within %.0fs:\n%s" % (self.name, timeout, self.log_text()[-3000:]))
+
+    def metrics(self):
+        status, body = self.http_get("/metrics")
+        if status != 200:
+            raise AssertionError("GET /metrics: HTTP %d" % status)
+        return prom_metrics.parse(body)
+
+    def wait_metrics(self, predicate, what, timeout=5.0):
+        """Polls /metrics until predicate(snapshot) holds; fails with the last snapshot."""
+        last = [None]
+
+        def check():
+            last[0] = self.metrics()
+            return predicate(last[0])
+
+        if not poll_until(check, timeout):
+            raise AssertionError("relay %s: timed out after %.1fs waiting for %s; last metrics:\n%s\n--- relay log tail:\n%s"
+                                 % (self.name, timeout, what, last[0], self.log_text()[-2000:]))
+        return last[0]
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout=5.0):
+        if self.returncode is None:
+            t0 = time.monotonic()
+            self.returncode = nt.stop_process(self.proc, sig, timeout)
+            self.stop_seconds = time.monotonic() - t0
+            nt.forget_process(self.proc)
+            self._log.close()
+        return self.returncode
+
+
+class Client:
+    """A UDP client socket in the client namespace."""
+
+    def __init__(self, family):
+        af = socket.AF_INET if family == 4 else socket.AF_INET6
+        self.family = family
+        self.sock = nt.socket_in(STATE["topo"].client, af)
+        self.sock.bind((nt.CLIENT_V4 if family == 4 else nt.CLIENT_V6, 0))
+        self.addr = norm(self.sock.getsockname())
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, dst, data):
+        self.sock.sendto(data, dst)
+
+    def recv(self, timeout):
+        self.sock.settimeout(timeout)
+        try:
+            data, src = self.sock.recvfrom(65535)
+        except socket.timeout:
+            return None, None
+        return data, norm(src)
+
+    def pending(self, timeout=0.2):
+        """Whatever arrives within `timeout` (used after the relay has already counted a
+        drop, so nothing can still be in flight)."""
+        got = []
+        deadline = time.monotonic() + timeout
+        while len(got) < 16:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            data, src = self.recv(left)
+            if data is None:
+                break
+            got.append((data, src))
+        return got
+
+    def stun(self, dst, ufrag, pwd=PWD, attempts=3, timeout=1.0):
+        """Sends a Binding request (retried at most `attempts` times); returns the parsed
+        response and the address it came from."""
+        sent = set()
+        for _ in range(attempts):
+            txid, req = stun_codec.binding_request(ufrag, CLIENT_UFRAG, pwd)
+            sent.add(txid)
+            self.send(dst, req)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                data, src = self.recv(max(0.01, deadline - time.monotonic()))
+                if data is None:
+                    break
+                if stun_codec.looks_like_stun(data):
+                    msg = stun_codec.parse(data)
+                    if msg.txid in sent:
+                        return msg, src
+        raise AssertionError("no STUN response from %s for ufrag %s after %d attempts" % (dst, ufrag, attempts))
+
+    def echo(self, dst, payload, attempts=3, timeout=1.0):
+        for _ in range(attempts):
+            self.send(dst, payload)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                data, src = self.recv(max(0.01, deadline - time.monotonic()))
+                if data is None:
+                    break
+                if data.endswith(payload):
+                    return data, src
+        raise AssertionError("no echo from %s for %r after %d attempts" % (dst, payload[:8], attempts))
+
+
+def media_payloads(n):
+    """Non-STUN payloads as WebRTC sends them after ICE: DTLS, RTP, RTCP (RFC 7983 ranges)."""
+    out = [bytes([0x16, 0xFE, 0xFD]) + os.urandom(29)]  # DTLS handshake record
+    for seq in range(n):
+        out.append(struct.pack("!BBHII", 0x80, 0x6F, seq, 960 * seq, 0x1234ABCD) + os.urandom(40))  # RTP/Opus
+    out.append(struct.pack("!BBHI", 0x80, 0xC8, 6, 0x1234ABCD) + os.urandom(20))  # RTCP SR
+    return out
+
+
+# ---------------------------------------------------------------------------- module fixture
+
+def setUpModule():
+    reason = nt.netns_unavailable_reason()
+    if reason:
+        print("SKIPPED: relay network-namespace integration test: %s" % reason, flush=True)
+        raise unittest.SkipTest(reason)
+    if not os.access(RELAY_BIN, os.X_OK):
+        raise RuntimeError("relay binary %s not found; build it or pass --relay PATH" % RELAY_BIN)
+    nt.sweep_stale()
+    tmp = tempfile.TemporaryDirectory(prefix="rtce-it-")
+    unittest.addModuleCleanup(tmp.cleanup)
+    STATE["tmp"] = tmp.name
+    topo = nt.Topology()
+    unittest.addModuleCleanup(topo.__exit__, None, None, None)
+    topo.__enter__()
+    STATE["topo"] = topo
+    keys = os.path.join(tmp.name, "hint-keys.yaml")
+    with open(keys, "w") as f:
+        subprocess.run([RELAY_BIN, "hint", "keygen"], stdout=f, check=True, timeout=10)
+    STATE["keys"] = keys
+    pwds = [PWD]
+    golden = golden_capture()
+    if golden:
+        pwds.append(golden["server_pwd"])
+    peer = Peer(topo, os.path.join(tmp.name, "fake-transceiver.log"), pwds)
+    unittest.addModuleCleanup(peer.stop)
+    STATE["peer"] = peer
+
+
+def golden_capture():
+    """The real Chromium Binding request in tests/golden, or None when absent."""
+    try:
+        with open(os.path.join(GOLDEN_DIR, "chrome_binding_request.json")) as f:
+            meta = json.load(f)
+        with open(os.path.join(GOLDEN_DIR, "chrome_binding_request.hex")) as f:
+            meta["bytes"] = bytes.fromhex("".join(f.read().split()))
+        meta["key_file"] = os.path.join(GOLDEN_DIR, "hint-keys.yaml")
+        if not os.path.exists(meta["key_file"]):
+            return None
+        return meta
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+class RelayTestCase(unittest.TestCase):
+    """Helpers shared by the test classes."""
+
+    relay = None
+
+    @classmethod
+    def start_relay(cls, name, **kwargs):
+        relay = Relay(name, **kwargs)
+        cls.addClassCleanup(relay.stop)
+        return relay
+
+    @property
+    def peer(self):
+        return STATE["peer"]
+
+    def client(self, family):
+        c = Client(family)
+        self.addCleanup(c.close)
+        return c
+
+    def establish(self, family, endpoint, kind="bound", relay=None):
+        """First packet: a STUN Binding request whose hint names `endpoint`. Checks the
+        response came from the VIP, is a valid Binding success for this client, and came
+        from that endpoint; returns (client, vip)."""
+        relay = relay or self.relay
+        client = self.client(family)
+        vip = relay.vip(family, kind)
+        mark = self.peer.mark()
+        msg, src = client.stun(vip, mint(endpoint))
+        self.check_binding_success(msg, src, client, vip, "EP%d" % endpoint, PWD)
+        ev = self.peer.wait_event(lambda e: e["event"] == "stun" and tuple(e["client"]) == client.addr, mark)
+        self.assertIsNotNone(ev, "fake transceiver logged no STUN for %s" % (client.addr,))
+        self.assertEqual(ev["ep"], "EP%d" % endpoint, "first STUN reached the wrong endpoint")
+        self.assertEqual(ev["family"], family)
+        self.assertEqual(norm(ev["vip"]), norm(vip), "PROXY header names the wrong VIP")
+        self.assertEqual(norm(ev["from"])[0], EP_RELAY_SIDE[endpoint], "framed datagram from an unexpected relay address")
+        return client, vip
+
+    def check_binding_success(self, msg, src, client, vip, ep_name, pwd):
+        self.assertEqual(src, norm(vip), "STUN response did not come from the VIP")
+        self.assertEqual(msg.msg_type, stun_codec.BINDING_SUCCESS)
+        self.assertTrue(msg.integrity_ok(pwd.encode()), "MESSAGE-INTEGRITY of the response does not verify")
+        self.assertTrue(msg.fingerprint_ok(), "FINGERPRINT of the response does not verify")
+        self.assertEqual(norm(msg.xor_mapped_address()), client.addr, "XOR-MAPPED-ADDRESS is not the client")
+        self.assertEqual(msg.get(stun_codec.ATTR_SOFTWARE), b"rtce-fake-transceiver " + ep_name.encode(),
+                         "the response came from the wrong endpoint")
+
+    def check_media_follows(self, client, vip, endpoint, n=4):
+        ep = b"EP%d:" % endpoint
+        mark = self.peer.mark()
+        for payload in media_payloads(n):
+            data, src = client.echo(vip, payload)
+            self.assertEqual(src, norm(vip), "reply did not come from the VIP")
+            self.assertEqual(data, ep + payload, "non-STUN packet answered by the wrong endpoint")
+        seen = self.peer.since(mark, lambda e: e["event"] == "data" and tuple(e["client"]) == client.addr)
+        self.assertTrue(seen and all(e["ep"] == "EP%d" % endpoint for e in seen), seen)
+
+    def assert_no_flow_for(self, relay, client, vip, before, peer_mark):
+        """Nothing reached the transceiver or came back, no flow exists: a non-STUN packet
+        from the same client is dropped as no_flow."""
+        self.assertEqual(client.pending(), [], "the client got an answer")
+        self.assertEqual(self.peer.since(peer_mark, lambda e: tuple(e.get("client", ())) == client.addr), [],
+                         "the datagram reached the transceiver")
+        probe = relay.metrics()
+        client.send(vip, media_payloads(1)[1])
+        after = relay.wait_metrics(lambda m: m.dropped("no_flow") > probe.dropped("no_flow"), "no_flow drop")
+        self.assertEqual(after.dropped("no_flow") - probe.dropped("no_flow"), 1)
+        self.assertEqual(after.get("rtcedge_relay_flows_created_total"), before.get("rtcedge_relay_flows_created_total"))
+        self.assertEqual(after.get("rtcedge_relay_flows_active"), before.get("rtcedge_relay_flows_active"))
+        self.assertEqual(client.pending(), [])
+
+    def assert_only_drop(self, before, after, reasons):
+        """Every drop reason changed by exactly `reasons` (a dict), others not at all."""
+        changed = {}
+        for (name, labels), value in after.samples.items():
+            if name == "rtcedge_relay_dropped_packets_total":
+                d = value - before.get(name, **dict(labels))
+                if d:
+                    changed[dict(labels)["reason"]] = d
+        self.assertEqual(changed, {k: float(v) for k, v in reasons.items() if v})
+
+
+# ---------------------------------------------------------------------------- tests
+
+class RoutingTest(RelayTestCase):
+    """One relay (2 workers) with endpoints 1 (IPv4) and 2 (IPv6 transport)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.relay = cls.start_relay("routing", workers=2, endpoints=(1, 2), extra=["--flows-idle-timeout", "120s"])
+
+    def test_first_stun_follows_hint_then_media_follow_replies_from_vip(self):
+        for family in FAMILIES:
+            for kind in ("bound", "wildcard"):
+                for endpoint in (1, 2):
+                    with self.subTest(family=family, vip=kind, endpoint=endpoint):
+                        before = self.relay.metrics()
+                        client, vip = self.establish(family, endpoint, kind)
+                        self.check_media_follows(client, vip, endpoint)
+                        # A later STUN (consent check) on the flow goes the same way.
+                        msg, src = client.stun(vip, mint(endpoint))
+                        self.check_binding_success(msg, src, client, vip, "EP%d" % endpoint, PWD)
+                        after = self.relay.metrics()
+                        self.assertEqual(prom_metrics.delta(before, after, "rtcedge_relay_flows_created_total"), 1)
+                        self.assertEqual(prom_metrics.delta(before, after, "rtcedge_relay_flows_active"), 1)
+                        for d in ("client_to_transceiver", "transceiver_to_client"):
+                            self.assertGreaterEqual(prom_metrics.delta(
+                                before, after, "rtcedge_relay_forwarded_packets_total", direction=d), 8, d)
+                        self.assert_only_drop(before, after, {})
+
+    def test_forged_hints_create_no_flow(self):
+        for family in FAMILIES:
+            for reason in HINT_FAILURES:
+                with self.subTest(family=family, reason=reason):
+                    client = self.client(family)
+                    vip = self.relay.vip(family)
+                    ufrag = forged_ufrag(reason)
+                    before = self.relay.metrics()
+                    mark = self.peer.mark()
+                    _, req = stun_codec.binding_request(ufrag, CLIENT_UFRAG, PWD)
+                    client.send(vip, req)
+                    after = self.relay.wait_metrics(lambda m: m.dropped("hint_rejected") > before.dropped("hint_rejected"),
+                                                    "hint_rejected for " + reason)
+                    self.assert_only_drop(before, after, {"hint_rejected": 1})
+                    for r in HINT_FAILURES:
+                        self.assertEqual(after.hint_failures(r) - before.hint_failures(r), 1 if r == reason else 0, r)
+                    self.assert_no_flow_for(self.relay, client, vip, before, mark)
+
+    def test_unknown_endpoint_creates_no_flow(self):
+        for family in FAMILIES:
+            with self.subTest(family=family):
+                client = self.client(family)
+                vip = self.relay.vip(family, "wildcard")
+                before = self.relay.metrics()
+                mark = self.peer.mark()
+                _, req = stun_codec.binding_request(mint(9), CLIENT_UFRAG, PWD)
+                client.send(vip, req)
+                after = self.relay.wait_metrics(
+                    lambda m: m.dropped("unknown_endpoint") > before.dropped("unknown_endpoint"), "unknown_endpoint")
+                self.assert_only_drop(before, after, {"unknown_endpoint": 1})
+                self.assertEqual(sum(after.hint_failures(r) - before.hint_failures(r) for r in HINT_FAILURES), 0)
+                self.assert_no_flow_for(self.relay, client, vip, before, mark)
+
+    def test_stray_packets_create_no_flow(self):
+        txid = stun_codec.new_txid()
+        good = stun_codec.binding_request(mint(1), CLIENT_UFRAG, PWD)[1]
+        cases = [
+            ("rtp", media_payloads(1)[1], "no_flow"),
+            ("dtls", media_payloads(1)[0], "no_flow"),
+            ("binding_indication", stun_codec.encode(stun_codec.BINDING_INDICATION, txid, []), "stun_not_binding_request"),
+            ("binding_success", stun_codec.binding_success(txid, nt.CLIENT_V4, 1, PWD), "stun_not_binding_request"),
+            ("no_username", stun_codec.encode(stun_codec.BINDING_REQUEST, txid, [(stun_codec.ATTR_PRIORITY, b"\0\0\0\1")],
+                                              integrity_key=PWD.encode()), "stun_no_username"),
+            ("truncated", good[:-8], "stun_malformed"),
+            ("username_without_colon", stun_codec.encode(stun_codec.BINDING_REQUEST, txid,
+                                                         [(stun_codec.ATTR_USERNAME, mint(1).encode())]), "stun_malformed"),
+        ]
+        for family in FAMILIES:
+            for name, payload, reason in cases:
+                with self.subTest(family=family, packet=name):
+                    client = self.client(family)
+                    vip = self.relay.vip(family)
+                    before = self.relay.metrics()
+                    mark = self.peer.mark()
+                    client.send(vip, payload)
+                    after = self.relay.wait_metrics(lambda m: m.dropped(reason) > before.dropped(reason), reason)
+                    self.assert_only_drop(before, after, {reason: 1})
+                    self.assertEqual(after.get("rtcedge_relay_flows_created_total"),
+                                     before.get("rtcedge_relay_flows_created_total"))
+                    self.assert_no_flow_for(self.relay, client, vip, before, mark)
+
+    def test_return_path_accepts_only_the_flow_owner(self):
+        for family in FAMILIES:
+            with self.subTest(family=family):
+                client, vip = self.establish(family, 1 if family == 4 else 2)
+                framed = proxy_v2.encode(client.addr, vip) + b"FORGED-REPLY"
+                # Senders that do not own the flow: another port on the transceiver host
+                # (both families), and the client host itself.
+                senders = [("xcvr", 4, nt.XCVR_V4), ("xcvr", 6, nt.XCVR_V6), ("client", family,
+                                                                           nt.CLIENT_V4 if family == 4 else nt.CLIENT_V6)]
+                for where, fam, ip in senders:
+                    ns = STATE["topo"].xcvr if where == "xcvr" else STATE["topo"].client
+                    s = nt.socket_in(ns, socket.AF_INET if fam == 4 else socket.AF_INET6)
+                    self.addCleanup(s.close)
+                    s.bind((ip, 0))
+                    before = self.relay.metrics()
+                    for dst in self.relay.return_addresses(fam, where):
+                        s.sendto(framed, dst)
+                    # Exactly one worker owns the flow (wrong sender); the others have no such flow.
+                    want = {"return_wrong_sender": 1, "return_no_flow": self.relay.workers - 1}
+                    after = self.relay.wait_metrics(
+                        lambda m: all(m.dropped(r) - before.dropped(r) >= n for r, n in want.items()),
+                        "return-path drops from %s/%s" % (where, ip))
+                    self.assert_only_drop(before, after, want)
+                    self.assertEqual(prom_metrics.delta(before, after, "rtcedge_relay_forwarded_packets_total",
+                                                        direction="transceiver_to_client"), 0)
+                    self.assertEqual(client.pending(), [], "a forged reply reached the client")
+
+                # Not PROXY v2 at all, and a well-formed header for a flow nobody has.
+                s = nt.socket_in(STATE["topo"].xcvr, socket.AF_INET6)
+                self.addCleanup(s.close)
+                s.bind((nt.XCVR_V6, 0))
+                before = self.relay.metrics()
+                nobody = proxy_v2.encode((client.addr[0], client.addr[1] ^ 0x5A5A or 1), vip) + b"x"
+                for dst in self.relay.return_addresses(6):
+                    s.sendto(b"\x0d\x0a not a proxy header", dst)
+                    s.sendto(nobody, dst)
+                want = {"return_malformed": self.relay.workers, "return_no_flow": self.relay.workers}
+                after = self.relay.wait_metrics(
+                    lambda m: all(m.dropped(r) - before.dropped(r) >= n for r, n in want.items()), "return_malformed")
+                self.assert_only_drop(before, after, want)
+                self.assertEqual(client.pending(), [])
+                # The real owner still gets through.
+                self.check_media_follows(client, vip, 1 if family == 4 else 2, n=1)
+
+
+class ReloadTest(RelayTestCase):
+    """SIGHUP re-reads the config file: the endpoint table changes, flows stay."""
+
+    @staticmethod
+    def config(endpoints):
+        return "endpoints:\n" + "".join('  - "%d=%s"\n' % (e, EP_ADDR[e]) for e in endpoints)
+
+    @classmethod
+    def setUpClass(cls):
+        cls.relay = cls.start_relay("reload", workers=2, config_text=cls.config((1, 2)),
+                                    extra=["--flows-idle-timeout", "120s"])
+
+    def reload(self, text, result="ok"):
+        before = self.relay.metrics()
+        self.relay.write_config(text)
+        self.relay.signal(signal.SIGHUP)
+        return self.relay.wait_metrics(
+            lambda m: prom_metrics.delta(before, m, "rtcedge_relay_config_reloads_total", result=result) == 1,
+            "config reload result=%s" % result)
+
+    def expect_unknown_endpoint(self, endpoint, family=4):
+        client = self.client(family)
+        vip = self.relay.vip(family)
+        before = self.relay.metrics()
+        mark = self.peer.mark()
+        client.send(vip, stun_codec.binding_request(mint(endpoint), CLIENT_UFRAG, PWD)[1])
+        after = self.relay.wait_metrics(lambda m: m.dropped("unknown_endpoint") > before.dropped("unknown_endpoint"),
+                                        "unknown_endpoint for %d" % endpoint)
+        self.assert_only_drop(before, after, {"unknown_endpoint": 1})
+        self.assert_no_flow_for(self.relay, client, vip, before, mark)
+
+    def test_sighup_reloads_endpoints_and_keeps_flows(self):
+        a, vip_a = self.establish(4, 1)
+        b, vip_b = self.establish(6, 2)
+        m0 = self.relay.metrics()
+        self.assertEqual(m0.get("rtcedge_relay_endpoints"), 2)
+        self.expect_unknown_endpoint(3)
+
+        # Add endpoint 3.
+        m1 = self.reload(self.config((1, 2, 3)))
+        self.assertEqual(m1.get("rtcedge_relay_endpoints"), 3)
+        self.assertEqual(m1.get("rtcedge_relay_flows_active"), m0.get("rtcedge_relay_flows_active"), "reload dropped flows")
+        self.check_media_follows(a, vip_a, 1, n=2)
+        self.check_media_follows(b, vip_b, 2, n=2)
+        c, vip_c = self.establish(4, 3)
+        self.check_media_follows(c, vip_c, 3, n=2)
+        d, vip_d = self.establish(6, 3, kind="wildcard")
+        self.check_media_follows(d, vip_d, 3, n=2)
+
+        # Remove endpoint 1: its existing flow keeps its endpoint, new hints for it are refused.
+        m2 = self.reload(self.config((2, 3)))
+        self.assertEqual(m2.get("rtcedge_relay_endpoints"), 2)
+        self.check_media_follows(a, vip_a, 1, n=2)
+        self.expect_unknown_endpoint(1)
+
+        # A broken file is refused and changes nothing.
+        m3 = self.reload("endpoints: [\n", result="error")
+        self.assertEqual(m3.get("rtcedge_relay_endpoints"), 2)
+        for client, vip, ep in ((a, vip_a, 1), (b, vip_b, 2), (c, vip_c, 3), (d, vip_d, 3)):
+            self.check_media_follows(client, vip, ep, n=1)
+        end = self.relay.metrics()
+        self.assertEqual(prom_metrics.delta(m0, end, "rtcedge_relay_flows_created_total"), 2)
+        self.assertEqual(prom_metrics.delta(m0, end, "rtcedge_relay_flows_expired_total"), 0)
+        self.assertEqual(end.get("rtcedge_relay_flows_active"), 4)
+
+
+class IdleExpiryTest(RelayTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.relay = cls.start_relay("idle", workers=1, endpoints=(1, 2), extra=["--flows-idle-timeout", "1s"])
+
+    def test_idle_flow_expires_and_active_flow_stays(self):
+        idle, vip_i = self.establish(4, 1)
+        busy, vip_b = self.establish(6, 2)
+        last_idle_packet = time.monotonic()
+        before = self.relay.metrics()
+        self.assertEqual(before.get("rtcedge_relay_flows_active"), 2)
+
+        # Keep `busy` talking (one packet per poll) until the idle flow has expired.
+        deadline = time.monotonic() + 6.0
+        expired = None
+        for _ in range(200):
+            if time.monotonic() >= deadline:
+                break
+            busy.echo(vip_b, media_payloads(1)[1])
+            m = self.relay.metrics()
+            if prom_metrics.delta(before, m, "rtcedge_relay_flows_expired_total") >= 1:
+                expired = m
+                break
+            time.sleep(0.05)  # pacing of the keep-alive media, inside a deadline-bounded poll
+        self.assertIsNotNone(expired, "idle flow did not expire within 6s")
+        self.assertGreaterEqual(time.monotonic() - last_idle_packet, 0.9, "flow expired before its idle timeout")
+        self.assertEqual(prom_metrics.delta(before, expired, "rtcedge_relay_flows_expired_total"), 1)
+        self.assertEqual(expired.get("rtcedge_relay_flows_active"), 1)
+        self.check_media_follows(busy, vip_b, 2, n=1)  # the active flow was kept
+
+        # The expired flow is gone: media from it is dropped and reaches nobody ...
+        mark = self.peer.mark()
+        m = self.relay.metrics()
+        idle.send(vip_i, media_payloads(1)[1])
+        after = self.relay.wait_metrics(lambda x: x.dropped("no_flow") > m.dropped("no_flow"), "no_flow after expiry")
+        self.assert_only_drop(m, after, {"no_flow": 1})
+        self.assertEqual(idle.pending(), [])
+        self.assertEqual(self.peer.since(mark, lambda e: tuple(e.get("client", ())) == idle.addr), [])
+        # ... until the next STUN check (soft state) re-creates it.
+        msg, src = idle.stun(vip_i, mint(1))
+        self.check_binding_success(msg, src, idle, vip_i, "EP1", PWD)
+        self.check_media_follows(idle, vip_i, 1, n=1)
+        self.assertEqual(prom_metrics.delta(m, self.relay.metrics(), "rtcedge_relay_flows_created_total"), 1)
+
+
+class TableBoundTest(RelayTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.relay = cls.start_relay("bound", workers=1, endpoints=(1, 2),
+                                    extra=["--flows-capacity", "2", "--flows-evict-idle-after", "1h",
+                                           "--flows-idle-timeout", "120s"])
+
+    def test_full_table_refuses_new_flows(self):
+        m0 = self.relay.metrics()
+        self.assertEqual(m0.get("rtcedge_relay_flow_capacity"), 2)
+        a, vip_a = self.establish(4, 1)
+        b, vip_b = self.establish(6, 2)
+        for family in FAMILIES:
+            with self.subTest(family=family):
+                c = self.client(family)
+                vip = self.relay.vip(family)
+                before = self.relay.metrics()
+                mark = self.peer.mark()
+                c.send(vip, stun_codec.binding_request(mint(1), CLIENT_UFRAG, PWD)[1])
+                after = self.relay.wait_metrics(
+                    lambda m: m.dropped("flow_table_full") > before.dropped("flow_table_full"), "flow_table_full")
+                self.assert_only_drop(before, after, {"flow_table_full": 1})
+                self.assertEqual(after.get("rtcedge_relay_flows_active"), 2)
+                self.assertEqual(prom_metrics.delta(before, after, "rtcedge_relay_flows_evicted_total"), 0)
+                self.assert_no_flow_for(self.relay, c, vip, before, mark)
+        self.check_media_follows(a, vip_a, 1, n=1)
+        self.check_media_follows(b, vip_b, 2, n=1)
+        self.assertEqual(prom_metrics.delta(m0, self.relay.metrics(), "rtcedge_relay_flows_created_total"), 2)
+
+
+class ShutdownTest(RelayTestCase):
+    def test_sigterm_exits_zero_promptly(self):
+        relay = Relay("shutdown", workers=2, endpoints=(1, 2))
+        self.addCleanup(relay.stop, signal.SIGKILL)
+        client, vip = self.establish(4, 1, relay=relay)
+        client.echo(vip, b"\x80" + os.urandom(20))
+        rc = relay.stop(signal.SIGTERM, timeout=5.0)
+        self.assertEqual(rc, 0, "relay exited with %s on SIGTERM:\n%s" % (rc, relay.log_text()[-2000:]))
+        self.assertLess(relay.stop_seconds, 5.0)
+        self.assertIn("stopped", relay.log_text())
+
+
+class ChromeCaptureReplayTest(RelayTestCase):
+    """The first Binding request a real Chromium sent (tests/golden), replayed byte for
+    byte: its hint (cluster 1, endpoint 2, golden key) routes it to EP2."""
+
+    def test_chromium_first_packet_routes_by_hint(self):
+        golden = golden_capture()
+        if not golden:
+            self.skipTest("tests/golden capture not present")
+        raw = golden["bytes"]
+        msg = stun_codec.parse(raw)
+        self.assertTrue(msg.integrity_ok(golden["server_pwd"].encode()))
+        self.assertTrue(msg.fingerprint_ok())
+        cluster = json.loads(subprocess.run([RELAY_BIN, "hint", "decode", "--key-file", golden["key_file"],
+                                             golden["server_ufrag"]], stdout=subprocess.PIPE, text=True,
+                                            timeout=10, check=True).stdout)
+        relay = Relay("chrome", workers=1, endpoints=(1, 2),
+                      extra=["--cluster-id", str(cluster["cluster_id"]), "--hint-key-file", golden["key_file"]])
+        self.addCleanup(relay.stop)
+        ep = cluster["endpoint_id"]
+        self.assertIn(ep, (1, 2))
+        for family in FAMILIES:
+            with self.subTest(family=family):
+                client = self.client(family)
+                vip = relay.vip(family)
+                client.send(vip, raw)
+                data, src = client.recv(3.0)
+                self.assertIsNotNone(data, "no answer to the Chromium Binding request")
+                resp = stun_codec.parse(data)
+                self.assertEqual(resp.txid, msg.txid)
+                self.check_binding_success(resp, src, client, vip, "EP%d" % ep, golden["server_pwd"])
+
+
+class CodecSelfTest(unittest.TestCase):
+    """The test's own STUN and PROXY v2 codecs against a real capture and round trips."""
+
+    def test_stun_codec_verifies_chromium_capture(self):
+        golden = golden_capture()
+        if not golden:
+            self.skipTest("tests/golden capture not present")
+        msg = stun_codec.parse(golden["bytes"])
+        self.assertEqual(msg.username(), golden["username"])
+        self.assertTrue(msg.integrity_ok(golden["server_pwd"].encode()))
+        self.assertFalse(msg.integrity_ok(b"wrong-password-wrong-password"))
+        self.assertTrue(msg.fingerprint_ok())
+
+    def test_proxy_v2_round_trip(self):
+        for client, vip, length in (((nt.CLIENT_V4, 50000), (nt.VIP_V4, 3478), proxy_v2.LEN_V4),
+                                    ((nt.CLIENT_V6, 50001), (nt.VIP_V6, 3478), proxy_v2.LEN_V6)):
+            hdr = proxy_v2.encode(client, vip)
+            self.assertEqual(len(hdr), length)
+            parsed, off = proxy_v2.parse(hdr + b"payload")
+            self.assertEqual((parsed.client, parsed.vip, off), (client, vip, length))
+        with self.assertRaises(proxy_v2.ProxyV2Error):
+            proxy_v2.parse(b"\x16\xfe\xfd" + b"\0" * 40)
+
+
+def main():
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--relay", help="path to rtcedge-relay (default: $RTCE_RELAY_BIN or build/bin)")
+    args, rest = ap.parse_known_args()
+    global RELAY_BIN
+    if args.relay:
+        RELAY_BIN = os.path.abspath(args.relay)
+    nt.install_signal_cleanup()
+    t0 = time.monotonic()
+    try:
+        prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
+    finally:
+        nt.cleanup_all()
+    print("relay netns integration: %.1fs" % (time.monotonic() - t0), flush=True)
+    sys.exit(0 if prog.result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()

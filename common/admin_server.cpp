@@ -96,7 +96,9 @@ AdminServer::AdminServer(const SocketAddress& listen) : impl_(std::make_unique<I
 
 AdminServer::~AdminServer() { stop(); }
 
-void AdminServer::route(const std::string& path, Handler handler) { impl_->routes[path] = std::move(handler); }
+void AdminServer::route(const std::string& path, Handler handler) {
+  impl_->routes[path] = std::move(handler);
+}
 
 void AdminServer::start() {
   const auto address = asio::ip::make_address(impl_->listen.ip_string());

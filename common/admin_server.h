@@ -46,7 +46,8 @@ class AdminServer {
 // Builds Prometheus metric families for a scrape.
 class MetricsText {
  public:
-  prometheus::MetricFamily& family(const std::string& name, const std::string& help, prometheus::MetricType type);
+  prometheus::MetricFamily& family(const std::string& name, const std::string& help,
+                                   prometheus::MetricType type);
   void add(prometheus::MetricFamily& family, double value,
            std::vector<prometheus::ClientMetric::Label> labels = {});
   std::string serialize() const;

@@ -214,7 +214,8 @@ uint64_t ConfigLayers::get_uint(std::string_view key, uint64_t fallback, uint64_
   if (ec != std::errc() || end != text.data() + text.size() || text.empty())
     throw ConfigError(where(key) + ": '" + text + "' is not a non-negative integer");
   if (v < min || v > max)
-    throw ConfigError(where(key) + ": " + text + " is outside " + std::to_string(min) + ".." + std::to_string(max));
+    throw ConfigError(where(key) + ": " + text + " is outside " + std::to_string(min) + ".." +
+                      std::to_string(max));
   return v;
 }
 

@@ -117,8 +117,8 @@ std::string HintKeys::to_yaml() const {
       "# every listed key verifies them (at most two: rotation). Keep this file secret.\n"
       "keys:\n";
   for (const auto& k : keys_)
-    out += "  - id: " + std::to_string(k.id) + "\n    secret: " +
-           to_hex(k.secret.data(), k.secret.size()) + "\n";
+    out += "  - id: " + std::to_string(k.id) + "\n    secret: " + to_hex(k.secret.data(), k.secret.size()) +
+           "\n";
   return out;
 }
 

@@ -32,7 +32,9 @@ class JsonMessageFlag : public spdlog::custom_flag_formatter {
       }
     }
   }
-  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonMessageFlag>(); }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonMessageFlag>();
+  }
 };
 
 }  // namespace

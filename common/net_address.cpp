@@ -30,8 +30,7 @@ std::optional<SocketAddress> SocketAddress::parse(std::string_view text) {
   }
   unsigned port = 0;
   auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port > 65535 ||
-      port_text.empty())
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port > 65535 || port_text.empty())
     return std::nullopt;
 
   SocketAddress out;
@@ -141,8 +140,7 @@ std::string SocketAddress::ip_string() const {
   if (is_v4())
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage_)->sin_addr, buf, sizeof buf);
   else if (family() == AF_INET6)
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_addr, buf,
-              sizeof buf);
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_addr, buf, sizeof buf);
   else
     return "unspecified";
   return buf;

@@ -10,7 +10,9 @@ namespace rtce {
 
 class RelaxedCounter {
  public:
-  void add(uint64_t n = 1) { value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  void add(uint64_t n = 1) {
+    value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
   void set(uint64_t n) { value_.store(n, std::memory_order_relaxed); }
   uint64_t get() const { return value_.load(std::memory_order_relaxed); }
 

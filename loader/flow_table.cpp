@@ -8,9 +8,7 @@
 
 namespace rtce {
 
-bool operator==(const rtce_flow_key& a, const rtce_flow_key& b) {
-  return std::memcmp(&a, &b, sizeof a) == 0;
-}
+bool operator==(const rtce_flow_key& a, const rtce_flow_key& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 FlowTable::FlowTable(const Options& options) : options_(options) {
   if (options.capacity == 0) throw std::invalid_argument("flow table capacity must be > 0");
@@ -56,8 +54,7 @@ Flow* FlowTable::evict_candidate(Nanos now) {
   return nullptr;
 }
 
-FlowTable::InsertResult FlowTable::insert(const rtce_flow_key& key, const FlowValue& value,
-                                          Nanos now) {
+FlowTable::InsertResult FlowTable::insert(const rtce_flow_key& key, const FlowValue& value, Nanos now) {
   if (Flow* existing = find(key)) {
     existing->value = value;
     existing->last_seen = now;
@@ -89,8 +86,7 @@ void FlowTable::erase(Flow* flow) {
   const uint32_t slot = index_[pos];
   // Backward-shift deletion keeps every probe chain unbroken without tombstones.
   uint32_t hole = pos;
-  for (uint32_t next = (hole + 1) & index_mask_; index_[next] != kEmpty;
-       next = (next + 1) & index_mask_) {
+  for (uint32_t next = (hole + 1) & index_mask_; index_[next] != kEmpty; next = (next + 1) & index_mask_) {
     uint32_t home = bucket_of(slots_[index_[next]].key);
     // Move the entry back if the hole lies cyclically within [home, next).
     bool movable = hole <= next ? (home <= hole || home > next) : (home <= hole && home > next);

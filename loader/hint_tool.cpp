@@ -1,9 +1,8 @@
 // hint_tool.cpp — see hint_tool.h.
 #include "hint_tool.h"
 
-#include <nlohmann/json.hpp>
-
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "error.h"
 #include "hint_keys.h"
@@ -17,8 +16,11 @@ HintTool::HintTool(CLI::App& app) {
   encode_ = hint_->add_subcommand("encode", "print a fresh server ufrag carrying a routing hint");
   encode_->add_option("--key-file", key_file_, "key file; its first key signs")->required();
   encode_->add_option("--cluster", cluster_, "cluster id 0..255")->required()->check(CLI::Range(0, 255));
-  encode_->add_option("--endpoint", endpoint_, "transceiver endpoint id 0..65535")->required()->check(CLI::Range(0, 65535));
-  decode_ = hint_->add_subcommand("decode", "print a ufrag's hint fields as JSON; exit 0 if its MAC verifies, 1 if not");
+  encode_->add_option("--endpoint", endpoint_, "transceiver endpoint id 0..65535")
+      ->required()
+      ->check(CLI::Range(0, 65535));
+  decode_ = hint_->add_subcommand(
+      "decode", "print a ufrag's hint fields as JSON; exit 0 if its MAC verifies, 1 if not");
   decode_->add_option("--key-file", key_file_, "key file; any listed key verifies")->required();
   decode_->add_option("ufrag", ufrag_, "server ufrag (or a whole USERNAME 'server:client')")->required();
   hint_->require_subcommand(1);
@@ -39,8 +41,8 @@ int HintTool::run_selected() {
     std::string ufrag = ufrag_.substr(0, ufrag_.find(':'));
     const rtce_hint_keyset keyset = keys.keyset();
     rtce_hint hint{};
-    const rtce_hint_result r =
-        rtce_hint_open(reinterpret_cast<const uint8_t*>(ufrag.data()), static_cast<uint32_t>(ufrag.size()), &keyset, &hint);
+    const rtce_hint_result r = rtce_hint_open(reinterpret_cast<const uint8_t*>(ufrag.data()),
+                                              static_cast<uint32_t>(ufrag.size()), &keyset, &hint);
     nlohmann::json out;
     out["ufrag"] = ufrag;
     out["valid"] = r == RTCE_HINT_OK;

@@ -63,10 +63,12 @@ int main(int argc, char** argv) {
   }
   rtce::setup_logging(config.log_format, config.log_level);
   if (config.mode == "xdp") {
-    spdlog::error("mode=xdp: the XDP data path is not part of this build yet; use --mode=userspace or --mode=auto");
+    spdlog::error(
+        "mode=xdp: the XDP data path is not part of this build yet; use --mode=userspace or --mode=auto");
     return kExitUsage;
   }
-  if (config.mode == "auto") spdlog::warn("mode=auto: XDP is not part of this build yet; using the userspace relay");
+  if (config.mode == "auto")
+    spdlog::warn("mode=auto: XDP is not part of this build yet; using the userspace relay");
 
   // Block the signals before any thread starts so that only sigwait below sees them.
   sigset_t signals;

@@ -18,14 +18,17 @@ void declare_relay_config(ConfigLayers& c) {
   c.declare("pin_cpus", K::scalar, "pin worker i to CPU i (default true)");
   c.declare("batch_size", K::scalar, "datagrams per recvmmsg/sendmmsg call (default 32)");
   c.declare("socket_buffer_bytes", K::scalar, "SO_RCVBUF/SO_SNDBUF per socket (default 4194304)");
-  c.declare("cluster_id", K::scalar, "this relay's cluster id; hints for other clusters are rejected (default 0)");
+  c.declare("cluster_id", K::scalar,
+            "this relay's cluster id; hints for other clusters are rejected (default 0)");
   c.declare("hint_key_file", K::scalar, "routing-hint key file (rtcedge-relay hint keygen); required");
   c.declare("endpoints", K::list, "transceiver endpoints, id=address:port (e.g. 1=198.18.2.2:40000)");
   c.declare("flows.capacity", K::scalar, "maximum flows, split evenly across workers (default 65536)");
-  c.declare("flows.idle_timeout", K::scalar, "a flow with no client packet for this long expires (default 30s)");
+  c.declare("flows.idle_timeout", K::scalar,
+            "a flow with no client packet for this long expires (default 30s)");
   c.declare("flows.evict_idle_after", K::scalar,
             "when full, a new flow may replace one idle at least this long (default 5s)");
-  c.declare("admin.listen", K::scalar, "address:port of /metrics, /healthz, /readyz (default 127.0.0.1:9478)");
+  c.declare("admin.listen", K::scalar,
+            "address:port of /metrics, /healthz, /readyz (default 127.0.0.1:9478)");
   c.declare("log.format", K::scalar, "text | json (default text)");
   c.declare("log.level", K::scalar, "trace | debug | info | warn | error (default info)");
 }
@@ -93,14 +96,16 @@ RelayConfig resolve_relay_config(const ConfigLayers& c) {
   if (cfg.listen.empty()) throw ConfigError(c.where("listen") + ": at least one VIP address is required");
   if (cfg.listen.size() > 16) throw ConfigError(c.where("listen") + ": at most 16 VIPs");
 
-  cfg.return_listen = SocketAddress::parse_or_throw(c.get_string("return_listen", "[::]:0"), c.where("return_listen"));
+  cfg.return_listen =
+      SocketAddress::parse_or_throw(c.get_string("return_listen", "[::]:0"), c.where("return_listen"));
   if (cfg.return_listen.is_v4())
     throw ConfigError(c.where("return_listen") +
                       ": must be an IPv6 address ([::]:0 is dual-stack and takes IPv4 transceivers too)");
   cfg.workers = static_cast<uint32_t>(c.get_uint("workers", 0, 0, 256));
   cfg.pin_cpus = c.get_bool("pin_cpus", true);
   cfg.batch_size = static_cast<uint32_t>(c.get_uint("batch_size", 32, 1, 1024));
-  cfg.socket_buffer_bytes = static_cast<uint32_t>(c.get_uint("socket_buffer_bytes", 4 << 20, 65536, 1u << 30));
+  cfg.socket_buffer_bytes =
+      static_cast<uint32_t>(c.get_uint("socket_buffer_bytes", 4 << 20, 65536, 1u << 30));
   cfg.cluster_id = static_cast<uint8_t>(c.get_uint("cluster_id", 0, 0, 255));
   cfg.hint_key_file = c.get_string("hint_key_file", "");
   if (cfg.hint_key_file.empty())
@@ -109,9 +114,9 @@ RelayConfig resolve_relay_config(const ConfigLayers& c) {
   cfg.endpoints = parse_endpoints(c.get_list("endpoints", {}), c.where("endpoints"));
   cfg.flow_capacity = static_cast<uint32_t>(c.get_uint("flows.capacity", 65536, 1, 1u << 26));
   cfg.flow_idle_timeout = c.get_duration("flows.idle_timeout", 30'000'000'000, 1'000'000, 86'400'000'000'000);
-  cfg.flow_evict_idle_after =
-      c.get_duration("flows.evict_idle_after", 5'000'000'000, 0, 86'400'000'000'000);
-  cfg.admin_listen = SocketAddress::parse_or_throw(c.get_string("admin.listen", "127.0.0.1:9478"), c.where("admin.listen"));
+  cfg.flow_evict_idle_after = c.get_duration("flows.evict_idle_after", 5'000'000'000, 0, 86'400'000'000'000);
+  cfg.admin_listen =
+      SocketAddress::parse_or_throw(c.get_string("admin.listen", "127.0.0.1:9478"), c.where("admin.listen"));
   cfg.log_format = c.get_string("log.format", "text");
   if (cfg.log_format != "text" && cfg.log_format != "json")
     throw ConfigError(c.where("log.format") + ": '" + cfg.log_format + "' is not text or json");

@@ -58,8 +58,7 @@ bool same_endpoint(const sockaddr_in6& a, const sockaddr_in6& b) {
   return a.sin6_port == b.sin6_port && IN6_ARE_ADDR_EQUAL(&a.sin6_addr, &b.sin6_addr);
 }
 
-RelayCore::RelayCore(const FlowTable::Options& flow_options,
-                     std::shared_ptr<const RoutingTable> routing)
+RelayCore::RelayCore(const FlowTable::Options& flow_options, std::shared_ptr<const RoutingTable> routing)
     : flows_(flow_options), routing_(std::move(routing)) {}
 
 ToTransceiver RelayCore::frame(const Flow& flow, uint8_t* packet, size_t len) {
@@ -95,15 +94,16 @@ std::optional<ToTransceiver> RelayCore::on_client_packet(const SocketAddress& cl
   return out;
 }
 
-std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& key,
-                                                           uint16_t vip_socket, uint8_t* packet,
-                                                           size_t len, Nanos now) {
+std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& key, uint16_t vip_socket,
+                                                           uint8_t* packet, size_t len, Nanos now) {
   uint32_t ufrag_off = 0;
   uint32_t ufrag_len = 0;
   switch (rtce_stun_server_ufrag(packet, static_cast<uint32_t>(len), &ufrag_off, &ufrag_len)) {
     case RTCE_STUN_OK: break;
     case RTCE_STUN_NOT_STUN: counters_.drop(DropReason::no_flow); return std::nullopt;
-    case RTCE_STUN_NOT_BINDING_REQUEST: counters_.drop(DropReason::stun_not_binding_request); return std::nullopt;
+    case RTCE_STUN_NOT_BINDING_REQUEST:
+      counters_.drop(DropReason::stun_not_binding_request);
+      return std::nullopt;
     case RTCE_STUN_NO_USERNAME: counters_.drop(DropReason::stun_no_username); return std::nullopt;
     default: counters_.drop(DropReason::stun_malformed); return std::nullopt;
   }
@@ -150,8 +150,8 @@ std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& 
   return frame(*inserted.flow, packet, len);
 }
 
-std::optional<ToClient> RelayCore::on_transceiver_packet(const sockaddr_in6& from,
-                                                         const uint8_t* packet, size_t len) {
+std::optional<ToClient> RelayCore::on_transceiver_packet(const sockaddr_in6& from, const uint8_t* packet,
+                                                         size_t len) {
   counters_.received_packets[static_cast<size_t>(Direction::transceiver_to_client)].add();
   rtce_pp2_flow pp{};
   uint32_t payload_off = 0;

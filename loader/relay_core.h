@@ -43,7 +43,15 @@ enum class DropReason : uint8_t {
   count
 };
 
-enum class HintFailure : uint8_t { bad_length, bad_char, bad_version, unknown_key, bad_mac, wrong_cluster, count };
+enum class HintFailure : uint8_t {
+  bad_length,
+  bad_char,
+  bad_version,
+  unknown_key,
+  bad_mac,
+  wrong_cluster,
+  count
+};
 
 enum class Direction : uint8_t { client_to_transceiver, transceiver_to_client, count };
 
@@ -97,12 +105,10 @@ class RelayCore {
   // A datagram from a client to a VIP. `packet` must have kFramingHeadroom writable bytes
   // before it. Returns the framed datagram to send, or nullopt (dropped and counted).
   std::optional<ToTransceiver> on_client_packet(const SocketAddress& client, const SocketAddress& vip,
-                                                uint16_t vip_socket, uint8_t* packet, size_t len,
-                                                Nanos now);
+                                                uint16_t vip_socket, uint8_t* packet, size_t len, Nanos now);
 
   // A datagram on the return socket. `from` as received on the dual-stack socket.
-  std::optional<ToClient> on_transceiver_packet(const sockaddr_in6& from, const uint8_t* packet,
-                                                size_t len);
+  std::optional<ToClient> on_transceiver_packet(const sockaddr_in6& from, const uint8_t* packet, size_t len);
 
   // Housekeeping: expires idle flows, visiting at most max_slots slots.
   void expire(Nanos now, uint32_t max_slots);

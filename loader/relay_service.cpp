@@ -27,7 +27,8 @@ RelayService::RelayService(const RelayConfig& config)
   admin_.route("/healthz", [] { return HttpReply{200, "text/plain; charset=utf-8", "ok\n"}; });
   admin_.route("/readyz", [this] {
     if (!ready_) return HttpReply{503, "text/plain; charset=utf-8", "starting\n"};
-    if (endpoint_count_ == 0) return HttpReply{503, "text/plain; charset=utf-8", "no transceiver endpoints configured\n"};
+    if (endpoint_count_ == 0)
+      return HttpReply{503, "text/plain; charset=utf-8", "no transceiver endpoints configured\n"};
     return HttpReply{200, "text/plain; charset=utf-8", "ready\n"};
   });
   admin_.start();
@@ -79,44 +80,58 @@ std::string RelayService::metrics_text() const {
     for (const auto& w : workers_) total += getter(w->counters()).get();
     return static_cast<double>(total);
   };
-  auto& received = m.family("rtcedge_relay_received_packets_total", "Datagrams received, by direction.", MetricType::Counter);
-  auto& forwarded = m.family("rtcedge_relay_forwarded_packets_total", "Datagrams forwarded, by direction.", MetricType::Counter);
-  auto& bytes = m.family("rtcedge_relay_forwarded_bytes_total", "Payload bytes forwarded (framing excluded), by direction.",
-                         MetricType::Counter);
+  auto& received = m.family("rtcedge_relay_received_packets_total", "Datagrams received, by direction.",
+                            MetricType::Counter);
+  auto& forwarded = m.family("rtcedge_relay_forwarded_packets_total", "Datagrams forwarded, by direction.",
+                             MetricType::Counter);
+  auto& bytes = m.family("rtcedge_relay_forwarded_bytes_total",
+                         "Payload bytes forwarded (framing excluded), by direction.", MetricType::Counter);
   for (size_t d = 0; d < static_cast<size_t>(Direction::count); d++) {
-    std::vector<prometheus::ClientMetric::Label> l = {{"direction", direction_name(static_cast<Direction>(d))}};
-    m.add(received, sum([d](const RelayCounters& c) -> const RelaxedCounter& { return c.received_packets[d]; }), l);
-    m.add(forwarded, sum([d](const RelayCounters& c) -> const RelaxedCounter& { return c.forwarded_packets[d]; }), l);
-    m.add(bytes, sum([d](const RelayCounters& c) -> const RelaxedCounter& { return c.forwarded_bytes[d]; }), l);
+    std::vector<prometheus::ClientMetric::Label> l = {
+        {"direction", direction_name(static_cast<Direction>(d))}};
+    m.add(received,
+          sum([d](const RelayCounters& c) -> const RelaxedCounter& { return c.received_packets[d]; }), l);
+    m.add(forwarded,
+          sum([d](const RelayCounters& c) -> const RelaxedCounter& { return c.forwarded_packets[d]; }), l);
+    m.add(bytes, sum([d](const RelayCounters& c) -> const RelaxedCounter& { return c.forwarded_bytes[d]; }),
+          l);
   }
-  auto& dropped = m.family("rtcedge_relay_dropped_packets_total", "Datagrams dropped, by reason.", MetricType::Counter);
+  auto& dropped =
+      m.family("rtcedge_relay_dropped_packets_total", "Datagrams dropped, by reason.", MetricType::Counter);
   for (size_t r = 0; r < static_cast<size_t>(DropReason::count); r++)
     m.add(dropped, sum([r](const RelayCounters& c) -> const RelaxedCounter& { return c.dropped[r]; }),
           {{"reason", drop_reason_name(static_cast<DropReason>(r))}});
-  auto& hints = m.family("rtcedge_relay_hint_failures_total", "First packets whose server ufrag was not a valid hint, by reason.",
-                         MetricType::Counter);
+  auto& hints =
+      m.family("rtcedge_relay_hint_failures_total",
+               "First packets whose server ufrag was not a valid hint, by reason.", MetricType::Counter);
   for (size_t r = 0; r < static_cast<size_t>(HintFailure::count); r++)
     m.add(hints, sum([r](const RelayCounters& c) -> const RelaxedCounter& { return c.hint_failures[r]; }),
           {{"reason", hint_failure_name(static_cast<HintFailure>(r))}});
   m.add(m.family("rtcedge_relay_flows_active", "Flows in the tables now.", MetricType::Gauge),
         sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_active; }));
-  m.add(m.family("rtcedge_relay_flows_created_total", "Flows created from a valid hint.", MetricType::Counter),
-        sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_created; }));
-  m.add(m.family("rtcedge_relay_flows_expired_total", "Flows removed after flows.idle_timeout without client packets.",
-                 MetricType::Counter),
+  m.add(
+      m.family("rtcedge_relay_flows_created_total", "Flows created from a valid hint.", MetricType::Counter),
+      sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_created; }));
+  m.add(m.family("rtcedge_relay_flows_expired_total",
+                 "Flows removed after flows.idle_timeout without client packets.", MetricType::Counter),
         sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_expired; }));
-  m.add(m.family("rtcedge_relay_flows_evicted_total", "Idle flows replaced by a new flow while the table was full.",
-                 MetricType::Counter),
+  m.add(m.family("rtcedge_relay_flows_evicted_total",
+                 "Idle flows replaced by a new flow while the table was full.", MetricType::Counter),
         sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_evicted; }));
   m.add(m.family("rtcedge_relay_flow_capacity", "Maximum flows across all workers.", MetricType::Gauge),
-        static_cast<double>(workers_.empty() ? 0 : workers_.size() * ((config_.flow_capacity + workers_.size() - 1) / workers_.size())));
+        static_cast<double>(workers_.empty()
+                                ? 0
+                                : workers_.size() *
+                                      ((config_.flow_capacity + workers_.size() - 1) / workers_.size())));
   m.add(m.family("rtcedge_relay_endpoints", "Transceiver endpoints in the routing table.", MetricType::Gauge),
         static_cast<double>(endpoint_count_.load()));
-  m.add(m.family("rtcedge_relay_workers", "Worker threads.", MetricType::Gauge), static_cast<double>(workers_.size()));
+  m.add(m.family("rtcedge_relay_workers", "Worker threads.", MetricType::Gauge),
+        static_cast<double>(workers_.size()));
   auto& mode = m.family("rtcedge_relay_mode", "Data path in use (1 for the active mode).", MetricType::Gauge);
   m.add(mode, 1, {{"mode", "userspace"}});
   m.add(mode, 0, {{"mode", "xdp"}});
-  auto& reloads = m.family("rtcedge_relay_config_reloads_total", "SIGHUP reloads, by result.", MetricType::Counter);
+  auto& reloads =
+      m.family("rtcedge_relay_config_reloads_total", "SIGHUP reloads, by result.", MetricType::Counter);
   m.add(reloads, static_cast<double>(reloads_ok_.load()), {{"result", "ok"}});
   m.add(reloads, static_cast<double>(reloads_failed_.load()), {{"result", "error"}});
   return m.serialize();

@@ -107,10 +107,9 @@ UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<
     : index_(index),
       config_(config),
       core_(
-          FlowTable::Options{
-              static_cast<uint32_t>((config.flow_capacity + std::max(1u, config.workers) - 1) /
-                                    std::max(1u, config.workers)),
-              config.flow_idle_timeout, config.flow_evict_idle_after, 16},
+          FlowTable::Options{static_cast<uint32_t>((config.flow_capacity + std::max(1u, config.workers) - 1) /
+                                                   std::max(1u, config.workers)),
+                             config.flow_idle_timeout, config.flow_evict_idle_after, 16},
           std::move(routing)),
       batch_(std::make_unique<Batch>(config.batch_size, config.listen.size())) {
   batch_->to_client_count.assign(config.listen.size(), 0);
@@ -178,7 +177,9 @@ UdpWorker::~UdpWorker() {
   close(wake_fd_);
 }
 
-void UdpWorker::start() { thread_ = std::thread([this] { run(); }); }
+void UdpWorker::start() {
+  thread_ = std::thread([this] { run(); });
+}
 
 void UdpWorker::wake() {
   uint64_t one = 1;
@@ -261,14 +262,16 @@ void UdpWorker::drain_vip(size_t vip_index) {
         core_.counters().drop(DropReason::oversize);
         continue;
       }
-      SocketAddress client = SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&b.rx_addr[i]), h.msg_namelen);
+      SocketAddress client =
+          SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&b.rx_addr[i]), h.msg_namelen);
       SocketAddress local = vip.bound;
       if (vip.wildcard) {
         for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
           if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
             in_pktinfo info;
             std::memcpy(&info, CMSG_DATA(c), sizeof info);
-            local = SocketAddress::from_bytes(RTCE_FAMILY_V4, reinterpret_cast<uint8_t*>(&info.ipi_addr), vip.bound.port());
+            local = SocketAddress::from_bytes(RTCE_FAMILY_V4, reinterpret_cast<uint8_t*>(&info.ipi_addr),
+                                              vip.bound.port());
           } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
             in6_pktinfo info;
             std::memcpy(&info, CMSG_DATA(c), sizeof info);
@@ -276,7 +279,8 @@ void UdpWorker::drain_vip(size_t vip_index) {
           }
         }
       }
-      auto out = core_.on_client_packet(client, local, static_cast<uint16_t>(vip_index), b.packet(i), b.rx[i].msg_len, now);
+      auto out = core_.on_client_packet(client, local, static_cast<uint16_t>(vip_index), b.packet(i),
+                                        b.rx[i].msg_len, now);
       if (!out) continue;
       size_t k = b.to_transceiver_count++;
       b.to_transceiver_addr[k] = *out->endpoint;

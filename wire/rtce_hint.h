@@ -19,11 +19,11 @@
 
 #include "rtce_siphash.h"
 
-#define RTCE_HINT_VERSION 1
-#define RTCE_HINT_RAW_BYTES 12
+#define RTCE_HINT_VERSION      1
+#define RTCE_HINT_RAW_BYTES    12
 #define RTCE_HINT_SIGNED_BYTES 8
-#define RTCE_HINT_CHARS 16
-#define RTCE_HINT_MAX_KEY_ID 15
+#define RTCE_HINT_CHARS	       16
+#define RTCE_HINT_MAX_KEY_ID   15
 /* Two live keys allow rotation: sign with the new, still accept the old. */
 #define RTCE_HINT_MAX_KEYS 2
 

@@ -14,23 +14,23 @@
 
 #include "rtce_types.h"
 
-#define RTCE_PP2_SIG_LEN 12
-#define RTCE_PP2_FIXED_LEN 16 /* signature, ver/cmd, family, length */
-#define RTCE_PP2_ADDR_LEN_V4 12
-#define RTCE_PP2_ADDR_LEN_V6 36
-#define RTCE_PP2_LEN_V4 (RTCE_PP2_FIXED_LEN + RTCE_PP2_ADDR_LEN_V4) /* 28 */
-#define RTCE_PP2_LEN_V6 (RTCE_PP2_FIXED_LEN + RTCE_PP2_ADDR_LEN_V6) /* 52 */
-#define RTCE_PP2_FIRST_BYTE 0x0d
-#define RTCE_PP2_VER_CMD_PROXY 0x21 /* version 2, PROXY */
-#define RTCE_PP2_VER_CMD_LOCAL 0x20 /* version 2, LOCAL (health checks; no addresses) */
-#define RTCE_PP2_FAM_INET_DGRAM 0x12
+#define RTCE_PP2_SIG_LEN	 12
+#define RTCE_PP2_FIXED_LEN	 16 /* signature, ver/cmd, family, length */
+#define RTCE_PP2_ADDR_LEN_V4	 12
+#define RTCE_PP2_ADDR_LEN_V6	 36
+#define RTCE_PP2_LEN_V4		 (RTCE_PP2_FIXED_LEN + RTCE_PP2_ADDR_LEN_V4) /* 28 */
+#define RTCE_PP2_LEN_V6		 (RTCE_PP2_FIXED_LEN + RTCE_PP2_ADDR_LEN_V6) /* 52 */
+#define RTCE_PP2_FIRST_BYTE	 0x0d
+#define RTCE_PP2_VER_CMD_PROXY	 0x21 /* version 2, PROXY */
+#define RTCE_PP2_VER_CMD_LOCAL	 0x20 /* version 2, LOCAL (health checks; no addresses) */
+#define RTCE_PP2_FAM_INET_DGRAM	 0x12
 #define RTCE_PP2_FAM_INET6_DGRAM 0x22
 
 #define RTCE_FAMILY_V4 4
 #define RTCE_FAMILY_V6 6
 
 static const __u8 rtce_pp2_signature[RTCE_PP2_SIG_LEN] = {0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d,
-							    0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a};
+							  0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a};
 
 /* The flow a header names. Ports in host order; addresses in network order, IPv4 in the
  * first 4 bytes of the 16. */
@@ -46,12 +46,12 @@ struct rtce_pp2_flow {
 
 enum rtce_pp2_result {
 	RTCE_PP2_OK = 0,
-	RTCE_PP2_TRUNCATED,          /* shorter than the header it announces */
-	RTCE_PP2_BAD_SIGNATURE,      /* not a PROXY v2 header */
-	RTCE_PP2_BAD_VERSION,        /* version nibble is not 2 */
-	RTCE_PP2_NOT_PROXY,          /* LOCAL command or unknown command */
+	RTCE_PP2_TRUNCATED,	     /* shorter than the header it announces */
+	RTCE_PP2_BAD_SIGNATURE,	     /* not a PROXY v2 header */
+	RTCE_PP2_BAD_VERSION,	     /* version nibble is not 2 */
+	RTCE_PP2_NOT_PROXY,	     /* LOCAL command or unknown command */
 	RTCE_PP2_UNSUPPORTED_FAMILY, /* not INET/INET6 over DGRAM */
-	RTCE_PP2_BAD_LENGTH,         /* address block shorter than its family needs */
+	RTCE_PP2_BAD_LENGTH,	     /* address block shorter than its family needs */
 	RTCE_PP2_RESULT_COUNT
 };
 
@@ -75,7 +75,8 @@ RTCE_INLINE __u32 rtce_pp2_write(__u8 *out, __u32 cap, const struct rtce_pp2_flo
 	for (i = 0; i < RTCE_PP2_SIG_LEN; i++)
 		out[i] = rtce_pp2_signature[i];
 	out[12] = RTCE_PP2_VER_CMD_PROXY;
-	out[13] = flow->family == RTCE_FAMILY_V6 ? RTCE_PP2_FAM_INET6_DGRAM : RTCE_PP2_FAM_INET_DGRAM;
+	out[13] =
+		flow->family == RTCE_FAMILY_V6 ? RTCE_PP2_FAM_INET6_DGRAM : RTCE_PP2_FAM_INET_DGRAM;
 	rtce_store_be16(out + 14, (__u16)(need - RTCE_PP2_FIXED_LEN));
 	for (i = 0; i < alen; i++) {
 		out[16 + i] = flow->client_addr[i];
@@ -95,7 +96,7 @@ RTCE_INLINE enum rtce_pp2_result rtce_pp2_parse(const __u8 *p, __u32 len,
 
 	if (len < RTCE_PP2_FIXED_LEN)
 		return len > 0 && p[0] != RTCE_PP2_FIRST_BYTE ? RTCE_PP2_BAD_SIGNATURE
-							     : RTCE_PP2_TRUNCATED;
+							      : RTCE_PP2_TRUNCATED;
 	for (i = 0; i < RTCE_PP2_SIG_LEN; i++)
 		if (p[i] != rtce_pp2_signature[i])
 			return RTCE_PP2_BAD_SIGNATURE;

@@ -28,22 +28,22 @@ RTCE_INLINE void rtce_siphash_key_from_bytes(struct rtce_siphash_key *key,
 
 #define RTCE_ROTL64(x, b) (__u64)(((x) << (b)) | ((x) >> (64 - (b))))
 
-#define RTCE_SIPROUND(v0, v1, v2, v3)                                                  \
-	do {                                                                           \
-		v0 += v1;                                                              \
-		v1 = RTCE_ROTL64(v1, 13);                                              \
-		v1 ^= v0;                                                              \
-		v0 = RTCE_ROTL64(v0, 32);                                              \
-		v2 += v3;                                                              \
-		v3 = RTCE_ROTL64(v3, 16);                                              \
-		v3 ^= v2;                                                              \
-		v0 += v3;                                                              \
-		v3 = RTCE_ROTL64(v3, 21);                                              \
-		v3 ^= v0;                                                              \
-		v2 += v1;                                                              \
-		v1 = RTCE_ROTL64(v1, 17);                                              \
-		v1 ^= v2;                                                              \
-		v2 = RTCE_ROTL64(v2, 32);                                              \
+#define RTCE_SIPROUND(v0, v1, v2, v3)                                                              \
+	do {                                                                                       \
+		v0 += v1;                                                                          \
+		v1 = RTCE_ROTL64(v1, 13);                                                          \
+		v1 ^= v0;                                                                          \
+		v0 = RTCE_ROTL64(v0, 32);                                                          \
+		v2 += v3;                                                                          \
+		v3 = RTCE_ROTL64(v3, 16);                                                          \
+		v3 ^= v2;                                                                          \
+		v0 += v3;                                                                          \
+		v3 = RTCE_ROTL64(v3, 21);                                                          \
+		v3 ^= v0;                                                                          \
+		v2 += v1;                                                                          \
+		v1 = RTCE_ROTL64(v1, 17);                                                          \
+		v1 ^= v2;                                                                          \
+		v2 = RTCE_ROTL64(v2, 32);                                                          \
 	} while (0)
 
 /* SipHash-2-4 of len bytes. len is a compile-time constant at every BPF call site, so

@@ -10,10 +10,10 @@
 
 #include "rtce_types.h"
 
-#define RTCE_STUN_HEADER_LEN 20
-#define RTCE_STUN_MAGIC_COOKIE 0x2112A442U
+#define RTCE_STUN_HEADER_LEN	  20
+#define RTCE_STUN_MAGIC_COOKIE	  0x2112A442U
 #define RTCE_STUN_BINDING_REQUEST 0x0001
-#define RTCE_STUN_ATTR_USERNAME 0x0006
+#define RTCE_STUN_ATTR_USERNAME	  0x0006
 /* Chrome puts USERNAME first; a few attributes before it are tolerated, more are not ours. */
 #define RTCE_STUN_MAX_ATTRS 8
 /* RFC 8489: USERNAME is at most 513 bytes. */
@@ -21,13 +21,13 @@
 
 enum rtce_stun_result {
 	RTCE_STUN_OK = 0,
-	RTCE_STUN_NOT_STUN,          /* first byte > 3 or wrong magic cookie */
-	RTCE_STUN_TRUNCATED,         /* shorter than the header, or length field != datagram */
-	RTCE_STUN_BAD_LENGTH,        /* message length not a multiple of 4 */
+	RTCE_STUN_NOT_STUN,   /* first byte > 3 or wrong magic cookie */
+	RTCE_STUN_TRUNCATED,  /* shorter than the header, or length field != datagram */
+	RTCE_STUN_BAD_LENGTH, /* message length not a multiple of 4 */
 	RTCE_STUN_NOT_BINDING_REQUEST,
-	RTCE_STUN_BAD_ATTRIBUTE,     /* attribute runs past the message */
-	RTCE_STUN_NO_USERNAME,       /* not within the first RTCE_STUN_MAX_ATTRS attributes */
-	RTCE_STUN_BAD_USERNAME,      /* empty, too long, or no ':' separator */
+	RTCE_STUN_BAD_ATTRIBUTE, /* attribute runs past the message */
+	RTCE_STUN_NO_USERNAME,	 /* not within the first RTCE_STUN_MAX_ATTRS attributes */
+	RTCE_STUN_BAD_USERNAME,	 /* empty, too long, or no ':' separator */
 	RTCE_STUN_RESULT_COUNT
 };
 
@@ -54,8 +54,8 @@ RTCE_INLINE enum rtce_stun_result rtce_stun_check_header(const __u8 *p, __u32 le
 
 /* Finds USERNAME in a Binding request and returns the server ufrag (the part before the
  * first ':') as an offset and length into p. */
-RTCE_INLINE enum rtce_stun_result rtce_stun_server_ufrag(const __u8 *p, __u32 len,
-							 __u32 *ufrag_off, __u32 *ufrag_len)
+RTCE_INLINE enum rtce_stun_result rtce_stun_server_ufrag(const __u8 *p, __u32 len, __u32 *ufrag_off,
+							 __u32 *ufrag_len)
 {
 	enum rtce_stun_result r = rtce_stun_check_header(p, len);
 	__u32 off = RTCE_STUN_HEADER_LEN;

@@ -15,7 +15,10 @@
 #define RTCE_INLINE static inline __attribute__((always_inline))
 #endif
 
-RTCE_INLINE __u16 rtce_load_be16(const __u8 *p) { return (__u16)((__u16)p[0] << 8 | p[1]); }
+RTCE_INLINE __u16 rtce_load_be16(const __u8 *p)
+{
+	return (__u16)((__u16)p[0] << 8 | p[1]);
+}
 
 RTCE_INLINE __u32 rtce_load_be32(const __u8 *p)
 {

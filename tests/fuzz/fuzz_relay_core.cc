@@ -17,8 +17,8 @@ namespace {
 
 struct Harness {
   Harness() {
-    keys = std::make_unique<rtce::HintKeys>(rtce::HintKeys::parse(
-        "keys: [{id: 1, secret: 000102030405060708090a0b0c0d0e0f}]", "fuzz"));
+    keys = std::make_unique<rtce::HintKeys>(
+        rtce::HintKeys::parse("keys: [{id: 1, secret: 000102030405060708090a0b0c0d0e0f}]", "fuzz"));
     auto table = std::make_shared<rtce::RoutingTable>();
     table->keys = keys->keyset();
     table->cluster_id = 1;

@@ -1,13 +1,16 @@
 """Network-namespace topology for the relay integration test (standard library only).
 
     client ns                  relay ns                                 xcvr ns
-    cl0 198.18.0.2/24  <--->   rc0 198.18.0.1/24 + VIP 198.18.0.100/24
-        fd00:198:18:1::2/64        fd00:198:18:1::1/64 + VIP fd00:198:18:1::100/64
+    cl0 198.18.0.2/24  <--->   rc0 198.18.0.1/24 + VIP 198.18.255.100/32
+        fd00:198:18:1::2/64        fd00:198:18:1::1/64 + VIP fd00:198:18:ff::100/128
                                rx0 198.18.1.1/24            <--->   xc0 198.18.1.2/24
                                    fd00:198:18:2::1/64                  fd00:198:18:2::2/64
 
 The relay namespace is an endpoint of both links (no forwarding): the relay process holds
-the VIP on its client-facing veth and reaches the transceiver over the other link.
+the VIP on its client-facing veth and reaches the transceiver over the other link. The
+VIPs are host routes outside the link prefixes (the client routes them via the relay's
+link address), so the kernel's default source address toward the client is the link
+address, not the VIP: a reply that comes from the VIP came from it on purpose.
 Addresses come only from 198.18.0.0/15 and the ULA fd00:198:18::/48.
 
 Everything this module creates (namespaces, processes) is recorded in one registry and
@@ -37,7 +40,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 CLIENT_V4, CLIENT_V6 = "198.18.0.2", "fd00:198:18:1::2"
 RELAY_LINK_V4, RELAY_LINK_V6 = "198.18.0.1", "fd00:198:18:1::1"
-VIP_V4, VIP_V6 = "198.18.0.100", "fd00:198:18:1::100"
+VIP_V4, VIP_V6 = "198.18.255.100", "fd00:198:18:ff::100"
 RELAY_XCVR_V4, RELAY_XCVR_V6 = "198.18.1.1", "fd00:198:18:2::1"
 XCVR_V4, XCVR_V6 = "198.18.1.2", "fd00:198:18:2::2"
 
@@ -257,7 +260,7 @@ class Topology:
         run(["ip", "link", "add", "rx0", "netns", self.relay, "type", "veth", "peer", "name", "xc0", "netns", self.xcvr])
         plan = [
             (self.client, "cl0", [CLIENT_V4 + "/24"], [CLIENT_V6 + "/64"]),
-            (self.relay, "rc0", [RELAY_LINK_V4 + "/24", VIP_V4 + "/24"], [RELAY_LINK_V6 + "/64", VIP_V6 + "/64"]),
+            (self.relay, "rc0", [RELAY_LINK_V4 + "/24", VIP_V4 + "/32"], [RELAY_LINK_V6 + "/64", VIP_V6 + "/128"]),
             (self.relay, "rx0", [RELAY_XCVR_V4 + "/24"], [RELAY_XCVR_V6 + "/64"]),
             (self.xcvr, "xc0", [XCVR_V4 + "/24"], [XCVR_V6 + "/64"]),
         ]
@@ -267,6 +270,8 @@ class Topology:
             for a in v6s:
                 self._ip(ns, "-6", "addr", "add", a, "dev", dev, "nodad")
             self._ip(ns, "link", "set", dev, "up")
+        self._ip(self.client, "route", "add", VIP_V4 + "/32", "via", RELAY_LINK_V4, "dev", "cl0")
+        self._ip(self.client, "-6", "route", "add", VIP_V6 + "/128", "via", RELAY_LINK_V6, "dev", "cl0")
         self._wait_links([(ns, dev) for ns, dev, _, _ in plan])
 
     def _wait_links(self, links, timeout=5.0):

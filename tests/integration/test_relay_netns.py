@@ -159,10 +159,22 @@ class Peer:
                     return None
                 self._cond.wait(left)
 
+    def wait_count(self, predicate, since, n, timeout=3.0):
+        """Waits until at least n events since `since` match; returns them."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = [e for e in self.events[since:] if predicate(e)]
+                left = deadline - time.monotonic()
+                if len(found) >= n or left <= 0:
+                    return found
+                self._cond.wait(left)
+
     def stop(self):
         nt.stop_process(self.proc)
         nt.forget_process(self.proc)
         self._stderr.close()
+        self.proc.stdout.close()
 
 
 class Relay:
@@ -170,7 +182,8 @@ class Relay:
 
     _next_slot = 0
 
-    def __init__(self, name, workers=2, endpoints=(1, 2), config_text=None, extra=()):
+    def __init__(self, name, workers=2, endpoints=(1, 2), config_text=None, extra=(), cluster=CLUSTER,
+                 key_file=None):
         topo, tmp = STATE["topo"], STATE["tmp"]
         slot = Relay._next_slot
         Relay._next_slot += 1
@@ -188,8 +201,8 @@ class Relay:
                 "--listen", "%s:%d,[%s]:%d,0.0.0.0:%d,[::]:%d" % (nt.VIP_V4, self.vip_port, nt.VIP_V6,
                                                                  self.vip_port, self.wild_port, self.wild_port),
                 "--return-listen", "[::]:%d" % self.return_port,
-                "--workers", str(workers), "--cluster-id", str(CLUSTER),
-                "--hint-key-file", STATE["keys"],
+                "--workers", str(workers), "--cluster-id", str(cluster),
+                "--hint-key-file", key_file or STATE["keys"],
                 "--admin-listen", "127.0.0.1:%d" % self.admin_port,
                 "--log-level", "debug"]
         if config_text is not None:
@@ -201,7 +214,11 @@ class Relay:
         self._log = open(self.log_path, "w")
         self.proc = nt.start_in_netns(self.ns, argv, stdout=self._log, stderr=subprocess.STDOUT)
         self.returncode = None
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop(signal.SIGKILL)
+            raise
 
     def write_config(self, text):
         tmp_path = self.config_path + ".new"
@@ -267,7 +284,7 @@ class Relay:
                                  % (self.name, timeout, what, last[0], self.log_text()[-2000:]))
         return last[0]
 
-    def signal(self, sig):
+    def send_signal(self, sig):
         self.proc.send_signal(sig)
 
     def stop(self, sig=signal.SIGTERM, timeout=5.0):
@@ -455,12 +472,17 @@ class RelayTestCase(unittest.TestCase):
     def check_media_follows(self, client, vip, endpoint, n=4):
         ep = b"EP%d:" % endpoint
         mark = self.peer.mark()
-        for payload in media_payloads(n):
+        payloads = media_payloads(n)
+        for payload in payloads:
             data, src = client.echo(vip, payload)
             self.assertEqual(src, norm(vip), "reply did not come from the VIP")
             self.assertEqual(data, ep + payload, "non-STUN packet answered by the wrong endpoint")
-        seen = self.peer.since(mark, lambda e: e["event"] == "data" and tuple(e["client"]) == client.addr)
-        self.assertTrue(seen and all(e["ep"] == "EP%d" % endpoint for e in seen), seen)
+        # The transceiver saw every one of them, framed for this client and VIP.
+        seen = self.peer.wait_count(lambda e: e["event"] == "data" and tuple(e["client"]) == client.addr,
+                                    mark, len(payloads))
+        self.assertGreaterEqual(len(seen), len(payloads), seen)
+        for e in seen:
+            self.assertEqual((e["ep"], norm(e["vip"])), ("EP%d" % endpoint, norm(vip)), e)
 
     def assert_no_flow_for(self, relay, client, vip, before, peer_mark):
         """Nothing reached the transceiver or came back, no flow exists: a non-STUN packet
@@ -636,7 +658,7 @@ class ReloadTest(RelayTestCase):
     def reload(self, text, result="ok"):
         before = self.relay.metrics()
         self.relay.write_config(text)
-        self.relay.signal(signal.SIGHUP)
+        self.relay.send_signal(signal.SIGHUP)
         return self.relay.wait_metrics(
             lambda m: prom_metrics.delta(before, m, "rtcedge_relay_config_reloads_total", result=result) == 1,
             "config reload result=%s" % result)
@@ -786,13 +808,12 @@ class ChromeCaptureReplayTest(RelayTestCase):
         msg = stun_codec.parse(raw)
         self.assertTrue(msg.integrity_ok(golden["server_pwd"].encode()))
         self.assertTrue(msg.fingerprint_ok())
-        cluster = json.loads(subprocess.run([RELAY_BIN, "hint", "decode", "--key-file", golden["key_file"],
+        hint = json.loads(subprocess.run([RELAY_BIN, "hint", "decode", "--key-file", golden["key_file"],
                                              golden["server_ufrag"]], stdout=subprocess.PIPE, text=True,
                                             timeout=10, check=True).stdout)
-        relay = Relay("chrome", workers=1, endpoints=(1, 2),
-                      extra=["--cluster-id", str(cluster["cluster_id"]), "--hint-key-file", golden["key_file"]])
+        relay = Relay("chrome", workers=1, endpoints=(1, 2), cluster=hint["cluster_id"], key_file=golden["key_file"])
         self.addCleanup(relay.stop)
-        ep = cluster["endpoint_id"]
+        ep = hint["endpoint_id"]
         self.assertIn(ep, (1, 2))
         for family in FAMILIES:
             with self.subTest(family=family):

@@ -1,12 +1,12 @@
 // flow_table_test.cpp — the bounded flow table: lookups, expiry, the full-table policy,
 // and index integrity under random insert/erase against a reference map.
+#include "flow_table.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <map>
 #include <random>
-
-#include "flow_table.h"
 
 namespace {
 
@@ -85,7 +85,8 @@ TEST(FlowTable, ExpirySweepIsBoundedPerCall) {
 
 TEST(FlowTable, FullTableRefusesWhenEveryFlowIsActive) {
   FlowTable t(options(4));
-  for (uint32_t i = 0; i < 4; i++) ASSERT_EQ(t.insert(key_for(i), value_for(1), 0).outcome, FlowTable::InsertOutcome::inserted);
+  for (uint32_t i = 0; i < 4; i++)
+    ASSERT_EQ(t.insert(key_for(i), value_for(1), 0).outcome, FlowTable::InsertOutcome::inserted);
   for (uint32_t i = 0; i < 4; i++) t.find(key_for(i))->last_seen = 9 * kSecond;
   auto r = t.insert(key_for(100), value_for(1), 10 * kSecond);
   EXPECT_EQ(r.outcome, FlowTable::InsertOutcome::full);

@@ -30,7 +30,8 @@ std::string seal(rtce_hint hint, const rtce_hint_key& key) {
 }
 
 rtce_hint_result open(const std::string& ufrag, const rtce_hint_keyset& ks, rtce_hint* out) {
-  return rtce_hint_open(reinterpret_cast<const uint8_t*>(ufrag.data()), static_cast<uint32_t>(ufrag.size()), &ks, out);
+  return rtce_hint_open(reinterpret_cast<const uint8_t*>(ufrag.data()), static_cast<uint32_t>(ufrag.size()),
+                        &ks, out);
 }
 
 // Computed independently (a Python SipHash-2-4 and base64) so that another implementation
@@ -54,7 +55,8 @@ TEST(Hint, RoundTripsEveryFieldAndStaysIceLegal) {
     in.nonce = static_cast<uint32_t>(rng());
     const std::string ufrag = seal(in, ks.keys[0]);
     ASSERT_EQ(ufrag.size(), 16u);
-    for (char c : ufrag) ASSERT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/') << ufrag;
+    for (char c : ufrag)
+      ASSERT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/') << ufrag;
     rtce_hint out{};
     ASSERT_EQ(open(ufrag, ks, &out), RTCE_HINT_OK) << ufrag;
     EXPECT_EQ(out.version, RTCE_HINT_VERSION);
@@ -161,9 +163,11 @@ TEST(HintKeys, BadFilesGiveErrorsThatNameTheProblem) {
   EXPECT_NE(error_of("keys: [").find("not valid YAML"), std::string::npos);
   EXPECT_NE(error_of("foo: 1").find("'keys' list"), std::string::npos);
   EXPECT_NE(error_of("keys: []").find("empty"), std::string::npos);
-  EXPECT_NE(error_of("keys: [{id: 16, secret: 000102030405060708090a0b0c0d0e0f}]").find("keys[0].id"), std::string::npos);
+  EXPECT_NE(error_of("keys: [{id: 16, secret: 000102030405060708090a0b0c0d0e0f}]").find("keys[0].id"),
+            std::string::npos);
   EXPECT_NE(error_of("keys: [{id: 1, secret: 0001}]").find("32 hex"), std::string::npos);
-  EXPECT_NE(error_of("keys: [{id: 1, secret: zz0102030405060708090a0b0c0d0e0f}]").find("not hexadecimal"), std::string::npos);
+  EXPECT_NE(error_of("keys: [{id: 1, secret: zz0102030405060708090a0b0c0d0e0f}]").find("not hexadecimal"),
+            std::string::npos);
   EXPECT_NE(error_of("keys: [{id: 1, secret: 000102030405060708090a0b0c0d0e0f}, {id: 1, secret: "
                      "000102030405060708090a0b0c0d0e0f}]")
                 .find("listed twice"),

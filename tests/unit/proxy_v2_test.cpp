@@ -27,7 +27,14 @@ rtce_pp2_flow v4_flow() {
 
 // signature | 0x21 PROXY v2 | 0x12 INET+DGRAM | length 12 | src | dst | sport | dport
 const char* kV4Header =
-    "0d0a0d0a000d0a515549540a" "21" "12" "000c" "c6120001" "c6120002" "c350" "0d96";
+    "0d0a0d0a000d0a515549540a"
+    "21"
+    "12"
+    "000c"
+    "c6120001"
+    "c6120002"
+    "c350"
+    "0d96";
 
 TEST(ProxyV2, WritesTheSpecLayoutForIpv4) {
   uint8_t out[64];
@@ -38,8 +45,15 @@ TEST(ProxyV2, WritesTheSpecLayoutForIpv4) {
 
 TEST(ProxyV2, ParsesHandWrittenIpv6Header) {
   auto bytes = from_hex(
-      "0d0a0d0a000d0a515549540a" "21" "22" "0024"
-      "20010db8000000000000000000000001" "20010db8000000000000000000000002" "1f90" "0d96" "8001");
+      "0d0a0d0a000d0a515549540a"
+      "21"
+      "22"
+      "0024"
+      "20010db8000000000000000000000001"
+      "20010db8000000000000000000000002"
+      "1f90"
+      "0d96"
+      "8001");
   rtce_pp2_flow f{};
   uint32_t off = 0;
   ASSERT_EQ(rtce_pp2_parse(bytes.data(), static_cast<uint32_t>(bytes.size()), &f, &off), RTCE_PP2_OK);
@@ -78,11 +92,11 @@ TEST(ProxyV2, RoundTripsRandomFlowsBothFamilies) {
 
 TEST(ProxyV2, FirstByteIsOutsideEveryRfc7983Range) {
   const uint8_t b = rtce_pp2_signature[0];
-  EXPECT_FALSE(b <= 3);               // STUN
-  EXPECT_FALSE(b >= 16 && b <= 19);   // ZRTP
-  EXPECT_FALSE(b >= 20 && b <= 63);   // DTLS
-  EXPECT_FALSE(b >= 64 && b <= 79);   // TURN channel
-  EXPECT_FALSE(b >= 128 && b <= 191); // RTP/RTCP
+  EXPECT_FALSE(b <= 3);                // STUN
+  EXPECT_FALSE(b >= 16 && b <= 19);    // ZRTP
+  EXPECT_FALSE(b >= 20 && b <= 63);    // DTLS
+  EXPECT_FALSE(b >= 64 && b <= 79);    // TURN channel
+  EXPECT_FALSE(b >= 128 && b <= 191);  // RTP/RTCP
 }
 
 TEST(ProxyV2, SkipsTlvsAfterTheAddresses) {

@@ -1,5 +1,7 @@
 // relay_config_test.cpp — configuration layering and errors that name the key, the
 // source of the value and the problem.
+#include "relay_config.h"
+
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "error.h"
-#include "relay_config.h"
 #include "test_support.h"
 
 namespace {
@@ -60,7 +61,8 @@ TEST(RelayConfig, FileEnvironmentAndFlagsLayerInThatOrder) {
   std::string e2 = "RTCEDGE_RELAY_FLOWS_CAPACITY=200";
   char* env[] = {e1.data(), e2.data(), nullptr};
   c.apply_env(env);
-  const char* argv[] = {"relay", "--flows-capacity", "300", "--endpoints", "7=[2001:db8::7]:4000,8=198.18.2.8:4000"};
+  const char* argv[] = {"relay", "--flows-capacity", "300", "--endpoints",
+                        "7=[2001:db8::7]:4000,8=198.18.2.8:4000"};
   app.parse(5, const_cast<char**>(argv));
   c.apply_flags();
   RelayConfig cfg = resolve_relay_config(c);
@@ -84,13 +86,16 @@ TEST(RelayConfig, EndpointsFromYamlMaps) {
 
 TEST(RelayConfig, ErrorsNameTheKeyTheSourceAndTheProblem) {
   const std::string k = "hint_key_file: x\n";
-  auto has = [](const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; };
+  auto has = [](const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  };
   std::string e = error_of(k + "flow:\n  capacity: 3\n");
   EXPECT_TRUE(has(e, "unknown key 'flow'")) << e;
   e = error_of(k + "flows:\n  capcity: 3\n");
   EXPECT_TRUE(has(e, "unknown key 'flows.capcity'")) << e;
   e = error_of(k + "flows:\n  capacity: lots\n");
-  EXPECT_TRUE(has(e, "'flows.capacity'") && has(e, "relay.yaml") && has(e, "not a non-negative integer")) << e;
+  EXPECT_TRUE(has(e, "'flows.capacity'") && has(e, "relay.yaml") && has(e, "not a non-negative integer"))
+      << e;
   e = error_of(k + "flows:\n  capacity: 0\n");
   EXPECT_TRUE(has(e, "outside 1..")) << e;
   e = error_of(k + "flows:\n  idle_timeout: soon\n");
@@ -151,7 +156,9 @@ TEST(SocketAddresses, ParseFormatAndMap) {
   EXPECT_FALSE(SocketAddress::parse("198.18.0.1:"));
   EXPECT_FALSE(SocketAddress::parse("example.com:80"));
   auto v4 = *SocketAddress::parse("198.18.0.1:3478");
-  auto mapped = SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&static_cast<const sockaddr_in6&>(v4.to_v6_mapped())), sizeof(sockaddr_in6));
+  auto mapped = SocketAddress::from_sockaddr(
+      reinterpret_cast<const sockaddr*>(&static_cast<const sockaddr_in6&>(v4.to_v6_mapped())),
+      sizeof(sockaddr_in6));
   EXPECT_EQ(mapped.to_string(), "[::ffff:198.18.0.1]:3478");
   EXPECT_EQ(mapped.unmapped().to_string(), "198.18.0.1:3478");
 }

@@ -1,5 +1,7 @@
 // relay_core_test.cpp — the userspace relay's decisions without sockets: first-packet
 // routing by hint, the flow fast path, the return path, and every counted drop.
+#include "relay_core.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "hint_keys.h"
-#include "relay_core.h"
 #include "rtce_proxy_v2.h"
 #include "test_support.h"
 
@@ -66,7 +67,9 @@ class RelayCoreTest : public ::testing::Test {
   }
 
   uint64_t dropped(DropReason r) const { return core_.counters().dropped[static_cast<size_t>(r)].get(); }
-  uint64_t hint_failures(HintFailure f) const { return core_.counters().hint_failures[static_cast<size_t>(f)].get(); }
+  uint64_t hint_failures(HintFailure f) const {
+    return core_.counters().hint_failures[static_cast<size_t>(f)].get();
+  }
 
   HintKeys keys_;
   RelayCore core_;
@@ -82,8 +85,10 @@ TEST_F(RelayCoreTest, FirstStunGoesToTheEndpointItsHintNamesWithFraming) {
   rtce_pp2_flow flow{};
   uint32_t off = 0;
   ASSERT_EQ(rtce_pp2_parse(out->data, static_cast<uint32_t>(out->len), &flow, &off), RTCE_PP2_OK);
-  EXPECT_EQ(SocketAddress::from_bytes(flow.family, flow.client_addr, flow.client_port).to_string(), "198.18.0.10:50000");
-  EXPECT_EQ(SocketAddress::from_bytes(flow.family, flow.vip_addr, flow.vip_port).to_string(), "198.18.0.1:3478");
+  EXPECT_EQ(SocketAddress::from_bytes(flow.family, flow.client_addr, flow.client_port).to_string(),
+            "198.18.0.10:50000");
+  EXPECT_EQ(SocketAddress::from_bytes(flow.family, flow.vip_addr, flow.vip_port).to_string(),
+            "198.18.0.1:3478");
   EXPECT_EQ(out->len - off, len_);
   EXPECT_EQ(out->data[off], 0x00) << "payload unchanged after the header";
   EXPECT_EQ(core_.counters().flows_created.get(), 1u);

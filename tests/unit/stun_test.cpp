@@ -16,7 +16,8 @@ struct Attr {
 };
 
 std::vector<uint8_t> stun(uint16_t type, const std::vector<Attr>& attrs) {
-  std::vector<uint8_t> out = {static_cast<uint8_t>(type >> 8), static_cast<uint8_t>(type), 0, 0, 0x21, 0x12, 0xa4, 0x42};
+  std::vector<uint8_t> out = {
+      static_cast<uint8_t>(type >> 8), static_cast<uint8_t>(type), 0, 0, 0x21, 0x12, 0xa4, 0x42};
   for (int i = 0; i < 12; i++) out.push_back(static_cast<uint8_t>(i));
   for (const auto& a : attrs) {
     out.push_back(static_cast<uint8_t>(a.type >> 8));

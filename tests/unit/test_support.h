@@ -11,7 +11,9 @@
 
 namespace rtce::test {
 
-inline std::string source_path(const std::string& relative) { return std::string(RTCE_SOURCE_DIR) + "/" + relative; }
+inline std::string source_path(const std::string& relative) {
+  return std::string(RTCE_SOURCE_DIR) + "/" + relative;
+}
 
 inline std::vector<uint8_t> from_hex(const std::string& text) {
   std::vector<uint8_t> out;
@@ -19,7 +21,8 @@ inline std::vector<uint8_t> from_hex(const std::string& text) {
   for (char c : text)
     if (std::isxdigit(static_cast<unsigned char>(c))) digits += c;
   if (digits.size() % 2) throw std::invalid_argument("odd hex length");
-  for (size_t i = 0; i < digits.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(digits.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i < digits.size(); i += 2)
+    out.push_back(static_cast<uint8_t>(std::stoi(digits.substr(i, 2), nullptr, 16)));
   return out;
 }
 

@@ -63,9 +63,16 @@ std::vector<std::string> RelayService::reload(const RelayConfig& next) {
               !std::equal(next.listen.begin(), next.listen.end(), config_.listen.begin()),
           "listen");
   differs(!(next.return_listen == config_.return_listen), "return_listen");
+  differs(next.mode != config_.mode, "mode");
   differs(next.workers != 0 && next.workers != config_.workers, "workers");
+  differs(next.pin_cpus != config_.pin_cpus, "pin_cpus");
+  differs(next.batch_size != config_.batch_size, "batch_size");
+  differs(next.socket_buffer_bytes != config_.socket_buffer_bytes, "socket_buffer_bytes");
   differs(next.flow_capacity != config_.flow_capacity, "flows.capacity");
-  differs(next.admin_listen.to_string() != config_.admin_listen.to_string(), "admin.listen");
+  differs(next.flow_idle_timeout != config_.flow_idle_timeout, "flows.idle_timeout");
+  differs(next.flow_evict_idle_after != config_.flow_evict_idle_after, "flows.evict_idle_after");
+  differs(!(next.admin_listen == config_.admin_listen), "admin.listen");
+  differs(next.log_format != config_.log_format || next.log_level != config_.log_level, "log.format/log.level");
   for (auto& w : workers_) w->post_routing(routing);
   routing_ = routing;
   endpoint_count_ = next.endpoints.size();

@@ -25,10 +25,12 @@ import ctypes
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -50,6 +52,7 @@ XCVR_V4, XCVR_V6 = "198.18.1.2", "fd00:198:18:2::2"
 _lock = threading.RLock()
 _namespaces = []  # names we created, in creation order
 _processes = []  # subprocess.Popen objects we started
+_scratch_dirs = []  # temporary directories we made
 _cleaned = False
 
 
@@ -80,13 +83,24 @@ def stop_process(proc, sig=signal.SIGTERM, timeout=3.0):
     return proc.returncode
 
 
+def make_scratch_dir():
+    """A temporary directory named after this process (so a later run can sweep it if this
+    one is SIGKILLed), removed by cleanup_all()."""
+    path = tempfile.mkdtemp(prefix="%s%d-" % (NS_PREFIX, os.getpid()))
+    with _lock:
+        _scratch_dirs.append(path)
+    return path
+
+
 def cleanup_all():
-    """Kills every process we started, then deletes every namespace we created. Idempotent."""
+    """Kills every process we started, deletes every namespace and scratch directory we
+    created. Idempotent."""
     global _cleaned
     with _lock:
-        procs, names = list(_processes), list(_namespaces)
+        procs, names, dirs = list(_processes), list(_namespaces), list(_scratch_dirs)
         _processes.clear()
         _namespaces.clear()
+        _scratch_dirs.clear()
     for p in procs:
         with contextlib.suppress(Exception):
             stop_process(p, timeout=2.0)
@@ -99,6 +113,8 @@ def cleanup_all():
         r = run(["ip", "netns", "del", name], check=False)
         if r.returncode != 0 and os.path.exists(os.path.join(NETNS_DIR, name)):
             _log("could not delete namespace %s: %s" % (name, r.stderr.strip()))
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
     _cleaned = True
 
 
@@ -115,8 +131,16 @@ def install_signal_cleanup():
 
 
 def sweep_stale():
-    """Deletes namespaces with our prefix whose creating test process is gone (a run killed
-    with SIGKILL cannot clean up after itself)."""
+    """Deletes namespaces and scratch directories with our prefix whose creating test
+    process is gone (a run killed with SIGKILL cannot clean up after itself)."""
+    tmp = tempfile.gettempdir()
+    for entry in os.listdir(tmp):
+        m = re.match(re.escape(NS_PREFIX) + r"(\d+)-", entry)
+        path = os.path.join(tmp, entry)
+        if (m and not os.path.exists("/proc/%s" % m.group(1)) and os.path.isdir(path)
+                and not os.path.islink(path) and os.stat(path).st_uid == os.geteuid()):
+            _log("removing stale scratch directory %s" % path)
+            shutil.rmtree(path, ignore_errors=True)
     for name in list_namespaces():
         m = re.match(re.escape(NS_PREFIX) + r"(\d+)-", name)
         if not m or os.path.exists("/proc/%s" % m.group(1)):

@@ -29,7 +29,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -124,7 +123,8 @@ class Peer:
                                       text=True, bufsize=1)
         self.events = []
         self._cond = threading.Condition()
-        threading.Thread(target=self._reader, name="peer-reader", daemon=True).start()
+        self._thread = threading.Thread(target=self._reader, name="peer-reader", daemon=True)
+        self._thread.start()
         ready = self.wait_event(lambda e: e["event"] == "ready", since=0, timeout=10)
         if not ready:
             raise RuntimeError("fake transceiver did not become ready; stderr: %s" % open(log_path).read()[-2000:])
@@ -173,8 +173,10 @@ class Peer:
     def stop(self):
         nt.stop_process(self.proc)
         nt.forget_process(self.proc)
+        self._thread.join(timeout=5)  # EOF once the process is gone
         self._stderr.close()
-        self.proc.stdout.close()
+        if not self._thread.is_alive():
+            self.proc.stdout.close()
 
 
 class Relay:
@@ -387,14 +389,13 @@ def setUpModule():
     if not os.access(RELAY_BIN, os.X_OK):
         raise RuntimeError("relay binary %s not found; build it or pass --relay PATH" % RELAY_BIN)
     nt.sweep_stale()
-    tmp = tempfile.TemporaryDirectory(prefix="rtce-it-")
-    unittest.addModuleCleanup(tmp.cleanup)
-    STATE["tmp"] = tmp.name
+    tmp = nt.make_scratch_dir()  # keys, config files, logs; removed with the namespaces
+    STATE["tmp"] = tmp
     topo = nt.Topology()
     unittest.addModuleCleanup(topo.__exit__, None, None, None)
     topo.__enter__()
     STATE["topo"] = topo
-    keys = os.path.join(tmp.name, "hint-keys.yaml")
+    keys = os.path.join(tmp, "hint-keys.yaml")
     with open(keys, "w") as f:
         subprocess.run([RELAY_BIN, "hint", "keygen"], stdout=f, check=True, timeout=10)
     STATE["keys"] = keys
@@ -402,7 +403,7 @@ def setUpModule():
     golden = golden_capture()
     if golden:
         pwds.append(golden["server_pwd"])
-    peer = Peer(topo, os.path.join(tmp.name, "fake-transceiver.log"), pwds)
+    peer = Peer(topo, os.path.join(tmp, "fake-transceiver.log"), pwds)
     unittest.addModuleCleanup(peer.stop)
     STATE["peer"] = peer
 
@@ -581,6 +582,7 @@ class RoutingTest(RelayTestCase):
             ("no_username", stun_codec.encode(stun_codec.BINDING_REQUEST, txid, [(stun_codec.ATTR_PRIORITY, b"\0\0\0\1")],
                                               integrity_key=PWD.encode()), "stun_no_username"),
             ("truncated", good[:-8], "stun_malformed"),
+            ("oversize", b"\x80" + bytes(9300), "oversize"),  # > the relay's 9216-byte buffers
             ("username_without_colon", stun_codec.encode(stun_codec.BINDING_REQUEST, txid,
                                                          [(stun_codec.ATTR_USERNAME, mint(1).encode())]), "stun_malformed"),
         ]
@@ -716,8 +718,8 @@ class IdleExpiryTest(RelayTestCase):
 
     def test_idle_flow_expires_and_active_flow_stays(self):
         idle, vip_i = self.establish(4, 1)
-        busy, vip_b = self.establish(6, 2)
         last_idle_packet = time.monotonic()
+        busy, vip_b = self.establish(6, 2)
         before = self.relay.metrics()
         self.assertEqual(before.get("rtcedge_relay_flows_active"), 2)
 

@@ -14,11 +14,11 @@
 //   sink    (sink namespace): one UDP socket, recvmmsg, strips a PROXY v2 header when
 //           the datagram starts with 0x0D, and records now - send time for every packet.
 //
-// The main thread runs the phases (one per offered rate) and samples CPU: /proc/stat for
-// the whole machine (the kernel's forwarding work is softirq time, charged to no
-// middlebox process) and utime+stime of the middlebox processes named with --watch-pid.
-// Only packets whose send timestamp lies in the measurement window count, so the figures
-// have no edge effects; warm-up and drain time are outside the window.
+// The main thread runs the phases (one per offered rate) and samples CPU over each window:
+// utime+stime of this process, of the middlebox processes (--watch-pid) and of the
+// ksoftirqd and NAPI threads (--kernel-pid); see CpuSample for why that covers the kernel's
+// forwarding work too. Only packets whose send timestamp lies in the measurement window
+// count, so the figures have no edge effects; warm-up and drain time are outside it.
 //
 // One line per phase: "RESULT key=value ...", parsed by run_forwarding_bench.sh.
 #include <arpa/inet.h>
@@ -34,8 +34,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -111,13 +111,15 @@ void pin_to(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) std::fprintf(stderr, "udp_blast: cannot pin to CPU %d\n", cpu);
+  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+    std::fprintf(stderr, "udp_blast: cannot pin to CPU %d\n", cpu);
 }
 
 sockaddr_in parse_v4(const std::string& text, bool need_port) {
   auto addr = rtce::SocketAddress::parse(text.find(':') == std::string::npos ? text + ":0" : text);
   if (!addr || !addr->is_v4() || (need_port && addr->port() == 0)) {
-    std::fprintf(stderr, "udp_blast: '%s' is not an IPv4 address%s\n", text.c_str(), need_port ? ":port" : "");
+    std::fprintf(stderr, "udp_blast: '%s' is not an IPv4 address%s\n", text.c_str(),
+                 need_port ? ":port" : "");
     std::exit(2);
   }
   sockaddr_in out{};
@@ -144,6 +146,7 @@ struct Options {
   size_t payload = 200;
   size_t batch = 32;
   std::vector<int> watch_pids;
+  std::vector<int> kernel_pids;
   int sender_cpu = -1;
   int sink_cpu = -1;
 };
@@ -255,7 +258,8 @@ class Sender {
     std::vector<std::string> ufrags(o_.flows);
     if (!o_.hint_key_file.empty()) {
       const auto keys = rtce::HintKeys::load_file(o_.hint_key_file);
-      for (auto& u : ufrags) u = rtce::mint_ufrag(keys, static_cast<uint8_t>(o_.cluster), static_cast<uint16_t>(o_.endpoint));
+      for (auto& u : ufrags)
+        u = rtce::mint_ufrag(keys, static_cast<uint8_t>(o_.cluster), static_cast<uint16_t>(o_.endpoint));
     } else {
       for (auto& u : ufrags) u = "AAAAAAAAAAAAAAAA";  // not a valid hint: fine for nginx/nft
     }
@@ -320,9 +324,11 @@ class Sender {
       if (now >= spec.stop) break;
       size_t n = batch;
       if (spec.rate) {
-        const uint64_t due = static_cast<uint64_t>(static_cast<__int128>(now - spec.start) * spec.rate / 1'000'000'000) + 1;
+        const uint64_t due =
+            static_cast<uint64_t>(static_cast<__int128>(now - spec.start) * spec.rate / 1'000'000'000) + 1;
         if (due <= sent) {
-          sleep_until(spec.start + static_cast<Nanos>(static_cast<__int128>(sent) * 1'000'000'000 / spec.rate));
+          sleep_until(spec.start +
+                      static_cast<Nanos>(static_cast<__int128>(sent) * 1'000'000'000 / spec.rate));
           continue;
         }
         n = static_cast<size_t>(std::min<uint64_t>(batch, due - sent));
@@ -439,11 +445,12 @@ void sink_main(const Options& o, Shared& s) {
 
 // ---- CPU accounting -----------------------------------------------------------------
 
-// The kernel here accounts CPU time by ticks (no CONFIG_IRQ_TIME_ACCOUNTING): softirq work
-// (veth delivery, IP forwarding, NAT) is charged to whichever task it interrupted or ran
-// in -- usually the sender or the middlebox on its way out of a syscall -- or to
-// ksoftirqd. So "benchmark CPU" = this process + the middlebox + ksoftirqd threads, which
-// other tenants of a shared machine do not disturb; /proc/stat gives the machine total.
+// Without CONFIG_IRQ_TIME_ACCOUNTING (the case on the machine of docs/benchmarks.md) softirq
+// work -- veth delivery, IP forwarding, NAT -- counts as run time of the task it ran in:
+// the sender or the middlebox on its way out of a syscall, else ksoftirqd or a NAPI thread.
+// So "benchmark CPU" = this process + the middlebox + those kernel threads, a figure that
+// other tenants of a shared machine do not disturb. /proc/stat (tick-sampled, all CPUs)
+// only serves as a rough indicator of how busy the rest of the machine was.
 struct CpuSample {
   uint64_t busy = 0;  // user+nice+system+irq+softirq, clock ticks, all CPUs
   uint64_t softirq = 0;
@@ -513,6 +520,7 @@ double percentile(std::vector<uint32_t>& v, double q) {
 int main(int argc, char** argv) {
   Options o;
   std::string watch;
+  std::string kernel;
   CLI::App app{"udp_blast: UDP load generator + sink for the rtcedge forwarding benchmark (needs root)"};
   app.add_option("--label", o.label, "name printed with every result line");
   app.add_option("--client-netns", o.client_netns, "network namespace (ip netns name) the sender runs in");
@@ -522,25 +530,32 @@ int main(int argc, char** argv) {
   app.add_option("--flows", o.flows, "client flows (distinct source ports)")->check(CLI::Range(1, 40000));
   app.add_option("--dst", o.dst, "address:port the clients send to (VIP, or the sink itself)");
   app.add_option("--sink", o.sink, "address:port the sink listens on");
-  app.add_option("--hint-key-file", o.hint_key_file, "mint a valid routing hint per flow for its STUN request");
+  app.add_option("--hint-key-file", o.hint_key_file,
+                 "mint a valid routing hint per flow for its STUN request");
   app.add_option("--cluster", o.cluster, "hint cluster id");
   app.add_option("--endpoint", o.endpoint, "hint endpoint id");
-  app.add_option("--rates", o.rates, "offered packets/s per phase; 'max' = as fast as the sender can")->delimiter(',');
+  app.add_option("--rates", o.rates, "offered packets/s per phase; 'max' = as fast as the sender can")
+      ->delimiter(',');
   app.add_option("--warmup", o.warmup_s, "seconds sent before the measurement window");
   app.add_option("--duration", o.duration_s, "seconds of the measurement window");
   app.add_option("--drain", o.drain_s, "seconds the sink keeps receiving after the sender stops");
   app.add_option("--payload", o.payload, "UDP payload bytes")->check(CLI::Range(kMinPayload, size_t{1400}));
   app.add_option("--batch", o.batch, "datagrams per sendmmsg")->check(CLI::Range(1, 1024));
   app.add_option("--watch-pid", watch, "comma-separated pids whose utime+stime is the middlebox CPU");
+  app.add_option("--kernel-pid", kernel, "comma-separated kernel threads (e.g. NAPI) counted with ksoftirqd");
   app.add_option("--sender-cpu", o.sender_cpu, "pin the sender thread to this CPU (-1 = no pinning)");
   app.add_option("--sink-cpu", o.sink_cpu, "pin the sink thread to this CPU (-1 = no pinning)");
   CLI11_PARSE(app, argc, argv);
-  for (size_t start = 0; start < watch.size();) {
-    size_t end = watch.find(',', start);
-    if (end == std::string::npos) end = watch.size();
-    if (end > start) o.watch_pids.push_back(std::stoi(watch.substr(start, end - start)));
-    start = end + 1;
-  }
+  auto pid_list = [](const std::string& text, std::vector<int>& out) {
+    for (size_t start = 0; start < text.size();) {
+      size_t end = text.find(',', start);
+      if (end == std::string::npos) end = text.size();
+      if (end > start) out.push_back(std::stoi(text.substr(start, end - start)));
+      start = end + 1;
+    }
+  };
+  pid_list(watch, o.watch_pids);
+  pid_list(kernel, o.kernel_pids);
   std::vector<uint64_t> rates;
   for (const auto& r : o.rates) {
     uint64_t v = 0;
@@ -566,9 +581,12 @@ int main(int argc, char** argv) {
   while (!s.primed.load(std::memory_order_acquire)) usleep(1000);
   usleep(200'000);
 
-  const std::vector<int> softirq_threads = ksoftirqd_pids();
+  std::vector<int> softirq_threads = ksoftirqd_pids();
+  softirq_threads.insert(softirq_threads.end(), o.kernel_pids.begin(), o.kernel_pids.end());
   const long hz = sysconf(_SC_CLK_TCK);
-  const auto ticks_ms = [hz](uint64_t t) { return static_cast<double>(t) * 1000.0 / static_cast<double>(hz); };
+  const auto ticks_ms = [hz](uint64_t t) {
+    return static_cast<double>(t) * 1000.0 / static_cast<double>(hz);
+  };
   const Nanos warmup = static_cast<Nanos>(o.warmup_s * 1e9);
   const Nanos window = static_cast<Nanos>(o.duration_s * 1e9);
   const Nanos drain = static_cast<Nanos>(o.drain_s * 1e9);
@@ -607,7 +625,10 @@ int main(int argc, char** argv) {
     const double cpu_secs = static_cast<double>(b_t - a_t) / 1e9;
     const double offered = static_cast<double>(s.sent_in_window) / secs;
     const double fwd = static_cast<double>(s.recv_in_window) / secs;
-    const double loss = s.sent_in_window ? 100.0 * (1.0 - static_cast<double>(s.recv_in_window) / static_cast<double>(s.sent_in_window)) : 0;
+    const double loss =
+        s.sent_in_window
+            ? 100.0 * (1.0 - static_cast<double>(s.recv_in_window) / static_cast<double>(s.sent_in_window))
+            : 0;
     const double mpkts = static_cast<double>(s.recv_in_window) / 1e6 * (cpu_secs / secs);
     const double busy_ms = ticks_ms(b.busy - a.busy);
     const double procs_ms = ticks_ms(b.procs - a.procs);
@@ -622,18 +643,21 @@ int main(int argc, char** argv) {
     const double pmax = lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end()) / 1000.0;
     std::printf(
         "RESULT label=%s phase=%u rate=%s window_s=%.2f flows=%u payload=%zu sent=%llu received=%llu "
-        "offered_pps=%.0f fwd_pps=%.0f loss_pct=%.3f p50_us=%.1f p90_us=%.1f p99_us=%.1f p999_us=%.1f max_us=%.1f "
+        "offered_pps=%.0f fwd_pps=%.0f loss_pct=%.3f p50_us=%.1f p90_us=%.1f p99_us=%.1f p999_us=%.1f "
+        "max_us=%.1f "
         "lat_samples=%zu cpu_busy_ms=%.0f cpu_system_ms=%.0f cpu_softirq_ms=%.0f cpu_steal_ms=%.0f "
-        "mbox_cpu_ms=%.0f harness_cpu_ms=%.0f ksoftirqd_cpu_ms=%.0f bench_cpu_ms=%.0f other_cpu_ms=%.0f "
+        "mbox_cpu_ms=%.0f harness_cpu_ms=%.0f kthreads_cpu_ms=%.0f bench_cpu_ms=%.0f other_cpu_ms=%.0f "
         "bench_ms_per_mpkt=%.1f busy_ms_per_mpkt=%.1f mbox_ms_per_mpkt=%.1f send_errors=%llu "
         "framed=%llu unframed=%llu stun=%llu foreign=%llu\n",
         o.label.c_str(), id, rate ? std::to_string(rate).c_str() : "max", secs, o.flows, o.payload,
-        static_cast<unsigned long long>(s.sent_in_window), static_cast<unsigned long long>(s.recv_in_window), offered, fwd,
-        loss, p50, p90, p99, p999, pmax, lat.size(), busy_ms, ticks_ms(b.system - a.system),
-        ticks_ms(b.softirq - a.softirq), ticks_ms(b.steal - a.steal), procs_ms, self_ms, ksoftirqd_ms, bench_ms,
-        std::max(0.0, busy_ms - bench_ms), mpkts > 0 ? bench_ms / mpkts : 0.0, mpkts > 0 ? busy_ms / mpkts : 0.0, mpkts > 0 && !o.watch_pids.empty() ? procs_ms / mpkts : 0.0,
+        static_cast<unsigned long long>(s.sent_in_window), static_cast<unsigned long long>(s.recv_in_window),
+        offered, fwd, loss, p50, p90, p99, p999, pmax, lat.size(), busy_ms, ticks_ms(b.system - a.system),
+        ticks_ms(b.softirq - a.softirq), ticks_ms(b.steal - a.steal), procs_ms, self_ms, ksoftirqd_ms,
+        bench_ms, std::max(0.0, busy_ms - bench_ms), mpkts > 0 ? bench_ms / mpkts : 0.0,
+        mpkts > 0 ? busy_ms / mpkts : 0.0, mpkts > 0 && !o.watch_pids.empty() ? procs_ms / mpkts : 0.0,
         static_cast<unsigned long long>(s.send_errors), static_cast<unsigned long long>(s.framed.load()),
-        static_cast<unsigned long long>(s.unframed.load()), static_cast<unsigned long long>(s.stun_seen.load()),
+        static_cast<unsigned long long>(s.unframed.load()),
+        static_cast<unsigned long long>(s.stun_seen.load()),
         static_cast<unsigned long long>(s.foreign.load()));
     std::fflush(stdout);
     usleep(100'000);

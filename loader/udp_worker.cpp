@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 #include <stdexcept>
+#include <tuple>
 
 namespace rtce {
 namespace {
@@ -37,6 +38,27 @@ Nanos monotonic_now() {
 
 void set_int_option(int fd, int level, int name, int value, const std::string& what) {
   if (setsockopt(fd, level, name, &value, sizeof value) < 0) fail(what);
+}
+
+// Asks for `bytes` of receive and send buffer. With CAP_NET_ADMIN the *FORCE variants
+// bypass net.core.[rw]mem_max; without it the kernel silently caps the request, so read
+// it back and say so once, instead of running with a fraction of the configured buffer.
+void set_socket_buffers(int fd, int bytes, const std::string& what) {
+  for (auto [force, plain, name] : {std::tuple{SO_RCVBUFFORCE, SO_RCVBUF, "SO_RCVBUF"},
+                                    std::tuple{SO_SNDBUFFORCE, SO_SNDBUF, "SO_SNDBUF"}}) {
+    if (setsockopt(fd, SOL_SOCKET, force, &bytes, sizeof bytes) < 0)
+      set_int_option(fd, SOL_SOCKET, plain, bytes, std::string(name) + " on " + what);
+    int granted = 0;
+    socklen_t len = sizeof granted;
+    getsockopt(fd, SOL_SOCKET, plain, &granted, &len);
+    if (granted / 2 < bytes) {  // the kernel reports twice the usable size
+      static std::atomic<bool> warned{false};
+      if (!warned.exchange(true))
+        spdlog::warn("{} on {}: asked for {} bytes, got {}; raise net.core.rmem_max/wmem_max or run with "
+                     "CAP_NET_ADMIN",
+                     name, what, bytes, granted / 2);
+    }
+  }
 }
 
 }  // namespace
@@ -123,21 +145,19 @@ UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<
       if (s.fd < 0) fail("socket for VIP " + vip.to_string());
       vips_.push_back(s);
       set_int_option(s.fd, SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT on " + vip.to_string());
-      set_int_option(s.fd, SOL_SOCKET, SO_RCVBUF, buf, "SO_RCVBUF");
-      set_int_option(s.fd, SOL_SOCKET, SO_SNDBUF, buf, "SO_SNDBUF");
-      if (vip.is_v4()) {
-        set_int_option(s.fd, IPPROTO_IP, IP_PKTINFO, 1, "IP_PKTINFO");
-      } else {
-        set_int_option(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, 1, "IPV6_V6ONLY");
+      set_socket_buffers(s.fd, buf, "VIP " + vip.to_string());
+      if (!vip.is_v4()) set_int_option(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, 1, "IPV6_V6ONLY");
+      // Only a wildcard VIP needs to learn the destination address of each datagram; the
+      // kernel builds that control message per packet, so specific VIPs go without it.
+      if (s.wildcard && vip.is_v4()) set_int_option(s.fd, IPPROTO_IP, IP_PKTINFO, 1, "IP_PKTINFO");
+      if (s.wildcard && !vip.is_v4())
         set_int_option(s.fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO");
-      }
       if (bind(s.fd, vip.sa(), vip.len()) < 0) fail("bind VIP " + vip.to_string());
     }
     return_fd_ = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (return_fd_ < 0) fail("return socket");
     set_int_option(return_fd_, IPPROTO_IPV6, IPV6_V6ONLY, 0, "IPV6_V6ONLY=0 on return socket");
-    set_int_option(return_fd_, SOL_SOCKET, SO_RCVBUF, buf, "SO_RCVBUF");
-    set_int_option(return_fd_, SOL_SOCKET, SO_SNDBUF, buf, "SO_SNDBUF");
+    set_socket_buffers(return_fd_, buf, "return socket");
     SocketAddress ret = config.return_listen;
     if (ret.port() != 0) ret.set_port(static_cast<uint16_t>(ret.port() + index));
     if (bind(return_fd_, ret.sa(), ret.len()) < 0) fail("bind return socket " + ret.to_string());

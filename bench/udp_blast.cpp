@@ -52,6 +52,7 @@
 #include "hint_keys.h"
 #include "net_address.h"
 #include "random.h"
+#include "clock.h"
 #include "rtce_proxy_v2.h"
 #include "rtce_stun.h"
 
@@ -65,11 +66,7 @@ constexpr size_t kMinPayload = 32;
 constexpr size_t kSinkBatch = 64;
 constexpr size_t kSinkBuffer = 2048;
 
-Nanos now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<Nanos>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+Nanos now_ns() { return rtce::monotonic_now(); }
 
 void sleep_until(Nanos t) {
   timespec ts{static_cast<time_t>(t / 1'000'000'000), static_cast<long>(t % 1'000'000'000)};

@@ -14,13 +14,13 @@
 #include <string_view>
 #include <vector>
 
+#include "clock.h"
+
 namespace CLI {
 class App;
 }
 
 namespace rtce {
-
-using Nanos = int64_t;
 
 class ConfigLayers {
  public:

@@ -16,12 +16,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "clock.h"
 #include "rtce_flow.h"
 #include "rtce_siphash.h"
 
 namespace rtce {
-
-using Nanos = int64_t;
 
 struct FlowValue {
   sockaddr_in6 endpoint{};  // v4-mapped for IPv4 endpoints (dual-stack return socket)

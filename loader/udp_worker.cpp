@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "clock.h"
+
 namespace rtce {
 namespace {
 
@@ -25,12 +27,6 @@ constexpr size_t kBufferStride = kFramingHeadroom + kMaxDatagram;
 constexpr size_t kControlBytes = 64;
 constexpr int kHousekeepingMs = 100;
 constexpr int kBatchesPerWakeup = 8;
-
-Nanos monotonic_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<Nanos>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 [[noreturn]] void fail(const std::string& what) {
   throw std::runtime_error(what + ": " + std::strerror(errno));
@@ -54,9 +50,10 @@ void set_socket_buffers(int fd, int bytes, const std::string& what) {
     if (granted / 2 < bytes) {  // the kernel reports twice the usable size
       static std::atomic<bool> warned{false};
       if (!warned.exchange(true))
-        spdlog::warn("{} on {}: asked for {} bytes, got {}; raise net.core.rmem_max/wmem_max or run with "
-                     "CAP_NET_ADMIN",
-                     name, what, bytes, granted / 2);
+        spdlog::warn(
+            "{} on {}: asked for {} bytes, got {}; raise net.core.rmem_max/wmem_max or run with "
+            "CAP_NET_ADMIN",
+            name, what, bytes, granted / 2);
     }
   }
 }

@@ -1,0 +1,1046 @@
+// SPDX-License-Identifier: GPL-2.0
+/* rtce_xdp.bpf.c — rtcedge's XDP data path: the userspace relay (loader/relay_core.cpp)
+ * in the NIC driver, with the same decisions and the same counter names.
+ *
+ *   client -> VIP:port    flow hit: prepend PROXY v2 (src = client, dst = VIP), send from
+ *                         relay_addr:return_port to the flow's endpoint.
+ *                         flow miss: STUN Binding request whose USERNAME carries a valid
+ *                         hint of our cluster for a known endpoint -> create the flow,
+ *                         emit an event, forward as on a hit.
+ *   endpoint -> relay_addr:return_port   PROXY v2 + payload of a known flow, from that
+ *                         flow's endpoint -> strip the header, send from VIP to the client.
+ *
+ * Verdict policy ("nothing unknown is dropped silently"):
+ *   - traffic that is not ours (not to a VIP:port or to the return port) is XDP_PASS,
+ *     untouched;
+ *   - ours but beyond this program (IP options, fragments, IPv6 extension headers, odd
+ *     lengths, no neighbour yet, ...) is XDP_PASS untouched: the userspace relay listens on
+ *     the same addresses and decides;
+ *   - XDP_DROP only where no state outside this program could change the verdict: a
+ *     Binding request whose hint does not verify (the userspace relay drops it too — the
+ *     hint codec is the same code) and return-path datagrams that are malformed, name no
+ *     flow or come from the wrong endpoint (as the userspace relay's return socket does).
+ *     A flow miss on a non-hint packet is PASSed, because userspace may own that flow.
+ * Every exit counts exactly one reason (enum rtce_xdp_reason, wire/rtce_xdp.h): handlers
+ * return a verdict that carries its reason, and rtce_xdp() counts it once.
+ *
+ * Rewrites are in place: bpf_xdp_adjust_head grows or shrinks the headroom by the size
+ * difference of the headers (PROXY v2 added or removed; the outer IP family may change).
+ * The payload never moves and is never read on the forward path, so the UDP checksum is
+ * updated incrementally from the sender's: pseudo-header and UDP header swapped, PROXY v2
+ * bytes added (or removed). Their lengths (28, 52) are even, so the payload's 16-bit word
+ * alignment, and with it its checksum contribution, is unchanged. */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "rtce_flow.h"
+#include "rtce_hint.h"
+#include "rtce_proxy_v2.h"
+#include "rtce_stun.h"
+#include "rtce_xdp.h"
+
+#define AF_INET	 2
+#define AF_INET6 10
+
+#define IP_MF	  0x2000
+#define IP_OFFSET 0x1fff
+#define IP_DF	  0x4000
+
+#define IPV6_EXT_HOPOPTS  0
+#define IPV6_EXT_ROUTING  43
+#define IPV6_EXT_FRAGMENT 44
+#define IPV6_EXT_DSTOPTS  60
+#define IPV6_MAX_EXT	  4
+
+#define RELAY_TTL 64
+/* Ethernet pads frames to 60 bytes: at most 46 bytes follow a short IP datagram. More than
+ * that is not padding we understand. */
+#define MAX_TRAILER 64
+
+char _license[] SEC("license") = "GPL";
+
+/* ---------------------------------------------------------------- maps */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RTCE_XDP_MAX_VIPS);
+	__type(key, struct rtce_xdp_vip_key);
+	__type(value, struct rtce_xdp_vip);
+} vips SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RTCE_XDP_MAX_ENDPOINTS);
+	__type(key, __u16);
+	__type(value, struct rtce_xdp_endpoint);
+} endpoints SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, RTCE_XDP_MAX_FLOWS);
+	__type(key, struct rtce_flow_key);
+	__type(value, struct rtce_xdp_flow);
+} flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rtce_xdp_config);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rtce_hint_keyset);
+} hint_keys SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RTCE_XDP_COUNTER_SLOTS);
+	__type(key, __u32);
+	__type(value, struct rtce_xdp_counter);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RTCE_XDP_HINT_FAILURE_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} hint_failures SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rtce_xdp_budget);
+} flow_budget SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rtce_xdp_scratch);
+} stun_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RTCE_XDP_EVENTS_BYTES);
+} events SEC(".maps");
+
+/* ---------------------------------------------------------------- verdicts */
+
+/* A handler's result: XDP action, reason and direction in one int, so that the single
+ * exit in rtce_xdp() counts every path exactly once. */
+#define VERDICT(action, reason, dir) ((int)(((reason) << 16) | ((dir) << 8) | (action)))
+#define VERDICT_ACTION(v)	     ((v)&0xff)
+#define VERDICT_DIR(v)		     (((v) >> 8) & 0xff)
+#define VERDICT_REASON(v)	     (((v) >> 16) & 0xff)
+
+static __always_inline __u64 frame_len(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+
+	return (__u64)(data_end - data);
+}
+
+static __always_inline void count(__u32 reason, __u32 dir, __u64 bytes)
+{
+	__u32 idx = rtce_xdp_counter_index(reason, dir);
+	struct rtce_xdp_counter *c = bpf_map_lookup_elem(&counters, &idx);
+
+	if (c) {
+		c->packets++;
+		c->bytes += bytes;
+	}
+}
+
+static __always_inline void count_hint_failure(__u32 slot)
+{
+	__u64 *c = bpf_map_lookup_elem(&hint_failures, &slot);
+
+	if (c)
+		(*c)++;
+}
+
+/* ---------------------------------------------------------------- parsed packet */
+
+struct pkt {
+	__u8 family; /* RTCE_FAMILY_V4 / V6 of the outer IP header */
+	__u8 vlan;   /* one 802.1Q tag present */
+	__u8 tos;    /* IPv4 TOS / IPv6 traffic class, carried over */
+	__u8 pad;
+	__be16 vlan_tci;
+	__be16 sport;
+	__be16 dport;
+	__u16 udp_len;	/* host order, validated against the IP length */
+	__u16 udp_csum; /* as in the packet (0 = none, IPv4 only) */
+	__u16 pad2;
+	__u32 l3_off;  /* 14 or 18 */
+	__u32 l4_off;  /* l3_off + 20 or 40 */
+	__u32 trailer; /* bytes after the IP datagram (Ethernet padding) */
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u8 dmac[6];
+	__u8 smac[6];
+};
+
+static __always_inline __u32 iphdr_len(__u8 family)
+{
+	return family == RTCE_FAMILY_V6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr);
+}
+
+static __always_inline int addr_eq(const __u8 *a, const __u8 *b)
+{
+	int i;
+
+#pragma unroll
+	for (i = 0; i < 16; i++)
+		if (a[i] != b[i])
+			return 0;
+	return 1;
+}
+
+static __always_inline int is_vip(__u8 family, const __u8 *addr, __be16 port)
+{
+	struct rtce_xdp_vip_key key = {};
+
+	key.family = family;
+	key.port_be = port;
+	__builtin_memcpy(key.addr, addr, 16);
+	return bpf_map_lookup_elem(&vips, &key) != 0;
+}
+
+static __always_inline const __u8 *relay_addr(const struct rtce_xdp_config *cfg, __u8 family)
+{
+	if (family == RTCE_FAMILY_V6)
+		return (cfg->flags & RTCE_XDP_F_HAVE_V6) ? cfg->relay_addr6 : 0;
+	return (cfg->flags & RTCE_XDP_F_HAVE_V4) ? cfg->relay_addr4 : 0;
+}
+
+static __always_inline int is_return_port(const struct rtce_xdp_config *cfg, __u8 family,
+					  const __u8 *addr, __be16 port)
+{
+	__u8 a[16] = {};
+	const __u8 *own;
+
+	if (!cfg->return_port_be || port != cfg->return_port_be)
+		return 0;
+	own = relay_addr(cfg, family);
+	if (!own)
+		return 0;
+	if (family == RTCE_FAMILY_V6)
+		__builtin_memcpy(a, own, 16);
+	else
+		__builtin_memcpy(a, own, 4);
+	return addr_eq(a, addr);
+}
+
+/* Which counter a packet we will not handle should land on: a pass reason if it targets a
+ * VIP or the return port, pass_not_ours otherwise. */
+static __always_inline int pass_if_ours(const struct rtce_xdp_config *cfg, __u8 family,
+					const __u8 *daddr, __be16 dport, __u32 reason)
+{
+	if (is_return_port(cfg, family, daddr, dport))
+		return VERDICT(XDP_PASS, reason, RTCE_XDP_DIR_TO_CLIENT);
+	if (is_vip(family, daddr, dport))
+		return VERDICT(XDP_PASS, reason, RTCE_XDP_DIR_TO_TRANSCEIVER);
+	return VERDICT(XDP_PASS, RTCE_XDP_PASS_NOT_OURS, RTCE_XDP_DIR_TO_TRANSCEIVER);
+}
+
+/* first_packet()'s "route it to w->ep" result: not an XDP action, never returned by the
+ * program. Its caller forwards, which keeps the call chain (and stack) one level short. */
+#define ACT_FORWARD 0xff
+
+#define NOT_OURS VERDICT(XDP_PASS, RTCE_XDP_PASS_NOT_OURS, RTCE_XDP_DIR_TO_TRANSCEIVER)
+
+/* Reads the UDP destination port at l4_off (for the pass-reason bookkeeping of packets we
+ * do not parse further). Returns 0 when there is no room for a UDP header. */
+static __always_inline __be16 peek_dport(struct xdp_md *ctx, __u32 l4_off)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct udphdr *udp;
+
+	if (l4_off > 1024)
+		return 0;
+	udp = data + l4_off;
+	if ((void *)(udp + 1) > data_end)
+		return 0;
+	return udp->dest;
+}
+
+/* Ethernet, optionally one 802.1Q tag. Returns the EtherType of the L3 header, or 0 for
+ * what is not ours (QinQ, 802.1ad, truncated). */
+static __always_inline __be16 parse_l2(struct xdp_md *ctx, struct pkt *p)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__be16 proto;
+
+	if ((void *)(eth + 1) > data_end)
+		return 0;
+	__builtin_memcpy(p->dmac, eth->h_dest, 6);
+	__builtin_memcpy(p->smac, eth->h_source, 6);
+	proto = eth->h_proto;
+	p->l3_off = sizeof(*eth);
+	if (proto == bpf_htons(ETH_P_8021Q)) {
+		__be16 *tag = (void *)(eth + 1);
+
+		if ((void *)(tag + 2) > data_end)
+			return 0;
+		p->vlan = 1;
+		p->vlan_tci = tag[0];
+		proto = tag[1];
+		p->l3_off += 4;
+		if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD))
+			return 0; /* QinQ: not ours */
+	}
+	return proto;
+}
+
+/* IPv4 header and UDP ports. Returns 0 when the packet is a candidate for us (plain
+ * 20-byte header, not a fragment, UDP), else the verdict to return. */
+static __always_inline int parse_ipv4(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
+				      struct pkt *p)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct iphdr *iph = data + p->l3_off;
+	struct udphdr *udp;
+	__u32 tot_len, pkt_len;
+
+	if (p->l3_off > 18 || (void *)(iph + 1) > data_end)
+		return NOT_OURS;
+	if (iph->version != 4 || iph->ihl < 5 || iph->protocol != IPPROTO_UDP)
+		return NOT_OURS;
+	p->family = RTCE_FAMILY_V4;
+	__builtin_memcpy(p->saddr, &iph->saddr, 4);
+	__builtin_memcpy(p->daddr, &iph->daddr, 4);
+	if (iph->frag_off & bpf_htons(IP_OFFSET))
+		return NOT_OURS; /* a later fragment: no UDP header to tell */
+	if (iph->frag_off & bpf_htons(IP_MF))
+		return pass_if_ours(cfg, p->family, p->daddr,
+				    peek_dport(ctx, p->l3_off + iph->ihl * 4),
+				    RTCE_XDP_PASS_FRAGMENT);
+	if (iph->ihl != 5)
+		return pass_if_ours(cfg, p->family, p->daddr,
+				    peek_dport(ctx, p->l3_off + iph->ihl * 4),
+				    RTCE_XDP_PASS_IP_OPTIONS);
+	p->l4_off = p->l3_off + sizeof(*iph);
+	udp = (void *)(iph + 1);
+	if ((void *)(udp + 1) > data_end)
+		return NOT_OURS;
+	p->tos = iph->tos;
+	p->sport = udp->source;
+	p->dport = udp->dest;
+	p->udp_len = bpf_ntohs(udp->len);
+	p->udp_csum = udp->check;
+	tot_len = bpf_ntohs(iph->tot_len);
+	pkt_len = (__u32)(data_end - data);
+	if (tot_len < sizeof(*iph) + sizeof(*udp) || p->l3_off + tot_len > pkt_len ||
+	    p->udp_len != tot_len - sizeof(*iph))
+		return pass_if_ours(cfg, p->family, p->daddr, p->dport, RTCE_XDP_PASS_BAD_LENGTH);
+	p->trailer = pkt_len - p->l3_off - tot_len;
+	if (p->trailer > MAX_TRAILER)
+		return pass_if_ours(cfg, p->family, p->daddr, p->dport, RTCE_XDP_PASS_BAD_LENGTH);
+	return 0;
+}
+
+/* IPv6 header and UDP ports; extension headers are walked (bounded) only to name the pass
+ * reason of packets that carry them. */
+static __always_inline int parse_ipv6(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
+				      struct pkt *p)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ipv6hdr *ip6h = data + p->l3_off;
+	struct udphdr *udp;
+	__u32 pkt_len, off, i, reason = RTCE_XDP_PASS_IPV6_EXT;
+	__u8 next;
+
+	if (p->l3_off > 18 || (void *)(ip6h + 1) > data_end)
+		return NOT_OURS;
+	if (ip6h->version != 6)
+		return NOT_OURS;
+	p->family = RTCE_FAMILY_V6;
+	__builtin_memcpy(p->saddr, &ip6h->saddr, 16);
+	__builtin_memcpy(p->daddr, &ip6h->daddr, 16);
+	next = ip6h->nexthdr;
+	if (next != IPPROTO_UDP) {
+		off = p->l3_off + sizeof(*ip6h);
+#pragma unroll
+		for (i = 0; i < IPV6_MAX_EXT; i++) {
+			__u8 *ext = data + (off & 0x7ff);
+
+			if (next != IPV6_EXT_HOPOPTS && next != IPV6_EXT_ROUTING &&
+			    next != IPV6_EXT_FRAGMENT && next != IPV6_EXT_DSTOPTS)
+				break;
+			if ((void *)(ext + 8) > data_end)
+				return NOT_OURS;
+			if (next == IPV6_EXT_FRAGMENT) {
+				if (rtce_load_be16(ext + 2) & 0xfff8)
+					return NOT_OURS; /* a later fragment */
+				reason = RTCE_XDP_PASS_FRAGMENT;
+				off += 8;
+			} else {
+				off += ((__u32)ext[1] + 1) * 8;
+			}
+			next = ext[0];
+			if (off > 1024)
+				return NOT_OURS;
+		}
+		if (next != IPPROTO_UDP)
+			return NOT_OURS;
+		return pass_if_ours(cfg, p->family, p->daddr, peek_dport(ctx, off), reason);
+	}
+	p->l4_off = p->l3_off + sizeof(*ip6h);
+	udp = (void *)(ip6h + 1);
+	if ((void *)(udp + 1) > data_end)
+		return NOT_OURS;
+	p->tos = (__u8)(ip6h->priority << 4 | ip6h->flow_lbl[0] >> 4);
+	p->sport = udp->source;
+	p->dport = udp->dest;
+	p->udp_len = bpf_ntohs(udp->len);
+	p->udp_csum = udp->check;
+	pkt_len = (__u32)(data_end - data);
+	if (p->udp_len < sizeof(*udp) || p->udp_len != bpf_ntohs(ip6h->payload_len) ||
+	    p->l4_off + p->udp_len > pkt_len)
+		return pass_if_ours(cfg, p->family, p->daddr, p->dport, RTCE_XDP_PASS_BAD_LENGTH);
+	p->trailer = pkt_len - p->l4_off - p->udp_len;
+	if (p->trailer > MAX_TRAILER)
+		return pass_if_ours(cfg, p->family, p->daddr, p->dport, RTCE_XDP_PASS_BAD_LENGTH);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- output headers */
+
+/* The outer headers of a datagram we emit, plus the checksum state to go with them. */
+struct out_hdrs {
+	__u8 family;
+	__u8 tos;
+	__be16 sport;
+	__be16 dport;
+	__u16 udp_len; /* host order */
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u8 smac[6];
+	__u8 dmac[6];
+	__u32 ifindex; /* output device (fib), 0 = XDP_TX */
+};
+
+/* Per-CPU working memory for one packet: the BPF stack (512 bytes across all calls) is
+ * too small to hold these next to the call chain. Nothing in it outlives the packet. */
+struct work {
+	struct pkt p;
+	struct out_hdrs o;
+	__u8 pp[RTCE_PP2_LEN_V6]; /* PROXY v2 header written on the forward path */
+	__u8 ret_hdr[64];	  /* copy of a return datagram's PROXY v2 header */
+	__u8 old_ph[40];	  /* pseudo-headers and UDP headers for the checksum update */
+	__u8 new_ph[40];
+	__u8 old_udp[8];
+	__u8 new_udp[8];
+	struct rtce_xdp_endpoint ep; /* where first_packet() routes the datagram */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct work);
+} work SEC(".maps");
+
+/* Pseudo-header (RFC 768 / RFC 8200 section 8.1) into buf; returns its length (12 or 40). */
+static __always_inline __u32 pseudo_hdr(__u8 *buf, __u8 family, const __u8 *saddr,
+					const __u8 *daddr, __u16 udp_len)
+{
+	if (family == RTCE_FAMILY_V6) {
+		__builtin_memcpy(buf, saddr, 16);
+		__builtin_memcpy(buf + 16, daddr, 16);
+		rtce_store_be32(buf + 32, udp_len);
+		rtce_store_be32(buf + 36, IPPROTO_UDP);
+		return 40;
+	}
+	__builtin_memcpy(buf, saddr, 4);
+	__builtin_memcpy(buf + 4, daddr, 4);
+	buf[8] = 0;
+	buf[9] = IPPROTO_UDP;
+	rtce_store_be16(buf + 10, udp_len);
+	return 12;
+}
+
+static __always_inline __u16 csum_fold(__s64 sum)
+{
+	__u64 s = (__u64)sum & 0xffffffffULL;
+
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)s;
+}
+
+/* Sum of `from` removed, sum of `to` added; sizes are multiples of 4 (bpf_csum_diff).
+ * The two variants keep every size a constant for the verifier. */
+static __always_inline __s64 csum_pseudo_swap(__u8 *from, __u8 from_fam, __u8 *to, __u8 to_fam,
+					      __s64 seed)
+{
+	if (from_fam == RTCE_FAMILY_V6) {
+		if (to_fam == RTCE_FAMILY_V6)
+			return bpf_csum_diff((__be32 *)from, 40, (__be32 *)to, 40, (__wsum)seed);
+		return bpf_csum_diff((__be32 *)from, 40, (__be32 *)to, 12, (__wsum)seed);
+	}
+	if (to_fam == RTCE_FAMILY_V6)
+		return bpf_csum_diff((__be32 *)from, 12, (__be32 *)to, 40, (__wsum)seed);
+	return bpf_csum_diff((__be32 *)from, 12, (__be32 *)to, 12, (__wsum)seed);
+}
+
+/* New UDP checksum from the sender's, given what changed in front of the payload:
+ * old pseudo-header + UDP header replaced by new ones, and `pp` (the PROXY v2 header)
+ * added (add = 1) or removed (add = 0). Returns the field value to write. */
+static __noinline __u16 udp_csum_update(struct work *w, __u8 *pp, __u8 pp_family, int add)
+{
+	const struct pkt *p = &w->p;
+	const struct out_hdrs *o = &w->o;
+	__u8 *old_ph = w->old_ph, *new_ph = w->new_ph;
+	__u8 *old_udp = w->old_udp, *new_udp = w->new_udp;
+	__s64 sum;
+	__u16 c;
+
+	__builtin_memset(old_udp, 0, 8);
+	__builtin_memset(new_udp, 0, 8);
+
+	pseudo_hdr(old_ph, p->family, p->saddr, p->daddr, p->udp_len);
+	pseudo_hdr(new_ph, o->family, o->saddr, o->daddr, o->udp_len);
+	__builtin_memcpy(old_udp, &p->sport, 2);
+	__builtin_memcpy(old_udp + 2, &p->dport, 2);
+	rtce_store_be16(old_udp + 4, p->udp_len);
+	__builtin_memcpy(new_udp, &o->sport, 2);
+	__builtin_memcpy(new_udp + 2, &o->dport, 2);
+	rtce_store_be16(new_udp + 4, o->udp_len);
+
+	/* ~check is the sum of everything the sender covered (pseudo-header, UDP header with
+	 * a zero checksum field, payload). */
+	sum = (__u16)~p->udp_csum;
+	sum = csum_pseudo_swap(old_ph, p->family, new_ph, o->family, sum);
+	sum = bpf_csum_diff((__be32 *)old_udp, 8, (__be32 *)new_udp, 8, (__wsum)sum);
+	if (pp_family == RTCE_FAMILY_V6)
+		sum = add ? bpf_csum_diff(0, 0, (__be32 *)pp, RTCE_PP2_LEN_V6, (__wsum)sum)
+			  : bpf_csum_diff((__be32 *)pp, RTCE_PP2_LEN_V6, 0, 0, (__wsum)sum);
+	else
+		sum = add ? bpf_csum_diff(0, 0, (__be32 *)pp, RTCE_PP2_LEN_V4, (__wsum)sum)
+			  : bpf_csum_diff((__be32 *)pp, RTCE_PP2_LEN_V4, 0, 0, (__wsum)sum);
+	c = (__u16)~csum_fold(sum);
+	return c ? c : 0xffff; /* 0 means "no checksum" in UDP; send its other form */
+}
+
+/* Next hop for o. Fills the MACs and output ifindex, or returns the pass verdict. Runs
+ * before the packet is touched, so a failure passes the original datagram up: the
+ * userspace relay forwards it from its socket, which also makes the kernel resolve the
+ * neighbour for the next packets. */
+static __noinline int next_hop(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
+			       const struct pkt *p, struct out_hdrs *o, __u32 dir)
+{
+	struct bpf_fib_lookup fib = {};
+	long rc;
+
+	if (cfg->flags & RTCE_XDP_F_SKIP_FIB) {
+		__builtin_memcpy(o->smac, cfg->fixed_src_mac, 6);
+		__builtin_memcpy(o->dmac, cfg->fixed_dst_mac, 6);
+		o->ifindex = 0;
+		return 0;
+	}
+	fib.l4_protocol = IPPROTO_UDP;
+	fib.sport = o->sport;
+	fib.dport = o->dport;
+	fib.tot_len = (__u16)(iphdr_len(o->family) + o->udp_len);
+	fib.ifindex = ctx->ingress_ifindex;
+	if (o->family == RTCE_FAMILY_V6) {
+		fib.family = AF_INET6;
+		fib.flowinfo = bpf_htonl((__u32)o->tos << 20);
+		__builtin_memcpy(fib.ipv6_src, o->saddr, 16);
+		__builtin_memcpy(fib.ipv6_dst, o->daddr, 16);
+	} else {
+		fib.family = AF_INET;
+		fib.tos = o->tos;
+		__builtin_memcpy(&fib.ipv4_src, o->saddr, 4);
+		__builtin_memcpy(&fib.ipv4_dst, o->daddr, 4);
+	}
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_NO_NEIGH, dir);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_FIB_FAILED, dir);
+	/* A tagged frame keeps its tag, which is only right on the link it came from. */
+	if (p->vlan && fib.ifindex != ctx->ingress_ifindex)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_FIB_FAILED, dir);
+	__builtin_memcpy(o->smac, fib.smac, 6);
+	__builtin_memcpy(o->dmac, fib.dmac, 6);
+	o->ifindex = fib.ifindex == ctx->ingress_ifindex ? 0 : fib.ifindex;
+	return 0;
+}
+
+/* Writes Ethernet (+ tag), IP and UDP headers at the (already adjusted) packet start.
+ * Returns the offset where the UDP payload starts, or -1. */
+static __always_inline int write_headers(struct xdp_md *ctx, const struct pkt *p,
+					 const struct out_hdrs *o, __u16 udp_csum)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__be16 proto = bpf_htons(o->family == RTCE_FAMILY_V6 ? ETH_P_IPV6 : ETH_P_IP);
+	__u32 l3 = sizeof(*eth);
+	struct udphdr *udp;
+
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	__builtin_memcpy(eth->h_dest, o->dmac, 6);
+	__builtin_memcpy(eth->h_source, o->smac, 6);
+	if (p->vlan) {
+		__be16 *tag = (void *)(eth + 1);
+
+		if ((void *)(tag + 2) > data_end)
+			return -1;
+		eth->h_proto = bpf_htons(ETH_P_8021Q);
+		tag[0] = p->vlan_tci;
+		tag[1] = proto;
+		l3 += 4;
+	} else {
+		eth->h_proto = proto;
+	}
+
+	if (o->family == RTCE_FAMILY_V6) {
+		struct ipv6hdr *ip6h = data + l3;
+
+		if ((void *)(ip6h + 1) > data_end)
+			return -1;
+		*(__be32 *)ip6h = bpf_htonl(6U << 28 | (__u32)o->tos << 20);
+		ip6h->payload_len = bpf_htons(o->udp_len);
+		ip6h->nexthdr = IPPROTO_UDP;
+		ip6h->hop_limit = RELAY_TTL;
+		__builtin_memcpy(&ip6h->saddr, o->saddr, 16);
+		__builtin_memcpy(&ip6h->daddr, o->daddr, 16);
+		udp = (void *)(ip6h + 1);
+	} else {
+		struct iphdr *iph = data + l3;
+		__s64 sum;
+
+		if ((void *)(iph + 1) > data_end)
+			return -1;
+		iph->version = 4;
+		iph->ihl = 5;
+		iph->tos = o->tos;
+		iph->tot_len = bpf_htons((__u16)(sizeof(*iph) + o->udp_len));
+		iph->id = 0; /* DF set: no fragmentation, so no ID needed (RFC 6864) */
+		iph->frag_off = bpf_htons(IP_DF);
+		iph->ttl = RELAY_TTL;
+		iph->protocol = IPPROTO_UDP;
+		iph->check = 0;
+		__builtin_memcpy(&iph->saddr, o->saddr, 4);
+		__builtin_memcpy(&iph->daddr, o->daddr, 4);
+		sum = bpf_csum_diff(0, 0, (__be32 *)iph, sizeof(*iph), 0);
+		iph->check = (__u16)~csum_fold(sum);
+		udp = (void *)(iph + 1);
+	}
+	if ((void *)(udp + 1) > data_end)
+		return -1;
+	udp->source = o->sport;
+	udp->dest = o->dport;
+	udp->len = bpf_htons(o->udp_len);
+	udp->check = udp_csum;
+	return (int)((void *)(udp + 1) - data);
+}
+
+static __always_inline int emit(const struct out_hdrs *o, __u32 reason, __u32 dir)
+{
+	if (!o->ifindex)
+		return VERDICT(XDP_TX, reason, dir);
+	return VERDICT(bpf_redirect(o->ifindex, 0), reason, dir);
+}
+
+/* Drops Ethernet padding after the IP datagram so the rewritten frame ends with it. */
+static __always_inline int trim_trailer(struct xdp_md *ctx, const struct pkt *p)
+{
+	if (!p->trailer)
+		return 0;
+	return bpf_xdp_adjust_tail(ctx, -(int)(p->trailer & 0xff));
+}
+
+/* ---------------------------------------------------------------- client -> endpoint */
+
+/* Frames the datagram for ep: PROXY v2 (src = client, dst = VIP) in front of the payload,
+ * outer relay_addr:return_port -> endpoint. */
+static __noinline int forward_to_endpoint(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
+					  struct work *w, const struct rtce_xdp_endpoint *ep,
+					  __u32 reason)
+{
+	const __u32 dir = RTCE_XDP_DIR_TO_TRANSCEIVER;
+	const struct pkt *p = &w->p;
+	struct out_hdrs *o = &w->o;
+	__u8 *pp = w->pp;
+	struct rtce_pp2_flow flow = {};
+	const __u8 *own;
+	__u32 pp_len, pp_off;
+	__u16 csum = 0;
+	int delta, v, off;
+	void *data, *data_end;
+
+	if (ep->family != RTCE_FAMILY_V4 && ep->family != RTCE_FAMILY_V6)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_NO_RELAY_ADDR, dir);
+	own = relay_addr(cfg, ep->family);
+	if (!own)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_NO_RELAY_ADDR, dir);
+	/* Without a sender checksum there is nothing to update: IPv4 may carry none, IPv6
+	 * must (RFC 8200), so userspace computes it from scratch. */
+	if (!p->udp_csum && ep->family == RTCE_FAMILY_V6)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_ZERO_CSUM, dir);
+
+	flow.family = p->family;
+	flow.client_port = bpf_ntohs(p->sport);
+	flow.vip_port = bpf_ntohs(p->dport);
+	__builtin_memcpy(flow.client_addr, p->saddr, 16);
+	__builtin_memcpy(flow.vip_addr, p->daddr, 16);
+	pp_len = rtce_pp2_write(pp, RTCE_PP2_LEN_V6, &flow);
+	if (pp_len != RTCE_PP2_LEN_V4 && pp_len != RTCE_PP2_LEN_V6)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
+	__builtin_memset(o, 0, sizeof(*o));
+	if ((__u32)p->udp_len + pp_len > 0xffff - sizeof(struct ipv6hdr))
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_BAD_LENGTH, dir);
+
+	o->family = ep->family;
+	o->tos = p->tos;
+	o->sport = cfg->return_port_be;
+	o->dport = ep->port_be;
+	o->udp_len = (__u16)(p->udp_len + pp_len);
+	if (ep->family == RTCE_FAMILY_V6)
+		__builtin_memcpy(o->saddr, own, 16);
+	else
+		__builtin_memcpy(o->saddr, own, 4);
+	__builtin_memcpy(o->daddr, ep->addr, 16);
+	v = next_hop(ctx, cfg, p, o, dir);
+	if (v)
+		return v;
+	if (p->udp_csum)
+		csum = udp_csum_update(w, pp, p->family, 1);
+
+	/* From here on the packet changes; a failing helper can only leave it half-written,
+	 * so such a packet is aborted rather than passed. */
+	if (trim_trailer(ctx, p))
+		return VERDICT(XDP_ABORTED, RTCE_XDP_ABORTED, dir);
+	delta = (int)(iphdr_len(p->family) + sizeof(struct udphdr)) -
+		(int)(iphdr_len(o->family) + sizeof(struct udphdr) + pp_len);
+	if (bpf_xdp_adjust_head(ctx, delta))
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
+	off = write_headers(ctx, p, o, csum);
+	if (off < 0)
+		return VERDICT(XDP_ABORTED, RTCE_XDP_ABORTED, dir);
+
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	pp_off = (__u32)off & 0x7f;
+	if (pp_len == RTCE_PP2_LEN_V6) {
+		if (data + pp_off + RTCE_PP2_LEN_V6 > data_end)
+			return VERDICT(XDP_ABORTED, RTCE_XDP_ABORTED, dir);
+		__builtin_memcpy(data + pp_off, pp, RTCE_PP2_LEN_V6);
+	} else {
+		if (data + pp_off + RTCE_PP2_LEN_V4 > data_end)
+			return VERDICT(XDP_ABORTED, RTCE_XDP_ABORTED, dir);
+		__builtin_memcpy(data + pp_off, pp, RTCE_PP2_LEN_V4);
+	}
+	return emit(o, reason, dir);
+}
+
+/* Spends one token of this CPU's new-flow budget; 0 when the budget is spent. Bounds the
+ * rate at which a flood of valid (replayed) hints can churn the LRU flow table. */
+static __always_inline int take_new_flow_token(const struct rtce_xdp_config *cfg)
+{
+	__u32 zero = 0;
+	struct rtce_xdp_budget *b = bpf_map_lookup_elem(&flow_budget, &zero);
+	__u64 window =
+		cfg->budget_window_ns ? cfg->budget_window_ns : RTCE_XDP_DEFAULT_BUDGET_WINDOW_NS;
+	__u32 budget =
+		cfg->new_flow_budget ? cfg->new_flow_budget : RTCE_XDP_DEFAULT_NEW_FLOW_BUDGET;
+	__u64 now;
+
+	if (!b)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (now - b->window_start_ns >= window) {
+		b->window_start_ns = now;
+		b->used = 0;
+	}
+	if (b->used >= budget)
+		return 0;
+	b->used++;
+	return 1;
+}
+
+static __always_inline void emit_event(const struct rtce_flow_key *key,
+				       const struct rtce_xdp_flow *flow, __u32 dir, __u64 bytes)
+{
+	struct rtce_xdp_flow_event *ev;
+
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		count(RTCE_XDP_EVENT_LOST, dir, bytes);
+		return;
+	}
+	__builtin_memcpy(&ev->key, key, sizeof(*key));
+	__builtin_memcpy(&ev->endpoint, &flow->endpoint, sizeof(flow->endpoint));
+	ev->endpoint_id = flow->endpoint_id;
+	ev->pad = 0;
+	ev->pad2 = 0;
+	ev->timestamp_ns = flow->created_ns;
+	bpf_ringbuf_submit(ev, 0);
+}
+
+/* The shared STUN walk (wire/rtce_stun.h) in a function of its own: few live registers
+ * around it, so the compiler keeps its offsets in registers and the verifier can carry
+ * each bounds check over to the access it guards. */
+static __noinline enum rtce_stun_result stun_walk(const __u8 *buf, __u32 len, __u32 *uoff,
+						  __u32 *ulen)
+{
+	return rtce_stun_server_ufrag(buf, len, uoff, ulen);
+}
+
+/* A flow miss: only a Binding request with a valid hint creates state. Mirrors
+ * RelayCore::route_first_packet, reason for reason. */
+static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
+				   struct work *w, const struct rtce_flow_key *key)
+{
+	const struct pkt *p = &w->p;
+	const __u32 dir = RTCE_XDP_DIR_TO_TRANSCEIVER;
+	__u32 zero = 0, len, copy, uoff = 0, ulen = 0;
+	struct rtce_xdp_scratch *s;
+	const struct rtce_hint_keyset *ks;
+	const struct rtce_xdp_endpoint *ep;
+	struct rtce_xdp_flow flow = {}, *existing;
+	struct rtce_hint hint = {};
+	enum rtce_stun_result sr;
+	enum rtce_hint_result hr;
+	__u16 endpoint_id;
+	long rc;
+
+	len = p->udp_len - sizeof(struct udphdr);
+	if (len == 0)
+		return VERDICT(XDP_PASS, RTCE_XDP_NO_FLOW, dir);
+	s = bpf_map_lookup_elem(&stun_scratch, &zero);
+	if (!s)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
+	/* The walk runs over a bounded copy: the verifier cannot follow attribute offsets
+	 * read from the packet into packet memory, but a fixed-size buffer it can. */
+	copy = len < RTCE_XDP_STUN_WINDOW ? len : RTCE_XDP_STUN_WINDOW;
+	if (copy < 1 || copy > RTCE_XDP_STUN_WINDOW ||
+	    bpf_xdp_load_bytes(ctx, p->l4_off + sizeof(struct udphdr), s->bytes, copy))
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
+
+	/* The header check reads 20 bytes at most and is told the real datagram length. */
+	sr = rtce_stun_check_header(s->bytes, len);
+	if (sr == RTCE_STUN_OK) {
+		if (len > RTCE_XDP_STUN_WINDOW)
+			return VERDICT(XDP_PASS, RTCE_XDP_PASS_STUN_TOO_LONG, dir);
+		/* len <= STUN_WINDOW here, so the mask changes nothing; it only tells the
+		 * verifier so, since the compare above may have been made on a copy. */
+		sr = stun_walk(s->bytes, len & (2 * RTCE_XDP_STUN_WINDOW - 1), &uoff, &ulen);
+	}
+	switch (sr) {
+	case RTCE_STUN_OK:
+		break;
+	case RTCE_STUN_NOT_STUN:
+		return VERDICT(XDP_PASS, RTCE_XDP_NO_FLOW, dir);
+	case RTCE_STUN_NOT_BINDING_REQUEST:
+		return VERDICT(XDP_PASS, RTCE_XDP_STUN_NOT_BINDING_REQUEST, dir);
+	case RTCE_STUN_NO_USERNAME:
+		return VERDICT(XDP_PASS, RTCE_XDP_STUN_NO_USERNAME, dir);
+	default:
+		return VERDICT(XDP_PASS, RTCE_XDP_STUN_MALFORMED, dir);
+	}
+
+	ks = bpf_map_lookup_elem(&hint_keys, &zero);
+	if (!ks)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
+	if (uoff > RTCE_XDP_STUN_WINDOW)
+		return VERDICT(XDP_PASS, RTCE_XDP_STUN_MALFORMED, dir);
+	hr = rtce_hint_open(s->bytes + uoff, ulen, ks, &hint);
+	if (hr != RTCE_HINT_OK || hint.cluster_id != cfg->cluster_id) {
+		count_hint_failure(hr != RTCE_HINT_OK ? (__u32)hr : RTCE_XDP_HINT_WRONG_CLUSTER);
+		return VERDICT(XDP_DROP, RTCE_XDP_HINT_REJECTED, dir);
+	}
+
+	endpoint_id = hint.endpoint_id;
+	ep = bpf_map_lookup_elem(&endpoints, &endpoint_id);
+	if (!ep)
+		return VERDICT(XDP_PASS, RTCE_XDP_UNKNOWN_ENDPOINT, dir);
+	if (!take_new_flow_token(cfg))
+		return VERDICT(XDP_PASS, RTCE_XDP_NEW_FLOW_BUDGET, dir);
+
+	__builtin_memcpy(&flow.endpoint, ep, sizeof(*ep));
+	flow.endpoint_id = endpoint_id;
+	flow.created_ns = bpf_ktime_get_ns();
+	rc = bpf_map_update_elem(&flows, key, &flow, BPF_NOEXIST);
+	if (rc == -17 /* EEXIST: another CPU won the race; follow its flow */) {
+		existing = bpf_map_lookup_elem(&flows, key);
+		if (!existing)
+			return VERDICT(XDP_PASS, RTCE_XDP_FLOW_INSERT_FAILED, dir);
+		__builtin_memcpy(&w->ep, &existing->endpoint, sizeof(w->ep));
+		return VERDICT(ACT_FORWARD, RTCE_XDP_FORWARDED, dir);
+	}
+	if (rc)
+		return VERDICT(XDP_PASS, RTCE_XDP_FLOW_INSERT_FAILED, dir);
+	emit_event(key, &flow, dir, frame_len(ctx));
+	__builtin_memcpy(&w->ep, &flow.endpoint, sizeof(w->ep));
+	return VERDICT(ACT_FORWARD, RTCE_XDP_FORWARDED_NEW_FLOW, dir);
+}
+
+static __always_inline void flow_key_of(const struct pkt *p, struct rtce_flow_key *key)
+{
+	__builtin_memcpy(key->client_addr, p->saddr, 16);
+	__builtin_memcpy(key->vip_addr, p->daddr, 16);
+	key->client_port_be = p->sport;
+	key->vip_port_be = p->dport;
+	key->family = p->family;
+}
+
+static __always_inline int from_client(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
+				       struct work *w)
+{
+	const struct pkt *p = &w->p;
+	struct rtce_flow_key key = {};
+	struct rtce_xdp_flow *flow;
+	int v;
+
+	flow_key_of(p, &key);
+	flow = bpf_map_lookup_elem(&flows, &key);
+	if (flow)
+		return forward_to_endpoint(ctx, cfg, w, &flow->endpoint, RTCE_XDP_FORWARDED);
+	v = first_packet(ctx, cfg, w, &key);
+	if (VERDICT_ACTION(v) != ACT_FORWARD)
+		return v;
+	return forward_to_endpoint(ctx, cfg, w, &w->ep, VERDICT_REASON(v));
+}
+
+/* ---------------------------------------------------------------- endpoint -> client */
+
+/* A datagram on the return port: PROXY v2 + payload from the flow's endpoint. Mirrors
+ * RelayCore::on_transceiver_packet. */
+static __noinline int from_endpoint(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
+				    struct work *w)
+{
+	const __u32 dir = RTCE_XDP_DIR_TO_CLIENT;
+	const struct pkt *p = &w->p;
+	struct out_hdrs *o = &w->o;
+	__u8 *hdr = w->ret_hdr;
+	struct rtce_pp2_flow pp = {};
+	struct rtce_flow_key key = {};
+	struct rtce_xdp_flow *flow;
+	__u32 len, copy, payload_off = 0;
+	__u16 csum = 0;
+	int delta, v;
+
+	__builtin_memset(hdr, 0, sizeof(w->ret_hdr));
+	len = p->udp_len - sizeof(struct udphdr);
+	copy = len < sizeof(w->ret_hdr) ? len : sizeof(w->ret_hdr);
+	if (copy < RTCE_PP2_FIXED_LEN)
+		return VERDICT(XDP_DROP, RTCE_XDP_RETURN_MALFORMED, dir);
+	/* rtce_pp2_parse reads at most the 52 bytes of the address block; the copy holds
+	 * them whenever the datagram does, and `len` keeps its truncation check honest. */
+	if (copy > sizeof(w->ret_hdr) ||
+	    bpf_xdp_load_bytes(ctx, p->l4_off + sizeof(struct udphdr), hdr, copy))
+		return VERDICT(XDP_DROP, RTCE_XDP_RETURN_MALFORMED, dir);
+	if (rtce_pp2_parse(hdr, len, &pp, &payload_off) != RTCE_PP2_OK)
+		return VERDICT(XDP_DROP, RTCE_XDP_RETURN_MALFORMED, dir);
+
+	key.family = pp.family;
+	key.client_port_be = bpf_htons(pp.client_port);
+	key.vip_port_be = bpf_htons(pp.vip_port);
+	__builtin_memcpy(key.client_addr, pp.client_addr, 16);
+	__builtin_memcpy(key.vip_addr, pp.vip_addr, 16);
+	flow = bpf_map_lookup_elem(&flows, &key);
+	if (!flow)
+		return VERDICT(XDP_DROP, RTCE_XDP_RETURN_NO_FLOW, dir);
+	if (flow->endpoint.family != p->family || flow->endpoint.port_be != p->sport ||
+	    !addr_eq(flow->endpoint.addr, p->saddr))
+		return VERDICT(XDP_DROP, RTCE_XDP_RETURN_WRONG_SENDER, dir);
+
+	/* TLVs after the addresses are legal but rare; their bytes are not in the copy the
+	 * checksum update needs, so userspace takes those. */
+	if (payload_off != rtce_pp2_header_len(pp.family))
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
+	if (!p->udp_csum && pp.family == RTCE_FAMILY_V6)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_ZERO_CSUM, dir);
+
+	__builtin_memset(o, 0, sizeof(*o));
+	o->family = pp.family;
+	o->tos = p->tos;
+	o->sport = key.vip_port_be;
+	o->dport = key.client_port_be;
+	o->udp_len = (__u16)(len - payload_off + sizeof(struct udphdr));
+	__builtin_memcpy(o->saddr, pp.vip_addr, 16);
+	__builtin_memcpy(o->daddr, pp.client_addr, 16);
+	v = next_hop(ctx, cfg, p, o, dir);
+	if (v)
+		return v;
+	if (p->udp_csum)
+		csum = udp_csum_update(w, hdr, pp.family, 0);
+
+	if (trim_trailer(ctx, p))
+		return VERDICT(XDP_ABORTED, RTCE_XDP_ABORTED, dir);
+	delta = (int)(iphdr_len(p->family) + sizeof(struct udphdr) + payload_off) -
+		(int)(iphdr_len(o->family) + sizeof(struct udphdr));
+	if (bpf_xdp_adjust_head(ctx, delta))
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
+	if (write_headers(ctx, p, o, csum) < 0)
+		return VERDICT(XDP_ABORTED, RTCE_XDP_ABORTED, dir);
+	return emit(o, RTCE_XDP_FORWARDED, dir);
+}
+
+/* ---------------------------------------------------------------- entry */
+
+static __always_inline int handle(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	const struct rtce_xdp_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct work *w = bpf_map_lookup_elem(&work, &zero);
+	struct pkt *p;
+	__be16 proto;
+	int v;
+
+	if (!cfg || !w)
+		return NOT_OURS; /* array maps always have entry 0: cannot happen */
+	p = &w->p;
+	__builtin_memset(p, 0, sizeof(*p));
+	proto = parse_l2(ctx, p);
+	if (proto == bpf_htons(ETH_P_IP))
+		v = parse_ipv4(ctx, cfg, p);
+	else if (proto == bpf_htons(ETH_P_IPV6))
+		v = parse_ipv6(ctx, cfg, p);
+	else
+		return NOT_OURS; /* ARP, QinQ, anything else */
+	if (v)
+		return v;
+
+	if (is_return_port(cfg, p->family, p->daddr, p->dport))
+		return from_endpoint(ctx, cfg, w);
+	if (is_vip(p->family, p->daddr, p->dport))
+		return from_client(ctx, cfg, w);
+	return NOT_OURS;
+}
+
+SEC("xdp")
+int rtce_xdp(struct xdp_md *ctx)
+{
+	__u64 bytes = frame_len(ctx);
+	int v = handle(ctx);
+
+	count(VERDICT_REASON(v), VERDICT_DIR(v), bytes);
+	return VERDICT_ACTION(v);
+}

@@ -1,0 +1,207 @@
+/* rtce_xdp.h — the XDP data path's map layouts and counter reasons, shared by the BPF
+ * program (bpf/rtce_xdp.bpf.c) and the C++ loader and tests.
+ *
+ * Every struct here is a BPF map key or value; the program is built with BTF, so
+ * `bpftool map dump` prints these field names. Addresses are in network order with IPv4 in
+ * the first 4 of 16 bytes (rest zero), ports in network order (as in the packet), exactly
+ * like struct rtce_flow_key. Padding is explicit and must be zero in keys. */
+#ifndef RTCE_XDP_H
+#define RTCE_XDP_H
+
+#include "rtce_flow.h"
+#include "rtce_hint.h"
+#include "rtce_types.h"
+
+/* Map sizes. The loader may resize `flows` before loading (bpf_map__set_max_entries). */
+#define RTCE_XDP_MAX_VIPS      64
+#define RTCE_XDP_MAX_ENDPOINTS 4096
+#define RTCE_XDP_MAX_FLOWS     262144
+#define RTCE_XDP_EVENTS_BYTES  (256 * 1024)
+/* The first STUN_WINDOW bytes of a flow-miss datagram are copied for the STUN walk; a
+ * Binding request longer than that is left to userspace (pass_stun_too_long). */
+#define RTCE_XDP_STUN_WINDOW 512
+/* Size of the per-CPU scratch copy: larger than the window so that every offset the
+ * verifier can imagine for the (logically bounded) walk stays inside the buffer. */
+#define RTCE_XDP_STUN_SCRATCH 2048
+/* Defaults of the per-CPU new-flow budget (token bucket) when the config leaves 0. */
+#define RTCE_XDP_DEFAULT_NEW_FLOW_BUDGET  64
+#define RTCE_XDP_DEFAULT_BUDGET_WINDOW_NS 1000000ULL
+
+/* `vips` hash key: one VIP address:port the relay serves. */
+struct rtce_xdp_vip_key {
+	__u8 family; /* RTCE_FAMILY_V4 or RTCE_FAMILY_V6 (rtce_proxy_v2.h) */
+	__u8 pad;
+	__u16 port_be;
+	__u8 addr[16];
+};
+
+struct rtce_xdp_vip {
+	__u32 vip_id; /* the loader's index of this VIP (informational) */
+};
+
+/* `endpoints` hash value (key: __u16 endpoint id), also embedded in a flow. */
+struct rtce_xdp_endpoint {
+	__u8 addr[16];
+	__u16 port_be;
+	__u8 family;
+	__u8 pad;
+};
+
+/* `flows` LRU hash value (key: struct rtce_flow_key). */
+struct rtce_xdp_flow {
+	struct rtce_xdp_endpoint endpoint;
+	__u16 endpoint_id;
+	__u16 pad;
+	__u32 pad2;
+	__u64 created_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at creation */
+};
+
+/* `events` ring buffer record: a flow the XDP program created. The loader mirrors it into
+ * the userspace relay (so packets XDP passes up, e.g. on a missing neighbour, find their
+ * flow there) and into the flow store. */
+struct rtce_xdp_flow_event {
+	struct rtce_flow_key key;
+	struct rtce_xdp_endpoint endpoint;
+	__u16 endpoint_id;
+	__u16 pad;
+	__u32 pad2;
+	__u64 timestamp_ns; /* bpf_ktime_get_ns() */
+};
+
+/* struct rtce_xdp_config flags. */
+/* Tests only: skip bpf_fib_lookup; write fixed_src_mac/fixed_dst_mac and XDP_TX. Lets
+ * BPF_PROG_TEST_RUN fixtures be deterministic whatever the host's routes. */
+#define RTCE_XDP_F_SKIP_FIB (1U << 0)
+#define RTCE_XDP_F_HAVE_V4  (1U << 1) /* relay_addr4 is set */
+#define RTCE_XDP_F_HAVE_V6  (1U << 2) /* relay_addr6 is set */
+
+/* `config` array value (one entry, key 0). All zero = nothing configured: no VIP traffic
+ * is handled, the return path is off. */
+struct rtce_xdp_config {
+	__u8 relay_addr4[4];  /* the relay's own address: source towards endpoints, and */
+	__u8 relay_addr6[16]; /* destination of the return path */
+	__u16 return_port_be; /* the relay's return port (0 = return path off) */
+	__u8 cluster_id;      /* hints of other clusters are rejected (wrong_cluster) */
+	__u8 pad;
+	__u32 flags;	       /* RTCE_XDP_F_* */
+	__u32 new_flow_budget; /* new flows per CPU per window (0 = default) */
+	__u32 pad2;
+	__u64 budget_window_ns; /* 0 = default (1 ms) */
+	__u8 fixed_src_mac[6];	/* RTCE_XDP_F_SKIP_FIB only */
+	__u8 fixed_dst_mac[6];
+	__u32 pad3;
+};
+
+/* `hint_keys` array value (one entry, key 0) is struct rtce_hint_keyset (rtce_hint.h). */
+
+/* `flow_budget` per-CPU array value (one entry): a token bucket refilled every window. */
+struct rtce_xdp_budget {
+	__u64 window_start_ns;
+	__u32 used;
+	__u32 pad;
+};
+
+/* `stun_scratch` per-CPU array value: the copy of a flow-miss datagram's first bytes. */
+struct rtce_xdp_scratch {
+	__u8 bytes[RTCE_XDP_STUN_SCRATCH];
+};
+
+/* Direction of a counter: client -> transceiver (everything that is not the return path,
+ * including traffic that is not ours) and transceiver -> client (the return port). */
+enum rtce_xdp_direction {
+	RTCE_XDP_DIR_TO_TRANSCEIVER = 0,
+	RTCE_XDP_DIR_TO_CLIENT = 1,
+	RTCE_XDP_DIR_COUNT
+};
+
+/* Why the program returned what it returned. Every exit of the program counts exactly one
+ * reason (RTCE_XDP_EVENT_LOST excepted: it is a side counter, not an exit). Names match the
+ * userspace relay's DropReason (loader/relay_core.h) where they mean the same thing.
+ * The verdict of each is fixed; see rtce_xdp_reason_action. */
+enum rtce_xdp_reason {
+	RTCE_XDP_FORWARDED = 0,		   /* TX/REDIRECT: flow hit, or return path */
+	RTCE_XDP_FORWARDED_NEW_FLOW,	   /* TX/REDIRECT: first packet, flow created */
+	RTCE_XDP_NO_FLOW,		   /* PASS: not STUN, no flow (userspace may have one) */
+	RTCE_XDP_STUN_MALFORMED,	   /* PASS: truncated STUN, bad length/attribute/USERNAME */
+	RTCE_XDP_STUN_NOT_BINDING_REQUEST, /* PASS */
+	RTCE_XDP_STUN_NO_USERNAME,	   /* PASS */
+	RTCE_XDP_HINT_REJECTED,	      /* DROP: forged/corrupt hint, unknown key, other cluster */
+	RTCE_XDP_UNKNOWN_ENDPOINT,    /* PASS: userspace may hold a newer endpoint table */
+	RTCE_XDP_FLOW_INSERT_FAILED,  /* PASS: the flows map refused the insert */
+	RTCE_XDP_RETURN_MALFORMED,    /* DROP: return port datagram without valid PROXY v2 */
+	RTCE_XDP_RETURN_NO_FLOW,      /* DROP */
+	RTCE_XDP_RETURN_WRONG_SENDER, /* DROP: the flow belongs to another endpoint */
+	RTCE_XDP_PASS_NOT_OURS,	      /* PASS: not to a VIP:port nor the return port */
+	RTCE_XDP_PASS_IP_OPTIONS,     /* PASS: IPv4 with options, to a VIP or the return port */
+	RTCE_XDP_PASS_IPV6_EXT,	      /* PASS: IPv6 extension headers, to a VIP/return port */
+	RTCE_XDP_PASS_FRAGMENT,	      /* PASS: first fragment to a VIP/return port */
+	RTCE_XDP_PASS_BAD_LENGTH,     /* PASS: IP/UDP lengths disagree (the kernel decides) */
+	RTCE_XDP_PASS_STUN_TOO_LONG,  /* PASS: Binding request longer than the STUN window */
+	RTCE_XDP_PASS_ZERO_CSUM,      /* PASS: no UDP checksum, and the output is IPv6 */
+	RTCE_XDP_PASS_NO_NEIGH,	      /* PASS: fib lookup found no neighbour (packet untouched) */
+	RTCE_XDP_PASS_FIB_FAILED,     /* PASS: other fib lookup failure (packet untouched) */
+	RTCE_XDP_PASS_NO_RELAY_ADDR,  /* PASS: no relay address configured for that family */
+	RTCE_XDP_NEW_FLOW_BUDGET,     /* PASS: this CPU's new-flow budget is spent */
+	RTCE_XDP_PASS_TO_USERSPACE,   /* PASS: valid but unusual (PROXY v2 TLVs, head adjust) */
+	RTCE_XDP_ABORTED,	      /* ABORTED: a helper failed mid-rewrite (a guard; the
+				       * checks before it make it unreachable) */
+	RTCE_XDP_EVENT_LOST,	      /* side counter: ring buffer full, flow still created */
+	RTCE_XDP_REASON_COUNT
+};
+
+#define RTCE_XDP_COUNTER_SLOTS ((int)RTCE_XDP_REASON_COUNT * (int)RTCE_XDP_DIR_COUNT)
+
+/* `counters` per-CPU array value; index = reason * RTCE_XDP_DIR_COUNT + direction. */
+struct rtce_xdp_counter {
+	__u64 packets;
+	__u64 bytes; /* frame length as received */
+};
+
+/* `hint_failures` per-CPU array (__u64 values): why a hint was rejected, indexed by
+ * enum rtce_hint_result (1..5) or RTCE_XDP_HINT_WRONG_CLUSTER; mirrors HintFailure. */
+#define RTCE_XDP_HINT_WRONG_CLUSTER RTCE_HINT_RESULT_COUNT
+#define RTCE_XDP_HINT_FAILURE_SLOTS (RTCE_HINT_RESULT_COUNT + 1)
+
+RTCE_INLINE __u32 rtce_xdp_counter_index(__u32 reason, __u32 direction)
+{
+	return reason * RTCE_XDP_DIR_COUNT + direction;
+}
+
+#ifndef __bpf__
+/* Names for metrics and logs, indexed by enum rtce_xdp_reason. */
+static const char *const rtce_xdp_reason_names[RTCE_XDP_REASON_COUNT] = {
+	"forwarded",
+	"forwarded_new_flow",
+	"no_flow",
+	"stun_malformed",
+	"stun_not_binding_request",
+	"stun_no_username",
+	"hint_rejected",
+	"unknown_endpoint",
+	"flow_insert_failed",
+	"return_malformed",
+	"return_no_flow",
+	"return_wrong_sender",
+	"pass_not_ours",
+	"pass_ip_options",
+	"pass_ipv6_ext",
+	"pass_fragment",
+	"pass_bad_length",
+	"pass_stun_too_long",
+	"pass_zero_csum",
+	"pass_no_neigh",
+	"pass_fib_failed",
+	"pass_no_relay_addr",
+	"new_flow_budget",
+	"pass_to_userspace",
+	"aborted",
+	"event_lost",
+};
+
+static const char *const rtce_xdp_direction_names[RTCE_XDP_DIR_COUNT] = {
+	"client_to_transceiver",
+	"transceiver_to_client",
+};
+#endif
+
+#endif /* RTCE_XDP_H */

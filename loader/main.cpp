@@ -12,6 +12,7 @@
 #include "logging.h"
 #include "relay_config.h"
 #include "relay_service.h"
+#include "xdp_data_path.h"
 
 extern char** environ;
 
@@ -41,6 +42,11 @@ int main(int argc, char** argv) {
   rtce::declare_relay_config(layers);
   layers.add_flags(app);
   rtce::HintTool hint_tool(app);
+  auto* detach = app.add_subcommand("detach", "remove the XDP program: unpin its links and maps");
+  std::string detach_pin_path = "/sys/fs/bpf/rtcedge";
+  std::vector<std::string> detach_interfaces;
+  detach->add_option("--pin-path", detach_pin_path, "bpffs directory the relay pinned under");
+  detach->add_option("--interface", detach_interfaces, "only these interfaces (default: all)");
 
   try {
     app.parse(argc, argv);
@@ -53,6 +59,16 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (int code = hint_tool.run_selected(); code >= 0) return code;
+  if (detach->parsed()) {
+    try {
+      rtce::XdpDataPath::detach(detach_pin_path, detach_interfaces);
+      std::cerr << "rtcedge-relay detach: done\n";
+      return 0;
+    } catch (const std::exception& e) {
+      std::cerr << "rtcedge-relay detach: " << e.what() << "\n";
+      return 1;
+    }
+  }
 
   rtce::RelayConfig config;
   try {
@@ -62,13 +78,6 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   rtce::setup_logging(config.log_format, config.log_level);
-  if (config.mode == "xdp") {
-    spdlog::error(
-        "mode=xdp: the XDP data path is not part of this build yet; use --mode=userspace or --mode=auto");
-    return kExitUsage;
-  }
-  if (config.mode == "auto")
-    spdlog::warn("mode=auto: XDP is not part of this build yet; using the userspace relay");
 
   // Block the signals before any thread starts so that only sigwait below sees them.
   sigset_t signals;

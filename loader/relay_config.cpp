@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <set>
+#include <tuple>
 
 #include "error.h"
 
@@ -31,6 +32,17 @@ void declare_relay_config(ConfigLayers& c) {
             "address:port of /metrics, /healthz, /readyz (default 127.0.0.1:9478)");
   c.declare("log.format", K::scalar, "text | json (default text)");
   c.declare("log.level", K::scalar, "trace | debug | info | warn | error (default info)");
+  c.declare("xdp.interfaces", K::list,
+            "NICs the XDP program attaches to: the VIP side and the transceiver side");
+  c.declare("xdp.pin_path", K::scalar,
+            "bpffs directory for pinned maps and links (default /sys/fs/bpf/rtcedge)");
+  c.declare("xdp.allow_generic", K::scalar,
+            "fall back to generic (skb) XDP when native attach fails (default false)");
+  c.declare("xdp.relay_address4", K::scalar,
+            "this relay's IPv4 address towards transceivers (XDP source, return path)");
+  c.declare("xdp.relay_address6", K::scalar, "this relay's IPv6 address towards transceivers");
+  c.declare("xdp.return_port", K::scalar, "UDP port XDP forwards from and takes replies on (default 3479)");
+  c.declare("xdp.new_flow_budget", K::scalar, "new flows per CPU per millisecond XDP may create (0 = 64)");
 }
 
 std::vector<EndpointConfig> parse_endpoints(const std::vector<std::string>& items, const std::string& where) {
@@ -124,6 +136,26 @@ RelayConfig resolve_relay_config(const ConfigLayers& c) {
   static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error"};
   if (!levels.count(cfg.log_level))
     throw ConfigError(c.where("log.level") + ": '" + cfg.log_level + "' is not trace/debug/info/warn/error");
+  cfg.xdp_interfaces = c.get_list("xdp.interfaces", {});
+  cfg.xdp_pin_path = c.get_string("xdp.pin_path", "/sys/fs/bpf/rtcedge");
+  if (cfg.xdp_pin_path.empty() || cfg.xdp_pin_path.front() != '/')
+    throw ConfigError(c.where("xdp.pin_path") + ": must be an absolute path on a bpf filesystem");
+  cfg.xdp_allow_generic = c.get_bool("xdp.allow_generic", false);
+  cfg.xdp_relay_address4 = c.get_string("xdp.relay_address4", "");
+  cfg.xdp_relay_address6 = c.get_string("xdp.relay_address6", "");
+  for (const auto& [key, text, family] :
+       {std::tuple{"xdp.relay_address4", cfg.xdp_relay_address4, AF_INET},
+        std::tuple{"xdp.relay_address6", cfg.xdp_relay_address6, AF_INET6}}) {
+    if (text.empty()) continue;
+    auto parsed = SocketAddress::parse((family == AF_INET6 ? "[" + text + "]" : text) + ":1");
+    if (!parsed || parsed->family() != family || parsed->is_unspecified())
+      throw ConfigError(c.where(key) + ": '" + text + "' is not a concrete IPv" +
+                        (family == AF_INET ? "4" : "6") + " address");
+  }
+  cfg.xdp_return_port = static_cast<uint16_t>(c.get_uint("xdp.return_port", 3479, 1, 65535));
+  cfg.xdp_new_flow_budget = static_cast<uint32_t>(c.get_uint("xdp.new_flow_budget", 0, 0, 1u << 20));
+  if (cfg.mode == "xdp" && cfg.xdp_interfaces.empty())
+    throw ConfigError(c.where("xdp.interfaces") + ": mode xdp needs at least one interface");
   return cfg;
 }
 

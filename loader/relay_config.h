@@ -35,6 +35,14 @@ struct RelayConfig {
   SocketAddress admin_listen;
   std::string log_format = "text";
   std::string log_level = "info";
+  // XDP data path (mode xdp|auto).
+  std::vector<std::string> xdp_interfaces;
+  std::string xdp_pin_path = "/sys/fs/bpf/rtcedge";
+  bool xdp_allow_generic = false;
+  std::string xdp_relay_address4;
+  std::string xdp_relay_address6;
+  uint16_t xdp_return_port = 3479;
+  uint32_t xdp_new_flow_budget = 0;  // 0 = the program's default
 };
 
 void declare_relay_config(ConfigLayers& layers);

@@ -17,6 +17,16 @@ unsigned default_worker_count() {
 RelayService::RelayService(const RelayConfig& config)
     : config_(config), routing_(build_routing_table(config)), admin_(config.admin_listen) {
   if (config_.workers == 0) config_.workers = default_worker_count();
+  if (config_.mode != "userspace") {
+    try {
+      xdp_ = std::make_unique<XdpDataPath>(config_);
+      xdp_->sync(config_, *routing_);
+    } catch (const std::exception& e) {
+      xdp_.reset();
+      if (config_.mode == "xdp") throw;
+      spdlog::warn("mode=auto: XDP unavailable ({}); running the userspace relay", e.what());
+    }
+  }
   for (unsigned i = 0; i < config_.workers; i++)
     workers_.push_back(std::make_unique<UdpWorker>(i, config_, routing_));
   endpoint_count_ = config_.endpoints.size();
@@ -33,14 +43,23 @@ RelayService::RelayService(const RelayConfig& config)
   });
   admin_.start();
   for (auto& w : workers_) w->start();
+  if (xdp_) {
+    xdp_events_ = std::thread([this] {
+      while (!stopping_.load()) xdp_->poll_events(100);
+    });
+  }
   ready_ = true;
 
   std::string vips;
   for (const auto& v : config_.listen) vips += (vips.empty() ? "" : ", ") + v.to_string();
   std::string returns;
   for (const auto& w : workers_) returns += (returns.empty() ? "" : ", ") + w->return_address().to_string();
-  spdlog::info("relay up: mode=userspace workers={} vips=[{}] return=[{}] endpoints={} cluster={} admin={}",
-               workers_.size(), vips, returns, config_.endpoints.size(), config_.cluster_id,
+  std::string xdp_modes;
+  if (xdp_)
+    for (const auto& m : xdp_->attach_modes()) xdp_modes += (xdp_modes.empty() ? "" : ",") + m;
+  spdlog::info("relay up: mode={}{} workers={} vips=[{}] return=[{}] endpoints={} cluster={} admin={}",
+               mode(), xdp_ ? " xdp=[" + xdp_modes + "]" : std::string(), workers_.size(), vips, returns,
+               config_.endpoints.size(), config_.cluster_id,
                config_.admin_listen.ip_string() + ":" + std::to_string(admin_.port()));
 }
 
@@ -48,6 +67,8 @@ RelayService::~RelayService() { stop(); }
 
 void RelayService::stop() {
   ready_ = false;
+  stopping_ = true;
+  if (xdp_events_.joinable()) xdp_events_.join();
   for (auto& w : workers_) w->request_stop();
   for (auto& w : workers_) w->join();
   admin_.stop();
@@ -72,7 +93,9 @@ std::vector<std::string> RelayService::reload(const RelayConfig& next) {
   differs(next.flow_idle_timeout != config_.flow_idle_timeout, "flows.idle_timeout");
   differs(next.flow_evict_idle_after != config_.flow_evict_idle_after, "flows.evict_idle_after");
   differs(!(next.admin_listen == config_.admin_listen), "admin.listen");
-  differs(next.log_format != config_.log_format || next.log_level != config_.log_level, "log.format/log.level");
+  differs(next.log_format != config_.log_format || next.log_level != config_.log_level,
+          "log.format/log.level");
+  if (xdp_) xdp_->sync(next, *routing);
   for (auto& w : workers_) w->post_routing(routing);
   routing_ = routing;
   endpoint_count_ = next.endpoints.size();
@@ -87,6 +110,10 @@ std::string RelayService::metrics_text() const {
     for (const auto& w : workers_) total += getter(w->counters()).get();
     return static_cast<double>(total);
   };
+  // The XDP program's counters fold into the same metric names, so dashboards work in
+  // either mode; rtcedge_relay_xdp_packets_total below has the program's own detail.
+  const XdpCounters x = xdp_ ? xdp_->read_counters() : XdpCounters{};
+  auto xdp = [&](rtce_xdp_reason reason, size_t dir) { return static_cast<double>(x.packets[reason][dir]); };
   auto& received = m.family("rtcedge_relay_received_packets_total", "Datagrams received, by direction.",
                             MetricType::Counter);
   auto& forwarded = m.family("rtcedge_relay_forwarded_packets_total", "Datagrams forwarded, by direction.",
@@ -96,29 +123,53 @@ std::string RelayService::metrics_text() const {
   for (size_t d = 0; d < static_cast<size_t>(Direction::count); d++) {
     std::vector<prometheus::ClientMetric::Label> l = {
         {"direction", direction_name(static_cast<Direction>(d))}};
+    const double xdp_forwarded = xdp(RTCE_XDP_FORWARDED, d) + xdp(RTCE_XDP_FORWARDED_NEW_FLOW, d);
+    const double xdp_dropped = xdp(RTCE_XDP_HINT_REJECTED, d) + xdp(RTCE_XDP_RETURN_MALFORMED, d) +
+                               xdp(RTCE_XDP_RETURN_NO_FLOW, d) + xdp(RTCE_XDP_RETURN_WRONG_SENDER, d);
     m.add(received,
-          sum([d](const RelayCounters& c) -> const RelaxedCounter& { return c.received_packets[d]; }), l);
-    m.add(forwarded,
-          sum([d](const RelayCounters& c) -> const RelaxedCounter& { return c.forwarded_packets[d]; }), l);
-    m.add(bytes, sum([d](const RelayCounters& c) -> const RelaxedCounter& { return c.forwarded_bytes[d]; }),
+          sum([d](const RelayCounters& c) -> const RelaxedCounter& { return c.received_packets[d]; }) +
+              xdp_forwarded + xdp_dropped,
+          l);
+    m.add(forwarded, sum([d](const RelayCounters& c) -> const RelaxedCounter& {
+                       return c.forwarded_packets[d];
+                     }) + xdp_forwarded,
+          l);
+    m.add(bytes,
+          sum([d](const RelayCounters& c) -> const RelaxedCounter& { return c.forwarded_bytes[d]; }) +
+              static_cast<double>(x.bytes[RTCE_XDP_FORWARDED][d] + x.bytes[RTCE_XDP_FORWARDED_NEW_FLOW][d]),
           l);
   }
   auto& dropped =
       m.family("rtcedge_relay_dropped_packets_total", "Datagrams dropped, by reason.", MetricType::Counter);
-  for (size_t r = 0; r < static_cast<size_t>(DropReason::count); r++)
-    m.add(dropped, sum([r](const RelayCounters& c) -> const RelaxedCounter& { return c.dropped[r]; }),
-          {{"reason", drop_reason_name(static_cast<DropReason>(r))}});
+  for (size_t r = 0; r < static_cast<size_t>(DropReason::count); r++) {
+    double from_xdp = 0;
+    const auto reason = static_cast<DropReason>(r);
+    const rtce_xdp_reason twin = reason == DropReason::hint_rejected         ? RTCE_XDP_HINT_REJECTED
+                                 : reason == DropReason::return_malformed    ? RTCE_XDP_RETURN_MALFORMED
+                                 : reason == DropReason::return_no_flow      ? RTCE_XDP_RETURN_NO_FLOW
+                                 : reason == DropReason::return_wrong_sender ? RTCE_XDP_RETURN_WRONG_SENDER
+                                                                             : RTCE_XDP_REASON_COUNT;
+    if (twin != RTCE_XDP_REASON_COUNT) from_xdp = xdp(twin, 0) + xdp(twin, 1);
+    m.add(dropped,
+          sum([r](const RelayCounters& c) -> const RelaxedCounter& { return c.dropped[r]; }) + from_xdp,
+          {{"reason", drop_reason_name(reason)}});
+  }
   auto& hints =
       m.family("rtcedge_relay_hint_failures_total",
                "First packets whose server ufrag was not a valid hint, by reason.", MetricType::Counter);
+  // XDP's hint_failures map is indexed by rtce_hint_result (bad_length = 1 ...) and then
+  // wrong_cluster: the HintFailure order shifted by one.
   for (size_t r = 0; r < static_cast<size_t>(HintFailure::count); r++)
-    m.add(hints, sum([r](const RelayCounters& c) -> const RelaxedCounter& { return c.hint_failures[r]; }),
+    m.add(hints, sum([r](const RelayCounters& c) -> const RelaxedCounter& {
+                   return c.hint_failures[r];
+                 }) + static_cast<double>(x.hint_failures[r + 1]),
           {{"reason", hint_failure_name(static_cast<HintFailure>(r))}});
   m.add(m.family("rtcedge_relay_flows_active", "Flows in the tables now.", MetricType::Gauge),
         sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_active; }));
   m.add(
       m.family("rtcedge_relay_flows_created_total", "Flows created from a valid hint.", MetricType::Counter),
-      sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_created; }));
+      sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_created; }) +
+          xdp(RTCE_XDP_FORWARDED_NEW_FLOW, 0));
   m.add(m.family("rtcedge_relay_flows_expired_total",
                  "Flows removed after flows.idle_timeout without client packets.", MetricType::Counter),
         sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_expired; }));
@@ -134,9 +185,31 @@ std::string RelayService::metrics_text() const {
         static_cast<double>(endpoint_count_.load()));
   m.add(m.family("rtcedge_relay_workers", "Worker threads.", MetricType::Gauge),
         static_cast<double>(workers_.size()));
-  auto& mode = m.family("rtcedge_relay_mode", "Data path in use (1 for the active mode).", MetricType::Gauge);
-  m.add(mode, 1, {{"mode", "userspace"}});
-  m.add(mode, 0, {{"mode", "xdp"}});
+  auto& mode_family =
+      m.family("rtcedge_relay_mode", "Data path in use (1 for the active mode).", MetricType::Gauge);
+  m.add(mode_family, xdp_ ? 0 : 1, {{"mode", "userspace"}});
+  m.add(mode_family, xdp_ ? 1 : 0, {{"mode", "xdp"}});
+  if (xdp_) {
+    auto& xdp_packets =
+        m.family("rtcedge_relay_xdp_packets_total",
+                 "Packets the XDP program handled, by exit reason and direction (pass_* reasons "
+                 "went up to the userspace relay).",
+                 MetricType::Counter);
+    auto& xdp_bytes = m.family("rtcedge_relay_xdp_bytes_total",
+                               "Frame bytes the XDP program handled, by exit reason.", MetricType::Counter);
+    for (uint32_t r = 0; r < RTCE_XDP_REASON_COUNT; r++)
+      for (uint32_t d = 0; d < RTCE_XDP_DIR_COUNT; d++) {
+        std::vector<prometheus::ClientMetric::Label> l = {
+            {"reason", rtce_xdp_reason_names[r]},
+            {"direction", direction_name(d == RTCE_XDP_DIR_TO_CLIENT ? Direction::transceiver_to_client
+                                                                     : Direction::client_to_transceiver)}};
+        m.add(xdp_packets, static_cast<double>(x.packets[r][d]), l);
+        m.add(xdp_bytes, static_cast<double>(x.bytes[r][d]), l);
+      }
+    m.add(m.family("rtcedge_relay_xdp_flow_events_total",
+                   "Flow-created events read from the XDP ring buffer.", MetricType::Counter),
+          static_cast<double>(xdp_->events_seen()));
+  }
   auto& reloads =
       m.family("rtcedge_relay_config_reloads_total", "SIGHUP reloads, by result.", MetricType::Counter);
   m.add(reloads, static_cast<double>(reloads_ok_.load()), {{"result", "ok"}});

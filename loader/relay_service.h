@@ -5,11 +5,13 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "admin_server.h"
 #include "relay_config.h"
 #include "udp_worker.h"
+#include "xdp_data_path.h"
 
 namespace rtce {
 
@@ -28,11 +30,17 @@ class RelayService {
   uint16_t admin_port() const { return admin_.port(); }
   const std::vector<std::unique_ptr<UdpWorker>>& workers() const { return workers_; }
   void count_reload(bool ok) { (ok ? reloads_ok_ : reloads_failed_).fetch_add(1); }
+  // "xdp" when the XDP program steers traffic (the userspace workers then serve what it
+  // passes up), else "userspace".
+  const char* mode() const { return xdp_ ? "xdp" : "userspace"; }
 
  private:
   RelayConfig config_;
   std::shared_ptr<const RoutingTable> routing_;
   std::vector<std::unique_ptr<UdpWorker>> workers_;
+  std::unique_ptr<XdpDataPath> xdp_;
+  std::thread xdp_events_;
+  std::atomic<bool> stopping_{false};
   AdminServer admin_;
   std::atomic<uint64_t> reloads_ok_{0};
   std::atomic<uint64_t> reloads_failed_{0};

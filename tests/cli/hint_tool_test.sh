@@ -60,7 +60,14 @@ check "relay unknown config key" 2 $code "$out" "unknown key 'flows.capacty'"
 out=$("$relay" 2>&1); code=$?
 check "relay without key file" 2 $code "$out" "'hint_key_file'.*required"
 out=$("$relay" --mode xdp --hint-key-file "$work/keys.yaml" 2>&1); code=$?
-check "relay xdp mode not built" 2 $code "$out" "mode=xdp"
+check "relay xdp mode without interfaces" 2 $code "$out" "'xdp.interfaces'.*needs at least one interface"
+out=$("$relay" --mode xdp --xdp-interfaces rtce-nosuch0 --xdp-pin-path "$work/pins" --admin-listen 127.0.0.1:0 \
+  --hint-key-file "$work/keys.yaml" 2>&1); code=$?
+check "relay xdp mode on a missing interface" 1 $code "$out" "no interface named 'rtce-nosuch0'|needs root"
+out=$("$relay" --mode xdp --xdp-interfaces lo --xdp-relay-address4 ::1 --hint-key-file "$work/keys.yaml" 2>&1); code=$?
+check "relay xdp bad relay address" 2 $code "$out" "'xdp.relay_address4'.*not a concrete IPv4"
+out=$("$relay" detach --pin-path "$work/nothing-here" 2>&1); code=$?
+check "detach with nothing pinned" 1 $code "$out" "nothing pinned"
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

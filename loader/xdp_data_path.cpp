@@ -1,0 +1,281 @@
+// xdp_data_path.cpp — see xdp_data_path.h.
+#include "xdp_data_path.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/if_link.h>
+#include <net/if.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "error.h"
+#include "rtce_xdp.skel.h"
+
+namespace rtce {
+namespace {
+
+constexpr unsigned long kBpfFsMagic = 0xcafe4a11;
+
+std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
+
+int libbpf_to_spdlog(enum libbpf_print_level level, const char* format, va_list args) {
+  char line[1024];
+  int n = std::vsnprintf(line, sizeof line, format, args);
+  std::string text(line);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  if (level == LIBBPF_WARN)
+    spdlog::warn("libbpf: {}", text);
+  else
+    spdlog::debug("libbpf: {}", text);
+  return n;
+}
+
+// The maps whose contents must outlive a loader: state, configuration and counters.
+// Scratch and per-CPU work maps are private to each program instance.
+std::vector<bpf_map*> pinned_maps(rtce_xdp* skel) {
+  return {skel->maps.vips,      skel->maps.endpoints, skel->maps.flows,         skel->maps.config,
+          skel->maps.hint_keys, skel->maps.counters,  skel->maps.hint_failures, skel->maps.events};
+}
+
+void ensure_bpffs_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw XdpError("cannot create pin directory " + dir.string() + ": " + ec.message());
+  struct statfs fs {};
+  if (statfs(dir.c_str(), &fs) != 0 || static_cast<unsigned long>(fs.f_type) != kBpfFsMagic)
+    throw XdpError(dir.string() + " is not on a bpf filesystem; mount one (mount -t bpf bpf /sys/fs/bpf)");
+}
+
+void fill_addr(uint8_t out[16], const std::string& text, int family, const std::string& key) {
+  if (text.empty()) return;
+  auto parsed = SocketAddress::parse((family == AF_INET6 ? "[" + text + "]" : text) + ":1");
+  if (!parsed || parsed->family() != family)
+    throw ConfigError("config key '" + key + "': '" + text + "' is not an IPv" +
+                      (family == AF_INET6 ? "6" : "4") + " address");
+  parsed->to_bytes(out);
+}
+
+}  // namespace
+
+void XdpDataPath::SkeletonDeleter::operator()(rtce_xdp* skel) const { rtce_xdp__destroy(skel); }
+void XdpDataPath::RingDeleter::operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
+
+XdpDataPath::XdpDataPath(const RelayConfig& config) : pin_path_(config.xdp_pin_path) {
+  libbpf_set_print(libbpf_to_spdlog);
+  if (geteuid() != 0) throw XdpError("XDP needs root (CAP_BPF and CAP_NET_ADMIN)");
+  if (config.xdp_interfaces.empty())
+    throw XdpError("config key 'xdp.interfaces' is empty: name the NICs to attach to");
+  std::vector<std::pair<std::string, unsigned>> interfaces;
+  for (const auto& name : config.xdp_interfaces) {
+    unsigned index = if_nametoindex(name.c_str());
+    if (index == 0) throw XdpError("xdp.interfaces: no interface named '" + name + "'");
+    interfaces.emplace_back(name, index);
+  }
+  const std::filesystem::path root(pin_path_);
+  ensure_bpffs_dir(root / "maps");
+  ensure_bpffs_dir(root / "links");
+
+  skel_.reset(rtce_xdp__open());
+  if (!skel_) throw XdpError("opening the XDP object failed: " + errno_text(errno));
+  for (bpf_map* map : pinned_maps(skel_.get())) {
+    const std::string path = (root / "maps" / bpf_map__name(map)).string();
+    if (int err = bpf_map__set_pin_path(map, path.c_str()); err)
+      throw XdpError("pin path " + path + ": " + errno_text(err));
+  }
+  // libbpf reuses a compatible pinned map (same type, sizes and flags) and pins new ones.
+  if (int err = rtce_xdp__load(skel_.get()); err)
+    throw XdpError("loading the XDP program failed (" + errno_text(err) +
+                   "); the libbpf log above says why. If a pinned map has an old layout, run "
+                   "'rtcedge-relay detach' first");
+  possible_cpus_ = libbpf_num_possible_cpus();
+  const int prog_fd = bpf_program__fd(skel_->progs.rtce_xdp);
+
+  for (const auto& [name, index] : interfaces) {
+    const std::string link_path = (root / "links" / name).string();
+    int link_fd = bpf_obj_get(link_path.c_str());
+    if (link_fd >= 0) {
+      // Atomic replace: the interface never runs without a program.
+      int err = bpf_link_update(link_fd, prog_fd, nullptr);
+      close(link_fd);
+      if (err == 0) {
+        attach_modes_.push_back(name + "=replaced");
+        spdlog::info("xdp: replaced the program on {} through the pinned link {}", name, link_path);
+        continue;
+      }
+      spdlog::warn("xdp: pinned link {} is stale ({}); attaching afresh", link_path, errno_text(err));
+      unlink(link_path.c_str());
+    }
+    LIBBPF_OPTS(bpf_link_create_opts, opts);
+    opts.flags = XDP_FLAGS_DRV_MODE;
+    link_fd = bpf_link_create(prog_fd, static_cast<int>(index), BPF_XDP, &opts);
+    std::string mode = "native";
+    if (link_fd < 0) {
+      const int native_err = errno;
+      if (!config.xdp_allow_generic)
+        throw XdpError("native XDP attach on " + name + " failed: " + errno_text(native_err) +
+                       (native_err == EBUSY ? " (another XDP program is attached: 'ip link set dev " + name +
+                                                  " xdp off' or 'rtcedge-relay detach')"
+                                            : "") +
+                       "; set xdp.allow_generic to accept generic (skb) mode");
+      opts.flags = XDP_FLAGS_SKB_MODE;
+      link_fd = bpf_link_create(prog_fd, static_cast<int>(index), BPF_XDP, &opts);
+      if (link_fd < 0)
+        throw XdpError("XDP attach on " + name + " failed in native (" + errno_text(native_err) +
+                       ") and generic (" + errno_text(errno) + ") mode");
+      mode = "generic";
+      spdlog::warn(
+          "xdp: {} does not take native XDP ({}); running in generic mode, which is slower than the "
+          "userspace relay on some drivers",
+          name, errno_text(native_err));
+    }
+    if (bpf_obj_pin(link_fd, link_path.c_str()) != 0) {
+      const int err = errno;
+      close(link_fd);
+      throw XdpError("pinning the XDP link at " + link_path + " failed: " + errno_text(err));
+    }
+    close(link_fd);  // the pin holds the link: the program stays attached without us
+    attach_modes_.push_back(name + "=" + mode);
+    spdlog::info("xdp: attached to {} in {} mode, link pinned at {}", name, mode, link_path);
+  }
+
+  ring_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.events), &XdpDataPath::on_event, this, nullptr));
+  if (!ring_) throw XdpError("opening the flow event ring buffer failed: " + errno_text(errno));
+}
+
+XdpDataPath::~XdpDataPath() = default;
+
+void XdpDataPath::sync(const RelayConfig& config, const RoutingTable& routing) {
+  rtce_xdp_config cfg{};
+  fill_addr(cfg.relay_addr4, config.xdp_relay_address4, AF_INET, "xdp.relay_address4");
+  fill_addr(cfg.relay_addr6, config.xdp_relay_address6, AF_INET6, "xdp.relay_address6");
+  if (!config.xdp_relay_address4.empty()) cfg.flags |= RTCE_XDP_F_HAVE_V4;
+  if (!config.xdp_relay_address6.empty()) cfg.flags |= RTCE_XDP_F_HAVE_V6;
+  cfg.return_port_be = htons(config.xdp_return_port);
+  cfg.cluster_id = routing.cluster_id;
+  cfg.new_flow_budget = config.xdp_new_flow_budget;
+  const uint32_t zero = 0;
+  auto update = [](bpf_map* map, const void* key, const void* value, const char* what) {
+    if (bpf_map_update_elem(bpf_map__fd(map), key, value, BPF_ANY) != 0)
+      throw XdpError(std::string("updating the ") + what + " map: " + errno_text(errno));
+  };
+  update(skel_->maps.hint_keys, &zero, &routing.keys, "hint_keys");
+
+  // Endpoints: upsert the table, then delete ids it no longer has.
+  std::set<uint16_t> wanted;
+  for (const auto& [id, addr6] : routing.endpoints) {
+    SocketAddress addr =
+        SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&addr6), sizeof addr6).unmapped();
+    rtce_xdp_endpoint ep{};
+    ep.family = addr.to_bytes(ep.addr);
+    ep.port_be = htons(addr.port());
+    update(skel_->maps.endpoints, &id, &ep, "endpoints");
+    wanted.insert(id);
+  }
+  const int ep_fd = bpf_map__fd(skel_->maps.endpoints);
+  uint16_t key = 0, next = 0;
+  std::vector<uint16_t> stale;
+  for (const uint16_t* prev = nullptr; bpf_map_get_next_key(ep_fd, prev, &next) == 0; prev = &key) {
+    key = next;
+    if (!wanted.count(key)) stale.push_back(key);
+  }
+  for (uint16_t id : stale) bpf_map_delete_elem(ep_fd, &id);
+
+  // VIPs: XDP matches exact addresses; a wildcard listen address stays userspace-only.
+  const int vip_fd = bpf_map__fd(skel_->maps.vips);
+  std::vector<rtce_xdp_vip_key> old_vips;
+  rtce_xdp_vip_key vkey{}, vnext{};
+  for (const rtce_xdp_vip_key* prev = nullptr; bpf_map_get_next_key(vip_fd, prev, &vnext) == 0;
+       prev = &vkey) {
+    vkey = vnext;
+    old_vips.push_back(vkey);
+  }
+  for (const auto& k : old_vips) bpf_map_delete_elem(vip_fd, &k);
+  uint32_t vip_id = 0;
+  for (const auto& vip : config.listen) {
+    if (vip.is_unspecified()) {
+      spdlog::warn(
+          "xdp: listen address {} is a wildcard; XDP steers only exact VIP addresses, so its traffic "
+          "takes the userspace relay",
+          vip.to_string());
+      continue;
+    }
+    rtce_xdp_vip_key k{};
+    k.family = vip.to_bytes(k.addr);
+    k.port_be = htons(vip.port());
+    rtce_xdp_vip v{vip_id++};
+    update(skel_->maps.vips, &k, &v, "vips");
+  }
+  // Config last: until now the program saw the previous, consistent configuration.
+  update(skel_->maps.config, &zero, &cfg, "config");
+}
+
+int XdpDataPath::on_event(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<XdpDataPath*>(ctx);
+  if (size < sizeof(rtce_xdp_flow_event)) return 0;
+  rtce_xdp_flow_event event;
+  std::memcpy(&event, data, sizeof event);
+  self->events_seen_++;
+  if (spdlog::should_log(spdlog::level::debug)) {
+    SocketAddress client =
+        SocketAddress::from_bytes(event.key.family, event.key.client_addr, ntohs(event.key.client_port_be));
+    spdlog::debug("xdp: flow {} -> endpoint {}", client.to_string(), event.endpoint_id);
+  }
+  return 0;
+}
+
+int XdpDataPath::poll_events(int timeout_ms) {
+  int n = ring_buffer__poll(ring_.get(), timeout_ms);
+  return n < 0 ? 0 : n;
+}
+
+XdpCounters XdpDataPath::read_counters() const {
+  XdpCounters out;
+  std::vector<rtce_xdp_counter> per_cpu(static_cast<size_t>(possible_cpus_));
+  const int fd = bpf_map__fd(skel_->maps.counters);
+  for (uint32_t reason = 0; reason < RTCE_XDP_REASON_COUNT; reason++) {
+    for (uint32_t dir = 0; dir < RTCE_XDP_DIR_COUNT; dir++) {
+      const uint32_t index = rtce_xdp_counter_index(reason, dir);
+      if (bpf_map_lookup_elem(fd, &index, per_cpu.data()) != 0) continue;
+      for (const auto& c : per_cpu) {
+        out.packets[reason][dir] += c.packets;
+        out.bytes[reason][dir] += c.bytes;
+      }
+    }
+  }
+  std::vector<uint64_t> hint(static_cast<size_t>(possible_cpus_));
+  const int hint_fd = bpf_map__fd(skel_->maps.hint_failures);
+  for (uint32_t i = 0; i < RTCE_XDP_HINT_FAILURE_SLOTS; i++)
+    if (bpf_map_lookup_elem(hint_fd, &i, hint.data()) == 0)
+      for (uint64_t v : hint) out.hint_failures[i] += v;
+  return out;
+}
+
+void XdpDataPath::detach(const std::string& pin_path, const std::vector<std::string>& interfaces) {
+  namespace fs = std::filesystem;
+  const fs::path root(pin_path);
+  std::error_code ec;
+  if (!fs::exists(root, ec)) throw XdpError("nothing pinned at " + pin_path);
+  // Unpinning the last reference to a link detaches its program.
+  if (interfaces.empty()) {
+    for (const auto& entry : fs::directory_iterator(root / "links", ec)) fs::remove(entry.path(), ec);
+  } else {
+    for (const auto& name : interfaces) fs::remove(root / "links" / name, ec);
+  }
+  bool links_left = fs::exists(root / "links", ec) && !fs::is_empty(root / "links", ec);
+  if (links_left) {
+    spdlog::info("detach: other interfaces still attached; maps kept under {}", pin_path);
+    return;
+  }
+  fs::remove_all(root, ec);
+  if (ec) throw XdpError("removing " + pin_path + ": " + ec.message());
+}
+
+}  // namespace rtce

@@ -153,6 +153,13 @@ RelayConfig resolve_relay_config(const ConfigLayers& c) {
                         (family == AF_INET ? "4" : "6") + " address");
   }
   cfg.xdp_return_port = static_cast<uint16_t>(c.get_uint("xdp.return_port", 3479, 1, 65535));
+  if (const uint32_t base = cfg.return_listen.port(); base != 0 && cfg.mode != "userspace") {
+    const uint32_t last = base + (cfg.workers ? cfg.workers : 256) - 1;
+    if (cfg.xdp_return_port >= base && cfg.xdp_return_port <= last)
+      throw ConfigError(c.where("xdp.return_port") + ": " + std::to_string(cfg.xdp_return_port) +
+                        " collides with the userspace return ports " + std::to_string(base) + ".." +
+                        std::to_string(last) + " (return_listen)");
+  }
   cfg.xdp_new_flow_budget = static_cast<uint32_t>(c.get_uint("xdp.new_flow_budget", 0, 0, 1u << 20));
   if (cfg.mode == "xdp" && cfg.xdp_interfaces.empty())
     throw ConfigError(c.where("xdp.interfaces") + ": mode xdp needs at least one interface");

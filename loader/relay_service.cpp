@@ -165,7 +165,8 @@ std::string RelayService::metrics_text() const {
                  }) + static_cast<double>(x.hint_failures[r + 1]),
           {{"reason", hint_failure_name(static_cast<HintFailure>(r))}});
   m.add(m.family("rtcedge_relay_flows_active", "Flows in the tables now.", MetricType::Gauge),
-        sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_active; }));
+        sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_active; }) +
+            static_cast<double>(x.flows));
   m.add(
       m.family("rtcedge_relay_flows_created_total", "Flows created from a valid hint.", MetricType::Counter),
       sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_created; }) +

@@ -10,6 +10,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstring>
@@ -80,8 +81,29 @@ XdpDataPath::XdpDataPath(const RelayConfig& config) : pin_path_(config.xdp_pin_p
     interfaces.emplace_back(name, index);
   }
   const std::filesystem::path root(pin_path_);
+  std::error_code exists_ec;
+  const bool fresh_pins = !std::filesystem::exists(root, exists_ec);
   ensure_bpffs_dir(root / "maps");
   ensure_bpffs_dir(root / "links");
+  try {
+    load_and_attach(config, interfaces);
+  } catch (...) {
+    // Undo what this attempt attached: a link pinned here would keep the program on that
+    // interface after we give up (and --mode auto would then run "userspace" with XDP
+    // still steering packets). Pins we did not create (a previous loader's) stay.
+    std::error_code ec;
+    for (const auto& link : created_links_) std::filesystem::remove(link, ec);
+    if (fresh_pins) {
+      skel_.reset();
+      std::filesystem::remove_all(root, ec);
+    }
+    throw;
+  }
+}
+
+void XdpDataPath::load_and_attach(const RelayConfig& config,
+                                  const std::vector<std::pair<std::string, unsigned>>& interfaces) {
+  const std::filesystem::path root(pin_path_);
 
   skel_.reset(rtce_xdp__open());
   if (!skel_) throw XdpError("opening the XDP object failed: " + errno_text(errno));
@@ -142,6 +164,7 @@ XdpDataPath::XdpDataPath(const RelayConfig& config) : pin_path_(config.xdp_pin_p
       throw XdpError("pinning the XDP link at " + link_path + " failed: " + errno_text(err));
     }
     close(link_fd);  // the pin holds the link: the program stays attached without us
+    created_links_.push_back(link_path);
     attach_modes_.push_back(name + "=" + mode);
     spdlog::info("xdp: attached to {} in {} mode, link pinned at {}", name, mode, link_path);
   }
@@ -189,6 +212,9 @@ void XdpDataPath::sync(const RelayConfig& config, const RoutingTable& routing) {
   for (uint16_t id : stale) bpf_map_delete_elem(ep_fd, &id);
 
   // VIPs: XDP matches exact addresses; a wildcard listen address stays userspace-only.
+  // Upsert first, then delete the VIPs no longer listed: a restarted loader syncs while the
+  // pinned program is forwarding, and a VIP missing even briefly would send its packets to
+  // a kernel with no socket bound yet (lost with ICMP port unreachable).
   const int vip_fd = bpf_map__fd(skel_->maps.vips);
   std::vector<rtce_xdp_vip_key> old_vips;
   rtce_xdp_vip_key vkey{}, vnext{};
@@ -197,7 +223,7 @@ void XdpDataPath::sync(const RelayConfig& config, const RoutingTable& routing) {
     vkey = vnext;
     old_vips.push_back(vkey);
   }
-  for (const auto& k : old_vips) bpf_map_delete_elem(vip_fd, &k);
+  std::vector<rtce_xdp_vip_key> new_vips;
   uint32_t vip_id = 0;
   for (const auto& vip : config.listen) {
     if (vip.is_unspecified()) {
@@ -212,7 +238,12 @@ void XdpDataPath::sync(const RelayConfig& config, const RoutingTable& routing) {
     k.port_be = htons(vip.port());
     rtce_xdp_vip v{vip_id++};
     update(skel_->maps.vips, &k, &v, "vips");
+    new_vips.push_back(k);
   }
+  for (const auto& k : old_vips)
+    if (std::none_of(new_vips.begin(), new_vips.end(),
+                     [&](const rtce_xdp_vip_key& n) { return std::memcmp(&n, &k, sizeof k) == 0; }))
+      bpf_map_delete_elem(vip_fd, &k);
   // Config last: until now the program saw the previous, consistent configuration.
   update(skel_->maps.config, &zero, &cfg, "config");
 }
@@ -255,6 +286,15 @@ XdpCounters XdpDataPath::read_counters() const {
   for (uint32_t i = 0; i < RTCE_XDP_HINT_FAILURE_SLOTS; i++)
     if (bpf_map_lookup_elem(hint_fd, &i, hint.data()) == 0)
       for (uint64_t v : hint) out.hint_failures[i] += v;
+  // The flows map has no entry count: walk its keys (bounded by the map size).
+  const int flows_fd = bpf_map__fd(skel_->maps.flows);
+  const uint32_t max_flows = bpf_map__max_entries(skel_->maps.flows);
+  rtce_flow_key key{}, next{};
+  for (const rtce_flow_key* prev = nullptr;
+       out.flows < max_flows && bpf_map_get_next_key(flows_fd, prev, &next) == 0; prev = &key) {
+    key = next;
+    out.flows++;
+  }
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "relay_config.h"
@@ -61,6 +62,8 @@ class XdpDataPath {
 
  private:
   static int on_event(void* ctx, void* data, size_t size);
+  void load_and_attach(const RelayConfig& config,
+                       const std::vector<std::pair<std::string, unsigned>>& interfaces);
 
   struct SkeletonDeleter {
     void operator()(rtce_xdp* skel) const;
@@ -72,6 +75,7 @@ class XdpDataPath {
   std::unique_ptr<ring_buffer, RingDeleter> ring_;
   std::string pin_path_;
   std::vector<std::string> attach_modes_;
+  std::vector<std::string> created_links_;  // link pins this instance made (undone on failure)
   uint64_t events_seen_ = 0;
   int possible_cpus_ = 1;
 };

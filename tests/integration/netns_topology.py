@@ -37,6 +37,7 @@ import time
 CLONE_NEWNET = 0x40000000
 NS_PREFIX = "rtce-it-"
 NETNS_DIR = "/run/netns"
+BPFFS = "/sys/fs/bpf"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -53,6 +54,7 @@ _lock = threading.RLock()
 _namespaces = []  # names we created, in creation order
 _processes = []  # subprocess.Popen objects we started
 _scratch_dirs = []  # temporary directories we made
+_cleanups = []  # callables run before processes are stopped (e.g. removing bpffs pins)
 _cleaned = False
 
 
@@ -92,15 +94,36 @@ def make_scratch_dir():
     return path
 
 
+def register_cleanup(fn):
+    """Runs fn() in cleanup_all() (once, even on failure or signal), before processes are
+    stopped and namespaces deleted. Returns fn so that callers may unregister it."""
+    with _lock:
+        _cleanups.append(fn)
+    return fn
+
+
+def unregister_cleanup(fn):
+    with _lock:
+        if fn in _cleanups:
+            _cleanups.remove(fn)
+
+
 def cleanup_all():
-    """Kills every process we started, deletes every namespace and scratch directory we
-    created. Idempotent."""
+    """Runs registered cleanups, kills every process we started, deletes every namespace and
+    scratch directory we created. Idempotent."""
     global _cleaned
     with _lock:
         procs, names, dirs = list(_processes), list(_namespaces), list(_scratch_dirs)
+        fns = list(_cleanups)
         _processes.clear()
         _namespaces.clear()
         _scratch_dirs.clear()
+        _cleanups.clear()
+    for fn in reversed(fns):
+        try:
+            fn()
+        except Exception as e:  # keep cleaning: namespaces must go whatever happened
+            _log("cleanup %r failed: %s" % (fn, e))
     for p in procs:
         with contextlib.suppress(Exception):
             stop_process(p, timeout=2.0)
@@ -141,6 +164,12 @@ def sweep_stale():
                 and not os.path.islink(path) and os.stat(path).st_uid == os.geteuid()):
             _log("removing stale scratch directory %s" % path)
             shutil.rmtree(path, ignore_errors=True)
+    if os.path.isdir(BPFFS):
+        for entry in os.listdir(BPFFS):
+            m = re.match(re.escape(NS_PREFIX) + r"(\d+)(?:-|$)", entry)
+            if m and not os.path.exists("/proc/%s" % m.group(1)):
+                _log("removing stale bpffs pins %s" % os.path.join(BPFFS, entry))
+                remove_pins(os.path.join(BPFFS, entry))
     for name in list_namespaces():
         m = re.match(re.escape(NS_PREFIX) + r"(\d+)-", name)
         if not m or os.path.exists("/proc/%s" % m.group(1)):
@@ -175,6 +204,34 @@ def netns_unavailable_reason():
         return "'ip netns add' does not work here: %s" % r.stderr.strip()
     run(["ip", "netns", "del", probe], check=False)
     return None
+
+
+# ---------------------------------------------------------------------------- bpffs
+
+def ensure_bpffs():
+    """None when BPFFS is a mounted bpf filesystem (mounting one if nothing is mounted
+    there), else why not. A mount made here stays: it is the standard location."""
+    def is_bpffs():
+        with open("/proc/self/mounts") as f:
+            return any(line.split()[1:3] == [BPFFS, "bpf"] for line in f)
+
+    if is_bpffs():
+        return None
+    if not os.path.isdir(BPFFS):
+        return "%s does not exist (kernel without BPF syscall support?)" % BPFFS
+    r = run(["mount", "-t", "bpf", "bpf", BPFFS], check=False)
+    if r.returncode != 0 or not is_bpffs():
+        return "cannot mount a bpf filesystem on %s: %s" % (BPFFS, r.stderr.strip())
+    _log("mounted a bpf filesystem on %s" % BPFFS)
+    return None
+
+
+def remove_pins(path):
+    """rm -rf for a bpffs pin directory (unpinning a link detaches its program)."""
+    if not path.startswith(BPFFS + "/" + NS_PREFIX):
+        raise ValueError("refusing to remove %s: not one of our pin directories" % path)
+    shutil.rmtree(path, ignore_errors=True)
+    return not os.path.exists(path)
 
 
 # ---------------------------------------------------------------------------- setns
@@ -221,11 +278,30 @@ _LAUNCHER = (
 )
 
 
-def start_in_netns(ns_name, argv, **popen_kwargs):
-    """Starts argv inside ns_name with `ip netns exec`, which execs the command in place, so
-    Popen.pid is the command's own pid (signals reach it directly). The process gets
+# Joins the namespace with setns(2) only: unlike `ip netns exec`, which remounts /sys for
+# the namespace (hiding the bpf filesystem at /sys/fs/bpf), the mounts stay the test's.
+_LAUNCHER_SETNS = (
+    "import ctypes, os, signal, sys\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG\n"
+    "if os.getppid() != int(sys.argv[1]): os._exit(99)\n"
+    "fd = os.open(sys.argv[2], os.O_RDONLY | os.O_CLOEXEC)\n"
+    "if libc.setns(fd, 0x40000000) != 0: sys.exit('setns %s: %s' % (sys.argv[2], os.strerror(ctypes.get_errno())))\n"
+    "os.close(fd)\n"
+    "os.execvp(sys.argv[3], sys.argv[3:])\n"
+)
+
+
+def start_in_netns(ns_name, argv, keep_mounts=False, **popen_kwargs):
+    """Starts argv inside ns_name with `ip netns exec` (or, keep_mounts=True, with a bare
+    setns(2) that keeps the test's mounts, e.g. /sys/fs/bpf), exec'ing the command in place,
+    so Popen.pid is the command's own pid (signals reach it directly). The process gets
     PR_SET_PDEATHSIG=SIGKILL first, so it cannot outlive the test."""
-    cmd = ["/usr/bin/python3", "-c", _LAUNCHER, str(os.getpid()), "ip", "netns", "exec", ns_name] + list(argv)
+    if keep_mounts:
+        cmd = ["/usr/bin/python3", "-c", _LAUNCHER_SETNS, str(os.getpid()),
+               os.path.join(NETNS_DIR, ns_name)] + list(argv)
+    else:
+        cmd = ["/usr/bin/python3", "-c", _LAUNCHER, str(os.getpid()), "ip", "netns", "exec", ns_name] + list(argv)
     with _lock:
         proc = subprocess.Popen(cmd, **popen_kwargs)
         _processes.append(proc)
@@ -265,6 +341,28 @@ class Topology:
     def __exit__(self, *exc):
         cleanup_all()
         return False
+
+    def create(self):
+        """Creates the namespaces; on failure removes only this topology's namespaces (not
+        everything cleanup_all() knows about) and re-raises."""
+        try:
+            self._create()
+        except BaseException:
+            self.destroy()
+            raise
+        return self
+
+    def destroy(self):
+        """Deletes this topology's namespaces and whatever still runs in them."""
+        for name in reversed(self.names):
+            with _lock:
+                if name not in _namespaces:
+                    continue
+                _namespaces.remove(name)
+            for pid in run(["ip", "netns", "pids", name], check=False).stdout.split():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+            run(["ip", "netns", "del", name], check=False)
 
     def _ip(self, ns, *args):
         return run(["ip", "-n", ns] + list(args))
@@ -313,3 +411,69 @@ class Topology:
                 raise RuntimeError("links not up within %.0fs: %s" % (timeout, pending))
             if pending:
                 time.sleep(0.02)  # poll interval of a deadline-bounded wait
+
+    # ------------------------------------------------------------------ XDP data path
+
+    @property
+    def veths(self):
+        return [(self.client, "cl0"), (self.relay, "rc0"), (self.relay, "rx0"), (self.xcvr, "xc0")]
+
+    def prepare_for_xdp(self, xdp_pass_obj):
+        """What the relay's XDP program needs from this topology (docs/operations.md):
+        - an XDP program on the peer ends cl0 and xc0 (a frame XDP_TX'd or redirected into a
+          veth is only delivered if the receiving end runs XDP; xdp_pass.bpf.o will do);
+        - TX checksum offload off on the veths (partial checksums are wrong after the
+          program's incremental update);
+        - IP forwarding in the relay namespace (bpf_fib_lookup refuses without it);
+        - routes from the client to the relay's transceiver-side addresses (the forged
+          return-path test sends there from the client namespace);
+        - resolved neighbours (warm_neighbours), so that the first packet takes XDP too.
+        Raises RuntimeError saying what failed."""
+        for ns, dev in ((self.client, "cl0"), (self.xcvr, "xc0")):
+            self._ip(ns, "link", "set", "dev", dev, "xdpdrv", "obj", xdp_pass_obj, "sec", "xdp")
+        for ns, dev in self.veths:
+            run(["ip", "netns", "exec", ns, "ethtool", "-K", dev, "tx", "off"])
+        run(["ip", "netns", "exec", self.relay, "sysctl", "-qw", "net.ipv4.conf.all.forwarding=1",
+             "net.ipv6.conf.all.forwarding=1"])
+        self._ip(self.client, "route", "add", RELAY_XCVR_V4 + "/32", "via", RELAY_LINK_V4, "dev", "cl0")
+        self._ip(self.client, "-6", "route", "add", RELAY_XCVR_V6 + "/128", "via", RELAY_LINK_V6, "dev", "cl0")
+        self.warm_neighbours()
+
+    def neighbours(self, ns, dev):
+        """{address: state} of dev's neighbour table in ns."""
+        out = {}
+        for fam in ("-4", "-6"):
+            for e in json.loads(self._ip(ns, fam, "-j", "neigh", "show", "dev", dev).stdout or "[]"):
+                out[e["dst"]] = (e.get("state") or ["NONE"])[0]
+        return out
+
+    def warm_neighbours(self, timeout=5.0):
+        """Makes the relay namespace resolve its peers (a datagram to the discard port of
+        each; what comes back is an ICMP error, ignored) and waits until their neighbour
+        entries are usable (bpf_fib_lookup takes REACHABLE, STALE, DELAY, PROBE)."""
+        usable = {"REACHABLE", "STALE", "DELAY", "PROBE", "PERMANENT"}
+        want = [("rx0", XCVR_V4), ("rx0", XCVR_V6), ("rc0", CLIENT_V4), ("rc0", CLIENT_V6)]
+        socks = {}
+        try:
+            for _, ip in want:
+                fam = socket.AF_INET6 if ":" in ip else socket.AF_INET
+                if fam not in socks:
+                    socks[fam] = socket_in(self.relay, fam)
+                socks[fam].sendto(b"rtce-it neighbour probe", (ip, 9))
+            deadline = time.monotonic() + timeout
+            while True:
+                tables = {dev: self.neighbours(self.relay, dev) for dev in ("rx0", "rc0")}
+                missing = [(dev, ip) for dev, ip in want if tables[dev].get(ip) not in usable]
+                if not missing:
+                    return
+                if time.monotonic() > deadline:
+                    raise RuntimeError("neighbours not resolved within %.0fs: %s (tables %s)" % (timeout, missing, tables))
+                time.sleep(0.02)  # poll interval of a deadline-bounded wait
+        finally:
+            for sock in socks.values():
+                sock.close()
+
+    def xdp_attached(self, ns, dev):
+        """The `xdp` object `ip -j link show` reports for dev (None when no program)."""
+        info = json.loads(self._ip(ns, "-j", "link", "show", "dev", dev).stdout)[0]
+        return info.get("xdp")

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Network-namespace integration test of rtcedge-relay (userspace data path).
+"""Network-namespace integration test of rtcedge-relay, on both data paths.
 
 Topology (netns_topology.py): a client namespace, a relay namespace holding the VIP on its
 client-facing veth, and a transceiver namespace running fake_transceiver.py with three
@@ -13,8 +13,21 @@ endpoints and stray packets create no flow and are counted by reason, and forged
 return-path datagrams reach no client; over IPv4 and IPv6. Also SIGHUP reload of the
 endpoint table keeping flows, idle expiry, the flow-table bound, and a clean SIGTERM exit.
 
-Usage: /usr/bin/python3 test_relay_netns.py [--relay PATH] [unittest args, e.g. -k Reload]
-(or RTCE_RELAY_BIN=PATH). Needs root; otherwise it prints why and skips (exit 0).
+Every such test class runs twice (unittest names end in _userspace / _xdp): with the
+userspace relay, and with the XDP program attached natively to the relay namespace's veths
+(--mode xdp; the userspace workers run alongside and take what XDP passes up). Each data
+path has its own topology and fake transceiver. The same assertions hold on both; where a
+data path counts differently by nature, the XDP run also checks that the XDP program (not
+userspace) forwarded or dropped (rtcedge_relay_xdp_packets_total) and that userspace
+received nothing of it. Wildcard listeners are userspace-only in XDP mode (the program
+matches exact VIPs), so wildcard cases check the opposite. XdpTest adds what only XDP has:
+a loader restart during traffic loses no packet, --mode auto falls back, bpftool sees the
+flows, `rtcedge-relay detach` removes links and pins.
+
+Usage: /usr/bin/python3 test_relay_netns.py [--relay PATH] [--xdp-pass-obj PATH]
+[unittest args, e.g. -k Reload, -k xdp] (or RTCE_RELAY_BIN / RTCE_XDP_PASS_OBJ). Needs root;
+otherwise it prints why and skips (exit 0). When XDP cannot attach here, the _xdp classes
+print why and skip.
 Standard library only. Namespaces and processes are removed even when a test fails, on
 SIGTERM/SIGHUP/Ctrl-C, and (processes) when the test is SIGKILLed."""
 
@@ -42,6 +55,8 @@ import proxy_v2  # noqa: E402
 import stun_codec  # noqa: E402
 
 RELAY_BIN = os.environ.get("RTCE_RELAY_BIN") or os.path.normpath(os.path.join(HERE, "../../build/bin/rtcedge-relay"))
+XDP_PASS_OBJ = os.environ.get("RTCE_XDP_PASS_OBJ")  # default: ../bpf/xdp_pass.bpf.o next to the relay's bin/
+BPFTOOL = "/usr/sbin/bpftool"
 GOLDEN_DIR = os.path.normpath(os.path.join(HERE, "../golden"))
 
 PWD = "rtce-integration-pwd-0123456789"  # server ICE pwd the fake transceiver knows (>= 22 chars)
@@ -53,8 +68,15 @@ EP_ADDR = {1: "%s:%d" % (nt.XCVR_V4, 40001), 2: "[%s]:%d" % (nt.XCVR_V6, 40002),
 EP_RELAY_SIDE = {1: nt.RELAY_XCVR_V4, 2: nt.RELAY_XCVR_V6, 3: nt.RELAY_XCVR_V4}
 HINT_FAILURES = ("bad_length", "bad_char", "bad_version", "unknown_key", "bad_mac", "wrong_cluster")
 FAMILIES = (4, 6)
+MODES = ("userspace", "xdp")
+XDP_IFACES = ("rc0", "rx0")  # the relay namespace's veths: client side, transceiver side
+PIN_PATH = "%s/%s%d" % (nt.BPFFS, nt.NS_PREFIX, os.getpid())  # unique per run
+C2T, T2C = "client_to_transceiver", "transceiver_to_client"
+# The XDP reasons whose packets also count in the shared rtcedge_relay_received_packets_total.
+XDP_FOLDED = ("forwarded", "forwarded_new_flow", "hint_rejected", "return_malformed", "return_no_flow",
+              "return_wrong_sender")
 
-STATE = {}  # topology, tmpdir, key file, peer: set by setUpModule
+STATE = {}  # tmpdir, key file, pwds, per-data-path environments: set by setUpModule / env_for
 
 
 def norm(addr):
@@ -180,26 +202,47 @@ class Peer:
 
 
 class Relay:
-    """One rtcedge-relay process in the relay namespace, on its own set of ports."""
+    """One rtcedge-relay process in the relay namespace, on its own set of ports.
+
+    mode "userspace" runs in the userspace environment; "xdp" and "auto" in the XDP one,
+    attached to XDP_IFACES with pins under PIN_PATH. Stopping an XDP relay also detaches it
+    (`rtcedge-relay detach`, rm -rf as fallback) unless detach=False (a restart); the pins
+    are removed at exit in any case."""
 
     _next_slot = 0
 
     def __init__(self, name, workers=2, endpoints=(1, 2), config_text=None, extra=(), cluster=CLUSTER,
-                 key_file=None):
-        topo, tmp = STATE["topo"], STATE["tmp"]
-        slot = Relay._next_slot
-        Relay._next_slot += 1
+                 key_file=None, mode="userspace", xdp_interfaces=XDP_IFACES, ports_of=None, reuse_pins=False):
+        env = env_for("userspace" if mode == "userspace" else "xdp")
+        topo, tmp = env.topo, STATE["tmp"]
+        if ports_of is not None:  # a restarted instance: the same ports as the one it replaces
+            slot = ports_of.slot
+        else:
+            slot = Relay._next_slot
+            Relay._next_slot += 1
         base = 20000 + 100 * slot
+        self.slot = slot
         self.name = name
+        self.mode = mode
+        self.env = env
         self.workers = workers
         self.vip_port = base + 78  # bound to the VIP addresses
         self.wild_port = base + 79  # wildcard listeners (answer via IP_PKTINFO)
         self.return_port = base + 10  # worker i uses return_port + i
+        self.xdp_return_port = base + 30  # XDP forwards from and takes replies on this one
         self.admin_port = base + 90
         self.ns = topo.relay
+        self.pin_path = PIN_PATH if mode != "userspace" else None
         self.log_path = os.path.join(tmp, "relay-%s.log" % name)
         self.config_path = os.path.join(tmp, "relay-%s.yaml" % name)
-        argv = [RELAY_BIN, "--mode", "userspace",
+        self.returncode = None
+        self.detach_rc = None
+        self._cleanup = None
+        if self.pin_path:
+            if not reuse_pins and os.path.exists(self.pin_path):
+                nt.remove_pins(self.pin_path)  # a previous relay's, never this one's state
+            self._cleanup = nt.register_cleanup(self.detach)
+        argv = [RELAY_BIN, "--mode", mode,
                 "--listen", "%s:%d,[%s]:%d,0.0.0.0:%d,[::]:%d" % (nt.VIP_V4, self.vip_port, nt.VIP_V6,
                                                                  self.vip_port, self.wild_port, self.wild_port),
                 "--return-listen", "[::]:%d" % self.return_port,
@@ -212,10 +255,14 @@ class Relay:
             argv += ["--config", self.config_path]
         elif endpoints:
             argv += ["--endpoints", ",".join("%d=%s" % (e, EP_ADDR[e]) for e in endpoints)]
+        if mode != "userspace":
+            argv += ["--xdp-interfaces", ",".join(xdp_interfaces),
+                     "--xdp-relay-address4", nt.RELAY_XCVR_V4, "--xdp-relay-address6", nt.RELAY_XCVR_V6,
+                     "--xdp-return-port", str(self.xdp_return_port), "--xdp-pin-path", self.pin_path]
         argv += list(extra)
-        self._log = open(self.log_path, "w")
-        self.proc = nt.start_in_netns(self.ns, argv, stdout=self._log, stderr=subprocess.STDOUT)
-        self.returncode = None
+        self._log = open(self.log_path, "a")
+        # setns only (keep_mounts): `ip netns exec` would hide the bpf filesystem.
+        self.proc = nt.start_in_netns(self.ns, argv, keep_mounts=True, stdout=self._log, stderr=subprocess.STDOUT)
         try:
             self._wait_ready()
         except BaseException:
@@ -238,8 +285,16 @@ class Relay:
         ip = nt.VIP_V4 if family == 4 else nt.VIP_V6
         return (ip, self.vip_port if kind == "bound" else self.wild_port)
 
+    @property
+    def xdp_live(self):
+        return self.mode == "xdp"
+
     def return_addresses(self, family, from_ns="xcvr"):
-        """The relay's return sockets as seen from the transceiver (or client) namespace."""
+        """Where the relay takes transceiver replies for the flows it creates, as seen from
+        the transceiver (or client) namespace: each worker's return socket, or in XDP mode
+        the XDP return port on the transceiver-side address (routed from the client too)."""
+        if self.xdp_live:
+            return [(nt.RELAY_XCVR_V4 if family == 4 else nt.RELAY_XCVR_V6, self.xdp_return_port)]
         if from_ns == "xcvr":
             ip = nt.RELAY_XCVR_V4 if family == 4 else nt.RELAY_XCVR_V6
         else:
@@ -289,23 +344,43 @@ class Relay:
     def send_signal(self, sig):
         self.proc.send_signal(sig)
 
-    def stop(self, sig=signal.SIGTERM, timeout=5.0):
+    def stop(self, sig=signal.SIGTERM, timeout=5.0, detach=True):
         if self.returncode is None:
             t0 = time.monotonic()
             self.returncode = nt.stop_process(self.proc, sig, timeout)
             self.stop_seconds = time.monotonic() - t0
             nt.forget_process(self.proc)
             self._log.close()
+        if detach:
+            self.detach()
+        elif self._cleanup is not None:
+            # The pins now belong to whoever restarts with them (which registers its own
+            # cleanup); PIN_PATH is also swept by the module cleanup.
+            nt.unregister_cleanup(self._cleanup)
+            self._cleanup = None
         return self.returncode
+
+    def detach(self):
+        """`rtcedge-relay detach --pin-path`, then rm -rf whatever is left. Idempotent."""
+        if self._cleanup is not None:
+            nt.unregister_cleanup(self._cleanup)
+            self._cleanup = None
+        if self.pin_path and os.path.exists(self.pin_path):
+            r = subprocess.run([RELAY_BIN, "detach", "--pin-path", self.pin_path], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, timeout=10)
+            self.detach_rc = r.returncode
+            if r.returncode != 0:
+                nt._log("detach --pin-path %s: %s" % (self.pin_path, r.stdout.strip()))
+            nt.remove_pins(self.pin_path)
 
 
 class Client:
     """A UDP client socket in the client namespace."""
 
-    def __init__(self, family):
+    def __init__(self, family, ns):
         af = socket.AF_INET if family == 4 else socket.AF_INET6
         self.family = family
-        self.sock = nt.socket_in(STATE["topo"].client, af)
+        self.sock = nt.socket_in(ns, af)
         self.sock.bind((nt.CLIENT_V4 if family == 4 else nt.CLIENT_V6, 0))
         self.addr = norm(self.sock.getsockname())
 
@@ -389,12 +464,11 @@ def setUpModule():
     if not os.access(RELAY_BIN, os.X_OK):
         raise RuntimeError("relay binary %s not found; build it or pass --relay PATH" % RELAY_BIN)
     nt.sweep_stale()
+    unittest.addModuleCleanup(nt.cleanup_all)  # namespaces, processes, pins
+    nt.register_cleanup(lambda: os.path.exists(PIN_PATH) and nt.remove_pins(PIN_PATH))
     tmp = nt.make_scratch_dir()  # keys, config files, logs; removed with the namespaces
     STATE["tmp"] = tmp
-    topo = nt.Topology()
-    unittest.addModuleCleanup(topo.__exit__, None, None, None)
-    topo.__enter__()
-    STATE["topo"] = topo
+    STATE["env"] = {}
     keys = os.path.join(tmp, "hint-keys.yaml")
     with open(keys, "w") as f:
         subprocess.run([RELAY_BIN, "hint", "keygen"], stdout=f, check=True, timeout=10)
@@ -403,9 +477,57 @@ def setUpModule():
     golden = golden_capture()
     if golden:
         pwds.append(golden["server_pwd"])
-    peer = Peer(topo, os.path.join(tmp, "fake-transceiver.log"), pwds)
-    unittest.addModuleCleanup(peer.stop)
-    STATE["peer"] = peer
+    STATE["pwds"] = pwds
+
+
+class Env:
+    """One data path's world: its own three namespaces and fake transceiver."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.topo = nt.Topology(tag=mode).create()
+        self.peer = None
+        if mode == "xdp":
+            try:
+                self.topo.prepare_for_xdp(xdp_pass_obj())
+            except Exception:
+                self.topo.destroy()
+                raise
+        self.peer = Peer(self.topo, os.path.join(STATE["tmp"], "fake-transceiver-%s.log" % mode), STATE["pwds"])
+
+
+def xdp_pass_obj():
+    return XDP_PASS_OBJ or os.path.normpath(os.path.join(os.path.dirname(RELAY_BIN), "../bpf/xdp_pass.bpf.o"))
+
+
+def xdp_unavailable_reason():
+    """None when this host can run the relay's XDP data path on veth, else why not."""
+    if os.geteuid() != 0:
+        return "not root"
+    if not os.path.exists(xdp_pass_obj()):
+        return "%s not built (bpf/CMakeLists.txt builds it; pass --xdp-pass-obj)" % xdp_pass_obj()
+    return nt.ensure_bpffs()
+
+
+def env_for(mode):
+    """The data path's environment, created on first use. For "xdp", raises SkipTest (and
+    prints the reason) when XDP cannot run here."""
+    envs = STATE["env"]
+    if mode not in envs:
+        reason = xdp_unavailable_reason() if mode == "xdp" else None
+        if reason is None:
+            try:
+                envs[mode] = Env(mode)
+            except Exception as e:
+                if mode != "xdp":
+                    raise
+                reason = "cannot prepare the veths for XDP: %s" % e
+        if reason is not None:
+            envs[mode] = reason
+            print("SKIPPED: XDP data path tests: %s" % reason, flush=True)
+    if isinstance(envs[mode], str):
+        raise unittest.SkipTest("XDP data path unavailable: " + envs[mode])
+    return envs[mode]
 
 
 def golden_capture():
@@ -424,24 +546,78 @@ def golden_capture():
 
 
 class RelayTestCase(unittest.TestCase):
-    """Helpers shared by the test classes."""
+    """Helpers shared by the test classes. MODE is the data path ("userspace" or "xdp");
+    per_data_path() makes one subclass of each test class per mode."""
 
     relay = None
+    MODE = "userspace"
+
+    @classmethod
+    def setUpClass(cls):
+        env_for(cls.MODE)  # skips the class when its data path cannot run here
 
     @classmethod
     def start_relay(cls, name, **kwargs):
-        relay = Relay(name, **kwargs)
+        kwargs.setdefault("mode", cls.MODE)
+        relay = Relay("%s-%s" % (name, cls.MODE), **kwargs)
         cls.addClassCleanup(relay.stop)
         return relay
 
+    def new_relay(self, name, **kwargs):
+        kwargs.setdefault("mode", self.MODE)
+        relay = Relay("%s-%s" % (name, self.MODE), **kwargs)
+        self.addCleanup(relay.stop, signal.SIGKILL)
+        return relay
+
+    @property
+    def env(self):
+        return env_for(self.MODE)
+
+    @property
+    def topo(self):
+        return self.env.topo
+
     @property
     def peer(self):
-        return STATE["peer"]
+        return self.env.peer
+
+    @property
+    def xdp(self):
+        return self.MODE == "xdp"
 
     def client(self, family):
-        c = Client(family)
+        c = Client(family, self.topo.client)
         self.addCleanup(c.close)
         return c
+
+    # -------------------------------------------------------------- per-data-path checks
+
+    @staticmethod
+    def xdp_count(m, reason, direction=C2T):
+        return m.get("rtcedge_relay_xdp_packets_total", reason=reason, direction=direction)
+
+    @classmethod
+    def xdp_delta(cls, before, after, reason, direction=C2T):
+        return cls.xdp_count(after, reason, direction) - cls.xdp_count(before, reason, direction)
+
+    @classmethod
+    def userspace_received(cls, m, direction):
+        """What the userspace workers received: the shared counter minus what XDP folds in."""
+        return (m.get("rtcedge_relay_received_packets_total", direction=direction)
+                - sum(cls.xdp_count(m, r, direction) for r in XDP_FOLDED))
+
+    def assert_mode_metric(self, m, mode):
+        self.assertEqual(m.get("rtcedge_relay_mode", mode=mode), 1, "rtcedge_relay_mode{mode=%s}" % mode)
+        self.assertEqual(m.get("rtcedge_relay_mode", mode="xdp" if mode == "userspace" else "userspace"), 0)
+
+    def assert_xdp_passed_up(self, before, after, reason, n=1):
+        """XDP mode: the program passed exactly n packets up for `reason` and forwarded none
+        (userspace then decided). Nothing to check in userspace mode."""
+        if not self.xdp:
+            return
+        self.assertEqual(self.xdp_delta(before, after, reason), n, "XDP %s" % reason)
+        for r in ("forwarded", "forwarded_new_flow"):
+            self.assertEqual(self.xdp_delta(before, after, r), 0, "XDP %s moved" % r)
 
     def establish(self, family, endpoint, kind="bound", relay=None):
         """First packet: a STUN Binding request whose hint names `endpoint`. Checks the
@@ -533,10 +709,36 @@ class RoutingTest(RelayTestCase):
                         after = self.relay.metrics()
                         self.assertEqual(prom_metrics.delta(before, after, "rtcedge_relay_flows_created_total"), 1)
                         self.assertEqual(prom_metrics.delta(before, after, "rtcedge_relay_flows_active"), 1)
-                        for d in ("client_to_transceiver", "transceiver_to_client"):
+                        for d in (C2T, T2C):
                             self.assertGreaterEqual(prom_metrics.delta(
                                 before, after, "rtcedge_relay_forwarded_packets_total", direction=d), 8, d)
                         self.assert_only_drop(before, after, {})
+                        self.assert_forwarded_by(before, after, "xdp" if self.xdp and kind == "bound" else "userspace")
+
+    def assert_forwarded_by(self, before, after, path):
+        """Which data path carried the session: in XDP mode a bound VIP's flow is created
+        and carried by the program, both ways, and the userspace workers receive none of it;
+        a wildcard listener's is all userspace (XDP passes it up as not ours)."""
+        if not self.xdp:
+            self.assertFalse(after.has("rtcedge_relay_xdp_packets_total", reason="forwarded", direction=C2T))
+            self.assert_mode_metric(after, "userspace")
+            return
+        self.assert_mode_metric(after, "xdp")
+        xdp_new = self.xdp_delta(before, after, "forwarded_new_flow")
+        xdp_fwd = {d: self.xdp_delta(before, after, "forwarded", d) for d in (C2T, T2C)}
+        user = {d: self.userspace_received(after, d) - self.userspace_received(before, d) for d in (C2T, T2C)}
+        if path == "xdp":
+            self.assertEqual(xdp_new, 1, "XDP did not create the flow")
+            self.assertGreaterEqual(xdp_fwd[C2T], 7, "XDP did not forward the session's packets")
+            self.assertGreaterEqual(xdp_fwd[T2C], 8, "XDP did not carry the replies")
+            self.assertEqual(user, {C2T: 0, T2C: 0}, "userspace received packets of an XDP flow")
+            self.assertEqual(self.xdp_delta(before, after, "pass_no_neigh") + self.xdp_delta(
+                before, after, "pass_no_neigh", T2C), 0)
+        else:
+            self.assertEqual((xdp_new, xdp_fwd[C2T], xdp_fwd[T2C]), (0, 0, 0), "XDP forwarded a wildcard flow")
+            self.assertGreaterEqual(self.xdp_delta(before, after, "pass_not_ours"), 8)
+            for d in (C2T, T2C):
+                self.assertGreaterEqual(user[d], 8, d)
 
     def test_forged_hints_create_no_flow(self):
         for family in FAMILIES:
@@ -554,13 +756,16 @@ class RoutingTest(RelayTestCase):
                     self.assert_only_drop(before, after, {"hint_rejected": 1})
                     for r in HINT_FAILURES:
                         self.assertEqual(after.hint_failures(r) - before.hint_failures(r), 1 if r == reason else 0, r)
+                    if self.xdp:  # dropped by the program itself, never seen by userspace
+                        self.assertEqual(self.xdp_delta(before, after, "hint_rejected"), 1)
+                        self.assertEqual(self.userspace_received(after, C2T), self.userspace_received(before, C2T))
                     self.assert_no_flow_for(self.relay, client, vip, before, mark)
 
     def test_unknown_endpoint_creates_no_flow(self):
-        for family in FAMILIES:
-            with self.subTest(family=family):
+        for family, kind in ((f, k) for f in FAMILIES for k in ("wildcard", "bound")):
+            with self.subTest(family=family, vip=kind):
                 client = self.client(family)
-                vip = self.relay.vip(family, "wildcard")
+                vip = self.relay.vip(family, kind)
                 before = self.relay.metrics()
                 mark = self.peer.mark()
                 _, req = stun_codec.binding_request(mint(9), CLIENT_UFRAG, PWD)
@@ -569,25 +774,32 @@ class RoutingTest(RelayTestCase):
                     lambda m: m.dropped("unknown_endpoint") > before.dropped("unknown_endpoint"), "unknown_endpoint")
                 self.assert_only_drop(before, after, {"unknown_endpoint": 1})
                 self.assertEqual(sum(after.hint_failures(r) - before.hint_failures(r) for r in HINT_FAILURES), 0)
+                # XDP passes it up (userspace may know newer endpoints) and userspace drops it.
+                self.assert_xdp_passed_up(before, after, "unknown_endpoint" if kind == "bound" else "pass_not_ours")
                 self.assert_no_flow_for(self.relay, client, vip, before, mark)
 
     def test_stray_packets_create_no_flow(self):
         txid = stun_codec.new_txid()
         good = stun_codec.binding_request(mint(1), CLIENT_UFRAG, PWD)[1]
+        # (name, datagram, userspace drop reason, the XDP program's pass reason)
         cases = [
-            ("rtp", media_payloads(1)[1], "no_flow"),
-            ("dtls", media_payloads(1)[0], "no_flow"),
-            ("binding_indication", stun_codec.encode(stun_codec.BINDING_INDICATION, txid, []), "stun_not_binding_request"),
-            ("binding_success", stun_codec.binding_success(txid, nt.CLIENT_V4, 1, PWD), "stun_not_binding_request"),
+            ("rtp", media_payloads(1)[1], "no_flow", "no_flow"),
+            ("dtls", media_payloads(1)[0], "no_flow", "no_flow"),
+            ("binding_indication", stun_codec.encode(stun_codec.BINDING_INDICATION, txid, []), "stun_not_binding_request",
+             "stun_not_binding_request"),
+            ("binding_success", stun_codec.binding_success(txid, nt.CLIENT_V4, 1, PWD), "stun_not_binding_request",
+             "stun_not_binding_request"),
             ("no_username", stun_codec.encode(stun_codec.BINDING_REQUEST, txid, [(stun_codec.ATTR_PRIORITY, b"\0\0\0\1")],
-                                              integrity_key=PWD.encode()), "stun_no_username"),
-            ("truncated", good[:-8], "stun_malformed"),
-            ("oversize", b"\x80" + bytes(9300), "oversize"),  # > the relay's 9216-byte buffers
+                                              integrity_key=PWD.encode()), "stun_no_username", "stun_no_username"),
+            ("truncated", good[:-8], "stun_malformed", "stun_malformed"),
+            # > the relay's 9216-byte buffers; IP-fragmented on the 1500-byte link
+            ("oversize", b"\x80" + bytes(9300), "oversize", "pass_fragment"),
             ("username_without_colon", stun_codec.encode(stun_codec.BINDING_REQUEST, txid,
-                                                         [(stun_codec.ATTR_USERNAME, mint(1).encode())]), "stun_malformed"),
+                                                         [(stun_codec.ATTR_USERNAME, mint(1).encode())]), "stun_malformed",
+             "stun_malformed"),
         ]
         for family in FAMILIES:
-            for name, payload, reason in cases:
+            for name, payload, reason, xdp_reason in cases:
                 with self.subTest(family=family, packet=name):
                     client = self.client(family)
                     vip = self.relay.vip(family)
@@ -598,6 +810,7 @@ class RoutingTest(RelayTestCase):
                     self.assert_only_drop(before, after, {reason: 1})
                     self.assertEqual(after.get("rtcedge_relay_flows_created_total"),
                                      before.get("rtcedge_relay_flows_created_total"))
+                    self.assert_xdp_passed_up(before, after, xdp_reason)
                     self.assert_no_flow_for(self.relay, client, vip, before, mark)
 
     def test_return_path_accepts_only_the_flow_owner(self):
@@ -610,36 +823,45 @@ class RoutingTest(RelayTestCase):
                 senders = [("xcvr", 4, nt.XCVR_V4), ("xcvr", 6, nt.XCVR_V6), ("client", family,
                                                                            nt.CLIENT_V4 if family == 4 else nt.CLIENT_V6)]
                 for where, fam, ip in senders:
-                    ns = STATE["topo"].xcvr if where == "xcvr" else STATE["topo"].client
+                    ns = self.topo.xcvr if where == "xcvr" else self.topo.client
                     s = nt.socket_in(ns, socket.AF_INET if fam == 4 else socket.AF_INET6)
                     self.addCleanup(s.close)
                     s.bind((ip, 0))
                     before = self.relay.metrics()
-                    for dst in self.relay.return_addresses(fam, where):
+                    addrs = self.relay.return_addresses(fam, where)
+                    for dst in addrs:
                         s.sendto(framed, dst)
-                    # Exactly one worker owns the flow (wrong sender); the others have no such flow.
-                    want = {"return_wrong_sender": 1, "return_no_flow": self.relay.workers - 1}
+                    # Exactly one return port knows the flow (wrong sender): in XDP mode the
+                    # program's (the only one); else one worker's, the others have no such flow.
+                    want = {"return_wrong_sender": 1, "return_no_flow": len(addrs) - 1}
                     after = self.relay.wait_metrics(
                         lambda m: all(m.dropped(r) - before.dropped(r) >= n for r, n in want.items()),
                         "return-path drops from %s/%s" % (where, ip))
                     self.assert_only_drop(before, after, want)
                     self.assertEqual(prom_metrics.delta(before, after, "rtcedge_relay_forwarded_packets_total",
                                                         direction="transceiver_to_client"), 0)
+                    if self.xdp:  # the program dropped it: userspace never saw it
+                        self.assertEqual(self.xdp_delta(before, after, "return_wrong_sender", T2C), 1)
+                        self.assertEqual(self.userspace_received(after, T2C), self.userspace_received(before, T2C))
                     self.assertEqual(client.pending(), [], "a forged reply reached the client")
 
                 # Not PROXY v2 at all, and a well-formed header for a flow nobody has.
-                s = nt.socket_in(STATE["topo"].xcvr, socket.AF_INET6)
+                s = nt.socket_in(self.topo.xcvr, socket.AF_INET6)
                 self.addCleanup(s.close)
                 s.bind((nt.XCVR_V6, 0))
                 before = self.relay.metrics()
                 nobody = proxy_v2.encode((client.addr[0], client.addr[1] ^ 0x5A5A or 1), vip) + b"x"
-                for dst in self.relay.return_addresses(6):
+                addrs = self.relay.return_addresses(6)
+                for dst in addrs:
                     s.sendto(b"\x0d\x0a not a proxy header", dst)
                     s.sendto(nobody, dst)
-                want = {"return_malformed": self.relay.workers, "return_no_flow": self.relay.workers}
+                want = {"return_malformed": len(addrs), "return_no_flow": len(addrs)}
                 after = self.relay.wait_metrics(
                     lambda m: all(m.dropped(r) - before.dropped(r) >= n for r, n in want.items()), "return_malformed")
                 self.assert_only_drop(before, after, want)
+                if self.xdp:
+                    for r in want:
+                        self.assertEqual(self.xdp_delta(before, after, r, T2C), 1, r)
                 self.assertEqual(client.pending(), [])
                 # The real owner still gets through.
                 self.check_media_follows(client, vip, 1 if family == 4 else 2, n=1)
@@ -717,9 +939,13 @@ class IdleExpiryTest(RelayTestCase):
         cls.relay = cls.start_relay("idle", workers=1, endpoints=(1, 2), extra=["--flows-idle-timeout", "1s"])
 
     def test_idle_flow_expires_and_active_flow_stays(self):
-        idle, vip_i = self.establish(4, 1)
+        # flows.idle_timeout applies to the userspace tables; the XDP program's LRU map has
+        # no idle expiry (it evicts only when full). In XDP mode the flows go through the
+        # wildcard listeners, which the userspace workers serve next to the program.
+        kind = "wildcard" if self.xdp else "bound"
+        idle, vip_i = self.establish(4, 1, kind)
         last_idle_packet = time.monotonic()
-        busy, vip_b = self.establish(6, 2)
+        busy, vip_b = self.establish(6, 2, kind)
         before = self.relay.metrics()
         self.assertEqual(before.get("rtcedge_relay_flows_active"), 2)
 
@@ -764,14 +990,17 @@ class TableBoundTest(RelayTestCase):
                                            "--flows-idle-timeout", "120s"])
 
     def test_full_table_refuses_new_flows(self):
+        # flows.capacity bounds the userspace tables (the XDP map has a fixed size): in XDP
+        # mode the flows go through the wildcard listeners, which userspace serves.
+        kind = "wildcard" if self.xdp else "bound"
         m0 = self.relay.metrics()
         self.assertEqual(m0.get("rtcedge_relay_flow_capacity"), 2)
-        a, vip_a = self.establish(4, 1)
-        b, vip_b = self.establish(6, 2)
+        a, vip_a = self.establish(4, 1, kind)
+        b, vip_b = self.establish(6, 2, kind)
         for family in FAMILIES:
             with self.subTest(family=family):
                 c = self.client(family)
-                vip = self.relay.vip(family)
+                vip = self.relay.vip(family, kind)
                 before = self.relay.metrics()
                 mark = self.peer.mark()
                 c.send(vip, stun_codec.binding_request(mint(1), CLIENT_UFRAG, PWD)[1])
@@ -788,14 +1017,21 @@ class TableBoundTest(RelayTestCase):
 
 class ShutdownTest(RelayTestCase):
     def test_sigterm_exits_zero_promptly(self):
-        relay = Relay("shutdown", workers=2, endpoints=(1, 2))
-        self.addCleanup(relay.stop, signal.SIGKILL)
+        relay = self.new_relay("shutdown", workers=2, endpoints=(1, 2))
         client, vip = self.establish(4, 1, relay=relay)
         client.echo(vip, b"\x80" + os.urandom(20))
-        rc = relay.stop(signal.SIGTERM, timeout=5.0)
+        rc = relay.stop(signal.SIGTERM, timeout=5.0, detach=False)
         self.assertEqual(rc, 0, "relay exited with %s on SIGTERM:\n%s" % (rc, relay.log_text()[-2000:]))
         self.assertLess(relay.stop_seconds, 5.0)
         self.assertIn("stopped", relay.log_text())
+        if self.xdp:
+            # The pinned links outlive the loader: established flows keep working.
+            for dev in XDP_IFACES:
+                self.assertIsNotNone(self.topo.xdp_attached(self.topo.relay, dev), dev)
+            data, src = client.echo(vip, b"\x80" + os.urandom(20))
+            self.assertEqual(src, norm(vip))
+        relay.detach()
+        self.assertFalse(os.path.exists(PIN_PATH))
 
 
 class ChromeCaptureReplayTest(RelayTestCase):
@@ -813,8 +1049,8 @@ class ChromeCaptureReplayTest(RelayTestCase):
         hint = json.loads(subprocess.run([RELAY_BIN, "hint", "decode", "--key-file", golden["key_file"],
                                              golden["server_ufrag"]], stdout=subprocess.PIPE, text=True,
                                             timeout=10, check=True).stdout)
-        relay = Relay("chrome", workers=1, endpoints=(1, 2), cluster=hint["cluster_id"], key_file=golden["key_file"])
-        self.addCleanup(relay.stop)
+        relay = self.new_relay("chrome", workers=1, endpoints=(1, 2), cluster=hint["cluster_id"],
+                               key_file=golden["key_file"])
         ep = hint["endpoint_id"]
         self.assertIn(ep, (1, 2))
         for family in FAMILIES:
@@ -827,6 +1063,214 @@ class ChromeCaptureReplayTest(RelayTestCase):
                 resp = stun_codec.parse(data)
                 self.assertEqual(resp.txid, msg.txid)
                 self.check_binding_success(resp, src, client, vip, "EP%d" % ep, golden["server_pwd"])
+        if self.xdp:  # the program verified the hint and made both flows
+            self.assertEqual(self.xdp_count(relay.metrics(), "forwarded_new_flow"), len(FAMILIES))
+
+
+class XdpTest(RelayTestCase):
+    """What only the XDP data path has: pinned links and maps that outlive the loader,
+    --mode auto's fallback, bpftool's view of the flows, and `rtcedge-relay detach`."""
+
+    MODE = "xdp"
+
+    def flow_echo_stream(self, client, vip, count, rate, during=None, at=0, tail=None):
+        """Sends at most `count` numbered RTP-like datagrams at `rate` per second on an
+        established flow (from a thread) while another thread collects the echoes; calls
+        during() on this thread once datagram `at` has gone out (processes must be started
+        from the main thread: PR_SET_PDEATHSIG fires when the thread that forked them ends).
+        With `tail`, the stream ends `tail` datagrams after during() returned. Returns (set
+        of echoed sequence numbers, arrival times, datagrams sent, send duration)."""
+        got, arrivals = set(), []
+        done = threading.Event()
+        marker = os.urandom(4)
+
+        def receive():
+            deadline = time.monotonic() + count / rate + 10.0
+            client.sock.settimeout(0.2)
+            while time.monotonic() < deadline and not (done.is_set() and len(got) >= timing["sent"]):
+                try:
+                    data, _ = client.sock.recvfrom(2048)
+                except socket.timeout:
+                    if done.is_set() and time.monotonic() > done.finished_at + 3.0:
+                        break
+                    continue
+                if data.startswith(b"EP1:") and data[4 + 12:4 + 16] == marker:
+                    got.add(struct.unpack("!I", data[4 + 16:4 + 20])[0])
+                    arrivals.append(time.monotonic())
+
+        reached, finished = threading.Event(), threading.Event()
+        timing = {"sent": 0}
+
+        def send():
+            t0 = time.monotonic()
+            stop_at = count
+            for i in range(count):
+                if tail is not None and finished.is_set() and stop_at == count:
+                    stop_at = min(count, i + tail)
+                if i >= stop_at:
+                    break
+                wait = t0 + i / rate - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)  # pacing of a bounded stream, not synchronisation
+                client.send(vip, struct.pack("!BBHI", 0x80, 0x6F, i & 0xFFFF, 0x5EED) + bytes(4) + marker
+                            + struct.pack("!I", i) + bytes(40))
+                timing["sent"] = i + 1
+                if i == at:
+                    reached.set()
+            timing["sent_for"] = time.monotonic() - t0
+            done.finished_at = time.monotonic()
+            done.set()
+
+        client.sock.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE: hold every echo
+        receiver = threading.Thread(target=receive, name="echo-receiver", daemon=True)
+        sender = threading.Thread(target=send, name="stream-sender", daemon=True)
+        receiver.start()
+        sender.start()
+        try:
+            if during is not None and reached.wait(timeout=count / rate + 5.0):
+                during()
+        finally:
+            finished.set()
+            sender.join(timeout=count / rate + 10.0)
+            receiver.join(timeout=15.0)
+        self.assertFalse(sender.is_alive() or receiver.is_alive(), "stream threads did not finish")
+        return got, arrivals, timing["sent"], timing["sent_for"]
+
+    def test_loader_restart_during_traffic_loses_no_packet(self):
+        first = self.new_relay("restart-a", workers=1)
+        client, vip = self.establish(4, 1, relay=first)
+        self.check_media_follows(client, vip, 1, n=1)
+        box = {}
+
+        def restart():
+            box["sigterm"] = time.monotonic()
+            box["rc"] = first.stop(signal.SIGTERM, detach=False)  # the pins stay: the program forwards on
+            box["exited"] = time.monotonic()
+            try:
+                box["second"] = self.new_relay("restart-b", workers=1, ports_of=first, reuse_pins=True)
+            except Exception as e:  # reported after the stream
+                box["error"] = e
+            box["ready"] = time.monotonic()
+
+        # ~2k pps from 0.1 s before the SIGTERM until 1000 datagrams (0.5 s) after the new
+        # instance is ready; at most 8000 (4 s).
+        rate = 2000.0
+        got, arrivals, count, sent_for = self.flow_echo_stream(client, vip, 8000, rate, during=restart, at=200,
+                                                               tail=1000)
+        self.assertNotIn("error", box, box.get("error"))
+        self.assertEqual(box.get("rc"), 0, first.log_text()[-2000:])
+        second = box["second"]
+        gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+        STATE.setdefault("report", []).append(
+            "restart: relay down %.0f ms (SIGTERM -> exit %.0f ms -> new instance ready), %s the stream; "
+            "%d pkts in %.2fs, %d echoed, largest echo gap %.1f ms"
+            % ((box["ready"] - box["sigterm"]) * 1e3, (box["exited"] - box["sigterm"]) * 1e3,
+               "within" if arrivals and box["ready"] < arrivals[-1] else "NOT within", count, sent_for, len(got),
+               max(gaps) * 1e3 if gaps else -1))
+        nt._log(STATE["report"][-1])
+        missing = sorted(set(range(count)) - got)
+        self.assertEqual(missing, [], "%d of %d datagrams lost across the restart (first: %s)"
+                         % (len(missing), count, missing[:10]))
+        # The new instance replaced the program behind the pinned links, kept the maps ...
+        log = second.log_text()
+        for dev in XDP_IFACES:
+            self.assertIn("replaced the program on %s" % dev, log)
+        m = second.metrics()
+        self.assert_mode_metric(m, "xdp")
+        self.assertGreaterEqual(self.xdp_count(m, "forwarded"), count, "counters did not survive the restart")
+        self.assertEqual(m.get("rtcedge_relay_flows_active"), 1)
+        # ... and the flow still works, by XDP, as does a new one.
+        before = second.metrics()
+        self.check_media_follows(client, vip, 1, n=2)
+        after = second.metrics()
+        self.assertGreaterEqual(self.xdp_delta(before, after, "forwarded"), 4)
+        self.assertEqual(self.userspace_received(after, C2T), self.userspace_received(before, C2T))
+        other, vip6 = self.establish(6, 2, relay=second)
+        self.check_media_follows(other, vip6, 2, n=1)
+        self.assertEqual(self.xdp_delta(after, second.metrics(), "forwarded_new_flow"), 1)
+
+    def check_fallback(self, relay, why):
+        log = relay.log_text()
+        self.assertIn("mode=auto: XDP unavailable", log)
+        self.assertIn(why, log)
+        self.assertIn("relay up: mode=userspace", log)
+        m = relay.metrics()
+        self.assert_mode_metric(m, "userspace")
+        self.assertFalse(any(k[0] == "rtcedge_relay_xdp_packets_total" for k in m.samples))
+        self.assertIsNone(self.topo.xdp_attached(self.topo.relay, "rc0"), "a program was left on rc0")
+        self.assertFalse(os.path.exists(PIN_PATH), "pins left behind by a failed attach")
+        for family, ep in ((4, 1), (6, 2)):
+            before = relay.metrics()
+            client, vip = self.establish(family, ep, relay=relay)
+            self.check_media_follows(client, vip, ep, n=2)
+            after = relay.metrics()
+            self.assertGreaterEqual(self.userspace_received(after, C2T) - self.userspace_received(before, C2T), 5)
+
+    def test_auto_falls_back_without_the_interface(self):
+        relay = self.new_relay("auto-noif", mode="auto", xdp_interfaces=("rc0", "nosuch0"))
+        self.check_fallback(relay, "no interface named 'nosuch0'")
+
+    def test_auto_falls_back_when_a_foreign_program_is_attached(self):
+        # A program attached without a link (iproute2, netlink) cannot be replaced by a link.
+        self.topo._ip(self.topo.relay, "link", "set", "dev", "rx0", "xdpdrv", "obj", xdp_pass_obj(), "sec", "xdp")
+        self.addCleanup(self.topo._ip, self.topo.relay, "link", "set", "dev", "rx0", "xdpdrv", "off")
+        foreign = self.topo.xdp_attached(self.topo.relay, "rx0")
+        self.assertIsNotNone(foreign)
+        # rc0 attaches first and is undone when rx0 refuses: nothing is left half-attached.
+        relay = self.new_relay("auto-busy", mode="auto")
+        self.check_fallback(relay, "native XDP attach on rx0 failed")
+        self.assertEqual(self.topo.xdp_attached(self.topo.relay, "rx0"), foreign, "the foreign program was touched")
+
+    def test_bpftool_dumps_flows_with_named_fields(self):
+        if not os.access(BPFTOOL, os.X_OK):
+            self.skipTest("%s not installed" % BPFTOOL)
+        relay = self.new_relay("bpftool", workers=1)
+        sessions = [self.establish(4, 1, relay=relay) + (1,), self.establish(6, 2, relay=relay) + (2,)]
+        r = subprocess.run([BPFTOOL, "map", "dump", "pinned", PIN_PATH + "/maps/flows", "-j"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=10)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        entries = [e["formatted"] for e in json.loads(r.stdout)]
+        self.assertEqual(len(entries), 2, entries)
+        for client, vip, ep in sessions:
+            fam = 4 if client.family == 4 else 6
+            raw_ip = socket.inet_pton(socket.AF_INET if fam == 4 else socket.AF_INET6, client.addr[0])
+            want_port = socket.htons(client.addr[1])  # __u16 in network order, printed as a number
+            match = [e for e in entries if e["key"]["client_port_be"] == want_port]
+            self.assertEqual(len(match), 1, (client.addr, entries))
+            key, value = match[0]["key"], match[0]["value"]
+            self.assertEqual(bytes(int(b, 0) if isinstance(b, str) else b for b in key["client_addr"])[:len(raw_ip)],
+                             raw_ip)
+            self.assertEqual(key["vip_port_be"], socket.htons(vip[1]))
+            self.assertEqual(value["endpoint_id"], ep)
+            self.assertEqual(value["endpoint"]["port_be"], socket.htons(EP_PORT[ep]))
+            self.assertGreater(value["created_ns"], 0)
+
+    def test_detach_removes_links_and_pins(self):
+        relay = self.new_relay("detach", workers=1)
+        for dev in XDP_IFACES:
+            self.assertIsNotNone(self.topo.xdp_attached(self.topo.relay, dev), dev)
+            self.assertTrue(os.path.exists(os.path.join(PIN_PATH, "links", dev)))
+        self.assertTrue(os.path.exists(os.path.join(PIN_PATH, "maps", "flows")))
+        peers = {dev: self.topo.xdp_attached(ns, dev) for ns, dev in ((self.topo.client, "cl0"), (self.topo.xcvr, "xc0"))}
+        r = subprocess.run([RELAY_BIN, "detach", "--pin-path", PIN_PATH], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=10)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertFalse(os.path.exists(PIN_PATH), os.listdir(PIN_PATH) if os.path.isdir(PIN_PATH) else "")
+        for dev in XDP_IFACES:
+            self.assertIsNone(self.topo.xdp_attached(self.topo.relay, dev), "XDP still on %s after detach" % dev)
+        for ns, dev in ((self.topo.client, "cl0"), (self.topo.xcvr, "xc0")):
+            self.assertEqual(self.topo.xdp_attached(ns, dev), peers[dev], "detach touched %s" % dev)
+        # The relay process runs on: its userspace workers now carry the traffic.
+        before = relay.metrics()
+        client, vip = self.establish(4, 1, relay=relay)
+        self.check_media_follows(client, vip, 1, n=1)
+        after = relay.metrics()
+        self.assertEqual(self.xdp_delta(before, after, "forwarded_new_flow"), 0)
+        self.assertGreaterEqual(self.userspace_received(after, C2T) - self.userspace_received(before, C2T), 4)
+        # Nothing left to detach: the command says so and fails.
+        r = subprocess.run([RELAY_BIN, "detach", "--pin-path", PIN_PATH], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=10)
+        self.assertNotEqual(r.returncode, 0)
 
 
 class CodecSelfTest(unittest.TestCase):
@@ -853,19 +1297,36 @@ class CodecSelfTest(unittest.TestCase):
             proxy_v2.parse(b"\x16\xfe\xfd" + b"\0" * 40)
 
 
+def per_data_path(*classes):
+    """Replaces each test class by one subclass per data path: <Name>_userspace, <Name>_xdp."""
+    for base in classes:
+        for mode in MODES:
+            name = "%s_%s" % (base.__name__, mode)
+            globals()[name] = type(name, (base,), {"MODE": mode, "__module__": __name__, "__qualname__": name})
+        del globals()[base.__name__]
+
+
+per_data_path(RoutingTest, ReloadTest, IdleExpiryTest, TableBoundTest, ShutdownTest, ChromeCaptureReplayTest)
+
+
 def main():
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--relay", help="path to rtcedge-relay (default: $RTCE_RELAY_BIN or build/bin)")
+    ap.add_argument("--xdp-pass-obj", help="path to xdp_pass.bpf.o (default: $RTCE_XDP_PASS_OBJ or build/bpf)")
     args, rest = ap.parse_known_args()
-    global RELAY_BIN
+    global RELAY_BIN, XDP_PASS_OBJ
     if args.relay:
         RELAY_BIN = os.path.abspath(args.relay)
+    if args.xdp_pass_obj:
+        XDP_PASS_OBJ = os.path.abspath(args.xdp_pass_obj)
     nt.install_signal_cleanup()
     t0 = time.monotonic()
     try:
         prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
     finally:
         nt.cleanup_all()
+    for line in STATE.get("report", []):
+        print(line, flush=True)
     print("relay netns integration: %.1fs" % (time.monotonic() - t0), flush=True)
     sys.exit(0 if prog.result.wasSuccessful() else 1)
 

@@ -63,114 +63,24 @@
 #include "rtce_hint.h"
 #include "rtce_xdp.h"
 #include "rtce_xdp.skel.h"
+#include "xdp_packets.h"
 
 namespace {
-
-using Bytes = std::vector<uint8_t>;
 
 [[noreturn]] void die(const std::string& msg) {
   std::fprintf(stderr, "xdp_prog_cost: %s\n", msg.c_str());
   std::exit(1);
 }
 
-// ------------------------------------------------------------------ frames (IPv4 only)
-// The same construction as tests/bpf/xdp_fixtures_test.cpp: checksums computed here.
+// ------------------------------------------------------------------ frames
+// The fixtures' frame builder (tests/bpf/xdp_packets.h): checksums computed there.
+using namespace rtce::xdp_packets;
 
-struct Ep {
-  std::array<uint8_t, 16> addr{};  // IPv4 in the first 4 bytes
-  uint16_t port = 0;               // host order
-};
-
-Ep ep4(const char* text, uint16_t port) {
-  Ep e;
-  e.port = port;
-  if (inet_pton(AF_INET, text, e.addr.data()) != 1) die(std::string("bad address ") + text);
-  return e;
-}
-
-// 198.18.0.0/15: the benchmarking range, as in the fixtures.
-const Ep kRelay = ep4("198.18.0.1", 40000);
-const Ep kVip = ep4("198.18.0.10", 3478);
-const Ep kClient = ep4("198.18.1.2", 50000);
-const Ep kEndpoint = ep4("198.18.2.2", 9002);
+const Ep& kRelay = kRelay4;
+const Ep& kVip = kVip4;
+const Ep& kClient = kClient4;
+const Ep& kEndpoint = kEndpoint2;
 constexpr uint16_t kEndpointId = 2;
-constexpr uint8_t kCluster = 1;
-constexpr uint16_t kReturnPort = 40000;
-
-using Mac = std::array<uint8_t, 6>;
-const Mac kNicMac = {0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
-const Mac kPeerMac = {0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
-const Mac kTxSrcMac = {0x02, 0x00, 0x00, 0x00, 0xaa, 0x01};
-const Mac kTxDstMac = {0x02, 0x00, 0x00, 0x00, 0xbb, 0x02};
-
-uint32_t sum16(const uint8_t* p, size_t n, uint32_t sum = 0) {
-  for (size_t i = 0; i + 1 < n; i += 2) sum += static_cast<uint32_t>(p[i] << 8 | p[i + 1]);
-  if (n & 1) sum += static_cast<uint32_t>(p[n - 1] << 8);
-  return sum;
-}
-uint16_t fold(uint32_t sum) {
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<uint16_t>(sum);
-}
-void put16(Bytes& b, uint16_t v) {
-  b.push_back(static_cast<uint8_t>(v >> 8));
-  b.push_back(static_cast<uint8_t>(v));
-}
-void put32(Bytes& b, uint32_t v) {
-  put16(b, static_cast<uint16_t>(v >> 16));
-  put16(b, static_cast<uint16_t>(v));
-}
-void put(Bytes& b, const uint8_t* p, size_t n) { b.insert(b.end(), p, p + n); }
-void put(Bytes& b, const Bytes& x) { b.insert(b.end(), x.begin(), x.end()); }
-
-Bytes frame(const Ep& src, const Ep& dst, const Bytes& payload) {
-  Bytes f;
-  put(f, kNicMac.data(), 6);
-  put(f, kPeerMac.data(), 6);
-  put16(f, 0x0800);
-  const uint32_t udp_len = static_cast<uint32_t>(8 + payload.size());
-  const size_t l3 = f.size();
-  f.push_back(0x45);
-  f.push_back(0);
-  put16(f, static_cast<uint16_t>(20 + udp_len));
-  put16(f, 0x1234);
-  put16(f, 0);
-  f.push_back(57);
-  f.push_back(17);
-  put16(f, 0);
-  put(f, src.addr.data(), 4);
-  put(f, dst.addr.data(), 4);
-  const uint16_t ipc = static_cast<uint16_t>(~fold(sum16(f.data() + l3, 20)));
-  f[l3 + 10] = static_cast<uint8_t>(ipc >> 8);
-  f[l3 + 11] = static_cast<uint8_t>(ipc);
-  const size_t l4 = f.size();
-  put16(f, src.port);
-  put16(f, dst.port);
-  put16(f, static_cast<uint16_t>(udp_len));
-  put16(f, 0);
-  put(f, payload);
-  Bytes ph;
-  put(ph, src.addr.data(), 4);
-  put(ph, dst.addr.data(), 4);
-  put16(ph, 17);
-  put16(ph, static_cast<uint16_t>(udp_len));
-  uint16_t c = static_cast<uint16_t>(~fold(sum16(f.data() + l4, udp_len, sum16(ph.data(), ph.size()))));
-  if (c == 0) c = 0xffff;
-  f[l4 + 6] = static_cast<uint8_t>(c >> 8);
-  f[l4 + 7] = static_cast<uint8_t>(c);
-  return f;
-}
-
-// PROXY v2, IPv4 (28 bytes), as the relay sends it and the endpoint echoes it.
-Bytes pp2(const Ep& client, const Ep& vip) {
-  Bytes h = {0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a, 0x21, 0x12};
-  put16(h, 12);
-  put(h, client.addr.data(), 4);
-  put(h, vip.addr.data(), 4);
-  put16(h, client.port);
-  put16(h, vip.port);
-  return h;
-}
 
 Bytes rtp(size_t n) {
   Bytes b(n);

@@ -12,9 +12,15 @@
 #   nginx   Debian nginx, stream module: "listen VIP:3478 udp reuseport", proxy_pass the sink,
 #           2 workers pinned like the relay's (worker_cpu_affinity auto), one session per flow
 #   nft     nftables DNAT VIP:3478 -> sink in the relay namespace (kernel forwarding)
+#   xdp     rtcedge-relay --mode xdp: the relay's XDP program on both relay-namespace veths
+#           forwards VIP:3478 -> sink from 198.19.2.1:3479 (xdp.return_port) with the PROXY v2
+#           header; for this phase only, xdp_pass.bpf.o sits on the peer ends (a frame
+#           redirected into a veth is delivered only when the receiver runs XDP) and TX
+#           checksum offload is off on the four veths (docs/operations.md, "The XDP data path")
 #
 # Needs root (namespaces, raw sockets). Touches nothing outside its own namespaces, which it
-# removes on exit, failure or Ctrl-C. Only 198.19.0.0/16 addresses are used; IPv6 is
+# removes on exit, failure or Ctrl-C (with the xdp system also its bpffs pins,
+# /sys/fs/bpf/rtce-bench-<pid>, via `rtcedge-relay detach`). Only 198.19.0.0/16 addresses are used; IPv6 is
 # disabled in the namespaces so that no link-local traffic is sent either.
 #
 # Usage: sudo bench/run_forwarding_bench.sh [options]
@@ -25,7 +31,7 @@
 #   --warmup S        sending before each window (default 0.5)
 #   --flows N         client flows (default 1000)
 #   --payload B       UDP payload bytes (default 200)
-#   --systems LIST    subset/order of: direct relay nginx nft (default all four)
+#   --systems LIST    subset/order of: direct relay nginx nft xdp (default all five)
 #   --relay-args "…"  extra rtcedge-relay flags (e.g. "--pin-cpus false")
 #   --veth MODE       plain (default: a veth delivers inside the sender's syscall) or napi
 #                     (GRO + threaded NAPI on the receiving ends: receive runs in a kthread)
@@ -43,7 +49,7 @@ DURATION=4
 WARMUP=0.5
 FLOWS=1000
 PAYLOAD=200
-SYSTEMS="direct relay nginx nft"
+SYSTEMS="direct relay nginx nft xdp"
 RELAY_ARGS=""
 RAW=0
 VETH=plain
@@ -75,12 +81,25 @@ done
 RELAY_BIN="$BUILD_DIR/bin/rtcedge-relay"
 BLAST_BIN="$BUILD_DIR/bin/udp_blast"
 NGINX_MODULE=/usr/lib/nginx/modules/ngx_stream_module.so
+XDP_PASS_OBJ="$BUILD_DIR/bpf/xdp_pass.bpf.o"
+BPFFS=/sys/fs/bpf
 
 die() { echo "run_forwarding_bench.sh: $*" >&2; exit 1; }
 [[ $EUID -eq 0 ]] || die "needs root (network namespaces, raw sockets)"
 [[ -x "$RELAY_BIN" && -x "$BLAST_BIN" ]] || die "build first: ninja -C $BUILD_DIR rtcedge-relay udp_blast ($RELAY_BIN, $BLAST_BIN)"
 for tool in ip nft nginx curl nstat ss awk; do command -v "$tool" >/dev/null || die "'$tool' is missing"; done
 [[ -f "$NGINX_MODULE" ]] || die "$NGINX_MODULE is missing: apt-get install -y nginx-light libnginx-mod-stream"
+WANT_XDP=0
+[[ " $SYSTEMS " == *" xdp "* ]] && WANT_XDP=1
+if [[ $WANT_XDP -eq 1 ]]; then
+  for tool in ethtool nsenter; do command -v "$tool" >/dev/null || die "'$tool' is missing (xdp system)"; done
+  [[ -f "$XDP_PASS_OBJ" ]] || die "$XDP_PASS_OBJ is missing: ninja -C $BUILD_DIR (bpf/CMakeLists.txt builds it)"
+  # The relay pins its maps and links on a bpf filesystem; mount one at the standard place
+  # when nothing is mounted there (the mount stays: it is the standard location).
+  if ! awk -v m="$BPFFS" '$2 == m && $3 == "bpf" {f=1} END {exit !f}' /proc/self/mounts; then
+    mount -t bpf bpf "$BPFFS" || die "no bpf filesystem on $BPFFS and cannot mount one"
+  fi
+fi
 
 PREFIX="rtce-bench-$$"
 NS_C="$PREFIX-client"
@@ -98,12 +117,18 @@ RESULTS="$TMP/results.txt"
 : >"$RESULTS"
 MBOX_PID=""
 BLAST_PID=""
+PIN_PATH="$BPFFS/$PREFIX"   # unique per run (our pid); only ever this directory is removed
+XDP_ACTIVE=0
 
 cleanup() {
   set +e
   if [[ -n "$BLAST_PID" ]]; then kill "$BLAST_PID" 2>/dev/null; wait "$BLAST_PID" 2>/dev/null; fi
   if [[ -n "$MBOX_PID" ]]; then kill "$MBOX_PID" 2>/dev/null; wait "$MBOX_PID" 2>/dev/null; fi
   ip netns exec "$NS_R" nft delete table ip rtcebench 2>/dev/null
+  if [[ -e "$PIN_PATH" ]]; then
+    "$RELAY_BIN" detach --pin-path "$PIN_PATH" >/dev/null 2>&1
+    rm -rf "$PIN_PATH"
+  fi
   for ns in "$NS_C" "$NS_R" "$NS_S"; do
     # Anything still running in a namespace we made (only ours: the name holds our pid).
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null; done
@@ -176,7 +201,7 @@ echo "## Machine"
 echo
 echo "- nproc: $(nproc); CPU: $CPU_MODEL; $(awk '/MemTotal/ {printf "%.0f GiB RAM", $2/1048576}' /proc/meminfo)"
 echo "- kernel: $(uname -sr); $(grep -qi hypervisor /proc/cpuinfo && echo 'virtual machine (hypervisor flag set)' || echo 'bare metal')"
-echo "- $(nginx -v 2>&1 | sed 's#nginx version: ##'); $(nft --version); relay: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$REPO" diff --quiet HEAD -- loader wire common 2>/dev/null || echo ' (+local changes)')"
+echo "- $(nginx -v 2>&1 | sed 's#nginx version: ##'); $(nft --version); relay: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$REPO" diff --quiet HEAD -- loader wire common bpf 2>/dev/null || echo ' (+local changes)')"
 echo "- veth mode: $VETH; benchmark processes at nice $NICE"
 echo "- load: $FLOWS flows, $PAYLOAD-byte UDP payloads, rates $RATES, ${WARMUP}s warm-up + ${DURATION}s window per rate"
 echo "- command: $CMDLINE"
@@ -250,8 +275,66 @@ EOF
   WATCH=""
 }
 
+XDP_VETHS=()  # "ns:dev" of the four veth ends
+start_xdp() {
+  XDP_VETHS=("$NS_C:$DEV_C" "$NS_R:$DEV_R0" "$NS_R:$DEV_R1" "$NS_S:$DEV_S")
+  XDP_ACTIVE=1
+  # Receivers of redirected frames need an XDP program of their own (XDP_PASS does).
+  nsx "$NS_C" ip link set dev "$DEV_C" xdpdrv obj "$XDP_PASS_OBJ" sec xdp
+  nsx "$NS_S" ip link set dev "$DEV_S" xdpdrv obj "$XDP_PASS_OBJ" sec xdp
+  # Partial (offloaded) UDP checksums would be wrong after the program's rewrite.
+  local pair
+  for pair in "${XDP_VETHS[@]}"; do nsx "${pair%%:*}" ethtool -K "${pair#*:}" tx off >/dev/null; done
+  # bpf_fib_lookup needs forwarding on the ingress interface (ip_forward=1 sets all of them);
+  # the neighbours are static (nud permanent), so the first packet already takes XDP.
+  [[ "$(nsx "$NS_R" sysctl -n net.ipv4.conf.$DEV_R0.forwarding)" == 1 ]] || die "forwarding is off on $DEV_R0"
+  [[ ! -e "$PIN_PATH" ]] || die "$PIN_PATH exists already"
+  local workers="--workers 2"
+  [[ "$RELAY_ARGS" == *--workers* ]] && workers=""
+  # nsenter --net: setns(2) only, then exec (so $! is the relay). `ip netns exec` would
+  # remount /sys for the namespace and hide the bpf filesystem the relay pins into.
+  # shellcheck disable=SC2086  # RELAY_ARGS is a list of flags
+  nice -n "$NICE" nsenter --net="/run/netns/$NS_R" "$RELAY_BIN" --mode xdp \
+    --listen "$VIP_IP:$VIP_PORT" --endpoints "1=$SINK_IP:$SINK_PORT" \
+    --xdp-interfaces "$DEV_R0,$DEV_R1" --xdp-relay-address4 "$RELAY_SINK_SIDE_IP" --xdp-pin-path "$PIN_PATH" \
+    --hint-key-file "$TMP/hint-keys.yaml" --admin-listen "$ADMIN" $workers $RELAY_ARGS \
+    >"$TMP/relay-xdp.log" 2>&1 &
+  MBOX_PID=$!
+  local ready=0
+  for _ in $(seq 200); do
+    if nsx "$NS_R" curl -sf "http://$ADMIN/readyz" >/dev/null 2>&1; then ready=1; break; fi
+    kill -0 "$MBOX_PID" 2>/dev/null || { cat "$TMP/relay-xdp.log" >&2; die "rtcedge-relay --mode xdp exited"; }
+    sleep 0.05
+  done
+  [[ $ready -eq 1 ]] || { cat "$TMP/relay-xdp.log" >&2; die "rtcedge-relay --mode xdp not ready"; }
+  # (Whole outputs into variables, then grep: `cmd | grep -q` fails under pipefail when
+  # grep exits early and cmd gets SIGPIPE.)
+  local out; out="$(nsx "$NS_R" curl -sf "http://$ADMIN/metrics" || true)"
+  grep -q '^rtcedge_relay_mode{mode="xdp"} 1' <<<"$out" \
+    || { cat "$TMP/relay-xdp.log" >&2; die "the relay did not report rtcedge_relay_mode{mode=\"xdp\"} 1"; }
+  out="$(nsx "$NS_R" ip -d link show dev "$DEV_R0")"
+  grep -q 'prog/xdp' <<<"$out" || die "no XDP program on $DEV_R0"
+  WATCH="$MBOX_PID"
+}
+
+stop_xdp() {
+  [[ $XDP_ACTIVE -eq 1 ]] || return 0
+  # The pinned links outlive the relay process (by design): detach, or the next system
+  # would still be forwarded by the program.
+  "$RELAY_BIN" detach --pin-path "$PIN_PATH" >"$TMP/detach.log" 2>&1 || { cat "$TMP/detach.log" >&2; }
+  rm -rf "$PIN_PATH"
+  local out; out="$(nsx "$NS_R" ip -d link show dev "$DEV_R0")"
+  grep -q 'prog/xdp' <<<"$out" && die "XDP still attached to $DEV_R0 after detach"
+  nsx "$NS_C" ip link set dev "$DEV_C" xdpdrv off
+  nsx "$NS_S" ip link set dev "$DEV_S" xdpdrv off
+  local pair
+  for pair in "${XDP_VETHS[@]}"; do nsx "${pair%%:*}" ethtool -K "${pair#*:}" tx on >/dev/null; done
+  XDP_ACTIVE=0
+}
+
 stop_middlebox() {
   if [[ -n "$MBOX_PID" ]]; then kill "$MBOX_PID" 2>/dev/null || true; wait "$MBOX_PID" 2>/dev/null || true; MBOX_PID=""; fi
+  stop_xdp
   nsx "$NS_R" nft delete table ip rtcebench 2>/dev/null || true
   for _ in $(seq 50); do
     [[ -z "$(ip netns pids "$NS_R")" ]] && return 0
@@ -273,6 +356,7 @@ run_system() {
     relay) start_relay ;;
     nginx) start_nginx ;;
     nft) start_nft ;;
+    xdp) start_xdp ;;
     *) die "unknown system '$sys'" ;;
   esac
   local drops_before; drops_before="$(udp_drops)"
@@ -295,6 +379,23 @@ run_system() {
     awk '/^rtcedge_relay_(flows_created_total|forwarded_packets_total\{direction="client)/ {print "NOTE relay " $1 "=" $2}
          /^rtcedge_relay_dropped_packets_total/ && $2 > 0 {print "NOTE relay " $1 "=" $2}' \
       "$TMP/relay-metrics.txt" >>"$RESULTS"
+  fi
+  if [[ "$sys" == xdp ]]; then
+    # Who forwarded: the XDP program's own counters, and what the userspace workers received
+    # (the shared received counter minus the XDP reasons folded into it).
+    nsx "$NS_R" curl -sf "http://$ADMIN/metrics" >"$TMP/xdp-metrics.txt" || die "no /metrics from the XDP relay"
+    local sink_rx; sink_rx="$(awk '/^RESULT / {for (i = 1; i <= NF; i++) if ($i ~ /^(received|framed)=/) {split($i, kv, "="); if (kv[1] == "framed") f = kv[2]}} END {print f + 0}' "$TMP/blast-$sys.txt")"
+    awk -v sink_framed="$sink_rx" '
+      function lbl(s, k,   re) { re = k "=\"[^\"]*\""; if (match(s, re)) return substr(s, RSTART + length(k) + 2, RLENGTH - length(k) - 3); return "" }
+      /^rtcedge_relay_xdp_packets_total\{/ { r = lbl($1, "reason"); xdp[r] += $2; if ($2 > 0) print "NOTE xdp " $1 "=" $2
+        if (r ~ /^(forwarded|forwarded_new_flow|hint_rejected|return_malformed|return_no_flow|return_wrong_sender)$/) folded += $2 }
+      /^rtcedge_relay_received_packets_total\{/ { rx += $2 }
+      /^rtcedge_relay_mode\{/ && $2 == 1 { mode = lbl($1, "mode") }
+      END {
+        fw = xdp["forwarded"] + xdp["forwarded_new_flow"]
+        printf "NOTE xdp relay mode=%s; XDP program forwarded %d packets (forwarded %d + forwarded_new_flow %d), sink got %d PROXY v2 framed ones in all phases; userspace workers received %d (received_packets_total %d - XDP-folded %d); passed up to userspace by XDP: %d\n",
+          mode, fw, xdp["forwarded"], xdp["forwarded_new_flow"], sink_framed, rx - folded, rx, folded, xdp["pass_to_userspace"] + 0
+      }' "$TMP/xdp-metrics.txt" >>"$RESULTS"
   fi
   stop_middlebox
   sleep 0.3
@@ -366,6 +467,16 @@ END {
     x = clean["relay"] / clean["nft"]
     printf "| relay loss-free / nftables DNAT loss-free (%s / %s pps) | %.2fx | >= 0.5x | %s |\n", fmt_pps(clean["relay"]), fmt_pps(clean["nft"]), x, (x >= 0.5 ? "yes" : "**no**")
   }
+  if (("xdp" in best) && ("relay" in best) && best["relay"] > 0) {
+    x = best["xdp"] / best["relay"]
+    printf "| xdp peak / relay peak (%s / %s pps) | %.2fx | >= 3x | %s |\n", fmt_pps(best["xdp"]), fmt_pps(best["relay"]), x, (x >= 3 ? "yes" : "**no**")
+  }
+  if (("xdp" in clean) && ("relay" in clean) && clean["relay"] > 0) {
+    x = clean["xdp"] / clean["relay"]
+    printf "| xdp loss-free / relay loss-free (%s / %s pps) | %.2fx | >= 3x | %s |\n", fmt_pps(clean["xdp"]), fmt_pps(clean["relay"]), x, (x >= 3 ? "yes" : "**no**")
+  }
+  if (("xdp" in best) && ("direct" in best) && best["direct"] > 0)
+    printf "| xdp peak / direct path peak (%s / %s pps) | %.2fx | - | - |\n", fmt_pps(best["xdp"]), fmt_pps(best["direct"]), best["xdp"] / best["direct"]
   if ("direct" in best) printf "| direct path peak (no middlebox: the ceiling of this harness) | %s pps | - | - |\n", fmt_pps(best["direct"])
   lr = rates[1]; dk = "direct" SUBSEP lr
   if (dk in fwd) {
@@ -379,6 +490,23 @@ END {
       if (!(key in fwd)) continue
       if (sys[j] == "direct") { printf "| direct | %.1f | %.1f | - | - |\n", p50[key], p99[key]; continue }
       printf "| %s | %.1f | %.1f | %+.1f | %+.1f |\n", sys[j], p50[key], p99[key], p50[key] - p50[dk], p99[key] - p99[dk]
+    }
+  }
+  if (("xdp" in best) && ("relay" in best) && ("direct" in best)) {
+    print ""
+    print "XDP vs userspace relay per offered rate. CPU = the whole benchmark'"'"'s CPU (softirq included: it is charged to"
+    print "the sender, ksoftirqd or NAPI threads, all counted) per million forwarded packets; added = minus direct at the"
+    print "same offered rate, i.e. what the middlebox costs; target: xdp added <= 1/3 of relay added."
+    print ""
+    print "| offered rate | relay pps | xdp pps | xdp / relay pps | relay CPU ms/Mpkt | xdp CPU ms/Mpkt | relay added | xdp added | xdp added / relay added | <= 1/3 |"
+    print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    for (i = 1; i <= nr; i++) {
+      rk = "relay" SUBSEP rates[i]; xk = "xdp" SUBSEP rates[i]; dk = "direct" SUBSEP rates[i]
+      if (!(rk in fwd) || !(xk in fwd) || !(dk in fwd)) continue
+      ra = bench[rk] - bench[dk]; xa = bench[xk] - bench[dk]
+      q = (ra > 0) ? sprintf("%.2f", xa / ra) : "-"
+      printf "| %s | %s | %s | %.2f | %.0f | %.0f | %+.0f | %+.0f | %s | %s |\n", rates[i], fmt_pps(fwd[rk]), fmt_pps(fwd[xk]),
+        (fwd[rk] > 0 ? fwd[xk] / fwd[rk] : 0), bench[rk], bench[xk], ra, xa, q, (ra > 0 && xa <= ra / 3 ? "yes" : "**no**")
     }
   }
   print ""

@@ -190,8 +190,7 @@ struct pkt {
 	__u32 trailer; /* bytes after the IP datagram (Ethernet padding) */
 	__u8 saddr[16];
 	__u8 daddr[16];
-	__u8 dmac[6];
-	__u8 smac[6];
+	/* The received MACs are not kept: the output's come from the fib or the config. */
 };
 
 static __always_inline __u32 iphdr_len(__u8 family)
@@ -199,24 +198,30 @@ static __always_inline __u32 iphdr_len(__u8 family)
 	return family == RTCE_FAMILY_V6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr);
 }
 
+/* Map keys and addresses built per packet are copied in 32-bit words, not bytes: the
+ * stack keys are declared 8-aligned and the addresses they are copied from (struct pkt,
+ * struct out_hdrs, config and map values) are 4-aligned, which the compiler cannot see
+ * through a `const __u8 *` parameter without being told (ALIGNED4). */
+#define STACK_KEY     __attribute__((aligned(8)))
+#define ALIGNED4(ptr) __builtin_assume_aligned(ptr, 4)
+/* MACs: struct out_hdrs and config fields at even offsets, and the frame (see write_headers) */
+#define ALIGNED2(ptr) __builtin_assume_aligned(ptr, 2)
+
+/* 16-byte address compare, a word at a time; both are 4-aligned (see ALIGNED4). */
 static __always_inline int addr_eq(const __u8 *a, const __u8 *b)
 {
-	int i;
+	const __u32 *x = ALIGNED4(a), *y = ALIGNED4(b);
 
-#pragma unroll
-	for (i = 0; i < 16; i++)
-		if (a[i] != b[i])
-			return 0;
-	return 1;
+	return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3])) == 0;
 }
 
 static __always_inline int is_vip(__u8 family, const __u8 *addr, __be16 port)
 {
-	struct rtce_xdp_vip_key key = {};
+	struct rtce_xdp_vip_key key STACK_KEY = {};
 
 	key.family = family;
 	key.port_be = port;
-	__builtin_memcpy(key.addr, addr, 16);
+	__builtin_memcpy(key.addr, ALIGNED4(addr), 16);
 	return bpf_map_lookup_elem(&vips, &key) != 0;
 }
 
@@ -230,7 +235,7 @@ static __always_inline const __u8 *relay_addr(const struct rtce_xdp_config *cfg,
 static __always_inline int is_return_port(const struct rtce_xdp_config *cfg, __u8 family,
 					  const __u8 *addr, __be16 port)
 {
-	__u8 a[16] = {};
+	__u8 a[16] STACK_KEY = {};
 	const __u8 *own;
 
 	if (!cfg->return_port_be || port != cfg->return_port_be)
@@ -239,9 +244,9 @@ static __always_inline int is_return_port(const struct rtce_xdp_config *cfg, __u
 	if (!own)
 		return 0;
 	if (family == RTCE_FAMILY_V6)
-		__builtin_memcpy(a, own, 16);
+		__builtin_memcpy(a, ALIGNED4(own), 16);
 	else
-		__builtin_memcpy(a, own, 4);
+		__builtin_memcpy(a, ALIGNED4(own), 4);
 	return addr_eq(a, addr);
 }
 
@@ -290,8 +295,6 @@ static __always_inline __be16 parse_l2(struct xdp_md *ctx, struct pkt *p)
 
 	if ((void *)(eth + 1) > data_end)
 		return 0;
-	__builtin_memcpy(p->dmac, eth->h_dest, 6);
-	__builtin_memcpy(p->smac, eth->h_source, 6);
 	proto = eth->h_proto;
 	p->l3_off = sizeof(*eth);
 	if (proto == bpf_htons(ETH_P_8021Q)) {
@@ -444,13 +447,9 @@ struct out_hdrs {
 struct work {
 	struct pkt p;
 	struct out_hdrs o;
-	__u8 pp[RTCE_PP2_LEN_V6]; /* PROXY v2 header written on the forward path */
-	__u8 ret_hdr[64];	  /* copy of a return datagram's PROXY v2 header */
-	__u8 old_ph[40];	  /* pseudo-headers and UDP headers for the checksum update */
-	__u8 new_ph[40];
-	__u8 old_udp[8];
-	__u8 new_udp[8];
-	struct rtce_xdp_endpoint ep; /* where first_packet() routes the datagram */
+	__u8 ret_hdr[64]; /* copy of a return datagram's PROXY v2 header */
+	/* where first_packet() routes the datagram; aligned for ALIGNED4 copies */
+	struct rtce_xdp_endpoint ep __attribute__((aligned(8)));
 };
 
 struct {
@@ -460,87 +459,114 @@ struct {
 	__type(value, struct work);
 } work SEC(".maps");
 
-/* Pseudo-header (RFC 768 / RFC 8200 section 8.1) into buf; returns its length (12 or 40). */
-static __always_inline __u32 pseudo_hdr(__u8 *buf, __u8 family, const __u8 *saddr,
-					const __u8 *daddr, __u16 udp_len)
-{
-	if (family == RTCE_FAMILY_V6) {
-		__builtin_memcpy(buf, saddr, 16);
-		__builtin_memcpy(buf + 16, daddr, 16);
-		rtce_store_be32(buf + 32, udp_len);
-		rtce_store_be32(buf + 36, IPPROTO_UDP);
-		return 40;
-	}
-	__builtin_memcpy(buf, saddr, 4);
-	__builtin_memcpy(buf + 4, daddr, 4);
-	buf[8] = 0;
-	buf[9] = IPPROTO_UDP;
-	rtce_store_be16(buf + 10, udp_len);
-	return 12;
-}
+/* ---------------------------------------------------------------- checksums
+ *
+ * Open-coded ones'-complement arithmetic instead of bpf_csum_diff: the few words that
+ * change are summed in registers, which costs a handful of instructions where each helper
+ * call cost a call plus a loop over a stack buffer (three to four calls per packet were
+ * about a third of a flow hit's time). Words are loaded as they lie in memory and the
+ * result is stored the same way; a ones'-complement sum does not depend on byte order
+ * (RFC 1071 section 2(B)), so no byte swapping is needed. Sums of 32-bit words are
+ * accumulated in 64 bits and folded once at the end. */
 
-static __always_inline __u16 csum_fold(__s64 sum)
+/* Folds a 64-bit accumulator of 16/32-bit words into 16 bits (end-around carry). */
+static __always_inline __u16 csum_fold64(__u64 s)
 {
-	__u64 s = (__u64)sum & 0xffffffffULL;
-
+	s = (s & 0xffffffffULL) + (s >> 32);
 	s = (s & 0xffff) + (s >> 16);
 	s = (s & 0xffff) + (s >> 16);
 	s = (s & 0xffff) + (s >> 16);
 	return (__u16)s;
 }
 
-/* Sum of `from` removed, sum of `to` added; sizes are multiples of 4 (bpf_csum_diff).
- * The two variants keep every size a constant for the verifier. */
-static __always_inline __s64 csum_pseudo_swap(__u8 *from, __u8 from_fam, __u8 *to, __u8 to_fam,
-					      __s64 seed)
+/* Sum of an address's 32-bit words: 4 bytes for IPv4, 16 for IPv6. */
+static __always_inline __u64 csum_addr(const __u8 *a, __u8 family)
 {
-	if (from_fam == RTCE_FAMILY_V6) {
-		if (to_fam == RTCE_FAMILY_V6)
-			return bpf_csum_diff((__be32 *)from, 40, (__be32 *)to, 40, (__wsum)seed);
-		return bpf_csum_diff((__be32 *)from, 40, (__be32 *)to, 12, (__wsum)seed);
-	}
-	if (to_fam == RTCE_FAMILY_V6)
-		return bpf_csum_diff((__be32 *)from, 12, (__be32 *)to, 40, (__wsum)seed);
-	return bpf_csum_diff((__be32 *)from, 12, (__be32 *)to, 12, (__wsum)seed);
+	__u32 w0, w1, w2, w3;
+
+	a = ALIGNED4(a); /* struct pkt / struct out_hdrs fields */
+	__builtin_memcpy(&w0, a, 4);
+	if (family != RTCE_FAMILY_V6)
+		return w0;
+	__builtin_memcpy(&w1, a + 4, 4);
+	__builtin_memcpy(&w2, a + 8, 4);
+	__builtin_memcpy(&w3, a + 12, 4);
+	return (__u64)w0 + w1 + w2 + w3;
 }
 
-/* New UDP checksum from the sender's, given what changed in front of the payload:
- * old pseudo-header + UDP header replaced by new ones, and `pp` (the PROXY v2 header)
- * added (add = 1) or removed (add = 0). Returns the field value to write. */
-static __noinline __u16 udp_csum_update(struct work *w, __u8 *pp, __u8 pp_family, int add)
+/* Sum of the PROXY v2 header's bytes that do not depend on the flow: the signature,
+ * ver/cmd, family and address-block length (rtce_pp2_write in wire/rtce_proxy_v2.h).
+ * Constants, folded by the compiler. */
+#define PP2_SIG_WORDS_SUM                                                                          \
+	((__u32)bpf_htons(0x0d0a) + bpf_htons(0x0d0a) + bpf_htons(0x000d) + bpf_htons(0x0a51) +    \
+	 bpf_htons(0x5549) + bpf_htons(0x540a))
+static __always_inline __u64 csum_pp2_fixed(__u8 family)
 {
-	const struct pkt *p = &w->p;
-	const struct out_hdrs *o = &w->o;
-	__u8 *old_ph = w->old_ph, *new_ph = w->new_ph;
-	__u8 *old_udp = w->old_udp, *new_udp = w->new_udp;
-	__s64 sum;
+	if (family == RTCE_FAMILY_V6)
+		return PP2_SIG_WORDS_SUM +
+		       bpf_htons(RTCE_PP2_VER_CMD_PROXY << 8 | RTCE_PP2_FAM_INET6_DGRAM) +
+		       bpf_htons(RTCE_PP2_ADDR_LEN_V6);
+	return PP2_SIG_WORDS_SUM +
+	       bpf_htons(RTCE_PP2_VER_CMD_PROXY << 8 | RTCE_PP2_FAM_INET_DGRAM) +
+	       bpf_htons(RTCE_PP2_ADDR_LEN_V4);
+}
+
+/* Sum of the endpoint-side addresses and ports of a datagram (relay <-> endpoint). */
+static __always_inline __u64 csum_outer(__u8 family, const __u8 *saddr, const __u8 *daddr,
+					__be16 sport, __be16 dport)
+{
+	return csum_addr(saddr, family) + csum_addr(daddr, family) + sport + dport;
+}
+
+/* New UDP checksum from the sender's (RFC 1624 eqn. 3: ~(~old + removed' + added)).
+ *
+ * What the sender's checksum covered in front of the payload is its pseudo-header (RFC 768 /
+ * RFC 8200 section 8.1: addresses, protocol, length) and its UDP header (ports, length);
+ * both are replaced, and the PROXY v2 header is added (forward, add = 1) or removed
+ * (return, add = 0). The PROXY v2 header carries exactly the client-side addresses and
+ * ports (client, VIP), which are also what the client-side pseudo-header and UDP header
+ * carry, so those contributions cancel and only these words remain:
+ *   forward: + fixed PROXY v2 bytes + endpoint-side addresses/ports (o) + new length x2
+ *            - old length x2
+ *   return:  - fixed PROXY v2 bytes - endpoint-side addresses/ports (p) - old length x2
+ *            + new length x2
+ * The protocol word is the same in both pseudo-headers and IPv4's and IPv6's pseudo-header
+ * layouts sum alike (their 32-bit length and next header are a zero word plus the 16-bit
+ * value), so a family change needs nothing more. The payload is unchanged and keeps its
+ * 16-bit alignment (PROXY v2 lengths 28 and 52 are even). `pp_family` is the family in the
+ * PROXY v2 header (the client's). Returns the field value to write. */
+static __always_inline __u16 udp_csum_update(const struct pkt *p, const struct out_hdrs *o,
+					     __u8 pp_family, int add)
+{
+	/* Subtracting x in ones' complement is adding ~x: keep the subtrahends apart and
+	 * complement their folded sum once. */
+	__u64 plus = (__u16)~p->udp_csum; /* everything the sender covered */
+	__u64 minus;
 	__u16 c;
 
-	__builtin_memset(old_udp, 0, 8);
-	__builtin_memset(new_udp, 0, 8);
-
-	pseudo_hdr(old_ph, p->family, p->saddr, p->daddr, p->udp_len);
-	pseudo_hdr(new_ph, o->family, o->saddr, o->daddr, o->udp_len);
-	__builtin_memcpy(old_udp, &p->sport, 2);
-	__builtin_memcpy(old_udp + 2, &p->dport, 2);
-	rtce_store_be16(old_udp + 4, p->udp_len);
-	__builtin_memcpy(new_udp, &o->sport, 2);
-	__builtin_memcpy(new_udp + 2, &o->dport, 2);
-	rtce_store_be16(new_udp + 4, o->udp_len);
-
-	/* ~check is the sum of everything the sender covered (pseudo-header, UDP header with
-	 * a zero checksum field, payload). */
-	sum = (__u16)~p->udp_csum;
-	sum = csum_pseudo_swap(old_ph, p->family, new_ph, o->family, sum);
-	sum = bpf_csum_diff((__be32 *)old_udp, 8, (__be32 *)new_udp, 8, (__wsum)sum);
-	if (pp_family == RTCE_FAMILY_V6)
-		sum = add ? bpf_csum_diff(0, 0, (__be32 *)pp, RTCE_PP2_LEN_V6, (__wsum)sum)
-			  : bpf_csum_diff((__be32 *)pp, RTCE_PP2_LEN_V6, 0, 0, (__wsum)sum);
+	plus += 2 * (__u32)bpf_htons(o->udp_len);
+	minus = 2 * (__u32)bpf_htons(p->udp_len);
+	if (add)
+		plus += csum_pp2_fixed(pp_family) +
+			csum_outer(o->family, o->saddr, o->daddr, o->sport, o->dport);
 	else
-		sum = add ? bpf_csum_diff(0, 0, (__be32 *)pp, RTCE_PP2_LEN_V4, (__wsum)sum)
-			  : bpf_csum_diff((__be32 *)pp, RTCE_PP2_LEN_V4, 0, 0, (__wsum)sum);
-	c = (__u16)~csum_fold(sum);
+		minus += csum_pp2_fixed(pp_family) +
+			 csum_outer(p->family, p->saddr, p->daddr, p->sport, p->dport);
+	plus += (__u16)~csum_fold64(minus);
+	c = (__u16)~csum_fold64(plus);
 	return c ? c : 0xffff; /* 0 means "no checksum" in UDP; send its other form */
+}
+
+/* IPv4 header checksum of the header write_headers() writes: version/IHL/TOS, total
+ * length, ID 0, DF, TTL/protocol, addresses (the checksum field itself counts as 0). */
+static __always_inline __u16 ipv4_csum(__u8 tos, __u16 tot_len, const __u8 *saddr,
+				       const __u8 *daddr)
+{
+	__u64 s = (__u32)bpf_htons(0x4500 | tos) + bpf_htons(tot_len) + bpf_htons(IP_DF) +
+		  bpf_htons(RELAY_TTL << 8 | IPPROTO_UDP);
+
+	s += csum_addr(saddr, RTCE_FAMILY_V4) + csum_addr(daddr, RTCE_FAMILY_V4);
+	return (__u16)~csum_fold64(s);
 }
 
 /* Next hop for o. Fills the MACs and output ifindex, or returns the pass verdict. Runs
@@ -554,8 +580,8 @@ static __noinline int next_hop(struct xdp_md *ctx, const struct rtce_xdp_config 
 	long rc;
 
 	if (cfg->flags & RTCE_XDP_F_SKIP_FIB) {
-		__builtin_memcpy(o->smac, cfg->fixed_src_mac, 6);
-		__builtin_memcpy(o->dmac, cfg->fixed_dst_mac, 6);
+		__builtin_memcpy(ALIGNED2(o->smac), ALIGNED2(cfg->fixed_src_mac), 6);
+		__builtin_memcpy(ALIGNED2(o->dmac), ALIGNED2(cfg->fixed_dst_mac), 6);
 		o->ifindex = 0;
 		return 0;
 	}
@@ -603,8 +629,10 @@ static __always_inline int write_headers(struct xdp_md *ctx, const struct pkt *p
 
 	if ((void *)(eth + 1) > data_end)
 		return -1;
-	__builtin_memcpy(eth->h_dest, o->dmac, 6);
-	__builtin_memcpy(eth->h_source, o->smac, 6);
+	/* 16-bit stores: the frame starts 2-aligned (headroom and every header length are
+	 * even), and packet access need not be aligned where the verifier allows it. */
+	__builtin_memcpy(ALIGNED2(eth->h_dest), ALIGNED2(o->dmac), 6);
+	__builtin_memcpy(ALIGNED2(eth->h_source), ALIGNED2(o->smac), 6);
 	if (p->vlan) {
 		__be16 *tag = (void *)(eth + 1);
 
@@ -632,7 +660,6 @@ static __always_inline int write_headers(struct xdp_md *ctx, const struct pkt *p
 		udp = (void *)(ip6h + 1);
 	} else {
 		struct iphdr *iph = data + l3;
-		__s64 sum;
 
 		if ((void *)(iph + 1) > data_end)
 			return -1;
@@ -644,11 +671,10 @@ static __always_inline int write_headers(struct xdp_md *ctx, const struct pkt *p
 		iph->frag_off = bpf_htons(IP_DF);
 		iph->ttl = RELAY_TTL;
 		iph->protocol = IPPROTO_UDP;
-		iph->check = 0;
+		iph->check =
+			ipv4_csum(o->tos, (__u16)(sizeof(*iph) + o->udp_len), o->saddr, o->daddr);
 		__builtin_memcpy(&iph->saddr, o->saddr, 4);
 		__builtin_memcpy(&iph->daddr, o->daddr, 4);
-		sum = bpf_csum_diff(0, 0, (__be32 *)iph, sizeof(*iph), 0);
-		iph->check = (__u16)~csum_fold(sum);
 		udp = (void *)(iph + 1);
 	}
 	if ((void *)(udp + 1) > data_end)
@@ -677,6 +703,45 @@ static __always_inline int trim_trailer(struct xdp_md *ctx, const struct pkt *p)
 
 /* ---------------------------------------------------------------- client -> endpoint */
 
+/* Writes the PROXY v2 header naming p's flow (src = client, dst = VIP) at h: the bytes
+ * rtce_pp2_write (wire/rtce_proxy_v2.h) writes, as 32-bit constant and address stores
+ * straight into the packet. Building it byte by byte in a buffer and copying it (the
+ * packet offset is only 2-aligned, so the copy was bytewise too) was 60-110 single-byte
+ * loads and stores per packet. The stores may be unaligned: the JIT emits plain stores,
+ * which x86 and the other arches with efficient unaligned access (where the verifier does
+ * not require aligned packet access) perform at full speed. Ports are in network order
+ * in both p and the header. */
+static __always_inline void pp2_store(__u8 *h, const struct pkt *p, __u8 family)
+{
+	__u32 *w = (__u32 *)h;
+	const __u32 *s = (const __u32 *)p->saddr, *d = (const __u32 *)p->daddr;
+
+	w[0] = bpf_htonl(0x0d0a0d0a); /* signature: 0d 0a 0d 0a 00 0d 0a 51 55 49 54 0a */
+	w[1] = bpf_htonl(0x000d0a51);
+	w[2] = bpf_htonl(0x5549540a);
+	if (family == RTCE_FAMILY_V6) {
+		w[3] = bpf_htonl((__u32)RTCE_PP2_VER_CMD_PROXY << 24 |
+				 (__u32)RTCE_PP2_FAM_INET6_DGRAM << 16 | RTCE_PP2_ADDR_LEN_V6);
+		w[4] = s[0];
+		w[5] = s[1];
+		w[6] = s[2];
+		w[7] = s[3];
+		w[8] = d[0];
+		w[9] = d[1];
+		w[10] = d[2];
+		w[11] = d[3];
+		*(__be16 *)(h + 48) = p->sport;
+		*(__be16 *)(h + 50) = p->dport;
+	} else {
+		w[3] = bpf_htonl((__u32)RTCE_PP2_VER_CMD_PROXY << 24 |
+				 (__u32)RTCE_PP2_FAM_INET_DGRAM << 16 | RTCE_PP2_ADDR_LEN_V4);
+		w[4] = s[0];
+		w[5] = d[0];
+		*(__be16 *)(h + 24) = p->sport;
+		*(__be16 *)(h + 26) = p->dport;
+	}
+}
+
 /* Frames the datagram for ep: PROXY v2 (src = client, dst = VIP) in front of the payload,
  * outer relay_addr:return_port -> endpoint. */
 static __noinline int forward_to_endpoint(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
@@ -686,8 +751,6 @@ static __noinline int forward_to_endpoint(struct xdp_md *ctx, const struct rtce_
 	const __u32 dir = RTCE_XDP_DIR_TO_TRANSCEIVER;
 	const struct pkt *p = &w->p;
 	struct out_hdrs *o = &w->o;
-	__u8 *pp = w->pp;
-	struct rtce_pp2_flow flow = {};
 	const __u8 *own;
 	__u32 pp_len, pp_off;
 	__u16 csum = 0;
@@ -704,14 +767,8 @@ static __noinline int forward_to_endpoint(struct xdp_md *ctx, const struct rtce_
 	if (!p->udp_csum && ep->family == RTCE_FAMILY_V6)
 		return VERDICT(XDP_PASS, RTCE_XDP_PASS_ZERO_CSUM, dir);
 
-	flow.family = p->family;
-	flow.client_port = bpf_ntohs(p->sport);
-	flow.vip_port = bpf_ntohs(p->dport);
-	__builtin_memcpy(flow.client_addr, p->saddr, 16);
-	__builtin_memcpy(flow.vip_addr, p->daddr, 16);
-	pp_len = rtce_pp2_write(pp, RTCE_PP2_LEN_V6, &flow);
-	if (pp_len != RTCE_PP2_LEN_V4 && pp_len != RTCE_PP2_LEN_V6)
-		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
+	/* p->family is V4 or V6 (parse_ipv4/parse_ipv6 set nothing else). */
+	pp_len = rtce_pp2_header_len(p->family);
 	__builtin_memset(o, 0, sizeof(*o));
 	if ((__u32)p->udp_len + pp_len > 0xffff - sizeof(struct ipv6hdr))
 		return VERDICT(XDP_PASS, RTCE_XDP_PASS_BAD_LENGTH, dir);
@@ -721,16 +778,17 @@ static __noinline int forward_to_endpoint(struct xdp_md *ctx, const struct rtce_
 	o->sport = cfg->return_port_be;
 	o->dport = ep->port_be;
 	o->udp_len = (__u16)(p->udp_len + pp_len);
+	/* own: config field; ep: a map value or work.ep, all 4-aligned */
 	if (ep->family == RTCE_FAMILY_V6)
-		__builtin_memcpy(o->saddr, own, 16);
+		__builtin_memcpy(o->saddr, ALIGNED4(own), 16);
 	else
-		__builtin_memcpy(o->saddr, own, 4);
-	__builtin_memcpy(o->daddr, ep->addr, 16);
+		__builtin_memcpy(o->saddr, ALIGNED4(own), 4);
+	__builtin_memcpy(o->daddr, ALIGNED4(ep->addr), 16);
 	v = next_hop(ctx, cfg, p, o, dir);
 	if (v)
 		return v;
 	if (p->udp_csum)
-		csum = udp_csum_update(w, pp, p->family, 1);
+		csum = udp_csum_update(p, o, p->family, 1);
 
 	/* From here on the packet changes; a failing helper can only leave it half-written,
 	 * so such a packet is aborted rather than passed. */
@@ -750,18 +808,20 @@ static __noinline int forward_to_endpoint(struct xdp_md *ctx, const struct rtce_
 	if (pp_len == RTCE_PP2_LEN_V6) {
 		if (data + pp_off + RTCE_PP2_LEN_V6 > data_end)
 			return VERDICT(XDP_ABORTED, RTCE_XDP_ABORTED, dir);
-		__builtin_memcpy(data + pp_off, pp, RTCE_PP2_LEN_V6);
+		pp2_store(data + pp_off, p, RTCE_FAMILY_V6);
 	} else {
 		if (data + pp_off + RTCE_PP2_LEN_V4 > data_end)
 			return VERDICT(XDP_ABORTED, RTCE_XDP_ABORTED, dir);
-		__builtin_memcpy(data + pp_off, pp, RTCE_PP2_LEN_V4);
+		pp2_store(data + pp_off, p, RTCE_FAMILY_V4);
 	}
 	return emit(o, reason, dir);
 }
 
 /* Spends one token of this CPU's new-flow budget; 0 when the budget is spent. Bounds the
- * rate at which a flood of valid (replayed) hints can churn the LRU flow table. */
-static __always_inline int take_new_flow_token(const struct rtce_xdp_config *cfg)
+ * rate at which a flood of valid (replayed) hints can churn the LRU flow table. *now_ns
+ * gets the time it read, which the caller reuses as the flow's creation time (one clock
+ * read per new flow instead of two). */
+static __always_inline int take_new_flow_token(const struct rtce_xdp_config *cfg, __u64 *now_ns)
 {
 	__u32 zero = 0;
 	struct rtce_xdp_budget *b = bpf_map_lookup_elem(&flow_budget, &zero);
@@ -774,6 +834,7 @@ static __always_inline int take_new_flow_token(const struct rtce_xdp_config *cfg
 	if (!b)
 		return 0;
 	now = bpf_ktime_get_ns();
+	*now_ns = now;
 	if (now - b->window_start_ns >= window) {
 		b->window_start_ns = now;
 		b->used = 0;
@@ -783,6 +844,9 @@ static __always_inline int take_new_flow_token(const struct rtce_xdp_config *cfg
 	b->used++;
 	return 1;
 }
+
+/* Backlog of unread events above which a submit wakes the reader (see emit_event). */
+#define EVENTS_WAKEUP_BYTES (RTCE_XDP_EVENTS_BYTES / 2)
 
 static __always_inline void emit_event(const struct rtce_flow_key *key,
 				       const struct rtce_xdp_flow *flow, __u32 dir, __u64 bytes)
@@ -800,7 +864,14 @@ static __always_inline void emit_event(const struct rtce_flow_key *key,
 	ev->pad = 0;
 	ev->pad2 = 0;
 	ev->timestamp_ns = flow->created_ns;
-	bpf_ringbuf_submit(ev, 0);
+	/* No wakeup per event: waking the reader is an irq_work self-IPI (a VM exit on a
+	 * virtualised host) costing several times the rest of a new flow. The loader reads
+	 * the ring on a short timed poll (XdpDataPath::poll_events) instead; it is only woken
+	 * once half the ring is waiting, so a burst of new flows cannot overrun it between
+	 * polls. */
+	bpf_ringbuf_submit(ev, bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= EVENTS_WAKEUP_BYTES
+				       ? BPF_RB_FORCE_WAKEUP
+				       : BPF_RB_NO_WAKEUP);
 }
 
 /* The shared STUN walk (wire/rtce_stun.h) in a function of its own: few live registers
@@ -828,6 +899,7 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 	enum rtce_stun_result sr;
 	enum rtce_hint_result hr;
 	__u16 endpoint_id;
+	__u64 now = 0;
 	long rc;
 
 	len = p->udp_len - sizeof(struct udphdr);
@@ -880,12 +952,12 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 	ep = bpf_map_lookup_elem(&endpoints, &endpoint_id);
 	if (!ep)
 		return VERDICT(XDP_PASS, RTCE_XDP_UNKNOWN_ENDPOINT, dir);
-	if (!take_new_flow_token(cfg))
+	if (!take_new_flow_token(cfg, &now))
 		return VERDICT(XDP_PASS, RTCE_XDP_NEW_FLOW_BUDGET, dir);
 
 	__builtin_memcpy(&flow.endpoint, ep, sizeof(*ep));
 	flow.endpoint_id = endpoint_id;
-	flow.created_ns = bpf_ktime_get_ns();
+	flow.created_ns = now;
 	rc = bpf_map_update_elem(&flows, key, &flow, BPF_NOEXIST);
 	if (rc == -17 /* EEXIST: another CPU won the race; follow its flow */) {
 		existing = bpf_map_lookup_elem(&flows, key);
@@ -903,8 +975,8 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 
 static __always_inline void flow_key_of(const struct pkt *p, struct rtce_flow_key *key)
 {
-	__builtin_memcpy(key->client_addr, p->saddr, 16);
-	__builtin_memcpy(key->vip_addr, p->daddr, 16);
+	__builtin_memcpy(ALIGNED4(key->client_addr), p->saddr, 16); /* key is STACK_KEY */
+	__builtin_memcpy(ALIGNED4(key->vip_addr), p->daddr, 16);
 	key->client_port_be = p->sport;
 	key->vip_port_be = p->dport;
 	key->family = p->family;
@@ -914,7 +986,7 @@ static __always_inline int from_client(struct xdp_md *ctx, const struct rtce_xdp
 				       struct work *w)
 {
 	const struct pkt *p = &w->p;
-	struct rtce_flow_key key = {};
+	struct rtce_flow_key key STACK_KEY = {};
 	struct rtce_xdp_flow *flow;
 	int v;
 
@@ -939,8 +1011,8 @@ static __noinline int from_endpoint(struct xdp_md *ctx, const struct rtce_xdp_co
 	const struct pkt *p = &w->p;
 	struct out_hdrs *o = &w->o;
 	__u8 *hdr = w->ret_hdr;
-	struct rtce_pp2_flow pp = {};
-	struct rtce_flow_key key = {};
+	struct rtce_pp2_flow pp STACK_KEY = {};
+	struct rtce_flow_key key STACK_KEY = {};
 	struct rtce_xdp_flow *flow;
 	__u32 len, copy, payload_off = 0;
 	__u16 csum = 0;
@@ -990,7 +1062,7 @@ static __noinline int from_endpoint(struct xdp_md *ctx, const struct rtce_xdp_co
 	if (v)
 		return v;
 	if (p->udp_csum)
-		csum = udp_csum_update(w, hdr, pp.family, 0);
+		csum = udp_csum_update(p, o, pp.family, 0);
 
 	if (trim_trailer(ctx, p))
 		return VERDICT(XDP_ABORTED, RTCE_XDP_ABORTED, dir);

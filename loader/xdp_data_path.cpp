@@ -263,8 +263,17 @@ int XdpDataPath::on_event(void* ctx, void* data, size_t size) {
 }
 
 int XdpDataPath::poll_events(int timeout_ms) {
-  int n = ring_buffer__poll(ring_.get(), timeout_ms);
-  return n < 0 ? 0 : n;
+  // The program submits events without waking us (BPF_RB_NO_WAKEUP: a wakeup per new
+  // flow cost several microseconds in the program) unless half the ring is waiting, so
+  // epoll usually does not fire: the poll is a timer, and the ring is read after it. The
+  // wait is capped so an event waits at most kEventPollSliceMs before it is mirrored into
+  // userspace; the caller loops, so returning early is harmless.
+  constexpr int kEventPollSliceMs = 10;
+  const int wait = timeout_ms < 0 ? kEventPollSliceMs : std::min(timeout_ms, kEventPollSliceMs);
+  int n = ring_buffer__poll(ring_.get(), wait);
+  const int more = ring_buffer__consume(ring_.get());
+  if (n < 0) n = 0;
+  return more > 0 ? n + more : n;
 }
 
 XdpCounters XdpDataPath::read_counters() const {

@@ -3,123 +3,53 @@
 
 #include <prometheus/text_serializer.h>
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <deque>
 #include <stdexcept>
+
+#include "http_server.h"
 
 namespace rtce {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
-
-namespace {
-
-class Session : public std::enable_shared_from_this<Session> {
- public:
-  Session(tcp::socket socket, const std::map<std::string, AdminServer::Handler>& routes)
-      : stream_(std::move(socket)), routes_(routes) {}
-
-  void run() { read(); }
-
- private:
-  void read() {
-    request_ = {};
-    parser_.emplace();
-    parser_->body_limit(4096);
-    stream_.expires_after(std::chrono::seconds(10));
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
-  }
-
-  void on_read(beast::error_code ec) {
-    if (ec) return;  // closed, timed out or malformed: just drop the connection
-    request_ = parser_->release();
-    HttpReply reply;
-    std::string target(request_.target());
-    if (auto q = target.find('?'); q != std::string::npos) target.resize(q);
-    auto it = routes_.find(target);
-    if (request_.method() != http::verb::get && request_.method() != http::verb::head) {
-      reply = {405, "text/plain; charset=utf-8", "method not allowed\n"};
-    } else if (it == routes_.end()) {
-      reply = {404, "text/plain; charset=utf-8", "not found\n"};
-    } else {
-      try {
-        reply = it->second();
-      } catch (const std::exception& e) {
-        reply = {500, "text/plain; charset=utf-8", std::string("error: ") + e.what() + "\n"};
-      }
-    }
-    response_ = {};
-    response_.result(reply.status);
-    response_.version(request_.version());
-    response_.set(http::field::content_type, reply.content_type);
-    response_.set(http::field::server, "rtcedge");
-    response_.keep_alive(request_.keep_alive());
-    if (request_.method() != http::verb::head) response_.body() = std::move(reply.body);
-    response_.prepare_payload();
-    http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code ec2, size_t) {
-      if (!ec2 && self->response_.keep_alive()) self->read();
-    });
-  }
-
-  beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  http::request<http::string_body> request_;
-  http::response<http::string_body> response_;
-  const std::map<std::string, AdminServer::Handler>& routes_;
-};
-
-}  // namespace
-
 struct AdminServer::Impl {
-  explicit Impl(const SocketAddress& l) : listen(l), acceptor(io) {}
-  void accept() {
-    acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
-      if (ec == asio::error::operation_aborted) return;
-      if (!ec) std::make_shared<Session>(std::move(socket), routes)->run();
-      accept();
-    });
+  explicit Impl(const SocketAddress& listen)
+      : server(listen, HttpServer::Limits{4096, 8192, 10},
+               [this](const HttpRequest& request, HttpServer::Responder respond) { dispatch(request, respond); }) {}
+
+  void dispatch(const HttpRequest& request, const HttpServer::Responder& respond) {
+    if (request.method != "GET" && request.method != "HEAD") return respond(HttpResponse::text(405, "method not allowed"));
+    auto it = routes.find(request.path);
+    if (it == routes.end()) return respond(HttpResponse::text(404, "not found"));
+    HttpReply reply;
+    try {
+      reply = it->second();
+    } catch (const std::exception& e) {
+      reply = {500, "text/plain; charset=utf-8", std::string("error: ") + e.what() + "\n"};
+    }
+    respond(HttpResponse{reply.status, reply.content_type, std::move(reply.body), {}});
   }
-  SocketAddress listen;
-  asio::io_context io;
-  tcp::acceptor acceptor;
-  std::map<std::string, Handler> routes;
-  std::thread thread;
+
+  std::map<std::string, Handler> routes;  // filled before start(), read only on the server thread
+  HttpServer server;
 };
 
 AdminServer::AdminServer(const SocketAddress& listen) : impl_(std::make_unique<Impl>(listen)) {}
 
 AdminServer::~AdminServer() { stop(); }
 
-void AdminServer::route(const std::string& path, Handler handler) {
-  impl_->routes[path] = std::move(handler);
-}
+void AdminServer::route(const std::string& path, Handler handler) { impl_->routes[path] = std::move(handler); }
 
 void AdminServer::start() {
-  const auto address = asio::ip::make_address(impl_->listen.ip_string());
-  tcp::endpoint endpoint(address, impl_->listen.port());
-  beast::error_code ec;
-  impl_->acceptor.open(endpoint.protocol(), ec);
-  if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) impl_->acceptor.bind(endpoint, ec);
-  if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) throw std::runtime_error("admin server on " + impl_->listen.to_string() + ": " + ec.message());
-  impl_->accept();
-  impl_->thread = std::thread([this] { impl_->io.run(); });
+  try {
+    impl_->server.start();
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("admin server: ") + e.what());
+  }
 }
 
 void AdminServer::stop() {
-  if (!impl_ || !impl_->thread.joinable()) return;
-  impl_->io.stop();
-  impl_->thread.join();
+  if (impl_) impl_->server.stop();
 }
 
-uint16_t AdminServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+uint16_t AdminServer::port() const { return impl_->server.port(); }
 
 prometheus::MetricFamily& MetricsText::family(const std::string& name, const std::string& help,
                                               prometheus::MetricType type) {

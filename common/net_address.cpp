@@ -167,3 +167,60 @@ bool operator==(const SocketAddress& a, const SocketAddress& b) {
 }
 
 }  // namespace rtce
+
+namespace rtce {
+
+std::optional<IpPrefix> IpPrefix::parse(std::string_view text) {
+  std::string ip(text);
+  unsigned bits = 0;
+  bool has_bits = false;
+  if (auto slash = text.find('/'); slash != std::string_view::npos) {
+    ip = std::string(text.substr(0, slash));
+    auto digits = text.substr(slash + 1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), bits);
+    if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty()) return std::nullopt;
+    has_bits = true;
+  }
+  IpPrefix p;
+  if (inet_pton(AF_INET, ip.c_str(), p.bytes_) == 1) {
+    p.family_ = AF_INET;
+    p.bits_ = has_bits ? bits : 32;
+    if (p.bits_ > 32) return std::nullopt;
+  } else if (inet_pton(AF_INET6, ip.c_str(), p.bytes_) == 1) {
+    p.family_ = AF_INET6;
+    p.bits_ = has_bits ? bits : 128;
+    if (p.bits_ > 128) return std::nullopt;
+  } else {
+    return std::nullopt;
+  }
+  return p;
+}
+
+IpPrefix IpPrefix::parse_or_throw(std::string_view text, std::string_view what) {
+  auto p = parse(text);
+  if (!p)
+    throw ConfigError(std::string(what) + ": '" + std::string(text) +
+                      "' is not an address range (e.g. 198.18.0.0/15, fd00::/8, 127.0.0.1)");
+  return *p;
+}
+
+bool IpPrefix::contains(const SocketAddress& address) const {
+  const SocketAddress plain = address.unmapped();
+  if (plain.family() != family_) return false;
+  uint8_t bytes[16];
+  plain.to_bytes(bytes);
+  unsigned full = bits_ / 8;
+  if (std::memcmp(bytes, bytes_, full) != 0) return false;
+  unsigned rest = bits_ % 8;
+  if (rest == 0) return true;
+  const uint8_t mask = static_cast<uint8_t>(0xff << (8 - rest));
+  return (bytes[full] & mask) == (bytes_[full] & mask);
+}
+
+std::string IpPrefix::to_string() const {
+  char buf[INET6_ADDRSTRLEN];
+  inet_ntop(family_, bytes_, buf, sizeof buf);
+  return std::string(buf) + "/" + std::to_string(bits_);
+}
+
+}  // namespace rtce

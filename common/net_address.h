@@ -48,3 +48,23 @@ class SocketAddress {
 };
 
 }  // namespace rtce
+
+namespace rtce {
+
+// An address range ("198.18.0.0/15", "::1/128", a bare address = one host), for the
+// transceiver's list of relays it accepts framed datagrams from.
+class IpPrefix {
+ public:
+  static std::optional<IpPrefix> parse(std::string_view text);
+  static IpPrefix parse_or_throw(std::string_view text, std::string_view what);
+  // IPv4-mapped IPv6 addresses match IPv4 prefixes.
+  bool contains(const SocketAddress& address) const;
+  std::string to_string() const;
+
+ private:
+  int family_ = AF_INET;
+  uint8_t bytes_[16]{};
+  unsigned bits_ = 0;
+};
+
+}  // namespace rtce

@@ -15,6 +15,9 @@ packages=(
   libbpf-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   prometheus-cpp-dev libboost-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # running and testing the data path
+  libnice-dev libsrtp2-dev libopus-dev libusrsctp-dev libhiredis-dev
+  # running and testing the data path, the transceiver's peers (Redis, aiortc, Chromium)
+  redis-server redis-tools python3-aiortc python3-websockets python3-numpy chromium
   iproute2 ethtool nftables nginx-light libnginx-mod-stream python3 curl procps
 )
 apt-get update -qq

@@ -1,0 +1,269 @@
+#!/usr/bin/python3
+"""run_browser_e2e.py — start a transceiver stack on loopback, run the end-to-end clients, tear down.
+
+CTest entry point for the browser test (browser_e2e.mjs, headless Chromium through the demo
+page) and the aiortc interop client (../interop/aiortc_client.py):
+
+  run_browser_e2e.py --transceiver-bin build/bin/rtcedge-transceiver --relay-bin build/bin/rtcedge-relay --mode direct
+  run_browser_e2e.py --mock --mode direct --client both       # against mock_transceiver.py (aiortc)
+
+Exit codes: 0 pass, 1 fail, 77 skipped (chromium, node, playwright-core or aiortc missing;
+the reason is printed). Everything this script starts is stopped on every exit path.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+BROWSER_E2E = os.path.join(HERE, "browser_e2e.mjs")
+MOCK = os.path.join(HERE, "mock_transceiver.py")
+AIORTC_CLIENT = os.path.join(REPO_ROOT, "tests", "transceiver", "interop", "aiortc_client.py")
+PLAYWRIGHT_CORE = os.path.join(REPO_ROOT, "tests", "golden", "tools", "node_modules", "playwright-core")
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-aiortc lives
+SKIP = 77
+
+
+def log(msg):
+    print(f"[run_browser_e2e] {msg}", file=sys.stderr, flush=True)
+
+
+def free_port(kind=socket.SOCK_STREAM):
+    """A currently free loopback port. Racy by nature; fine for a single test on loopback."""
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stack:
+    """The processes of one test stack, stopped in reverse start order."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        self.procs = []  # (name, Popen, log path)
+        self.url = None
+        self.expect_path = None
+
+    def spawn(self, name, argv):
+        log_path = os.path.join(self.workdir, f"{name}.log")
+        log(f"start {name}: {' '.join(argv)}")
+        out = open(log_path, "wb")
+        try:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        finally:
+            out.close()
+        self.procs.append((name, proc, log_path))
+        return proc
+
+    def check_alive(self):
+        for name, proc, log_path in self.procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited early with status {proc.returncode}; log {log_path}:\n"
+                                   + tail(log_path))
+
+    def stop(self):
+        for name, proc, _ in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for name, proc, _ in reversed(self.procs):
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                log(f"{name} ignored SIGTERM; killing pid {proc.pid}")
+                proc.kill()
+                proc.wait(timeout=5)
+        self.procs = []
+
+    def dump_logs(self):
+        for name, _, log_path in self.procs:
+            sys.stderr.write(f"----- {name} log (tail) -----\n{tail(log_path)}\n")
+
+
+def tail(path, lines=40):
+    try:
+        with open(path, "rb") as f:
+            return b"\n".join(f.read().splitlines()[-lines:]).decode("utf-8", "replace")
+    except OSError:
+        return "(no log)"
+
+
+def wait_http_ready(stack, url, deadline_s=15.0):
+    until = time.monotonic() + deadline_s
+    last = None
+    while time.monotonic() < until:
+        stack.check_alive()
+        try:
+            with urllib.request.urlopen(url, timeout=1.0) as res:
+                if res.status == 200:
+                    return
+        except (urllib.error.URLError, OSError) as e:
+            last = e
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} not ready after {deadline_s} s (last error: {last})")
+
+
+# =============================================================================================
+# start_stack(mode): LEAD — the only place that knows the binaries' flags. They follow
+# transceiver/service/transceiver_config.cpp as of this writing (ConfigLayers: key a.b_c ->
+# flag --a-b-c); re-check them when the config changes. Contract: return a Stack whose .url
+# serves GET /, /v1/sessions and /metrics, and whose .expect_path is the session JSON "path".
+# =============================================================================================
+def start_stack(mode, args, workdir):
+    stack = Stack(workdir)
+    http_port = free_port()
+    stack.url = f"http://127.0.0.1:{http_port}"
+    stack.expect_path = mode
+    try:
+        if args.mock:
+            if mode != "direct":
+                raise RuntimeError("the mock transceiver has no relay path; use --mode direct with --mock")
+            stack.spawn("mock-transceiver", [SYSTEM_PYTHON, MOCK, "--http-listen", f"127.0.0.1:{http_port}",
+                                             "--path", "direct", "--verbose"])
+        else:
+            hint_keys = os.path.join(workdir, "hint-keys.yaml")
+            with open(hint_keys, "wb") as f:
+                subprocess.run([args.relay_bin, "hint", "keygen"], stdout=f, check=True, timeout=10)
+            # One worker on a known port, so the relay's endpoint 1 can point at it.
+            media_port = free_port(socket.SOCK_DGRAM)
+            transceiver = [args.transceiver_bin,
+                           "--http-listen", f"127.0.0.1:{http_port}",
+                           "--workers", "1",
+                           "--media-listen", "127.0.0.1",
+                           "--media-base-port", str(media_port),
+                           "--hint-key-file", hint_keys,
+                           "--hint-cluster-id", "0",
+                           "--hint-endpoint-base-id", "1",
+                           "--backend-echo-mode", "loopback"]
+            if mode == "relay":
+                vip_port = free_port(socket.SOCK_DGRAM)
+                admin_port = free_port()
+                stack.spawn("relay", [args.relay_bin, "--hint-key-file", hint_keys,
+                                      "--listen", f"127.0.0.1:{vip_port}",
+                                      "--endpoints", f"1=127.0.0.1:{media_port}",
+                                      "--admin-listen", f"127.0.0.1:{admin_port}", "--workers", "1"])
+                wait_http_ready(stack, f"http://127.0.0.1:{admin_port}/metrics")
+                # relay.vips set = relay mode: the VIP is the only candidate in the answer.
+                transceiver += ["--relay-vips", f"127.0.0.1:{vip_port}", "--relay-sources", "127.0.0.0/8,::1/128"]
+            stack.spawn("transceiver", transceiver)
+        wait_http_ready(stack, f"{stack.url}/metrics")
+    except BaseException:
+        stack.dump_logs()
+        stack.stop()
+        raise
+    return stack
+
+
+def prerequisites(args):
+    """None when everything needed is installed, else the reason to skip."""
+    need_browser = args.client in ("browser", "both")
+    need_aiortc = args.client in ("aiortc", "both") or args.mock
+    if need_browser:
+        if not (os.path.isfile(args.chromium) and os.access(args.chromium, os.X_OK)):
+            return f"chromium not found at {args.chromium}"
+        if not shutil.which(args.node):
+            return f"node not found ({args.node})"
+        if not os.path.isdir(PLAYWRIGHT_CORE) and not os.environ.get("PLAYWRIGHT_CORE"):
+            return f"playwright-core not installed ({PLAYWRIGHT_CORE}; run npm ci in tests/golden/tools)"
+    if need_aiortc:
+        probe = subprocess.run([SYSTEM_PYTHON, "-c", "import aiortc, numpy"], capture_output=True, timeout=30)
+        if probe.returncode != 0:
+            return "python3-aiortc / python3-numpy not installed for /usr/bin/python3"
+    if not args.mock:
+        for flag, path in (("--transceiver-bin", args.transceiver_bin), ("--relay-bin", args.relay_bin)):
+            if not path:
+                raise SystemExit(f"error: {flag} is required unless --mock")
+            if not os.access(path, os.X_OK):
+                raise SystemExit(f"error: {flag} {path} is not an executable")
+    return None
+
+
+def run_client(name, argv, timeout_s):
+    log(f"run {name}: {' '.join(argv)}")
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=sys.stderr, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        log(f"{name} did not finish within {timeout_s} s")
+        return False, None
+    out = proc.stdout.decode("utf-8", "replace")
+    try:
+        summary = json.loads(out)
+    except ValueError:
+        summary = {"raw_stdout": out[-2000:]}
+    return proc.returncode == 0, summary
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--transceiver-bin")
+    ap.add_argument("--relay-bin")
+    ap.add_argument("--mode", choices=["direct", "relay"], default="direct")
+    ap.add_argument("--mock", action="store_true", help="use mock_transceiver.py (aiortc) instead of the binaries")
+    ap.add_argument("--client", choices=["browser", "aiortc", "both"], default="browser")
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--node", default="node")
+    ap.add_argument("--timeout-s", type=float, default=90)
+    ap.add_argument("--screenshot", help="PNG of the demo page while connected")
+    ap.add_argument("--keep-workdir", action="store_true", help="keep logs and tone.wav for inspection")
+    args = ap.parse_args()
+
+    reason = prerequisites(args)
+    if reason:
+        print(f"SKIP: {reason}", flush=True)
+        return SKIP
+
+    workdir = tempfile.mkdtemp(prefix="rtcedge-e2e-")
+    stack = None
+    results = {"mode": args.mode, "mock": args.mock, "clients": {}}
+    ok = True
+    try:
+        tone_wav = os.path.join(workdir, "tone.wav")
+        subprocess.run([sys.executable, os.path.join(HERE, "generate_tone.py"), tone_wav], check=True,
+                       stdout=subprocess.DEVNULL, timeout=60)
+        stack = start_stack(args.mode, args, workdir)
+        log(f"stack up at {stack.url}")
+        if args.client in ("browser", "both"):
+            argv = [args.node, BROWSER_E2E, "--url", stack.url, "--expect-path", stack.expect_path,
+                    "--timeout-s", str(int(args.timeout_s)), "--tone-wav", tone_wav, "--chromium", args.chromium]
+            if args.screenshot:
+                argv += ["--screenshot", os.path.abspath(args.screenshot)]
+            passed, summary = run_client("browser_e2e", argv, args.timeout_s + 45)
+            results["clients"]["browser"] = {"passed": passed, "summary": summary}
+            ok = ok and passed
+        if args.client in ("aiortc", "both"):
+            stack.check_alive()
+            argv = [SYSTEM_PYTHON, AIORTC_CLIENT, "--url", stack.url, "--seconds", "4", "--tone-hz", "440",
+                    "--expect-echo"]
+            passed, summary = run_client("aiortc_client", argv, 90)
+            results["clients"]["aiortc"] = {"passed": passed, "summary": summary}
+            ok = ok and passed
+        stack.check_alive()
+    except Exception as e:
+        results["error"] = f"{type(e).__name__}: {e}"
+        ok = False
+    finally:
+        if stack is not None:
+            if not ok:
+                stack.dump_logs()
+            stack.stop()
+        if args.keep_workdir:
+            log(f"workdir kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    results["passed"] = ok
+    print(json.dumps(results, indent=2))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

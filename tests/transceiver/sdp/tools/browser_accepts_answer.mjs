@@ -1,0 +1,145 @@
+#!/usr/bin/env node
+// Check that headless Chromium accepts the answers rtce_sdp_answer_tool builds for Chromium's own
+// offers: setRemoteDescription(answer) must succeed, the audio transceiver must end up with the
+// mirrored direction and every other m-section must be rejected.
+//
+// Usage:
+//   node browser_accepts_answer.mjs --tool build/bin/rtce_sdp_answer_tool [--chromium /usr/bin/chromium]
+//
+// Prints one JSON line per scenario and exits 0 only when every scenario passed. No media flows:
+// the answer's only candidate is 127.0.0.1:9 (discard), so at most a few STUN checks hit loopback.
+// playwright-core is reused from tests/golden/tools/node_modules (run `npm ci` there once).
+
+import { createRequire } from 'node:module';
+import { execFileSync } from 'node:child_process';
+import http from 'node:http';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const { chromium } = createRequire(path.resolve(here, '../../../golden/tools/package.json'))('playwright-core');
+
+const opts = { chromium: '/usr/bin/chromium' };
+{
+  const argv = process.argv.slice(2);
+  for (let i = 0; i < argv.length; i++) {
+    const val = () => argv[++i];
+    switch (argv[i]) {
+      case '--tool': opts.tool = path.resolve(val()); break;
+      case '--chromium': opts.chromium = val(); break;
+      default: opts.bad = argv[i];
+    }
+  }
+  if (!opts.tool || opts.bad || !fs.existsSync(opts.tool)) {
+    console.error('usage: node browser_accepts_answer.mjs --tool PATH/rtce_sdp_answer_tool [--chromium PATH]');
+    process.exit(2);
+  }
+}
+
+// Each scenario: what the page offers, the tool's flags, what the browser must conclude.
+const SCENARIOS = [
+  { name: 'audio sendrecv, server active', media: { audio: 'sendrecv' }, flags: ['--setup', 'active'],
+    expect: { audio: 'sendrecv' } },
+  { name: 'audio sendrecv, server passive', media: { audio: 'sendrecv' }, flags: ['--setup', 'passive'],
+    expect: { audio: 'sendrecv' } },
+  { name: 'audio sendonly -> recvonly', media: { audio: 'sendonly' }, flags: [], expect: { audio: 'sendonly' } },
+  { name: 'audio recvonly -> sendonly', media: { audio: 'recvonly' }, flags: [], expect: { audio: 'recvonly' } },
+  { name: 'audio + video + data channel, video and data rejected',
+    media: { audio: 'sendrecv', video: 'recvonly', data: true }, flags: ['--audio-level'],
+    expect: { audio: 'sendrecv', video: 'rejected' } },
+];
+
+const ARGS = [
+  '--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
+];
+
+async function main() {
+  const srv = http.createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+    res.end('<!doctype html><title>rtcedge answer check</title>');
+  });
+  await new Promise((res, rej) => { srv.once('error', rej); srv.listen(0, '127.0.0.1', res); });
+  const origin = `http://127.0.0.1:${srv.address().port}`;
+  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtcedge-answer-'));
+  let context;
+  let failures = 0;
+  try {
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: opts.chromium, headless: false, args: ARGS, timeout: 30000,
+    });
+    const page = context.pages()[0] || await context.newPage();
+    await page.goto(`${origin}/`, { timeout: 15000 });
+    for (const scenario of SCENARIOS) {
+      const offer = await page.evaluate(async (media) => {
+        const pc = new RTCPeerConnection({ bundlePolicy: 'max-bundle', rtcpMuxPolicy: 'require' });
+        window.__pc = pc;
+        if (media.audio === 'recvonly') {
+          pc.addTransceiver('audio', { direction: 'recvonly' });
+        } else {
+          const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+          pc.addTransceiver(stream.getAudioTracks()[0], { direction: media.audio, streams: [stream] });
+        }
+        if (media.video) pc.addTransceiver('video', { direction: media.video });
+        if (media.data) window.__dc = pc.createDataChannel('events');
+        const o = await pc.createOffer();
+        await pc.setLocalDescription(o);
+        return o.sdp;
+      }, scenario.media);
+      let answer;
+      const result = { scenario: scenario.name };
+      try {
+        answer = execFileSync(opts.tool, [...scenario.flags, '--candidate', '127.0.0.1:9'],
+          { input: offer, encoding: 'utf8' });
+      } catch (e) {
+        result.ok = false;
+        result.error = `tool refused the offer: ${e.stderr || e.message}`;
+      }
+      if (answer !== undefined) {
+        const seen = await page.evaluate(async (sdp) => {
+          const pc = window.__pc;
+          const remoteStreams = [];
+          pc.ontrack = (e) => remoteStreams.push(...e.streams.map((st) => st.id));
+          try {
+            await pc.setRemoteDescription({ type: 'answer', sdp });
+          } catch (e) {
+            return { accepted: false, error: `${e.name}: ${e.message}` };
+          }
+          const out = { accepted: true, signalingState: pc.signalingState, transceivers: {} };
+          for (const t of pc.getTransceivers()) {
+            out.transceivers[t.receiver.track.kind] = t.currentDirection ?? (t.stopped ? 'stopped' : null);
+          }
+          out.remoteStreams = remoteStreams;
+          out.sctp = pc.sctp ? pc.sctp.state ?? 'present' : null;
+          pc.close();
+          return out;
+        }, answer);
+        Object.assign(result, seen);
+        // A rejected m-section stops its transceiver, which the spec then drops from getTransceivers().
+        const matches = (kind, dir) => dir === 'rejected'
+          ? seen.transceivers[kind] === undefined || seen.transceivers[kind] === 'stopped'
+          : seen.transceivers[kind] === dir;
+        result.ok = seen.accepted && seen.signalingState === 'stable' &&
+          Object.entries(scenario.expect).every(([kind, dir]) => matches(kind, dir)) &&
+          (!scenario.media.data || seen.sctp === null) &&
+          // The answer's a=msid names the stream whenever the server sends.
+          (seen.transceivers.audio === 'sendonly' || seen.remoteStreams.includes('rtcedge'));
+        if (!result.ok) result.answer = answer;
+      }
+      if (!result.ok) failures++;
+      console.log(JSON.stringify(result));
+    }
+  } finally {
+    if (context) await Promise.race([context.close().catch(() => {}), new Promise((r) => setTimeout(r, 5000))]);
+    srv.closeAllConnections?.();
+    srv.close();
+    fs.rmSync(userDataDir, { recursive: true, force: true });
+  }
+  console.log(`${SCENARIOS.length - failures} passed, ${failures} failed`);
+  process.exit(failures === 0 ? 0 : 1);
+}
+
+main().catch((e) => { console.error(`error: ${e.message}`); process.exit(1); });

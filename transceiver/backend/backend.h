@@ -1,0 +1,97 @@
+// backend.h — the bridge between one WebRTC session and its AI backend: the listener the
+// session implements, the connection it drives, and the two factories (WebSocket, echo).
+// Everything runs on the session's worker io_context; nothing here blocks or locks.
+// The wire protocol is documented in docs/backend-protocol.md.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "clock.h"
+#include "relaxed_counter.h"
+
+namespace rtce {
+
+struct BackendSessionInfo {
+  std::string session_id;
+  int sample_rate = 16000;
+  std::string client_address;
+  std::string path;  // "direct" | "relay"
+  std::string user_agent;
+  std::map<std::string, std::string> metadata;
+  bool opus_passthrough = false;
+};
+
+// Implemented by the session. Called only from the worker thread, never from inside a
+// BackendConnection method, and never after close() returned or after on_backend_closed().
+class BackendListener {
+ public:
+  virtual ~BackendListener() = default;
+  virtual void on_backend_audio(std::span<const int16_t> pcm_20ms) = 0;  // one 20 ms frame at sample_rate
+  virtual void on_backend_opus(std::span<const uint8_t> /*opus_packet*/) {}  // passthrough mode
+  virtual void on_backend_clear() = 0;                                      // barge-in
+  virtual void on_backend_event(const nlohmann::json& event) = 0;           // any other text event
+  // The connection failed or ended; the reason starts with one of the stable prefixes of
+  // docs/backend-protocol.md ("connect_failed", "connect_timeout", "backend_closed", ...).
+  virtual void on_backend_closed(std::string_view reason) = 0;
+};
+
+// Shared by the connections of one worker; written only by the worker thread.
+struct BackendCounters {
+  RelaxedCounter frames_sent;
+  RelaxedCounter frames_received;
+  RelaxedCounter frames_dropped_outbound;
+  RelaxedCounter frames_dropped_inbound;
+  RelaxedCounter connect_failures;
+  RelaxedCounter protocol_errors;
+};
+
+class BackendConnection {
+ public:
+  virtual ~BackendConnection() = default;
+  // Never blocks: frames wait in a bounded queue; when it is full the oldest is dropped
+  // and counted. Frames sent while connecting are queued too (the same bound applies).
+  virtual void send_audio(std::span<const int16_t> pcm_20ms) = 0;
+  virtual void send_opus(std::span<const uint8_t> packet) = 0;
+  virtual void send_event(const nlohmann::json& event) = 0;  // bounded too
+  // Sends session.ended and closes in the background. The listener gets no more calls once
+  // close() returns. Destroying the connection without close() is the same as close("destroyed").
+  virtual void close(std::string_view reason) = 0;
+};
+
+struct WebSocketBackendConfig {
+  std::string url;  // ws://host[:port][/path][?query]; wss:// is not supported yet
+  std::vector<std::pair<std::string, std::string>> headers;  // e.g. {"Authorization", "Bearer ..."}
+  Nanos connect_timeout = 3'000'000'000;  // resolve + TCP connect + upgrade; also bounds the close
+  size_t max_queued_frames = 50;          // 1 s of 20 ms frames
+  size_t max_message_bytes = 64 * 1024;   // larger messages from the backend fail the connection
+  Nanos idle_timeout = 20'000'000'000;    // ping after half of it; close when the backend is silent; 0 = off
+};
+
+std::unique_ptr<BackendConnection> make_websocket_backend(boost::asio::io_context& io,
+                                                          const WebSocketBackendConfig& config,
+                                                          BackendSessionInfo info, BackendListener& listener,
+                                                          BackendCounters& counters);
+
+struct EchoBackendConfig {
+  enum class Mode { loopback, parrot } mode = Mode::loopback;
+  Nanos loopback_delay = 500'000'000;
+};
+
+// An in-process backend for demos and tests. loopback: every frame comes back once, after
+// loopback_delay. parrot: an energy VAD records an utterance (up to 10 s, ends after ~700 ms
+// of silence) and replays it once. Opus passthrough is always loopback.
+std::unique_ptr<BackendConnection> make_echo_backend(boost::asio::io_context& io, const EchoBackendConfig& config,
+                                                     BackendSessionInfo info, BackendListener& listener,
+                                                     BackendCounters& counters);
+
+}  // namespace rtce

@@ -1,0 +1,379 @@
+// websocket_backend.cpp — the WebSocket backend connection (Boost.Beast on the worker's
+// io_context): connect with a deadline, session.started, one outstanding write at a time
+// from a bounded ring that drops the oldest frame, a read loop that splits PCM into 20 ms
+// frames, and a bounded close. The connection object may die with operations pending: the
+// state lives in a shared Impl that pending handlers keep alive, and close() detaches the
+// listener and counters so no late handler can reach them.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <bit>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <chrono>
+#include <cstring>
+#include <deque>
+
+#include "backend.h"
+#include "backend_protocol.h"
+
+namespace rtce {
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+
+static_assert(std::endian::native == std::endian::little, "PCM frames go on the wire as host-order s16le");
+
+constexpr size_t kMaxQueuedEvents = 64;
+constexpr size_t kMaxOpusPacketBytes = 4000;  // RFC 6716: 120 ms of 1275-byte frames plus headers
+
+// The outbound audio queue: a fixed ring of byte buffers reused in place, so that queueing
+// a frame copies it without allocating once every slot has grown to frame size.
+class FrameRing {
+ public:
+  FrameRing(size_t capacity, size_t reserve_bytes) : slots_(std::max<size_t>(capacity, 1)) {
+    for (auto& slot : slots_) slot.reserve(reserve_bytes);
+  }
+
+  // Returns true when the oldest frame was dropped to make room.
+  bool push(std::span<const uint8_t> bytes) {
+    bool dropped = false;
+    if (size_ == slots_.size()) {
+      head_ = (head_ + 1) % slots_.size();
+      --size_;
+      dropped = true;
+    }
+    slots_[(head_ + size_) % slots_.size()].assign(bytes.begin(), bytes.end());
+    ++size_;
+    return dropped;
+  }
+
+  // Moves the oldest frame into `out` and gives the ring out's old buffer in exchange.
+  void pop_into(std::vector<uint8_t>& out) {
+    out.swap(slots_[head_]);
+    head_ = (head_ + 1) % slots_.size();
+    --size_;
+  }
+
+  bool empty() const { return size_ == 0; }
+  void clear() { head_ = size_ = 0; }
+
+ private:
+  std::vector<std::vector<uint8_t>> slots_;
+  size_t head_ = 0;
+  size_t size_ = 0;
+};
+
+std::chrono::nanoseconds to_duration(Nanos nanos) { return std::chrono::nanoseconds(nanos); }
+
+class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl> {
+ public:
+  WebSocketImpl(asio::io_context& io, const WebSocketBackendConfig& config, BackendSessionInfo info,
+                BackendListener& listener, BackendCounters& counters)
+      : config_(config),
+        info_(std::move(info)),
+        listener_(&listener),
+        counters_(&counters),
+        resolver_(io),
+        ws_(io),
+        timer_(io),
+        frame_bytes_(pcm_frame_bytes(info_.sample_rate)),
+        audio_(config.max_queued_frames, std::max<size_t>(frame_bytes_, 1500)),
+        inbound_pcm_(frame_bytes_ / 2) {
+    in_flight_.reserve(std::max<size_t>(frame_bytes_, 1500));
+  }
+
+  void start() {
+    url_ = parse_backend_url(config_.url, info_.session_id);
+    if (!url_.error.empty() || frame_bytes_ == 0) {
+      std::string reason = url_.error.empty() ? "invalid_session: sample rate " + std::to_string(info_.sample_rate)
+                                              : "invalid_url: " + url_.error;
+      // The listener must not be called from inside the factory.
+      asio::post(ws_.get_executor(), [self = shared_from_this(), reason] { self->fail(reason); });
+      return;
+    }
+    queue_event(session_started_event(info_));
+    timer_.expires_after(to_duration(config_.connect_timeout));
+    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec && self->state_ == State::connecting) self->fail("connect_timeout");
+    });
+    resolver_.async_resolve(url_.host, url_.port,
+                            [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type results) {
+                              self->on_resolve(ec, results);
+                            });
+  }
+
+  void send_audio(std::span<const int16_t> pcm) {
+    queue_binary({reinterpret_cast<const uint8_t*>(pcm.data()), pcm.size_bytes()});
+  }
+
+  void send_opus(std::span<const uint8_t> packet) { queue_binary(packet); }
+
+  void send_event(const nlohmann::json& event) {
+    if (state_ == State::connecting || state_ == State::open) queue_event(event);
+  }
+
+  void close(std::string_view reason) {
+    listener_ = nullptr;
+    counters_ = nullptr;
+    if (state_ == State::connecting) {
+      shut_down();
+    } else if (state_ == State::open) {
+      state_ = State::closing;
+      audio_.clear();
+      events_.push_back(session_ended_event(reason).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      // Bounds the whole goodbye, including a session.ended stuck behind a stalled backend.
+      timer_.expires_after(to_duration(config_.connect_timeout));
+      timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+        if (!ec) self->shut_down();
+      });
+      write_next();
+    }
+  }
+
+ private:
+  enum class State { connecting, open, closing, closed };
+
+  void queue_binary(std::span<const uint8_t> bytes) {
+    if (state_ == State::closing || state_ == State::closed) {
+      if (counters_) counters_->frames_dropped_outbound.add();
+      return;
+    }
+    if (bytes.empty() || bytes.size() > config_.max_message_bytes) {
+      counters_->frames_dropped_outbound.add();
+      return;
+    }
+    if (audio_.push(bytes)) counters_->frames_dropped_outbound.add();
+    write_next();
+  }
+
+  void queue_event(const nlohmann::json& event) {
+    // Dropping the newest keeps session.started, which is always first in line.
+    if (events_.size() >= kMaxQueuedEvents) {
+      counters_->frames_dropped_outbound.add();
+      return;
+    }
+    events_.push_back(event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    write_next();
+  }
+
+  void on_resolve(beast::error_code ec, const tcp::resolver::results_type& results) {
+    if (state_ != State::connecting) return;
+    if (ec) return fail("connect_failed: resolve " + url_.host + ": " + ec.message());
+    beast::get_lowest_layer(ws_).async_connect(
+        results, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) { self->on_connect(ec); });
+  }
+
+  void on_connect(beast::error_code ec) {
+    if (state_ != State::connecting) return;
+    if (ec) return fail("connect_failed: " + ec.message());
+    beast::get_lowest_layer(ws_).socket().set_option(tcp::no_delay(true), ec);
+    ws_.set_option(websocket::stream_base::decorator([headers = config_.headers](websocket::request_type& request) {
+      request.set(http::field::user_agent, "rtcedge-transceiver");
+      for (const auto& [name, value] : headers) request.set(name, value);
+    }));
+    std::string host = url_.host.find(':') == std::string::npos ? url_.host : "[" + url_.host + "]";
+    if (url_.port != "80") host += ":" + url_.port;
+    ws_.async_handshake(upgrade_response_, host, url_.target,
+                        [self = shared_from_this()](beast::error_code ec) { self->on_handshake(ec); });
+  }
+
+  void on_handshake(beast::error_code ec) {
+    if (state_ != State::connecting) return;
+    if (ec == websocket::error::upgrade_declined) {
+      return fail("connect_failed: upgrade declined (HTTP " + std::to_string(upgrade_response_.result_int()) + ")");
+    }
+    if (ec) return fail("connect_failed: " + ec.message());
+    timer_.cancel();
+    state_ = State::open;
+    // From here on the websocket's own timers apply: close handshake and idle pings.
+    beast::get_lowest_layer(ws_).expires_never();
+    websocket::stream_base::timeout timeouts{};
+    timeouts.handshake_timeout = to_duration(config_.connect_timeout);
+    timeouts.idle_timeout =
+        config_.idle_timeout > 0 ? to_duration(config_.idle_timeout) : websocket::stream_base::none();
+    timeouts.keep_alive_pings = config_.idle_timeout > 0;
+    ws_.set_option(timeouts);
+    ws_.read_message_max(config_.max_message_bytes);
+    spdlog::info("session {}: backend connected to {}:{}{}", info_.session_id, url_.host, url_.port, url_.target);
+    read_next();
+    write_next();
+  }
+
+  void write_next() {
+    if (writing_ || (state_ != State::open && state_ != State::closing)) return;
+    if (!events_.empty()) {
+      // Events overtake queued audio: control messages should not wait up to a second.
+      in_flight_text_ = std::move(events_.front());
+      events_.pop_front();
+      writing_ = true;
+      in_flight_is_audio_ = false;
+      ws_.text(true);
+      ws_.async_write(asio::buffer(in_flight_text_),
+                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
+    } else if (!audio_.empty()) {
+      audio_.pop_into(in_flight_);
+      writing_ = true;
+      in_flight_is_audio_ = true;
+      ws_.binary(true);
+      ws_.async_write(asio::buffer(in_flight_),
+                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
+    } else if (state_ == State::closing && !close_sent_) {
+      close_sent_ = true;
+      ws_.async_close(websocket::close_code::normal, [self = shared_from_this()](beast::error_code ec) {
+        if (ec) self->shut_down();  // success: the read loop sees error::closed and finishes
+      });
+    }
+  }
+
+  void on_write(beast::error_code ec) {
+    writing_ = false;
+    if (state_ == State::closed) return;
+    if (ec) {
+      if (state_ == State::closing) return shut_down();
+      return fail("backend_error: write: " + ec.message());
+    }
+    if (in_flight_is_audio_ && counters_) counters_->frames_sent.add();
+    write_next();
+  }
+
+  void read_next() {
+    ws_.async_read(read_buffer_, [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (state_ == State::closed) return;
+    if (ec) {
+      if (state_ == State::closing) return shut_down();
+      if (ec == websocket::error::closed) {
+        return fail("backend_closed: " + std::to_string(ws_.reason().code) + " " + std::string(ws_.reason().reason.data(), ws_.reason().reason.size()));
+      }
+      if (ec == beast::error::timeout) return fail("backend_timeout");
+      if (ec == websocket::error::message_too_big) {
+        counters_->protocol_errors.add();
+        return fail("protocol_error: message larger than " + std::to_string(config_.max_message_bytes) + " bytes");
+      }
+      return fail("backend_error: read: " + ec.message());
+    }
+    if (listener_) deliver();
+    read_buffer_.consume(read_buffer_.size());
+    read_next();
+  }
+
+  // Hands one message to the listener. Every callback may close or destroy the connection,
+  // so listener_ is checked again after each one.
+  void deliver() {
+    auto data = read_buffer_.cdata();
+    std::span<const uint8_t> bytes(static_cast<const uint8_t*>(data.data()), data.size());
+    if (ws_.got_text()) {
+      BackendText text = parse_backend_text({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+      switch (text.kind) {
+        case BackendTextKind::invalid: counters_->protocol_errors.add(); return;
+        case BackendTextKind::clear: listener_->on_backend_clear(); return;
+        case BackendTextKind::event: listener_->on_backend_event(text.event); return;
+        case BackendTextKind::session_end: {
+          // The socket stays up so that the session's close() still says session.ended.
+          auto* listener = std::exchange(listener_, nullptr);
+          listener->on_backend_closed("session_end: " + text.reason);
+          return;
+        }
+      }
+      return;
+    }
+    if (info_.opus_passthrough) {
+      if (bytes.size() > kMaxOpusPacketBytes) {
+        counters_->protocol_errors.add();
+        return;
+      }
+      counters_->frames_received.add();
+      listener_->on_backend_opus(bytes);
+      return;
+    }
+    size_t frames = pcm_frames_in_message(bytes.size(), frame_bytes_);
+    if (frames == 0) {
+      counters_->protocol_errors.add();
+      return;
+    }
+    for (size_t i = 0; i < frames && listener_; ++i) {
+      // A copy, not a cast: the read buffer promises no int16 alignment.
+      std::memcpy(inbound_pcm_.data(), bytes.data() + i * frame_bytes_, frame_bytes_);
+      counters_->frames_received.add();
+      listener_->on_backend_audio(inbound_pcm_);
+    }
+  }
+
+  void fail(const std::string& reason) {
+    if (state_ == State::closed || state_ == State::closing) return;
+    if (state_ == State::connecting && counters_) counters_->connect_failures.add();
+    spdlog::warn("session {}: backend {}: {}", info_.session_id, config_.url, reason);
+    shut_down();
+    counters_ = nullptr;
+    if (auto* listener = std::exchange(listener_, nullptr)) listener->on_backend_closed(reason);
+  }
+
+  void shut_down() {
+    state_ = State::closed;
+    timer_.cancel();
+    resolver_.cancel();
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws_).socket().close(ignored);
+    audio_.clear();
+    events_.clear();
+  }
+
+  const WebSocketBackendConfig config_;
+  const BackendSessionInfo info_;
+  BackendListener* listener_;  // null once closed or ended: nothing reaches the session after that
+  BackendCounters* counters_;  // null once closed: the worker may be tearing down
+  BackendUrl url_;
+  tcp::resolver resolver_;
+  websocket::stream<beast::tcp_stream> ws_;
+  asio::steady_timer timer_;  // the connect deadline, then the close deadline
+  http::response<http::string_body> upgrade_response_;
+  State state_ = State::connecting;
+  const size_t frame_bytes_;
+  FrameRing audio_;
+  std::deque<std::string> events_;
+  std::vector<uint8_t> in_flight_;
+  std::string in_flight_text_;
+  bool in_flight_is_audio_ = false;
+  bool writing_ = false;
+  bool close_sent_ = false;
+  beast::flat_buffer read_buffer_;
+  std::vector<int16_t> inbound_pcm_;
+};
+
+class WebSocketBackend final : public BackendConnection {
+ public:
+  explicit WebSocketBackend(std::shared_ptr<WebSocketImpl> impl) : impl_(std::move(impl)) {}
+  ~WebSocketBackend() override { impl_->close("destroyed"); }
+
+  void send_audio(std::span<const int16_t> pcm_20ms) override { impl_->send_audio(pcm_20ms); }
+  void send_opus(std::span<const uint8_t> packet) override { impl_->send_opus(packet); }
+  void send_event(const nlohmann::json& event) override { impl_->send_event(event); }
+  void close(std::string_view reason) override { impl_->close(reason); }
+
+ private:
+  std::shared_ptr<WebSocketImpl> impl_;
+};
+
+}  // namespace
+
+std::unique_ptr<BackendConnection> make_websocket_backend(asio::io_context& io, const WebSocketBackendConfig& config,
+                                                          BackendSessionInfo info, BackendListener& listener,
+                                                          BackendCounters& counters) {
+  auto impl = std::make_shared<WebSocketImpl>(io, config, std::move(info), listener, counters);
+  impl->start();
+  return std::make_unique<WebSocketBackend>(std::move(impl));
+}
+
+}  // namespace rtce

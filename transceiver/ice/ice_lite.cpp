@@ -1,0 +1,282 @@
+// ice_lite.cpp — see ice_lite.h. libnice does the STUN encoding and the HMAC/CRC work; this
+// file decides what an ICE-lite server answers (RFC 8445 section 7.3, RFC 5389 section 10.1.2)
+// and keeps the nomination/consent state.
+#include "ice_lite.h"
+
+#include <stun/stunagent.h>
+#include <stun/usages/ice.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "random.h"
+#include "rtce_stun.h"
+
+namespace rtce {
+namespace {
+
+// Comprehension-required attributes (< 0x8000) we understand in a request; anything else
+// in that range gets a 420. The optional ones (Chrome's GOOG-*, NOMINATION) are ignored.
+uint16_t kServerKnownAttributes[] = {STUN_ATTRIBUTE_USERNAME,        STUN_ATTRIBUTE_MESSAGE_INTEGRITY,
+                                     STUN_ATTRIBUTE_FINGERPRINT,     STUN_ATTRIBUTE_PRIORITY,
+                                     STUN_ATTRIBUTE_USE_CANDIDATE,   STUN_ATTRIBUTE_ICE_CONTROLLED,
+                                     STUN_ATTRIBUTE_ICE_CONTROLLING, 0};
+
+// A StunAgent is 12.8 KB, almost all of it the table of transactions the agent itself sent.
+// A lite agent sends no requests, so answering checks reads only the agent's configuration,
+// which is the same for every session: one agent per worker thread instead of one per session.
+struct ServerAgent {
+  StunAgent agent;
+  ServerAgent() {
+    stun_agent_init(&agent, kServerKnownAttributes, STUN_COMPATIBILITY_RFC5389,
+                    static_cast<StunAgentUsageFlags>(STUN_AGENT_USAGE_SHORT_TERM_CREDENTIALS |
+                                                     STUN_AGENT_USAGE_USE_FINGERPRINT));
+  }
+};
+
+StunAgent* server_agent() {
+  thread_local ServerAgent instance;
+  return &instance.agent;
+}
+
+struct ValidaterContext {
+  const IceLiteSession::Credentials* credentials;
+  bool wrong_username = false;
+};
+
+// libnice calls this for a request that carries USERNAME and MESSAGE-INTEGRITY; returning
+// the key makes it verify the HMAC. RFC 8445 section 7.3: the USERNAME must be exactly
+// "<our ufrag>:<their ufrag>", otherwise 401.
+bool check_username(StunAgent*, StunMessage*, uint8_t* username, uint16_t username_len, uint8_t** password,
+                    size_t* password_len, void* user_data) {
+  auto* ctx = static_cast<ValidaterContext*>(user_data);
+  const auto& creds = *ctx->credentials;
+  std::string_view got(reinterpret_cast<const char*>(username), username == nullptr ? 0 : username_len);
+  bool matches = got.size() == creds.local_ufrag.size() + 1 + creds.remote_ufrag.size() &&
+                 got.starts_with(creds.local_ufrag) && got[creds.local_ufrag.size()] == ':' &&
+                 got.ends_with(creds.remote_ufrag);
+  if (!matches) {
+    ctx->wrong_username = true;
+    return false;
+  }
+  // An empty key would make libnice skip the HMAC check altogether.
+  if (creds.local_pwd.empty()) return false;
+  // libnice only reads through this pointer.
+  *password = reinterpret_cast<uint8_t*>(const_cast<char*>(creds.local_pwd.data()));
+  *password_len = creds.local_pwd.size();
+  return true;
+}
+
+// Error responses take the request's key: none for 400/401 (RFC 5389 section 10.1.2: no
+// MESSAGE-INTEGRITY when the request did not authenticate), the session pwd for 487.
+size_t build_error(StunAgent* agent, StunMessage& request, std::span<uint8_t> out, StunError code) {
+  StunMessage reply;
+  if (!stun_agent_init_error(agent, &reply, out.data(), out.size(), &request, code)) return 0;
+  return stun_agent_finish_message(agent, &reply, nullptr, 0);
+}
+
+uint16_t load_be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+
+}  // namespace
+
+bool looks_like_stun(std::span<const uint8_t> d) {
+  if (d.size() < RTCE_STUN_HEADER_LEN || d[0] > 3) return false;
+  uint32_t cookie = static_cast<uint32_t>(d[4]) << 24 | static_cast<uint32_t>(d[5]) << 16 |
+                    static_cast<uint32_t>(d[6]) << 8 | d[7];
+  return cookie == RTCE_STUN_MAGIC_COOKIE;
+}
+
+std::optional<std::string_view> stun_request_server_ufrag(std::span<const uint8_t> datagram) {
+  if (datagram.size() > UINT32_MAX) return std::nullopt;
+  __u32 off = 0;
+  __u32 len = 0;
+  if (rtce_stun_server_ufrag(datagram.data(), static_cast<__u32>(datagram.size()), &off, &len) !=
+      RTCE_STUN_OK)
+    return std::nullopt;
+  return std::string_view(reinterpret_cast<const char*>(datagram.data()) + off, len);
+}
+
+IceLiteSession::IceLiteSession(Credentials credentials, Config config)
+    : credentials_(std::move(credentials)), config_(config) {
+  if (credentials_.local_ufrag.empty() || credentials_.local_pwd.empty() || credentials_.remote_ufrag.empty())
+    throw std::invalid_argument("IceLiteSession: local ufrag, local pwd and remote ufrag must not be empty");
+  fill_random(&tie_breaker_, sizeof tie_breaker_);
+  server_agent();  // construct this thread's agent now, not on the first packet
+}
+
+IceLiteSession::Result IceLiteSession::handle_request(std::span<const uint8_t> request,
+                                                      const SocketAddress& client, std::span<uint8_t> out,
+                                                      Nanos now) {
+  Result result;
+  if (state_ == State::disconnected || state_ == State::closed) {
+    result.outcome = Outcome::session_inactive;
+    return result;
+  }
+  if (!looks_like_stun(request)) {
+    result.outcome = Outcome::malformed;
+    return result;
+  }
+  // Class bits C1 (0x0100) and C0 (0x0010) are both zero only for requests. Responses and
+  // indications never reach libnice's transaction table from here.
+  if ((load_be16(request.data()) & 0x0110) != 0) {
+    result.outcome = Outcome::not_a_request;
+    return result;
+  }
+
+  StunAgent* agent = server_agent();
+  StunMessage req;
+  ValidaterContext ctx{&credentials_};
+  StunValidationStatus status =
+      stun_agent_validate(agent, &req, request.data(), request.size(), check_username, &ctx);
+  switch (status) {
+    case STUN_VALIDATION_SUCCESS: break;
+    case STUN_VALIDATION_UNAUTHORIZED_BAD_REQUEST:
+      result.outcome = Outcome::bad_request;
+      result.reply_len = build_error(agent, req, out, STUN_ERROR_BAD_REQUEST);
+      return result;
+    case STUN_VALIDATION_UNAUTHORIZED:
+      result.outcome = ctx.wrong_username ? Outcome::wrong_username : Outcome::unauthorized;
+      result.reply_len = build_error(agent, req, out, STUN_ERROR_UNAUTHORIZED);
+      return result;
+    case STUN_VALIDATION_UNKNOWN_REQUEST_ATTRIBUTE: {
+      // libnice checks unknown attributes after MESSAGE-INTEGRITY, so the 420 is signed.
+      StunMessage reply;
+      result.authenticated = req.key != nullptr;
+      result.outcome = Outcome::unknown_attribute;
+      result.reply_len =
+          stun_agent_build_unknown_attributes_error(agent, &reply, out.data(), out.size(), &req);
+      return result;
+    }
+    case STUN_VALIDATION_NOT_STUN:
+    case STUN_VALIDATION_INCOMPLETE_STUN:
+    case STUN_VALIDATION_BAD_REQUEST:  // no cookie, or FINGERPRINT missing or wrong: RFC 5389 7.3 silent
+                                       // discard
+      result.outcome = Outcome::malformed;
+      return result;
+    default: result.outcome = Outcome::not_a_request; return result;
+  }
+  // Short-term credentials make libnice refuse requests without USERNAME and
+  // MESSAGE-INTEGRITY, so a validated request carries our key; check anyway, since a
+  // request that did not authenticate must never refresh consent.
+  if (req.key == nullptr) {
+    result.outcome = Outcome::unauthorized;
+    result.reply_len = build_error(agent, req, out, STUN_ERROR_UNAUTHORIZED);
+    return result;
+  }
+  result.authenticated = true;
+
+  if (stun_message_get_method(&req) != STUN_BINDING) {
+    result.outcome = Outcome::bad_request;
+    result.reply_len = build_error(agent, req, out, STUN_ERROR_BAD_REQUEST);
+    return result;
+  }
+  // RFC 8445 section 7.3.1.1 would let a controlled agent with the larger tie-breaker take
+  // over the controlling role (libnice does that). A lite agent has no checklist to control
+  // with, so it always answers 487 and the full agent switches to controlling.
+  uint64_t peer_tie_breaker = 0;
+  if (stun_message_find64(&req, STUN_ATTRIBUTE_ICE_CONTROLLED, &peer_tie_breaker) ==
+      STUN_MESSAGE_RETURN_SUCCESS) {
+    result.outcome = Outcome::role_conflict;
+    result.reply_len = build_error(agent, req, out, STUN_ERROR_ROLE_CONFLICT);
+    return result;
+  }
+
+  SocketAddress mapped = client.unmapped();
+  if (mapped.family() != AF_INET && mapped.family() != AF_INET6) {
+    result.outcome = Outcome::internal_error;
+    return result;
+  }
+  sockaddr_storage mapped_storage{};
+  std::memcpy(&mapped_storage, mapped.sa(), mapped.len());
+  StunMessage reply;
+  size_t reply_len = out.size();
+  bool controlling = false;
+  StunUsageIceReturn built = stun_usage_ice_conncheck_create_reply(
+      agent, &req, &reply, out.data(), &reply_len, &mapped_storage, mapped.len(), &controlling, tie_breaker_,
+      STUN_USAGE_ICE_COMPATIBILITY_RFC5245);
+  if (built != STUN_USAGE_ICE_RETURN_SUCCESS || reply_len == 0 || controlling) {
+    result.outcome = Outcome::internal_error;
+    result.reply_len = 0;
+    return result;
+  }
+  result.outcome = Outcome::success;
+  result.reply_len = reply_len;
+  result.nominated = stun_usage_ice_conncheck_use_candidate(&req);
+
+  // Consent (RFC 7675) is refreshed by every successful authenticated check, from any
+  // address: the client may move (NAT rebinding, network change) within one session.
+  if (!have_check_) {
+    have_check_ = true;
+    first_check_ = now;
+  }
+  last_check_ = now;
+  last_checked_address_ = client;
+  if (result.nominated || (state_ == State::waiting && config_.nomination_wait <= 0)) {
+    selected_ = client;
+    have_selected_ = true;
+    state_ = State::connected;
+  }
+  return result;
+}
+
+void IceLiteSession::on_timer(Nanos now) {
+  if ((state_ != State::waiting && state_ != State::connected) || !have_check_) return;
+  if (now - last_check_ >= config_.consent_timeout) {
+    state_ = State::disconnected;
+    return;
+  }
+  if (state_ == State::waiting && now - first_check_ >= config_.nomination_wait) {
+    selected_ = last_checked_address_;
+    have_selected_ = true;
+    state_ = State::connected;
+  }
+}
+
+Nanos IceLiteSession::next_deadline() const {
+  if ((state_ != State::waiting && state_ != State::connected) || !have_check_)
+    return std::numeric_limits<Nanos>::max();
+  Nanos deadline = last_check_ + config_.consent_timeout;
+  if (state_ == State::waiting) deadline = std::min(deadline, first_check_ + config_.nomination_wait);
+  return deadline;
+}
+
+std::optional<Nanos> IceLiteSession::last_valid_check() const {
+  if (!have_check_) return std::nullopt;
+  return last_check_;
+}
+
+std::optional<SocketAddress> IceLiteSession::selected_address() const {
+  if (!have_selected_) return std::nullopt;
+  return selected_;
+}
+
+const char* to_string(IceLiteSession::Outcome outcome) {
+  using O = IceLiteSession::Outcome;
+  switch (outcome) {
+    case O::success: return "success";
+    case O::bad_request: return "bad_request";
+    case O::unauthorized: return "unauthorized";
+    case O::role_conflict: return "role_conflict";
+    case O::not_a_request: return "not_a_request";
+    case O::malformed: return "malformed";
+    case O::wrong_username: return "wrong_username";
+    case O::unknown_attribute: return "unknown_attribute";
+    case O::session_inactive: return "session_inactive";
+    case O::internal_error: return "internal_error";
+  }
+  return "?";
+}
+
+const char* to_string(IceLiteSession::State state) {
+  using S = IceLiteSession::State;
+  switch (state) {
+    case S::waiting: return "waiting";
+    case S::connected: return "connected";
+    case S::disconnected: return "disconnected";
+    case S::closed: return "closed";
+  }
+  return "?";
+}
+
+}  // namespace rtce

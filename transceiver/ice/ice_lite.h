@@ -1,0 +1,120 @@
+// ice_lite.h — the server side of ICE for one WebRTC session: an ICE-lite agent (RFC 8445
+// section 2.5) that answers the client's connectivity checks, tracks nomination and consent
+// (RFC 7675), and never sends a check of its own. Socket-free: the worker feeds it
+// datagrams, the client's address and the time; it writes the reply into a caller buffer.
+// STUN encoding and MESSAGE-INTEGRITY / FINGERPRINT are libnice's (stun/usages/ice.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "clock.h"
+#include "net_address.h"
+
+namespace rtce {
+
+// RFC 7983 demultiplexing: first byte 0..3 and the RFC 5389 magic cookie.
+bool looks_like_stun(std::span<const uint8_t> d);
+
+// The local (server) ufrag of a Binding request's USERNAME "server:client", unvalidated:
+// the worker uses it to find the session before anything is authenticated. nullopt unless
+// the datagram is a well-framed Binding request with a USERNAME among its first
+// attributes. The view points into `datagram`. Bounded walk (wire/rtce_stun.h), no
+// allocation.
+std::optional<std::string_view> stun_request_server_ufrag(std::span<const uint8_t> datagram);
+
+// Large enough for every reply handle_request builds (the largest is a 420 listing
+// unknown attributes); a smaller buffer can make a reply fail with internal_error.
+inline constexpr size_t kIceReplyBufferSize = 1280;
+
+class IceLiteSession {
+ public:
+  struct Credentials {
+    std::string local_ufrag;   // ours, from the answer (carries the routing hint)
+    std::string local_pwd;     // ours: keys MESSAGE-INTEGRITY both ways
+    std::string remote_ufrag;  // the client's, from the offer
+    std::string remote_pwd;    // unused by a lite agent (it sends no checks); kept for completeness
+  };
+  enum class State {
+    waiting,       // no nominated pair yet
+    connected,     // a pair is selected; media and DTLS may flow to selected_address()
+    disconnected,  // consent lapsed (no authenticated check for consent_timeout)
+    closed,        // close() was called
+  };
+  enum class Outcome {
+    success,            // 200 written
+    bad_request,        // 400 written (USERNAME or MESSAGE-INTEGRITY missing, or not Binding)
+    unauthorized,       // 401 written (MESSAGE-INTEGRITY does not verify with local_pwd)
+    role_conflict,      // 487 written (peer claims ICE-CONTROLLED; a lite agent stays controlled)
+    not_a_request,      // response or indication: nothing written
+    malformed,          // not STUN, bad framing or bad/missing FINGERPRINT: nothing written
+    wrong_username,     // 401 written (USERNAME is not "local_ufrag:remote_ufrag")
+    unknown_attribute,  // 420 written (authenticated, but a comprehension-required attribute we lack)
+    session_inactive,   // disconnected or closed: nothing written (RFC 7675 section 5.1)
+    internal_error,     // libnice could not build the reply (buffer too small): nothing written
+  };
+  struct Result {
+    Outcome outcome = Outcome::malformed;
+    size_t reply_len = 0;        // bytes written to out; 0 = send nothing
+    bool nominated = false;      // the check carried USE-CANDIDATE and succeeded
+    bool authenticated = false;  // MESSAGE-INTEGRITY verified with local_pwd
+  };
+  struct Config {
+    // RFC 7675: consent lapses 30 s after the last authenticated check. Chrome refreshes
+    // it every ~5 s.
+    Nanos consent_timeout = 30'000'000'000;
+    // A controlling agent must nominate (USE-CANDIDATE), and Chrome does so on its next
+    // check. If authenticated checks arrive but none nominates within this time after the
+    // first one, on_timer selects the latest checked address anyway, so that a client that
+    // nominates late or never still gets media. 0 = select on the first authenticated check.
+    Nanos nomination_wait = 2'000'000'000;
+  };
+
+  IceLiteSession(Credentials credentials, Config config);
+
+  // `client` is the client's original address (from the relay framing, or the datagram
+  // source in direct mode; a v4-mapped IPv6 address is reported as IPv4). The reply
+  // (success with XOR-MAPPED-ADDRESS = client, MESSAGE-INTEGRITY and FINGERPRINT, or an
+  // error response) is written into `out`, which must not overlap `request` and should
+  // hold kIceReplyBufferSize bytes. No allocation.
+  Result handle_request(std::span<const uint8_t> request, const SocketAddress& client, std::span<uint8_t> out,
+                        Nanos now);
+  // Consent expiry (-> disconnected) and the nomination fallback (-> connected).
+  void on_timer(Nanos now);
+  // When on_timer next has something to do; max() when nothing is pending.
+  Nanos next_deadline() const;
+  void close() { state_ = State::closed; }
+
+  State state() const { return state_; }
+  // Time of the last authenticated, successful check; nullopt before the first.
+  std::optional<Nanos> last_valid_check() const;
+  // Where media and DTLS go once connected: the address of the nominating check (or, after
+  // nomination_wait, the latest checked one).
+  std::optional<SocketAddress> selected_address() const;
+  // Ours, random per session. A lite agent never sends ICE-CONTROLLED/-CONTROLLING, so it
+  // only matters for the record.
+  uint64_t tie_breaker() const { return tie_breaker_; }
+  const Credentials& credentials() const { return credentials_; }
+
+ private:
+  Credentials credentials_;
+  Config config_;
+  State state_ = State::waiting;
+  uint64_t tie_breaker_ = 0;
+  bool have_check_ = false;
+  bool have_selected_ = false;
+  Nanos first_check_ = 0;
+  Nanos last_check_ = 0;
+  SocketAddress last_checked_address_;
+  SocketAddress selected_;
+};
+
+const char* to_string(IceLiteSession::Outcome outcome);
+const char* to_string(IceLiteSession::State state);
+
+}  // namespace rtce

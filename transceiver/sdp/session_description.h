@@ -1,0 +1,105 @@
+// session_description.h — the transceiver's SDP offer/answer: parse a browser's offer into the
+// few facts the audio session needs (Opus payload type, ICE credentials, DTLS fingerprint and
+// role, direction, SSRCs) and build the ICE-lite answer that accepts one audio section and
+// rejects every other one. Pure functions: no sockets, no globals, bounded allocation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace rtce::sdp {
+
+// Hostile offers arrive over HTTP before anything is authenticated, so every dimension is capped
+// before anything is stored.
+struct ParseLimits {
+  size_t max_bytes = 64 * 1024;
+  size_t max_lines = 2000;
+  size_t max_media_sections = 16;
+  size_t max_line_length = 4096;
+};
+
+struct OfferError {
+  int line = 0;  // 1-based; 0 = the offer as a whole
+  std::string reason;
+  // "line 12: no Opus codec in the audio section", or just the reason when line is 0.
+  std::string to_string() const;
+};
+
+// The DTLS role attribute (RFC 4145 / RFC 8842). holdconn is refused by the parser.
+enum class Setup { actpass, active, passive };
+std::string_view to_string(Setup setup);
+
+struct MediaSection {
+  std::string kind;  // audio|video|application|...
+  std::string mid;   // empty when the offer has no a=mid for this section
+  uint16_t port = 0;
+  std::string protocol;
+  std::vector<std::string> formats;
+  bool accepted = false;  // true only for the one audio section the answer accepts
+  int line = 0;           // the m= line's number, for diagnostics
+};
+
+struct AudioOffer {
+  size_t section_index = 0;  // index in ParsedOffer::sections
+  std::string mid;
+  uint8_t opus_payload_type = 0;
+  int opus_channels = 2;              // from rtpmap (2 for WebRTC)
+  std::string ice_ufrag, ice_pwd;     // media-level, else session-level
+  std::string fingerprint_algorithm;  // lowercased, e.g. "sha-256"
+  std::vector<uint8_t> fingerprint;   // raw digest bytes
+  Setup setup = Setup::actpass;
+  bool setup_present = false;  // false: no a=setup anywhere, treated as actpass
+  bool rtcp_mux = false;
+  std::string direction;                      // sendrecv|sendonly|recvonly|inactive
+  std::vector<uint32_t> ssrcs;                // distinct, in order of first appearance
+  std::optional<uint8_t> audio_level_ext_id;  // urn:ietf:params:rtp-hdrext:ssrc-audio-level
+  std::string opus_fmtp;  // the offer's a=fmtp parameters for the Opus payload type, verbatim
+};
+
+struct ParsedOffer {
+  std::string session_id;  // the o= line's sess-id, verbatim
+  std::vector<MediaSection> sections;
+  AudioOffer audio;
+  bool bundle_offered = false;  // a=group:BUNDLE lists the accepted audio section's mid
+};
+
+std::variant<ParsedOffer, OfferError> parse_offer(std::string_view sdp, const ParseLimits& limits = {});
+
+struct AnswerCandidate {  // UDP host candidates
+  std::string ip;
+  uint16_t port = 0;
+  uint32_t priority = 0;
+  std::string foundation = "1";
+};
+
+struct AnswerParams {
+  std::string ice_ufrag, ice_pwd;  // server's
+  std::string fingerprint_sha256;  // "AB:CD:..." uppercase hex with colons
+  Setup setup = Setup::active;     // what the server prefers; answer_setup() has the final say
+  std::vector<AnswerCandidate> candidates;
+  uint64_t session_id = 0;  // o= line
+  uint32_t ssrc = 0;
+  std::string cname;
+  std::string msid_stream = "rtcedge", msid_track = "audio";
+  bool opus_inband_fec = true;
+  // Accept the client's ssrc-audio-level header extension (same id) so its RTP carries the
+  // voice activity level; off by default to keep the negotiated RTP header minimal.
+  bool accept_audio_level_ext = false;
+};
+
+// The DTLS role the answer takes: the opposite of an active/passive offer, else `preferred`
+// (actpass as a preference means active, the role browsers pick as answerers).
+Setup answer_setup(Setup offered, Setup preferred);
+
+// The direction the answer takes for an offered one: sendonly<->recvonly, others unchanged.
+std::string_view answer_direction(std::string_view offered);
+
+// An ICE-lite answer, CRLF line endings, same m-line count and order as the offer (RFC 3264).
+std::string build_answer(const ParsedOffer& offer, const AnswerParams& params);
+
+}  // namespace rtce::sdp

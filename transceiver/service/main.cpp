@@ -1,0 +1,77 @@
+// main.cpp — rtcedge-transceiver: with no arguments, signaling on http://127.0.0.1:8080 in
+// direct mode with the embedded echo backend. SIGTERM/SIGINT drain (see
+// TransceiverService::drain), a second signal stops at once.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "error.h"
+#include "logging.h"
+#include "transceiver_config.h"
+#include "transceiver_service.h"
+
+extern char** environ;
+
+int main(int argc, char** argv) {
+  CLI::App app{"rtcedge-transceiver: terminates WebRTC audio sessions and bridges them to AI backends"};
+  std::string config_file;
+  app.add_option("-c,--config", config_file, "YAML configuration file [env RTCEDGE_TRANSCEIVER_CONFIG]")
+      ->envname("RTCEDGE_TRANSCEIVER_CONFIG");
+  rtce::ConfigLayers layers("RTCEDGE_TRANSCEIVER_");
+  rtce::declare_transceiver_config(layers);
+  layers.add_flags(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "rtcedge-transceiver: " << e.what() << "\nRun with --help for usage.\n";
+    return 2;
+  }
+  rtce::TransceiverConfig config;
+  try {
+    if (!config_file.empty()) layers.load_yaml_file(config_file);
+    layers.apply_env(environ);
+    layers.apply_flags();
+    config = rtce::resolve_transceiver_config(layers);
+  } catch (const rtce::ConfigError& e) {
+    std::cerr << "rtcedge-transceiver: configuration error: " << e.what() << "\n";
+    return 2;
+  }
+  rtce::setup_logging(config.log_format, config.log_level);
+
+  // Signals are taken synchronously by this thread; workers never see them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::unique_ptr<rtce::TransceiverService> service;
+  try {
+    service = std::make_unique<rtce::TransceiverService>(config);
+    service->start();
+  } catch (const rtce::ConfigError& e) {
+    std::cerr << "rtcedge-transceiver: configuration error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    spdlog::error("cannot start: {}", e.what());
+    return 1;
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: draining", sig);
+  // A second signal during the drain stops at once.
+  std::thread watcher([&signals] {
+    int again = 0;
+    sigwait(&signals, &again);
+    spdlog::warn("second signal: stopping now");
+    std::_Exit(1);
+  });
+  watcher.detach();
+  service->drain();
+  service->stop();
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,38 @@
+// media_path.h — how a session's datagrams reach its client: straight to the client's
+// address (direct mode) or framed with PROXY v2 to the relay that forwarded them. The
+// framing of a reply is the framing the relay sent (it names the same client and VIP).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include "net_address.h"
+#include "rtce_proxy_v2.h"
+
+namespace rtce {
+
+struct MediaPath {
+  SocketAddress send_to;  // the relay's return address, or the client in direct mode
+  SocketAddress client;   // the client's own address (from the framing when relayed)
+  SocketAddress vip;      // the relay VIP the client sent to (relayed only)
+  uint8_t framing[RTCE_PP2_LEN_V6]{};
+  uint8_t framing_len = 0;
+
+  bool relayed() const { return framing_len != 0; }
+  std::span<const uint8_t> framing_bytes() const { return {framing, framing_len}; }
+  bool same_route(const MediaPath& o) const {
+    return send_to == o.send_to && client == o.client && framing_len == o.framing_len &&
+           std::memcmp(framing, o.framing, framing_len) == 0;
+  }
+};
+
+// Sends one datagram along a path. Implemented by the worker (batched sendmmsg); the
+// session never touches a socket.
+class DatagramSender {
+ public:
+  virtual ~DatagramSender() = default;
+  virtual void send(const MediaPath& path, std::span<const uint8_t> payload) = 0;
+};
+
+}  // namespace rtce

@@ -1,0 +1,309 @@
+// media_worker.cpp — see media_worker.h.
+#include "media_worker.h"
+
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "ice/ice_lite.h"
+#include "rtce_siphash.h"
+
+namespace rtce {
+
+namespace asio = boost::asio;
+
+namespace {
+constexpr Nanos kTickPeriod = 2'000'000;  // 2 ms: pacing within +-2 ms of the 20 ms grid
+constexpr size_t kEndedKept = 256;
+}  // namespace
+
+size_t MediaWorker::PathKeyHash::operator()(const PathKey& k) const {
+  uint8_t bytes[40]{};
+  k.send_to.to_bytes(bytes);
+  k.client.to_bytes(bytes + 16);
+  const uint16_t p1 = k.send_to.port(), p2 = k.client.port();
+  std::memcpy(bytes + 32, &p1, 2);
+  std::memcpy(bytes + 34, &p2, 2);
+  size_t h = 1469598103934665603ull;
+  for (uint8_t b : bytes) h = (h ^ b) * 1099511628211ull;
+  return h;
+}
+
+MediaWorker::MediaWorker(uint32_t index, uint16_t endpoint_id, const TransceiverConfig& config,
+                         std::shared_ptr<DtlsContext> dtls, WorkerMetrics& metrics)
+    : index_(index),
+      endpoint_id_(endpoint_id),
+      config_(config),
+      dtls_(std::move(dtls)),
+      metrics_(metrics),
+      socket_(io_),
+      tick_timer_(io_),
+      rx_buffers_(kBatch * kMaxDatagram),
+      rx_msgs_(kBatch),
+      rx_iov_(kBatch),
+      rx_addrs_(kBatch),
+      tx_buffers_(kBatch * kMaxDatagram),
+      tx_msgs_(kBatch),
+      tx_iov_(kBatch),
+      tx_addrs_(kBatch) {}
+
+MediaWorker::~MediaWorker() { stop(SessionEnd::drained); }
+
+void MediaWorker::bind() {
+  SocketAddress addr = config_.media_listen;
+  addr.set_port(config_.media_base_port ? static_cast<uint16_t>(config_.media_base_port + index_) : 0);
+  const auto ip = asio::ip::make_address(addr.ip_string());
+  asio::ip::udp::endpoint endpoint(ip, addr.port());
+  boost::system::error_code ec;
+  socket_.open(endpoint.protocol(), ec);
+  if (!ec && endpoint.protocol() == asio::ip::udp::v6()) socket_.set_option(asio::ip::v6_only(false), ec);
+  if (!ec) socket_.bind(endpoint, ec);
+  if (ec) throw std::runtime_error("media worker " + std::to_string(index_) + " on " + addr.to_string() + ": " + ec.message());
+  socket_.non_blocking(true);
+  const int buffer = 4 << 20;
+  setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer);
+  setsockopt(socket_.native_handle(), SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer);
+  auto local = socket_.local_endpoint();
+  local_ = SocketAddress::from_sockaddr(local.data(), static_cast<socklen_t>(local.size()));
+}
+
+void MediaWorker::start() {
+  wait_readable();
+  schedule_tick();
+  thread_ = std::thread([this] {
+    const std::string name = "rtce-media-" + std::to_string(index_);
+    pthread_setname_np(pthread_self(), name.c_str());
+    if (config_.pin_cpus) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(index_ % std::max(1u, std::thread::hardware_concurrency()), &set);
+      pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
+    io_.run();
+  });
+}
+
+void MediaWorker::stop(SessionEnd reason) {
+  if (!thread_.joinable()) return;
+  asio::post(io_, [this, reason] {
+    const Nanos now = monotonic_now();
+    std::vector<std::string> ids;
+    for (auto& [id, session] : sessions_) ids.push_back(id);
+    for (auto& id : ids) end_session(id, reason);
+    flush_sends();
+    (void)now;
+    io_.stop();
+  });
+  thread_.join();
+}
+
+void MediaWorker::post(std::function<void()> fn) { asio::post(io_, std::move(fn)); }
+
+void MediaWorker::add_session(SessionPlan plan) {
+  const Nanos now = monotonic_now();
+  SessionEnvironment env{*this, metrics_, config_, dtls_, io_, config_.relay_mode() ? "relay" : "direct"};
+  auto session = std::make_unique<Session>(std::move(plan), env, now);
+  by_ufrag_[session->local_ufrag()] = session.get();
+  metrics_.sessions_created.add();
+  sessions_.emplace(session->id(), std::move(session));
+}
+
+bool MediaWorker::end_session(const std::string& id, SessionEnd reason) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return false;
+  it->second->end(reason, monotonic_now());
+  retire(*it->second);
+  sessions_.erase(it);
+  return true;
+}
+
+void MediaWorker::retire(Session& session) {
+  by_ufrag_.erase(session.local_ufrag());
+  if (session.has_path()) {
+    auto it = by_path_.find(PathKey{session.path().send_to, session.path().client});
+    if (it != by_path_.end() && it->second == &session) by_path_.erase(it);
+  }
+  ended_.push_back(session.snapshot(monotonic_now()));
+  if (ended_.size() > kEndedKept) ended_.pop_front();
+  metrics_.sessions_ended[static_cast<size_t>(session.end_reason())].add();
+  metrics_.sessions_active.fetch_sub(1, std::memory_order_relaxed);
+}
+
+std::optional<nlohmann::json> MediaWorker::snapshot(const std::string& id) const {
+  if (auto it = sessions_.find(id); it != sessions_.end()) return it->second->snapshot(monotonic_now());
+  for (auto it = ended_.rbegin(); it != ended_.rend(); ++it)
+    if ((*it)["id"] == id) return *it;
+  return std::nullopt;
+}
+
+void MediaWorker::wait_readable() {
+  socket_.async_wait(asio::ip::udp::socket::wait_read, [this](boost::system::error_code ec) {
+    if (ec) return;
+    drain_socket();
+    wait_readable();
+  });
+}
+
+void MediaWorker::drain_socket() {
+  const int fd = socket_.native_handle();
+  for (int round = 0; round < 8; ++round) {  // bounded, so timers run under load too
+    for (size_t i = 0; i < kBatch; ++i) {
+      rx_iov_[i] = {rx_buffers_.data() + i * kMaxDatagram, kMaxDatagram};
+      rx_msgs_[i] = {};
+      rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
+      rx_msgs_[i].msg_hdr.msg_iovlen = 1;
+      rx_msgs_[i].msg_hdr.msg_name = &rx_addrs_[i];
+      rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+    }
+    const int n = recvmmsg(fd, rx_msgs_.data(), kBatch, MSG_DONTWAIT, nullptr);
+    if (n <= 0) break;
+    const Nanos now = monotonic_now();
+    for (int i = 0; i < n; ++i) {
+      const size_t len = rx_msgs_[i].msg_len;
+      metrics_.datagrams_in.add();
+      metrics_.bytes_in.add(len);
+      const auto sender = SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&rx_addrs_[i]),
+                                                       rx_msgs_[i].msg_hdr.msg_namelen)
+                              .unmapped();
+      handle_datagram(rx_buffers_.data() + i * kMaxDatagram, len, sender, now);
+    }
+    flush_sends();
+    if (static_cast<size_t>(n) < kBatch) break;
+  }
+}
+
+void MediaWorker::handle_datagram(uint8_t* data, size_t len, const SocketAddress& sender, Nanos now) {
+  auto drop = [this](DatagramDrop reason) { metrics_.drops[static_cast<size_t>(reason)].add(); };
+  if (len == 0) return drop(DatagramDrop::not_webrtc);
+  MediaPath path;
+  uint8_t* payload = data;
+  size_t payload_len = len;
+  if (data[0] == RTCE_PP2_FIRST_BYTE) {
+    bool trusted = false;
+    for (const auto& prefix : config_.relay_sources) trusted = trusted || prefix.contains(sender);
+    if (!trusted) return drop(DatagramDrop::untrusted_relay);
+    rtce_pp2_flow flow{};
+    uint32_t offset = 0;
+    if (rtce_pp2_parse(data, static_cast<uint32_t>(len), &flow, &offset) != RTCE_PP2_OK ||
+        offset > sizeof path.framing)
+      return drop(DatagramDrop::bad_framing);
+    path.send_to = sender;
+    path.client = SocketAddress::from_bytes(flow.family, flow.client_addr, flow.client_port);
+    path.vip = SocketAddress::from_bytes(flow.family, flow.vip_addr, flow.vip_port);
+    // A reply names the same flow; TLVs (none today) are not echoed.
+    path.framing_len = static_cast<uint8_t>(rtce_pp2_write(path.framing, sizeof path.framing, &flow));
+    payload = data + offset;
+    payload_len = len - offset;
+  } else {
+    if (!config_.direct_enabled) return drop(DatagramDrop::direct_disabled);
+    path.send_to = sender;
+    path.client = sender;
+  }
+  if (payload_len == 0) return drop(DatagramDrop::not_webrtc);
+  const uint8_t first = payload[0];
+  std::span<uint8_t> bytes(payload, payload_len);
+  if (first <= 3) {  // STUN
+    auto ufrag = stun_request_server_ufrag(bytes);
+    if (!ufrag) return drop(DatagramDrop::stun_rejected);
+    auto it = by_ufrag_.find(*ufrag);
+    if (it == by_ufrag_.end()) return drop(DatagramDrop::unknown_ufrag);
+    Session& session = *it->second;
+    const bool had_path = session.has_path();
+    const MediaPath old_path = session.path();
+    if (!session.handle_stun(bytes, path, now)) return drop(DatagramDrop::stun_rejected);
+    metrics_.stun_ok.add();
+    if (had_path && !old_path.same_route(session.path())) {
+      auto old = by_path_.find(PathKey{old_path.send_to, old_path.client});
+      if (old != by_path_.end() && old->second == &session) by_path_.erase(old);
+    }
+    by_path_[PathKey{session.path().send_to, session.path().client}] = &session;
+    return;
+  }
+  auto it = by_path_.find(PathKey{path.send_to, path.client});
+  if (it == by_path_.end()) return drop(DatagramDrop::unknown_tuple);
+  Session& session = *it->second;
+  if (first >= 20 && first <= 63) {
+    metrics_.dtls_datagrams_in.add();
+    session.handle_dtls(bytes, now);
+  } else if (first >= 128 && first <= 191) {
+    session.handle_srtp(bytes, now);
+  } else {
+    drop(DatagramDrop::not_webrtc);
+  }
+}
+
+void MediaWorker::send(const MediaPath& path, std::span<const uint8_t> payload) {
+  const size_t total = path.framing_len + payload.size();
+  if (total > kMaxDatagram) {
+    metrics_.drops[static_cast<size_t>(DatagramDrop::send_failed)].add();
+    return;
+  }
+  if (tx_count_ == kBatch) flush_sends();
+  uint8_t* buf = tx_buffers_.data() + tx_count_ * kMaxDatagram;
+  std::memcpy(buf, path.framing, path.framing_len);
+  std::memcpy(buf + path.framing_len, payload.data(), payload.size());
+  // The socket may be dual-stack IPv6: address IPv4 peers as ::ffff:a.b.c.d then.
+  auto& addr = tx_addrs_[tx_count_];
+  socklen_t addr_len;
+  if (local_.is_v4() || !path.send_to.is_v4()) {
+    std::memcpy(&addr, path.send_to.sa(), path.send_to.len());
+    addr_len = path.send_to.len();
+  } else {
+    const sockaddr_in6 mapped = path.send_to.to_v6_mapped();
+    std::memcpy(&addr, &mapped, sizeof mapped);
+    addr_len = sizeof mapped;
+  }
+  tx_iov_[tx_count_] = {buf, total};
+  tx_msgs_[tx_count_] = {};
+  tx_msgs_[tx_count_].msg_hdr.msg_iov = &tx_iov_[tx_count_];
+  tx_msgs_[tx_count_].msg_hdr.msg_iovlen = 1;
+  tx_msgs_[tx_count_].msg_hdr.msg_name = &addr;
+  tx_msgs_[tx_count_].msg_hdr.msg_namelen = addr_len;
+  ++tx_count_;
+  metrics_.datagrams_out.add();
+  metrics_.bytes_out.add(total);
+}
+
+void MediaWorker::flush_sends() {
+  size_t sent = 0;
+  while (sent < tx_count_) {
+    const int n = sendmmsg(socket_.native_handle(), tx_msgs_.data() + sent,
+                           static_cast<unsigned>(tx_count_ - sent), MSG_DONTWAIT);
+    if (n <= 0) {
+      // The socket buffer is full or the destination unreachable: this datagram is lost,
+      // the rest still go.
+      metrics_.drops[static_cast<size_t>(DatagramDrop::send_failed)].add();
+      ++sent;
+      continue;
+    }
+    sent += static_cast<size_t>(n);
+  }
+  tx_count_ = 0;
+}
+
+void MediaWorker::schedule_tick() {
+  tick_timer_.expires_after(std::chrono::nanoseconds(kTickPeriod));
+  tick_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    tick();
+    schedule_tick();
+  });
+}
+
+void MediaWorker::tick() {
+  const Nanos now = monotonic_now();
+  std::vector<Session*> finished;
+  for (auto& [id, session] : sessions_) {
+    session->tick(now);
+    if (session->ended()) finished.push_back(session.get());
+  }
+  for (Session* s : finished) {
+    const std::string id = s->id();
+    retire(*s);
+    sessions_.erase(id);
+  }
+  flush_sends();
+}
+
+}  // namespace rtce

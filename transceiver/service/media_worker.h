@@ -1,0 +1,110 @@
+// media_worker.h — one transceiver endpoint: a thread with one UDP socket and one event
+// loop that owns its sessions outright (no locks on the media path). It demultiplexes
+// framed (relay) and direct datagrams, STUN by server ufrag and everything else by the
+// exact path an authenticated check registered, batches its sends (sendmmsg), and drives
+// every session's timers from one periodic tick.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <boost/asio.hpp>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "media_path.h"
+#include "session.h"
+#include "transceiver_config.h"
+#include "worker_metrics.h"
+
+namespace rtce {
+
+class MediaWorker final : public DatagramSender {
+ public:
+  MediaWorker(uint32_t index, uint16_t endpoint_id, const TransceiverConfig& config,
+              std::shared_ptr<DtlsContext> dtls, WorkerMetrics& metrics);
+  ~MediaWorker() override;
+  MediaWorker(const MediaWorker&) = delete;
+  MediaWorker& operator=(const MediaWorker&) = delete;
+
+  // Binds the socket; throws std::runtime_error naming the address.
+  void bind();
+  void start();
+  // Ends every live session (reason) and stops the thread; blocks until it has.
+  void stop(SessionEnd reason);
+
+  uint32_t index() const { return index_; }
+  uint16_t endpoint_id() const { return endpoint_id_; }
+  const SocketAddress& local_address() const { return local_; }
+  WorkerMetrics& metrics() { return metrics_; }
+
+  // Runs fn on the worker thread.
+  void post(std::function<void()> fn);
+
+  // Worker thread only.
+  void add_session(SessionPlan plan);
+  bool end_session(const std::string& id, SessionEnd reason);
+  std::optional<nlohmann::json> snapshot(const std::string& id) const;
+  size_t live_sessions() const { return sessions_.size(); }
+
+  void send(const MediaPath& path, std::span<const uint8_t> payload) override;
+
+ private:
+  struct PathKey {
+    SocketAddress send_to, client;
+    bool operator==(const PathKey&) const = default;
+  };
+  struct PathKeyHash {
+    size_t operator()(const PathKey& k) const;
+  };
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
+  void wait_readable();
+  void drain_socket();
+  void handle_datagram(uint8_t* data, size_t len, const SocketAddress& sender, Nanos now);
+  void schedule_tick();
+  void tick();
+  void flush_sends();
+  void retire(Session& session);
+
+  const uint32_t index_;
+  const uint16_t endpoint_id_;
+  const TransceiverConfig& config_;
+  std::shared_ptr<DtlsContext> dtls_;
+  WorkerMetrics& metrics_;
+  SocketAddress local_;
+
+  boost::asio::io_context io_;
+  boost::asio::ip::udp::socket socket_;
+  boost::asio::steady_timer tick_timer_;
+  std::thread thread_;
+
+  std::unordered_map<std::string, std::unique_ptr<Session>, StringHash, std::equal_to<>> sessions_;  // by id
+  std::unordered_map<std::string, Session*, StringHash, std::equal_to<>> by_ufrag_;
+  std::unordered_map<PathKey, Session*, PathKeyHash> by_path_;
+  std::deque<nlohmann::json> ended_;  // snapshots of recently ended sessions, for GET
+
+  // Batched I/O, allocated once.
+  static constexpr size_t kBatch = 32;
+  static constexpr size_t kMaxDatagram = 2048;
+  std::vector<uint8_t> rx_buffers_;
+  std::vector<mmsghdr> rx_msgs_;
+  std::vector<iovec> rx_iov_;
+  std::vector<sockaddr_storage> rx_addrs_;
+  std::vector<uint8_t> tx_buffers_;
+  std::vector<mmsghdr> tx_msgs_;
+  std::vector<iovec> tx_iov_;
+  std::vector<sockaddr_storage> tx_addrs_;
+  size_t tx_count_ = 0;
+};
+
+}  // namespace rtce

@@ -1,0 +1,442 @@
+// session.cpp — see session.h.
+#include "session.h"
+
+#include <spdlog/spdlog.h>
+
+#include "random.h"
+#include "rtp/rtcp.h"
+#include "rtp/rtp.h"
+
+namespace rtce {
+
+namespace {
+
+constexpr int kRtpClock = 48000;
+constexpr uint32_t kSamplesPer20ms = 960;  // at the RTP clock
+constexpr size_t kMaxDecodedSamples = 5760;  // 120 ms at 48 kHz, Opus' longest packet
+constexpr size_t kPacketScratch = 1500;
+constexpr size_t kOutputFrames = 50;  // 1 s of backend audio queued for playout
+constexpr size_t kMaxEvents = 20;
+constexpr Nanos kRtcpInterval = 1'000'000'000;
+
+template <typename T>
+T random_value() {
+  T v;
+  fill_random(&v, sizeof v);
+  return v;
+}
+
+JitterBufferConfig jitter_config(const TransceiverConfig& c) {
+  JitterBufferConfig j;
+  j.target_delay = c.jitter_delay;
+  return j;
+}
+
+OpusEncoderConfig encoder_config(const TransceiverConfig& c) {
+  OpusEncoderConfig e;
+  e.complexity = c.opus_complexity;
+  e.bitrate_bps = c.opus_bitrate;
+  return e;
+}
+
+std::vector<std::pair<std::string, std::string>> parse_headers(const std::vector<std::string>& lines) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& line : lines) {
+    auto colon = line.find(':');
+    auto value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(' '));
+    out.emplace_back(line.substr(0, colon), value);
+  }
+  return out;
+}
+
+}  // namespace
+
+Session::Session(SessionPlan plan, SessionEnvironment env, Nanos now)
+    : plan_(std::move(plan)),
+      env_(std::move(env)),
+      created_at_(now),
+      ice_({plan_.local_ufrag, plan_.local_pwd, plan_.remote_ufrag, plan_.remote_pwd},
+           {env_.config.consent_timeout, 2'000'000'000}),
+      receive_stats_(kRtpClock),
+      send_stats_(plan_.ssrc, kRtpClock),
+      out_seq_(random_value<uint16_t>()),
+      out_timestamp_(random_value<uint32_t>()),
+      jitter_(jitter_config(env_.config)),
+      pacer_(now),
+      output_(env_.config.sample_rate, kOutputFrames),
+      pcm_scratch_(kMaxDecodedSamples),
+      packet_scratch_(kPacketScratch) {
+  if (!env_.config.opus_passthrough) {
+    decoder_.emplace(env_.config.sample_rate);
+    encoder_.emplace(env_.config.sample_rate, encoder_config(env_.config));
+  }
+  DtlsTransport::Callbacks callbacks;
+  callbacks.send = [this](std::span<const uint8_t> d) { send(d); };
+  callbacks.on_connected = [this](const SrtpKeys& keys) { on_dtls_connected(keys, now_); };
+  callbacks.on_failed = [this](std::string_view reason) {
+    dtls_failure_ = reason;
+    end(SessionEnd::dtls_failed, now_);
+  };
+  callbacks.on_closed = [this] { end(SessionEnd::peer_closed, now_); };
+  DtlsTransport::Config dtls_config;
+  dtls_config.handshake_timeout = env_.config.connect_timeout;
+  dtls_ = std::make_unique<DtlsTransport>(env_.dtls, plan_.dtls_role, plan_.remote_fingerprint, std::move(callbacks),
+                                          dtls_config);
+  next_rtcp_at_ = now + kRtcpInterval;
+}
+
+Session::~Session() {
+  // A backend must not call back into a session being destroyed.
+  if (backend_ && backend_state_ != "closed") backend_->close("session destroyed");
+}
+
+void Session::send(std::span<const uint8_t> payload) {
+  if (!has_path_) return;
+  env_.sender.send(path_, payload);
+  ++packets_out_;
+  bytes_out_ += payload.size();
+}
+
+bool Session::handle_stun(std::span<const uint8_t> request, const MediaPath& path, Nanos now) {
+  now_ = now;
+  if (ended_) return false;
+  auto result = ice_.handle_request(request, path.client, packet_scratch_, now);
+  if (result.reply_len > 0) env_.sender.send(path, {packet_scratch_.data(), result.reply_len});
+  if (!result.authenticated || result.outcome != IceLiteSession::Outcome::success) return false;
+  // The nominated pair carries media; before nomination the first checked path does.
+  if (!has_path_ || (result.nominated && !path.same_route(path_))) {
+    if (has_path_) add_event({{"type", "path.changed"}, {"client", path.client.to_string()}});
+    path_ = path;
+    has_path_ = true;
+  }
+  if (plan_.dtls_role == DtlsTransport::Role::client && dtls_->state() == DtlsTransport::State::idle) {
+    dtls_->start(now);
+  }
+  return true;
+}
+
+void Session::handle_dtls(std::span<const uint8_t> record, Nanos now) {
+  now_ = now;
+  if (ended_) return;
+  dtls_->handle_datagram(record, now);
+}
+
+void Session::on_dtls_connected(const SrtpKeys& keys, Nanos now) {
+  try {
+    srtp_in_.emplace(keys.profile, SrtpSession::Direction::inbound, keys.remote_key_salt);
+    srtp_out_.emplace(keys.profile, SrtpSession::Direction::outbound, keys.local_key_salt);
+  } catch (const std::exception& e) {
+    dtls_failure_ = std::string("SRTP setup: ") + e.what();
+    end(SessionEnd::dtls_failed, now);
+    return;
+  }
+  connected_at_ = now;
+  env_.metrics.sessions_connected.add();
+  env_.metrics.observe_setup(static_cast<double>(now - plan_.offer_received_at) * 1e-9);
+  pacer_.restart(now);
+  add_event({{"type", "connected"},
+             {"srtp_profile", srtp_profile_name(keys.profile)},
+             {"time_to_connected_ms", (now - plan_.offer_received_at) / 1'000'000}});
+  spdlog::info("session {} connected in {} ms ({}, client {})", plan_.id, (now - plan_.offer_received_at) / 1'000'000,
+               srtp_profile_name(keys.profile), path_.client.to_string());
+  start_backend();
+}
+
+void Session::start_backend() {
+  BackendSessionInfo info;
+  info.session_id = plan_.id;
+  info.sample_rate = env_.config.sample_rate;
+  info.client_address = path_.client.to_string();
+  info.path = env_.path_kind;
+  info.user_agent = plan_.user_agent;
+  info.opus_passthrough = env_.config.opus_passthrough;
+  if (env_.config.backend_url.empty()) {
+    EchoBackendConfig echo;
+    echo.mode = env_.config.echo_mode == "parrot" ? EchoBackendConfig::Mode::parrot : EchoBackendConfig::Mode::loopback;
+    echo.loopback_delay = env_.config.echo_delay;
+    backend_ = make_echo_backend(env_.io, echo, std::move(info), *this, env_.metrics.backend);
+  } else {
+    WebSocketBackendConfig ws;
+    ws.url = env_.config.backend_url;
+    ws.headers = parse_headers(env_.config.backend_headers);
+    ws.connect_timeout = env_.config.backend_connect_timeout;
+    backend_ = make_websocket_backend(env_.io, ws, std::move(info), *this, env_.metrics.backend);
+  }
+  backend_state_ = "open";
+}
+
+void Session::handle_srtp(std::span<uint8_t> packet, Nanos now) {
+  now_ = now;
+  if (ended_) return;
+  if (!srtp_in_) {
+    env_.metrics.drops[static_cast<size_t>(DatagramDrop::not_ready)].add();
+    return;
+  }
+  if (is_rtcp(packet))
+    handle_rtcp(packet, now);
+  else
+    handle_rtp(packet, now);
+}
+
+void Session::handle_rtp(std::span<uint8_t> packet, Nanos now) {
+  size_t len = packet.size();
+  if (srtp_in_->unprotect_rtp(packet.data(), len) != SrtpError::ok) {
+    env_.metrics.drops[static_cast<size_t>(DatagramDrop::srtp_failed)].add();
+    return;
+  }
+  auto rtp = parse_rtp({packet.data(), len}, plan_.audio_level_ext_id);
+  if (!rtp || rtp->payload_type != plan_.opus_payload_type) {
+    env_.metrics.drops[static_cast<size_t>(DatagramDrop::not_webrtc)].add();
+    return;
+  }
+  env_.metrics.rtp_in.add();
+  ++packets_in_;
+  bytes_in_ += len;
+  remote_ssrc_ = rtp->ssrc;
+  receive_stats_.update(rtp->seq, rtp->timestamp, now);
+  if (env_.config.opus_passthrough) {
+    if (backend_) backend_->send_opus(rtp->payload);
+    return;
+  }
+  jitter_.push(rtp->seq, rtp->timestamp, rtp->payload, now);
+}
+
+void Session::handle_rtcp(std::span<uint8_t> packet, Nanos now) {
+  size_t len = packet.size();
+  if (srtp_in_->unprotect_rtcp(packet.data(), len) != SrtpError::ok) {
+    env_.metrics.drops[static_cast<size_t>(DatagramDrop::srtp_failed)].add();
+    return;
+  }
+  env_.metrics.rtcp_in.add();
+  RtcpCompound compound;
+  if (parse_rtcp_compound({packet.data(), len}, compound) != RtcpParseError::ok) return;
+  if (compound.sender_info) receive_stats_.on_sender_report(*compound.sender_info, now);
+  for (const auto& block : compound.blocks())
+    if (block.ssrc == plan_.ssrc) send_stats_.on_report_block(block, now);
+  for (size_t i = 0; i < compound.bye_ssrc_count; ++i)
+    if (remote_ssrc_ != 0 && compound.bye_ssrcs[i] == remote_ssrc_) end(SessionEnd::peer_closed, now);
+}
+
+void Session::tick(Nanos now) {
+  now_ = now;
+  if (ended_) return;
+  ice_.on_timer(now);
+  if (ice_.state() == IceLiteSession::State::disconnected) return end(SessionEnd::consent_expired, now);
+  if (!connected_at_ && now - plan_.offer_received_at > env_.config.connect_timeout)
+    return end(SessionEnd::connect_timeout, now);
+  if (auto t = dtls_->next_timeout(now); t && *t <= now) dtls_->on_timer(now);
+  if (ended_ || !connected_at_) return;
+  pump_inbound_audio(now);
+  pump_outbound_audio(now);
+  if (now >= next_rtcp_at_) send_rtcp_report(now);
+}
+
+void Session::pump_inbound_audio(Nanos now) {
+  const size_t frame = static_cast<size_t>(samples_per_20ms(env_.config.sample_rate));
+  for (int guard = 0; guard < 16; ++guard) {
+    auto out = jitter_.pop(now);
+    if (out.kind == JitterBuffer::Output::Kind::none) break;
+    int samples;
+    if (out.kind == JitterBuffer::Output::Kind::frame) {
+      samples = decoder_->decode(out.payload, pcm_scratch_);
+    } else if (out.fec_available) {
+      samples = decoder_->decode_fec(out.payload, std::span(pcm_scratch_).first(frame));
+      env_.metrics.jitter_fec.add();
+    } else {
+      samples = decoder_->conceal(std::span(pcm_scratch_).first(frame));
+      env_.metrics.jitter_plc.add();
+    }
+    if (samples < 0) {
+      env_.metrics.opus_decode_errors.add();
+      continue;
+    }
+    for (size_t off = 0; off + frame <= static_cast<size_t>(samples); off += frame)
+      if (backend_) backend_->send_audio(std::span<const int16_t>(pcm_scratch_.data() + off, frame));
+  }
+  // Mirror the buffer's own counters into the worker's (single writer: this thread).
+  const auto& c = jitter_.counters();
+  env_.metrics.jitter_lost.add(c.lost - seen_lost_);
+  env_.metrics.jitter_late.add(c.late - seen_late_);
+  env_.metrics.jitter_reordered.add(c.reordered - seen_reordered_);
+  seen_lost_ = c.lost;
+  seen_late_ = c.late;
+  seen_reordered_ = c.reordered;
+}
+
+void Session::pump_outbound_audio(Nanos now) {
+  const int due = pacer_.due(now);
+  const size_t frame = static_cast<size_t>(samples_per_20ms(env_.config.sample_rate));
+  uint8_t opus[1275];
+  for (int i = 0; i < due; ++i) {
+    if (env_.config.opus_passthrough) {
+      if (!opus_output_.empty()) {
+        send_opus_frame(opus_output_.front(), now);
+        opus_output_.pop_front();
+        continue;
+      }
+    } else if (output_.pop(std::span(pcm_scratch_).first(frame))) {
+      const int n = encoder_->encode(std::span<const int16_t>(pcm_scratch_.data(), frame), opus);
+      if (n > 0) {
+        send_opus_frame({opus, static_cast<size_t>(n)}, now);
+        continue;
+      }
+    }
+    // Nothing to play: the frame's time passes in silence (like DTX); the next packet
+    // starts a talkspurt.
+    out_timestamp_ += kSamplesPer20ms;
+    out_marker_ = true;
+  }
+}
+
+void Session::send_opus_frame(std::span<const uint8_t> opus, Nanos now) {
+  uint8_t* buf = packet_scratch_.data();
+  const size_t header = write_rtp_header(packet_scratch_, plan_.opus_payload_type, out_marker_, out_seq_,
+                                         out_timestamp_, plan_.ssrc);
+  if (header + opus.size() + SrtpSession::max_trailer > packet_scratch_.size()) return;
+  std::memcpy(buf + header, opus.data(), opus.size());
+  size_t len = header + opus.size();
+  send_stats_.on_packet_sent(opus.size(), out_timestamp_, now);
+  ++out_seq_;
+  out_timestamp_ += kSamplesPer20ms;
+  out_marker_ = false;
+  if (srtp_out_->protect_rtp(buf, len, packet_scratch_.size()) != SrtpError::ok) return;
+  env_.metrics.rtp_out.add();
+  send({buf, len});
+}
+
+void Session::send_rtcp_report(Nanos now) {
+  next_rtcp_at_ = now + kRtcpInterval;
+  std::optional<RtcpReportBlock> block;
+  if (remote_ssrc_ != 0) block = receive_stats_.make_report_block(remote_ssrc_, now);
+  uint8_t* buf = packet_scratch_.data();
+  size_t len;
+  if (send_stats_.packets_sent() > 0) {
+    const auto info = send_stats_.make_sender_info(NtpTime::from_unix_nanos(wall_now_unix_nanos()), now);
+    len = build_sr_sdes(packet_scratch_, info, block ? &*block : nullptr, plan_.cname);
+  } else {
+    len = build_rr_sdes(packet_scratch_, plan_.ssrc, block ? &*block : nullptr, plan_.cname);
+  }
+  if (len == 0 || srtp_out_->protect_rtcp(buf, len, packet_scratch_.size()) != SrtpError::ok) return;
+  env_.metrics.rtcp_out.add();
+  send({buf, len});
+  if (backend_ && ++reports_sent_ % 5 == 0) {
+    nlohmann::json quality = {{"type", "session.quality"},
+                              {"jitter_ms", receive_stats_.jitter_ms()},
+                              {"loss", receive_stats_.last_fraction_lost() / 256.0}};
+    if (auto rtt = send_stats_.last_rtt()) quality["rtt_ms"] = static_cast<double>(*rtt) / 1e6;
+    backend_->send_event(quality);
+  }
+}
+
+void Session::end(SessionEnd reason, Nanos now) {
+  if (ended_) return;
+  ended_ = true;
+  end_reason_ = reason;
+  ended_at_ = now;
+  if (dtls_) dtls_->close();
+  ice_.close();
+  if (backend_ && backend_state_ != "closed") {
+    backend_state_ = "closed";
+    backend_->close(kSessionEndNames[static_cast<size_t>(reason)]);
+  }
+  add_event({{"type", "ended"}, {"reason", kSessionEndNames[static_cast<size_t>(reason)]}});
+  if (reason == SessionEnd::dtls_failed)
+    spdlog::warn("session {} ended: {} ({})", plan_.id, kSessionEndNames[static_cast<size_t>(reason)], dtls_failure_);
+  else
+    spdlog::info("session {} ended: {}", plan_.id, kSessionEndNames[static_cast<size_t>(reason)]);
+}
+
+void Session::on_backend_audio(std::span<const int16_t> pcm_20ms) {
+  if (ended_) return;
+  const uint64_t before = output_.frames_dropped();
+  output_.push(pcm_20ms);
+  env_.metrics.output_frames_dropped.add(output_.frames_dropped() - before);
+}
+
+void Session::on_backend_opus(std::span<const uint8_t> opus_packet) {
+  if (ended_ || !env_.config.opus_passthrough) return;
+  if (opus_output_.size() >= kOutputFrames) {
+    opus_output_.pop_front();
+    env_.metrics.output_frames_dropped.add();
+  }
+  opus_output_.emplace_back(opus_packet.begin(), opus_packet.end());
+}
+
+void Session::on_backend_clear() {
+  output_.clear();
+  opus_output_.clear();
+  add_event({{"type", "clear"}});
+}
+
+void Session::on_backend_event(const nlohmann::json& event) {
+  add_event(event);
+  if (event.value("type", "") == "session.end") end(SessionEnd::backend_ended, now_);
+}
+
+void Session::on_backend_closed(std::string_view reason) {
+  if (backend_state_ == "closed") return;
+  backend_state_ = "closed";
+  add_event({{"type", "backend.closed"}, {"reason", std::string(reason)}});
+  end(SessionEnd::backend_failed, now_);
+}
+
+void Session::add_event(nlohmann::json event) {
+  event["at_ms"] = (monotonic_now() - created_at_) / 1'000'000;
+  events_.push_back(std::move(event));
+  if (events_.size() > kMaxEvents) events_.pop_front();
+}
+
+const char* Session::state_name() const {
+  if (ended_) return "ended";
+  if (connected_at_) return "connected";
+  if (has_path_) return "connecting";
+  return "new";
+}
+
+nlohmann::json Session::snapshot(Nanos now) const {
+  nlohmann::json j;
+  j["id"] = plan_.id;
+  j["state"] = state_name();
+  j["ice_state"] = to_string(ice_.state());
+  j["dtls_state"] = dtls_ ? dtls_state_name(dtls_->state()) : "closed";
+  j["path"] = env_.path_kind;
+  j["client_address"] = has_path_ ? path_.client.to_string() : "";
+  if (has_path_ && path_.relayed()) {
+    j["relay_address"] = path_.send_to.to_string();
+    j["vip"] = path_.vip.to_string();
+  }
+  j["codec"] = "opus/48000/2";
+  j["mode"] = env_.config.opus_passthrough ? "passthrough" : "transcoding";
+  if (auto rtt = send_stats_.last_rtt())
+    j["rtt_ms"] = static_cast<double>(*rtt) / 1e6;
+  else
+    j["rtt_ms"] = nullptr;
+  j["jitter_ms"] = receive_stats_.jitter_ms();
+  j["loss"] = receive_stats_.expected() > 0
+                  ? static_cast<double>(std::max<int64_t>(0, receive_stats_.lost())) / static_cast<double>(receive_stats_.expected())
+                  : 0.0;
+  j["remote_loss"] = send_stats_.remote_fraction_lost();
+  j["remote_jitter_ms"] = send_stats_.remote_jitter_ms();
+  j["packets_received"] = packets_in_;
+  j["packets_sent"] = packets_out_;
+  j["bytes_received"] = bytes_in_;
+  j["bytes_sent"] = bytes_out_;
+  j["rtp_packets_sent"] = send_stats_.packets_sent();
+  j["rtp_packets_received"] = receive_stats_.received();
+  j["time_to_connected_ms"] =
+      connected_at_ ? nlohmann::json((connected_at_ - plan_.offer_received_at) / 1'000'000) : nlohmann::json(nullptr);
+  j["age_ms"] = ((ended_ ? ended_at_ : now) - created_at_) / 1'000'000;
+  if (ended_) j["end_reason"] = kSessionEndNames[static_cast<size_t>(end_reason_)];
+  if (!dtls_failure_.empty()) j["dtls_failure"] = dtls_failure_;
+  const auto& jc = jitter_.counters();
+  j["jitter_buffer"] = {{"lost", jc.lost}, {"fec_recovered", jc.fec_recovered}, {"concealed", jc.plc},
+                        {"late", jc.late}, {"reordered", jc.reordered}};
+  j["backend"] = {{"kind", env_.config.backend_url.empty() ? "echo-" + env_.config.echo_mode : "websocket"},
+                  {"state", backend_state_}};
+  j["events"] = nlohmann::json::array();
+  for (const auto& e : events_) j["events"].push_back(e);
+  return j;
+}
+
+}  // namespace rtce

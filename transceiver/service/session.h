@@ -1,0 +1,142 @@
+// session.h — one WebRTC audio session, owned by one media worker: ICE-lite checks, the
+// DTLS handshake, SRTP, RTP/RTCP with quality stats, the audio pipeline (jitter buffer,
+// Opus, pacer) and its backend connection. It never touches a socket (the worker's
+// DatagramSender does) and never blocks; time comes in as `now`.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <deque>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "audio/jitter_buffer.h"
+#include "audio/opus_codec.h"
+#include "audio/pacer.h"
+#include "audio/pcm_queue.h"
+#include "backend/backend.h"
+#include "dtls/dtls_transport.h"
+#include "ice/ice_lite.h"
+#include "media_path.h"
+#include "rtp/rtp_stats.h"
+#include "srtp/srtp_session.h"
+#include "transceiver_config.h"
+#include "worker_metrics.h"
+
+namespace rtce {
+
+// What signaling decided for a new session; handed to the worker that will own it.
+struct SessionPlan {
+  std::string id;
+  std::string local_ufrag, local_pwd, remote_ufrag, remote_pwd;
+  std::vector<uint8_t> remote_fingerprint;  // SHA-256 of the client's DTLS certificate
+  DtlsTransport::Role dtls_role = DtlsTransport::Role::client;
+  uint8_t opus_payload_type = 111;
+  std::optional<uint8_t> audio_level_ext_id;
+  uint32_t ssrc = 0;
+  std::string cname;
+  std::string user_agent;
+  Nanos offer_received_at = 0;
+};
+
+struct SessionEnvironment {
+  DatagramSender& sender;
+  WorkerMetrics& metrics;
+  const TransceiverConfig& config;
+  std::shared_ptr<DtlsContext> dtls;
+  boost::asio::io_context& io;
+  std::string path_kind;  // "relay" | "direct" for the backend's session info
+};
+
+class Session final : public BackendListener {
+ public:
+  Session(SessionPlan plan, SessionEnvironment env, Nanos now);
+  ~Session() override;
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // A STUN Binding request on `path`. Returns true when it authenticated: the worker then
+  // maps `path` to this session (a client whose address changed moves to the new path).
+  bool handle_stun(std::span<const uint8_t> request, const MediaPath& path, Nanos now);
+  void handle_dtls(std::span<const uint8_t> record, Nanos now);
+  // SRTP or SRTCP (RFC 5761 demux inside); decrypted in place.
+  void handle_srtp(std::span<uint8_t> packet, Nanos now);
+  // Timers: pacing, jitter buffer, RTCP, DTLS retransmission, deadlines.
+  void tick(Nanos now);
+  void end(SessionEnd reason, Nanos now);
+
+  bool ended() const { return ended_; }
+  SessionEnd end_reason() const { return end_reason_; }
+  const std::string& id() const { return plan_.id; }
+  const std::string& local_ufrag() const { return plan_.local_ufrag; }
+  bool has_path() const { return has_path_; }
+  const MediaPath& path() const { return path_; }
+  nlohmann::json snapshot(Nanos now) const;
+
+  // BackendListener
+  void on_backend_audio(std::span<const int16_t> pcm_20ms) override;
+  void on_backend_opus(std::span<const uint8_t> opus_packet) override;
+  void on_backend_clear() override;
+  void on_backend_event(const nlohmann::json& event) override;
+  void on_backend_closed(std::string_view reason) override;
+
+ private:
+  void send(std::span<const uint8_t> payload);
+  void on_dtls_connected(const SrtpKeys& keys, Nanos now);
+  void handle_rtp(std::span<uint8_t> packet, Nanos now);
+  void handle_rtcp(std::span<uint8_t> packet, Nanos now);
+  void pump_inbound_audio(Nanos now);
+  void pump_outbound_audio(Nanos now);
+  void send_opus_frame(std::span<const uint8_t> opus, Nanos now);
+  void send_rtcp_report(Nanos now);
+  void start_backend();
+  void add_event(nlohmann::json event);
+  const char* state_name() const;
+
+  SessionPlan plan_;
+  SessionEnvironment env_;
+  Nanos created_at_;
+  Nanos connected_at_ = 0;
+  bool ended_ = false;
+  SessionEnd end_reason_ = SessionEnd::deleted;
+  Nanos ended_at_ = 0;
+
+  IceLiteSession ice_;
+  std::unique_ptr<DtlsTransport> dtls_;
+  std::optional<SrtpSession> srtp_in_, srtp_out_;
+  std::string dtls_failure_;
+  bool has_path_ = false;
+  MediaPath path_;
+  Nanos now_ = 0;  // time of the event being handled, for callbacks without a `now`
+
+  // RTP/RTCP
+  ReceiveStats receive_stats_;
+  SendStats send_stats_;
+  uint32_t remote_ssrc_ = 0;
+  uint16_t out_seq_;
+  uint32_t out_timestamp_;
+  bool out_marker_ = true;
+  Nanos next_rtcp_at_ = 0;
+  uint64_t packets_in_ = 0, packets_out_ = 0, bytes_in_ = 0, bytes_out_ = 0;
+  uint64_t reports_sent_ = 0;
+  uint64_t seen_lost_ = 0, seen_late_ = 0, seen_reordered_ = 0;
+
+  // Audio
+  JitterBuffer jitter_;
+  std::optional<OpusDecoderHandle> decoder_;
+  std::optional<OpusEncoderHandle> encoder_;
+  FramePacer pacer_;
+  PcmQueue output_;
+  std::deque<std::vector<uint8_t>> opus_output_;  // passthrough: bounded below
+  std::vector<int16_t> pcm_scratch_;
+  std::vector<uint8_t> packet_scratch_;
+
+  std::unique_ptr<BackendConnection> backend_;
+  std::string backend_state_ = "idle";
+  std::deque<nlohmann::json> events_;  // the last few, for GET and the demo page
+};
+
+}  // namespace rtce

@@ -1,0 +1,73 @@
+// transceiver_config.h — every setting of rtcedge-transceiver: the keys (declared once
+// for YAML, RTCEDGE_TRANSCEIVER_* environment and --flags) and their validated values.
+// docs/configuration.md lists the same keys.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "clock.h"
+#include "config_layers.h"
+#include "net_address.h"
+
+namespace rtce {
+
+struct TransceiverConfig {
+  // HTTP: signaling API, demo page, /metrics, /healthz, /readyz.
+  SocketAddress http_listen;
+  std::vector<std::string> api_keys;
+  bool allow_public_without_keys = false;
+  std::vector<std::string> cors_origins;
+  size_t max_body_bytes = 64 * 1024;
+
+  // Media workers: worker i binds media_listen:(media_base_port + i).
+  uint32_t workers = 0;  // resolved: >= 1
+  bool pin_cpus = false;
+  SocketAddress media_listen;   // IP only (port ignored)
+  uint16_t media_base_port = 0;  // 0 = ephemeral per worker
+  std::string advertise_address;  // the direct-mode candidate IP
+  bool direct_enabled = true;
+  std::vector<SocketAddress> relay_vips;  // non-empty = relay mode: these are the candidates
+  std::vector<IpPrefix> relay_sources;
+
+  // Routing hints: worker i is endpoint endpoint_base_id + i.
+  std::string hint_key_file;  // empty = a random key (direct mode only)
+  uint8_t cluster_id = 0;
+  uint16_t endpoint_base_id = 1;
+
+  // Sessions.
+  uint32_t max_sessions_per_worker = 1000;
+  double setup_rate = 100;  // sessions/s, token bucket
+  uint32_t setup_burst = 100;
+  Nanos connect_timeout = 10'000'000'000;  // ICE + DTLS must complete within
+  Nanos consent_timeout = 30'000'000'000;
+  Nanos drain_timeout = 30'000'000'000;
+  uint32_t ended_sessions_kept = 256;
+
+  std::string dtls_certificate, dtls_private_key;
+
+  // Audio.
+  int sample_rate = 16000;
+  int opus_complexity = 5;
+  int opus_bitrate = 32000;
+  Nanos jitter_delay = 40'000'000;
+  bool opus_passthrough = false;
+
+  // Backend.
+  std::string backend_url;  // empty = the embedded echo backend
+  std::string echo_mode = "loopback";
+  Nanos echo_delay = 500'000'000;
+  Nanos backend_connect_timeout = 3'000'000'000;
+  std::vector<std::string> backend_headers;  // "Name: value"
+
+  std::string log_format = "text", log_level = "info";
+
+  bool relay_mode() const { return !relay_vips.empty(); }
+};
+
+void declare_transceiver_config(ConfigLayers& layers);
+// Throws ConfigError naming the key, where its value came from, and what is wrong.
+TransceiverConfig resolve_transceiver_config(const ConfigLayers& layers);
+
+}  // namespace rtce

@@ -1,0 +1,382 @@
+// transceiver_service.cpp — see transceiver_service.h.
+#include "transceiver_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <thread>
+
+#include "admin_server.h"
+#include "error.h"
+#include "random.h"
+#include "sdp/session_description.h"
+
+namespace rtce {
+
+extern const unsigned char kDemoPage[];
+extern const size_t kDemoPageSize;
+
+namespace {
+
+constexpr std::string_view kSessionsPrefix = "/v1/sessions";
+
+std::string random_hex(size_t bytes) {
+  std::vector<uint8_t> raw(bytes);
+  fill_random(raw.data(), raw.size());
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : raw) {
+    out.push_back(digits[b >> 4]);
+    out.push_back(digits[b & 15]);
+  }
+  return out;
+}
+
+// RFC 8839 ice-char: ALPHA / DIGIT / "+" / "/"; 24 chars = 144 bits.
+std::string random_ice_password() {
+  static const char* chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  uint8_t raw[24];
+  fill_random(raw, sizeof raw);
+  std::string out;
+  for (uint8_t b : raw) out.push_back(chars[b & 63]);
+  return out;
+}
+
+// Session ids carry their worker in the first byte so a GET finds it without a shared map.
+std::string make_session_id(uint32_t worker) {
+  static const char* digits = "0123456789abcdef";
+  std::string id = random_hex(16);
+  id[0] = digits[(worker >> 4) & 15];
+  id[1] = digits[worker & 15];
+  return id;
+}
+
+std::optional<uint32_t> worker_of(std::string_view id) {
+  if (id.size() != 32 || id.find_first_not_of("0123456789abcdef") != std::string_view::npos) return std::nullopt;
+  uint32_t w = 0;
+  std::from_chars(id.data(), id.data() + 2, w, 16);
+  return w;
+}
+
+}  // namespace
+
+TransceiverService::TransceiverService(TransceiverConfig config) : config_(std::move(config)) {
+  hint_keys_ = config_.hint_key_file.empty() ? HintKeys::generate(1) : HintKeys::load_file(config_.hint_key_file);
+  dtls_ = config_.dtls_certificate.empty() ? DtlsContext::generate()
+                                           : DtlsContext::load(config_.dtls_certificate, config_.dtls_private_key);
+  for (uint32_t i = 0; i < config_.workers; ++i) {
+    metrics_.push_back(std::make_unique<WorkerMetrics>());
+    workers_.push_back(std::make_unique<MediaWorker>(i, static_cast<uint16_t>(config_.endpoint_base_id + i), config_,
+                                                     dtls_, *metrics_.back()));
+  }
+  HttpServer::Limits limits;
+  limits.max_body_bytes = config_.max_body_bytes;
+  http_ = std::make_unique<HttpServer>(config_.http_listen, limits,
+                                       [this](const HttpRequest& r, HttpServer::Responder respond) { handle(r, std::move(respond)); });
+  tokens_ = config_.setup_burst;
+}
+
+TransceiverService::~TransceiverService() { stop(); }
+
+void TransceiverService::start() {
+  started_at_ = monotonic_now();
+  tokens_at_ = started_at_;
+  for (auto& w : workers_) w->bind();
+  for (auto& w : workers_) {
+    w->start();
+    spdlog::info("media worker {} (endpoint {}) on {}", w->index(), w->endpoint_id(), w->local_address().to_string());
+  }
+  http_->start();
+  if (config_.api_keys.empty())
+    spdlog::warn("no http.api_keys configured: anyone who can reach {} may create sessions", config_.http_listen.to_string());
+  spdlog::info("signaling on http://{} ({} mode, fingerprint {})", config_.http_listen.to_string(),
+               config_.relay_mode() ? "relay" : "direct", dtls_->fingerprint_sha256());
+}
+
+size_t TransceiverService::live_sessions() const {
+  size_t n = 0;
+  for (auto& m : metrics_) n += m->sessions_active.load(std::memory_order_relaxed);
+  return n;
+}
+
+void TransceiverService::drain() {
+  draining_ = true;
+  spdlog::info("draining: no new sessions; {} live session(s) get up to {} ms", live_sessions(),
+               config_.drain_timeout / 1'000'000);
+  const Nanos deadline = monotonic_now() + config_.drain_timeout;
+  while (live_sessions() > 0 && monotonic_now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // control thread waiting on a condition
+}
+
+void TransceiverService::stop() {
+  for (auto& w : workers_) w->stop(SessionEnd::drained);
+  if (http_) http_->stop();
+}
+
+bool TransceiverService::authorized(const HttpRequest& request) const {
+  if (config_.api_keys.empty()) return true;
+  auto header = request.header("authorization");
+  constexpr std::string_view bearer = "Bearer ";
+  if (header.size() <= bearer.size() || header.substr(0, bearer.size()) != bearer) return false;
+  auto key = header.substr(bearer.size());
+  bool match = false;
+  for (const auto& k : config_.api_keys) {  // constant time per key
+    if (k.size() != key.size()) continue;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < k.size(); ++i) diff |= static_cast<unsigned char>(k[i] ^ key[i]);
+    match = match || diff == 0;
+  }
+  return match;
+}
+
+void TransceiverService::add_cors(const HttpRequest& request, HttpResponse& response) const {
+  auto origin = request.header("origin");
+  if (origin.empty()) return;
+  const bool any = std::find(config_.cors_origins.begin(), config_.cors_origins.end(), "*") != config_.cors_origins.end();
+  const bool listed = std::find(config_.cors_origins.begin(), config_.cors_origins.end(), origin) != config_.cors_origins.end();
+  if (!any && !listed) return;
+  response.headers.emplace_back("Access-Control-Allow-Origin", any ? "*" : std::string(origin));
+  response.headers.emplace_back("Access-Control-Expose-Headers", "Location");
+  if (!any) response.headers.emplace_back("Vary", "Origin");
+}
+
+bool TransceiverService::take_setup_token() {
+  const Nanos now = monotonic_now();
+  tokens_ = std::min<double>(config_.setup_burst, tokens_ + (now - tokens_at_) * 1e-9 * config_.setup_rate);
+  tokens_at_ = now;
+  if (tokens_ < 1) return false;
+  tokens_ -= 1;
+  return true;
+}
+
+MediaWorker* TransceiverService::least_loaded_worker() {
+  MediaWorker* best = nullptr;
+  uint32_t best_load = config_.max_sessions_per_worker;
+  for (auto& w : workers_) {
+    const uint32_t load = w->metrics().sessions_active.load(std::memory_order_relaxed);
+    if (load < best_load) {
+      best = w.get();
+      best_load = load;
+    }
+  }
+  return best;
+}
+
+void TransceiverService::handle(const HttpRequest& request, HttpServer::Responder respond_raw) {
+  auto respond = [this, &request, respond_raw](HttpResponse response) {
+    add_cors(request, response);
+    respond_raw(std::move(response));
+  };
+  const auto& path = request.path;
+  if (request.method == "OPTIONS") {
+    HttpResponse r{204, "text/plain", "", {}};
+    r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    r.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    r.headers.emplace_back("Access-Control-Max-Age", "600");
+    return respond(std::move(r));
+  }
+  if (path == "/" && (request.method == "GET" || request.method == "HEAD"))
+    return respond(HttpResponse{200, "text/html; charset=utf-8",
+                                std::string(reinterpret_cast<const char*>(kDemoPage), kDemoPageSize), {}});
+  if (path == "/healthz") return respond(HttpResponse::text(200, "ok"));
+  if (path == "/readyz")
+    return respond(draining_ ? HttpResponse::text(503, "draining") : HttpResponse::text(200, "ready"));
+  if (path == "/metrics") {
+    return respond(HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics_text(), {}});
+  }
+  if (path == kSessionsPrefix && request.method == "POST") return create_session(request, respond);
+  if (path.size() > kSessionsPrefix.size() + 1 && path.compare(0, kSessionsPrefix.size() + 1, "/v1/sessions/") == 0)
+    return with_session(path.substr(kSessionsPrefix.size() + 1), request, respond);
+  if (path == kSessionsPrefix) return respond(HttpResponse::text(405, "use POST with an SDP offer"));
+  respond(HttpResponse::text(404, "not found"));
+}
+
+void TransceiverService::create_session(const HttpRequest& request, HttpServer::Responder respond) {
+  const Nanos received = monotonic_now();
+  if (!authorized(request)) {
+    ++rejected_auth_;
+    HttpResponse r = HttpResponse::text(401, "missing or unknown API key (Authorization: Bearer <key>)");
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return respond(std::move(r));
+  }
+  auto content_type = request.header("content-type");
+  if (content_type.substr(0, 15) != "application/sdp")
+    return respond(HttpResponse::text(415, "Content-Type must be application/sdp"));
+  auto retry = [&](unsigned status, const char* why, const char* after) {
+    HttpResponse r = HttpResponse::text(status, why);
+    r.headers.emplace_back("Retry-After", after);
+    respond(std::move(r));
+  };
+  if (draining_) return retry(503, "draining: this transceiver takes no new sessions", "5");
+  if (!take_setup_token()) {
+    ++rejected_rate_;
+    return retry(429, "session setup rate exceeded", "1");
+  }
+  auto parsed = sdp::parse_offer(request.body);
+  if (auto* error = std::get_if<sdp::OfferError>(&parsed)) {
+    ++rejected_sdp_;
+    return respond(HttpResponse::text(400, "bad SDP offer: " + error->to_string()));
+  }
+  auto& offer = std::get<sdp::ParsedOffer>(parsed);
+  MediaWorker* worker = least_loaded_worker();
+  if (!worker) {
+    ++rejected_capacity_;
+    return retry(503, "every media worker is at sessions.max_per_worker", "2");
+  }
+  worker->metrics().sessions_active.fetch_add(1, std::memory_order_relaxed);
+
+  SessionPlan plan;
+  plan.id = make_session_id(worker->index());
+  plan.local_ufrag = mint_ufrag(hint_keys_, config_.cluster_id, worker->endpoint_id());
+  plan.local_pwd = random_ice_password();
+  plan.remote_ufrag = offer.audio.ice_ufrag;
+  plan.remote_pwd = offer.audio.ice_pwd;
+  plan.remote_fingerprint = offer.audio.fingerprint;
+  plan.opus_payload_type = offer.audio.opus_payload_type;
+  plan.audio_level_ext_id = offer.audio.audio_level_ext_id;
+  fill_random(&plan.ssrc, sizeof plan.ssrc);
+  plan.cname = random_hex(8);
+  plan.user_agent = std::string(request.header("user-agent").substr(0, 256));
+  plan.offer_received_at = received;
+
+  sdp::AnswerParams params;
+  params.ice_ufrag = plan.local_ufrag;
+  params.ice_pwd = plan.local_pwd;
+  params.fingerprint_sha256 = dtls_->fingerprint_sha256();
+  params.setup = sdp::answer_setup(offer.audio.setup, sdp::Setup::active);
+  plan.dtls_role = params.setup == sdp::Setup::active ? DtlsTransport::Role::client : DtlsTransport::Role::server;
+  uint64_t sid;
+  fill_random(&sid, sizeof sid);
+  params.session_id = sid >> 2;
+  params.ssrc = plan.ssrc;
+  params.cname = plan.cname;
+  if (config_.relay_mode()) {
+    uint32_t priority = 2130706431;
+    for (const auto& vip : config_.relay_vips)
+      params.candidates.push_back({vip.ip_string(), vip.port(), priority--, std::to_string(params.candidates.size() + 1)});
+  } else {
+    params.candidates.push_back({config_.advertise_address, worker->local_address().port(), 2130706431, "1"});
+  }
+  std::string answer = sdp::build_answer(offer, params);
+  const std::string location = std::string(kSessionsPrefix) + "/" + plan.id;
+  spdlog::info("session {} on worker {} (ufrag {}, {} mode)", plan.id, worker->index(), plan.local_ufrag,
+               config_.relay_mode() ? "relay" : "direct");
+  // Answer only once the worker owns the session: the client's first check may follow at once.
+  worker->post([worker, plan = std::move(plan), answer = std::move(answer), location, respond]() mutable {
+    worker->add_session(std::move(plan));
+    HttpResponse r{201, "application/sdp", std::move(answer), {}};
+    r.headers.emplace_back("Location", location);
+    r.headers.emplace_back("ETag", "\"1\"");
+    respond(std::move(r));
+  });
+}
+
+void TransceiverService::with_session(const std::string& id, const HttpRequest& request, HttpServer::Responder respond) {
+  if (!authorized(request)) return respond(HttpResponse::text(401, "missing or unknown API key"));
+  auto index = worker_of(id);
+  if (!index || *index >= workers_.size()) return respond(HttpResponse::text(404, "no such session"));
+  MediaWorker* worker = workers_[*index].get();
+  if (request.method == "GET") {
+    worker->post([worker, id, respond] {
+      auto snap = worker->snapshot(id);
+      respond(snap ? HttpResponse::json(200, snap->dump()) : HttpResponse::text(404, "no such session"));
+    });
+  } else if (request.method == "DELETE") {
+    worker->post([worker, id, respond] {
+      respond(worker->end_session(id, SessionEnd::deleted) ? HttpResponse{204, "text/plain", "", {}}
+                                                            : HttpResponse::text(404, "no such session"));
+    });
+  } else if (request.method == "PATCH") {
+    respond(HttpResponse::text(405, "trickle ICE is not needed: the server is ICE-lite with one candidate"));
+  } else {
+    respond(HttpResponse::text(405, "use GET or DELETE"));
+  }
+}
+
+std::string TransceiverService::metrics_text() const {
+  MetricsText m;
+  using prometheus::MetricType;
+  auto sum = [&](auto getter) {
+    double total = 0;
+    for (auto& w : metrics_) total += static_cast<double>(getter(*w));
+    return total;
+  };
+  auto per_worker_counter = [&](const std::string& name, const std::string& help, auto getter) {
+    auto& f = m.family(name, help, MetricType::Counter);
+    m.add(f, sum(getter));
+  };
+  auto& active = m.family("rtcedge_transceiver_sessions_active", "live sessions per worker endpoint", MetricType::Gauge);
+  for (auto& w : workers_)
+    m.add(active, w->metrics().sessions_active.load(std::memory_order_relaxed),
+          {{"endpoint", std::to_string(w->endpoint_id())}});
+  auto& active_total = m.family("rtcedge_transceiver_sessions_active_total", "live sessions, all workers", MetricType::Gauge);
+  m.add(active_total, static_cast<double>(live_sessions()));
+  per_worker_counter("rtcedge_transceiver_sessions_created_total", "sessions placed on a worker",
+                     [](const WorkerMetrics& w) { return w.sessions_created.get(); });
+  per_worker_counter("rtcedge_transceiver_sessions_connected_total", "sessions whose DTLS handshake completed",
+                     [](const WorkerMetrics& w) { return w.sessions_connected.get(); });
+  auto& ended = m.family("rtcedge_transceiver_sessions_ended_total", "sessions ended, by reason", MetricType::Counter);
+  for (size_t r = 0; r < static_cast<size_t>(SessionEnd::count); ++r)
+    m.add(ended, sum([r](const WorkerMetrics& w) { return w.sessions_ended[r].get(); }), {{"reason", kSessionEndNames[r]}});
+  auto& rejected = m.family("rtcedge_transceiver_sessions_rejected_total", "session requests refused, by reason", MetricType::Counter);
+  m.add(rejected, static_cast<double>(rejected_rate_), {{"reason", "rate_limited"}});
+  m.add(rejected, static_cast<double>(rejected_capacity_), {{"reason", "capacity"}});
+  m.add(rejected, static_cast<double>(rejected_sdp_), {{"reason", "bad_sdp"}});
+  m.add(rejected, static_cast<double>(rejected_auth_), {{"reason", "unauthorized"}});
+  auto& drops = m.family("rtcedge_transceiver_datagrams_dropped_total", "datagrams dropped, by reason", MetricType::Counter);
+  for (size_t r = 0; r < static_cast<size_t>(DatagramDrop::count); ++r)
+    m.add(drops, sum([r](const WorkerMetrics& w) { return w.drops[r].get(); }), {{"reason", kDatagramDropNames[r]}});
+  auto& dir_packets = m.family("rtcedge_transceiver_datagrams_total", "UDP datagrams by direction", MetricType::Counter);
+  m.add(dir_packets, sum([](const WorkerMetrics& w) { return w.datagrams_in.get(); }), {{"direction", "in"}});
+  m.add(dir_packets, sum([](const WorkerMetrics& w) { return w.datagrams_out.get(); }), {{"direction", "out"}});
+  auto& dir_bytes = m.family("rtcedge_transceiver_bytes_total", "UDP payload bytes by direction", MetricType::Counter);
+  m.add(dir_bytes, sum([](const WorkerMetrics& w) { return w.bytes_in.get(); }), {{"direction", "in"}});
+  m.add(dir_bytes, sum([](const WorkerMetrics& w) { return w.bytes_out.get(); }), {{"direction", "out"}});
+  auto& rtp = m.family("rtcedge_transceiver_rtp_packets_total", "RTP and RTCP packets by kind and direction", MetricType::Counter);
+  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtp_in.get(); }), {{"kind", "rtp"}, {"direction", "in"}});
+  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtp_out.get(); }), {{"kind", "rtp"}, {"direction", "out"}});
+  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtcp_in.get(); }), {{"kind", "rtcp"}, {"direction", "in"}});
+  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtcp_out.get(); }), {{"kind", "rtcp"}, {"direction", "out"}});
+  auto& jitter = m.family("rtcedge_transceiver_jitter_buffer_frames_total", "jitter buffer outcomes", MetricType::Counter);
+  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_lost.get(); }), {{"outcome", "lost"}});
+  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_fec.get(); }), {{"outcome", "fec_recovered"}});
+  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_plc.get(); }), {{"outcome", "concealed"}});
+  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_late.get(); }), {{"outcome", "late"}});
+  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_reordered.get(); }), {{"outcome", "reordered"}});
+  per_worker_counter("rtcedge_transceiver_opus_decode_errors_total", "Opus packets that failed to decode",
+                     [](const WorkerMetrics& w) { return w.opus_decode_errors.get(); });
+  per_worker_counter("rtcedge_transceiver_output_frames_dropped_total", "backend audio frames dropped (output queue full)",
+                     [](const WorkerMetrics& w) { return w.output_frames_dropped.get(); });
+  auto& backend = m.family("rtcedge_transceiver_backend_frames_total", "audio frames to and from backends", MetricType::Counter);
+  m.add(backend, sum([](const WorkerMetrics& w) { return w.backend.frames_sent.get(); }), {{"direction", "to_backend"}});
+  m.add(backend, sum([](const WorkerMetrics& w) { return w.backend.frames_received.get(); }), {{"direction", "from_backend"}});
+  auto& backend_drops = m.family("rtcedge_transceiver_backend_frames_dropped_total", "frames dropped on bounded backend queues", MetricType::Counter);
+  m.add(backend_drops, sum([](const WorkerMetrics& w) { return w.backend.frames_dropped_outbound.get(); }), {{"direction", "to_backend"}});
+  m.add(backend_drops, sum([](const WorkerMetrics& w) { return w.backend.frames_dropped_inbound.get(); }), {{"direction", "from_backend"}});
+  per_worker_counter("rtcedge_transceiver_backend_connect_failures_total", "backend connections that failed",
+                     [](const WorkerMetrics& w) { return w.backend.connect_failures.get(); });
+  per_worker_counter("rtcedge_transceiver_backend_protocol_errors_total", "malformed backend messages",
+                     [](const WorkerMetrics& w) { return w.backend.protocol_errors.get(); });
+
+  // Setup time histogram (offer received -> DTLS connected).
+  auto& setup = m.family("rtcedge_transceiver_session_setup_seconds", "offer received to DTLS connected", MetricType::Histogram);
+  prometheus::ClientMetric hist;
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= kSetupBuckets.size(); ++i) {
+    cumulative += static_cast<uint64_t>(sum([i](const WorkerMetrics& w) { return w.setup_buckets[i].get(); }));
+    prometheus::ClientMetric::Bucket b;
+    b.cumulative_count = cumulative;
+    b.upper_bound = i < kSetupBuckets.size() ? kSetupBuckets[i] : std::numeric_limits<double>::infinity();
+    hist.histogram.bucket.push_back(b);
+  }
+  hist.histogram.sample_count = cumulative;
+  hist.histogram.sample_sum = sum([](const WorkerMetrics& w) { return w.setup_sum_us.get(); }) / 1e6;
+  setup.metric.push_back(hist);
+  auto& ready = m.family("rtcedge_transceiver_draining", "1 while draining (SIGTERM)", MetricType::Gauge);
+  m.add(ready, draining_ ? 1 : 0);
+  return m.serialize();
+}
+
+}  // namespace rtce

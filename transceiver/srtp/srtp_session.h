@@ -1,0 +1,64 @@
+// srtp_session.h — one direction of SRTP/SRTCP for a DTLS-SRTP session: an RAII owner of
+// a libsrtp2 srtp_t keyed with a master key || master salt from the DTLS key exporter.
+// Packets are transformed in place; nothing allocates per packet.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+struct srtp_ctx_t_;  // libsrtp2's session, kept out of this header
+
+namespace rtce {
+
+// The DTLS-SRTP protection profiles we negotiate (RFC 5764, RFC 7714).
+enum class SrtpProfile { aes128_cm_sha1_80, aead_aes_128_gcm };
+
+size_t srtp_master_key_length(SrtpProfile profile);
+size_t srtp_master_salt_length(SrtpProfile profile);
+// The name used by the DTLS use_srtp extension, e.g. "SRTP_AES128_CM_SHA1_80".
+const char* srtp_profile_name(SrtpProfile profile);
+// Bytes protect_rtp / protect_rtcp append to a packet with this profile.
+size_t srtp_rtp_trailer_length(SrtpProfile profile);
+size_t srtp_rtcp_trailer_length(SrtpProfile profile);
+
+enum class SrtpError { ok, auth_failed, replay, bad_packet, no_space, other };
+const char* srtp_error_name(SrtpError error);
+
+class SrtpSession {
+ public:
+  enum class Direction { inbound, outbound };
+
+  // key_salt = master key || master salt; throws std::runtime_error on a bad length or a
+  // libsrtp failure. Replay protection uses libsrtp's default 128-packet window. Outbound
+  // sessions refuse to protect a sequence number twice (SrtpError::replay): with GCM a
+  // repeated index under different bytes would reuse the nonce.
+  SrtpSession(SrtpProfile profile, Direction direction, std::span<const uint8_t> key_salt);
+  ~SrtpSession();
+  SrtpSession(SrtpSession&& other) noexcept;
+  SrtpSession& operator=(SrtpSession&& other) noexcept;
+  SrtpSession(const SrtpSession&) = delete;
+  SrtpSession& operator=(const SrtpSession&) = delete;
+
+  // In place: len grows by the trailer; capacity (bytes usable from buf) must leave room for
+  // it, else no_space and the packet is untouched.
+  SrtpError protect_rtp(uint8_t* buf, size_t& len, size_t capacity);
+  SrtpError protect_rtcp(uint8_t* buf, size_t& len, size_t capacity);
+  // In place: on ok, len shrinks to the plain packet.
+  SrtpError unprotect_rtp(uint8_t* buf, size_t& len);
+  SrtpError unprotect_rtcp(uint8_t* buf, size_t& len);
+
+  SrtpProfile profile() const { return profile_; }
+  Direction direction() const { return direction_; }
+
+  // The largest trailer of any supported profile: AEAD_AES_128_GCM on SRTCP appends a
+  // 16-byte tag and the 4-byte E flag + SRTCP index (AES-CM: 4 + 10 for SRTCP, 10 for SRTP).
+  static constexpr size_t max_trailer = 16 + 4;
+
+ private:
+  ::srtp_ctx_t_* session_ = nullptr;
+  SrtpProfile profile_;
+  Direction direction_;
+};
+
+}  // namespace rtce

@@ -22,3 +22,10 @@ packages=(
 )
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+
+# playwright-core drives headless Chromium in the browser tests (npm registry).
+tools="$(cd "$(dirname "$0")/.." && pwd)/tests/golden/tools"
+if command -v npm >/dev/null && [[ ! -d $tools/node_modules/playwright-core ]]; then
+  (cd "$tools" && npm ci --no-audit --no-fund --silent)
+fi

@@ -36,10 +36,10 @@ struct BackendSessionInfo {
 class BackendListener {
  public:
   virtual ~BackendListener() = default;
-  virtual void on_backend_audio(std::span<const int16_t> pcm_20ms) = 0;  // one 20 ms frame at sample_rate
+  virtual void on_backend_audio(std::span<const int16_t> pcm_20ms) = 0;      // one 20 ms frame at sample_rate
   virtual void on_backend_opus(std::span<const uint8_t> /*opus_packet*/) {}  // passthrough mode
-  virtual void on_backend_clear() = 0;                                      // barge-in
-  virtual void on_backend_event(const nlohmann::json& event) = 0;           // any other text event
+  virtual void on_backend_clear() = 0;                                       // barge-in
+  virtual void on_backend_event(const nlohmann::json& event) = 0;            // any other text event
   // The connection failed or ended; the reason starts with one of the stable prefixes of
   // docs/backend-protocol.md ("connect_failed", "connect_timeout", "backend_closed", ...).
   virtual void on_backend_closed(std::string_view reason) = 0;
@@ -90,8 +90,8 @@ struct EchoBackendConfig {
 // An in-process backend for demos and tests. loopback: every frame comes back once, after
 // loopback_delay. parrot: an energy VAD records an utterance (up to 10 s, ends after ~700 ms
 // of silence) and replays it once. Opus passthrough is always loopback.
-std::unique_ptr<BackendConnection> make_echo_backend(boost::asio::io_context& io, const EchoBackendConfig& config,
-                                                     BackendSessionInfo info, BackendListener& listener,
-                                                     BackendCounters& counters);
+std::unique_ptr<BackendConnection> make_echo_backend(boost::asio::io_context& io,
+                                                     const EchoBackendConfig& config, BackendSessionInfo info,
+                                                     BackendListener& listener, BackendCounters& counters);
 
 }  // namespace rtce

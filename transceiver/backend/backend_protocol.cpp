@@ -7,7 +7,9 @@ namespace rtce {
 
 namespace {
 
-bool is_unreserved(unsigned char c) { return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~'; }
+bool is_unreserved(unsigned char c) {
+  return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+}
 
 std::string percent_encode(std::string_view text) {
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -51,7 +53,8 @@ BackendUrl parse_backend_url(std::string_view url, std::string_view session_id) 
   std::string_view authority = rest.substr(0, authority_end);
   std::string_view target = authority_end == std::string_view::npos ? "" : rest.substr(authority_end);
   if (auto hash = target.find('#'); hash != std::string_view::npos) target = target.substr(0, hash);
-  if (authority.find('@') != std::string_view::npos) return url_error("credentials in the URL are not supported");
+  if (authority.find('@') != std::string_view::npos)
+    return url_error("credentials in the URL are not supported");
 
   BackendUrl out;
   if (authority.starts_with('[')) {

@@ -20,8 +20,8 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr auto kFrame = 20ms;
-constexpr double kSpeechRms = 500.0;  // about -36 dBFS: speech, not room noise
-constexpr int kHangoverFrames = 35;   // 700 ms of silence ends an utterance
+constexpr double kSpeechRms = 500.0;      // about -36 dBFS: speech, not room noise
+constexpr int kHangoverFrames = 35;       // 700 ms of silence ends an utterance
 constexpr int kMaxUtteranceFrames = 500;  // 10 s
 constexpr size_t kExtraDelayFrames = 50;  // the delay line holds the delay plus 1 s of burst
 constexpr size_t kMaxOpusPacketBytes = 4000;
@@ -43,7 +43,8 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
         listener_(&listener),
         counters_(&counters),
         timer_(io),
-        delay_line_(static_cast<size_t>(std::max<Nanos>(config.loopback_delay, 0) / 20'000'000) + kExtraDelayFrames) {
+        delay_line_(static_cast<size_t>(std::max<Nanos>(config.loopback_delay, 0) / 20'000'000) +
+                    kExtraDelayFrames) {
     for (auto& slot : delay_line_) slot.pcm.reserve(frame_samples_);
     out_pcm_.reserve(frame_samples_);
     if (config_.mode == EchoBackendConfig::Mode::parrot && !opus_passthrough_) {
@@ -156,7 +157,8 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
   void on_timer() {
     Clock::time_point now = Clock::now();
     if (invalid_ && listener_) {
-      std::exchange(listener_, nullptr)->on_backend_closed("invalid_session: sample rate not 8..48 kHz in 50 Hz steps");
+      std::exchange(listener_, nullptr)
+          ->on_backend_closed("invalid_session: sample rate not 8..48 kHz in 50 Hz steps");
       return;
     }
     if (clear_pending_ && listener_) {

@@ -95,8 +95,9 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl> {
   void start() {
     url_ = parse_backend_url(config_.url, info_.session_id);
     if (!url_.error.empty() || frame_bytes_ == 0) {
-      std::string reason = url_.error.empty() ? "invalid_session: sample rate " + std::to_string(info_.sample_rate)
-                                              : "invalid_url: " + url_.error;
+      std::string reason = url_.error.empty()
+                               ? "invalid_session: sample rate " + std::to_string(info_.sample_rate)
+                               : "invalid_url: " + url_.error;
       // The listener must not be called from inside the factory.
       asio::post(ws_.get_executor(), [self = shared_from_this(), reason] { self->fail(reason); });
       return;
@@ -106,10 +107,11 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl> {
     timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       if (!ec && self->state_ == State::connecting) self->fail("connect_timeout");
     });
-    resolver_.async_resolve(url_.host, url_.port,
-                            [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type results) {
-                              self->on_resolve(ec, results);
-                            });
+    resolver_.async_resolve(
+        url_.host, url_.port,
+        [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type results) {
+          self->on_resolve(ec, results);
+        });
   }
 
   void send_audio(std::span<const int16_t> pcm) {
@@ -130,7 +132,8 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl> {
     } else if (state_ == State::open) {
       state_ = State::closing;
       audio_.clear();
-      events_.push_back(session_ended_event(reason).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      events_.push_back(
+          session_ended_event(reason).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       // Bounds the whole goodbye, including a session.ended stuck behind a stalled backend.
       timer_.expires_after(to_duration(config_.connect_timeout));
       timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
@@ -170,17 +173,19 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl> {
     if (state_ != State::connecting) return;
     if (ec) return fail("connect_failed: resolve " + url_.host + ": " + ec.message());
     beast::get_lowest_layer(ws_).async_connect(
-        results, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) { self->on_connect(ec); });
+        results,
+        [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) { self->on_connect(ec); });
   }
 
   void on_connect(beast::error_code ec) {
     if (state_ != State::connecting) return;
     if (ec) return fail("connect_failed: " + ec.message());
     beast::get_lowest_layer(ws_).socket().set_option(tcp::no_delay(true), ec);
-    ws_.set_option(websocket::stream_base::decorator([headers = config_.headers](websocket::request_type& request) {
-      request.set(http::field::user_agent, "rtcedge-transceiver");
-      for (const auto& [name, value] : headers) request.set(name, value);
-    }));
+    ws_.set_option(
+        websocket::stream_base::decorator([headers = config_.headers](websocket::request_type& request) {
+          request.set(http::field::user_agent, "rtcedge-transceiver");
+          for (const auto& [name, value] : headers) request.set(name, value);
+        }));
     std::string host = url_.host.find(':') == std::string::npos ? url_.host : "[" + url_.host + "]";
     if (url_.port != "80") host += ":" + url_.port;
     ws_.async_handshake(upgrade_response_, host, url_.target,
@@ -190,7 +195,8 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl> {
   void on_handshake(beast::error_code ec) {
     if (state_ != State::connecting) return;
     if (ec == websocket::error::upgrade_declined) {
-      return fail("connect_failed: upgrade declined (HTTP " + std::to_string(upgrade_response_.result_int()) + ")");
+      return fail("connect_failed: upgrade declined (HTTP " + std::to_string(upgrade_response_.result_int()) +
+                  ")");
     }
     if (ec) return fail("connect_failed: " + ec.message());
     timer_.cancel();
@@ -204,7 +210,8 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl> {
     timeouts.keep_alive_pings = config_.idle_timeout > 0;
     ws_.set_option(timeouts);
     ws_.read_message_max(config_.max_message_bytes);
-    spdlog::info("session {}: backend connected to {}:{}{}", info_.session_id, url_.host, url_.port, url_.target);
+    spdlog::info("session {}: backend connected to {}:{}{}", info_.session_id, url_.host, url_.port,
+                 url_.target);
     read_next();
     write_next();
   }
@@ -247,7 +254,8 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl> {
   }
 
   void read_next() {
-    ws_.async_read(read_buffer_, [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+    ws_.async_read(read_buffer_,
+                   [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
   }
 
   void on_read(beast::error_code ec) {
@@ -255,12 +263,14 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl> {
     if (ec) {
       if (state_ == State::closing) return shut_down();
       if (ec == websocket::error::closed) {
-        return fail("backend_closed: " + std::to_string(ws_.reason().code) + " " + std::string(ws_.reason().reason.data(), ws_.reason().reason.size()));
+        return fail("backend_closed: " + std::to_string(ws_.reason().code) + " " +
+                    std::string(ws_.reason().reason.data(), ws_.reason().reason.size()));
       }
       if (ec == beast::error::timeout) return fail("backend_timeout");
       if (ec == websocket::error::message_too_big) {
         counters_->protocol_errors.add();
-        return fail("protocol_error: message larger than " + std::to_string(config_.max_message_bytes) + " bytes");
+        return fail("protocol_error: message larger than " + std::to_string(config_.max_message_bytes) +
+                    " bytes");
       }
       return fail("backend_error: read: " + ec.message());
     }
@@ -368,7 +378,8 @@ class WebSocketBackend final : public BackendConnection {
 
 }  // namespace
 
-std::unique_ptr<BackendConnection> make_websocket_backend(asio::io_context& io, const WebSocketBackendConfig& config,
+std::unique_ptr<BackendConnection> make_websocket_backend(asio::io_context& io,
+                                                          const WebSocketBackendConfig& config,
                                                           BackendSessionInfo info, BackendListener& listener,
                                                           BackendCounters& counters) {
   auto impl = std::make_shared<WebSocketImpl>(io, config, std::move(info), listener, counters);

@@ -220,16 +220,17 @@ void MediaWorker::handle_datagram(uint8_t* data, size_t len, const SocketAddress
     by_path_[PathKey{session.path().send_to, session.path().client}] = &session;
     return;
   }
+  const bool dtls = first >= 20 && first <= 63;
+  const bool rtp = first >= 128 && first <= 191;
+  if (!dtls && !rtp) return drop(DatagramDrop::not_webrtc);  // RFC 7983: ZRTP, TURN, unassigned
   auto it = by_path_.find(PathKey{path.send_to, path.client});
   if (it == by_path_.end()) return drop(DatagramDrop::unknown_tuple);
   Session& session = *it->second;
-  if (first >= 20 && first <= 63) {
+  if (dtls) {
     metrics_.dtls_datagrams_in.add();
     session.handle_dtls(bytes, now);
-  } else if (first >= 128 && first <= 191) {
-    session.handle_srtp(bytes, now);
   } else {
-    drop(DatagramDrop::not_webrtc);
+    session.handle_srtp(bytes, now);
   }
 }
 

@@ -41,7 +41,8 @@ TEST(BackendFrames, TwentyMillisecondFrameSizes) {
   EXPECT_EQ(pcm_frame_bytes(16000), 640u);
   EXPECT_EQ(pcm_frame_bytes(48000), 1920u);
   EXPECT_EQ(pcm_frame_bytes(8000), 320u);
-  EXPECT_EQ(pcm_frame_bytes(44100), 0u);
+  EXPECT_EQ(pcm_frame_bytes(44100), 1764u);
+  EXPECT_EQ(pcm_frame_bytes(11025), 0u);
   EXPECT_EQ(pcm_frame_bytes(96000), 0u);
   EXPECT_EQ(pcm_frame_bytes(0), 0u);
   EXPECT_EQ(pcm_frames_in_message(1920, 640), 3u);
@@ -75,7 +76,8 @@ TEST(BackendText, ClassifiesBackendEvents) {
   BackendText mark = parse_backend_text(R"({"type":"mark","name":"m1"})");
   EXPECT_EQ(mark.kind, BackendTextKind::event);
   EXPECT_EQ(mark.event["name"], "m1");
-  for (const char* bad : {"", "null", "[]", "{}", R"({"type":""})", R"({"type":3})", "{\"type\":\"x\"", "\xff"}) {
+  for (const char* bad :
+       {"", "null", "[]", "{}", R"({"type":""})", R"({"type":3})", "{\"type\":\"x\"", "\xff"}) {
     EXPECT_EQ(parse_backend_text(bad).kind, BackendTextKind::invalid) << bad;
   }
 }

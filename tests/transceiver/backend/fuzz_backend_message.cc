@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case 1: {
       rtce::BackendUrl url = rtce::parse_backend_url(input, input);
-      if (url.error.empty() && (url.host.empty() || url.port.empty() || url.target.empty() || url.target[0] != '/')) {
+      if (url.error.empty() &&
+          (url.host.empty() || url.port.empty() || url.target.empty() || url.target[0] != '/')) {
         __builtin_trap();
       }
       break;

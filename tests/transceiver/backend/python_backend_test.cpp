@@ -102,13 +102,15 @@ TEST(PythonExampleBackend, EchoesAudioAndSendsClearOnDemoClear) {
   auto backend = make_websocket_backend(io, config, info, listener, counters);
 
   for (int i = 0; i < 10; ++i) backend->send_audio(numbered_frame(16000, i));
-  ASSERT_TRUE(run_until(io, [&] { return listener.audio.size() >= 10; }, 5000ms))
-      << "echoed " << listener.audio.size() << " frames; closed: "
-      << (listener.closed.empty() ? "no" : listener.closed[0]);
+  ASSERT_TRUE(run_until(
+      io, [&] { return listener.audio.size() >= 10; }, 5000ms))
+      << "echoed " << listener.audio.size()
+      << " frames; closed: " << (listener.closed.empty() ? "no" : listener.closed[0]);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(listener.audio[i], numbered_frame(16000, i)) << "frame " << i;
 
   backend->send_event({{"type", "demo.clear"}});
-  ASSERT_TRUE(run_until(io, [&] { return listener.clears == 1; }, 5000ms));
+  ASSERT_TRUE(run_until(
+      io, [&] { return listener.clears == 1; }, 5000ms));
   EXPECT_EQ(counters.protocol_errors.get(), 0u);
   EXPECT_TRUE(listener.closed.empty());
 

@@ -26,7 +26,9 @@ struct RecordingListener : BackendListener {
     audio_times.push_back(std::chrono::steady_clock::now());
     if (on_audio) on_audio();
   }
-  void on_backend_opus(std::span<const uint8_t> packet) override { opus.emplace_back(packet.begin(), packet.end()); }
+  void on_backend_opus(std::span<const uint8_t> packet) override {
+    opus.emplace_back(packet.begin(), packet.end());
+  }
   void on_backend_clear() override { ++clears; }
   void on_backend_event(const nlohmann::json& event) override { events.push_back(event); }
   void on_backend_closed(std::string_view reason) override {
@@ -73,7 +75,8 @@ inline void run_for(boost::asio::io_context& io, std::chrono::milliseconds windo
 // A 20 ms frame whose every sample names its sequence number and position.
 inline std::vector<int16_t> numbered_frame(int sample_rate, int sequence) {
   std::vector<int16_t> frame(static_cast<size_t>(sample_rate / 50));
-  for (size_t i = 0; i < frame.size(); ++i) frame[i] = static_cast<int16_t>(sequence * 1000 + static_cast<int>(i));
+  for (size_t i = 0; i < frame.size(); ++i)
+    frame[i] = static_cast<int16_t>(sequence * 1000 + static_cast<int>(i));
   return frame;
 }
 

@@ -51,7 +51,8 @@ struct TestWsServer::Connection : std::enable_shared_from_this<TestWsServer::Con
         self->server.peer_closed_ = true;
         return;
       }
-      self->server.messages_.push_back({self->ws->got_text(), beast::buffers_to_string(self->read_buffer.cdata())});
+      self->server.messages_.push_back(
+          {self->ws->got_text(), beast::buffers_to_string(self->read_buffer.cdata())});
       self->read_buffer.consume(self->read_buffer.size());
       self->read();
     });

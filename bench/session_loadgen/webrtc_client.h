@@ -1,0 +1,155 @@
+// webrtc_client.h — one load-generator WebRTC audio client, built from the transceiver's own
+// components: a Chrome-like audio offer, the answer's few facts, ICE checks
+// (IceClientChecker, USE-CANDIDATE, consent refresh), DTLS-SRTP as the DTLS server (the
+// transceiver answers setup:active), and Opus RTP at 50 packets/s that resends one
+// pre-encoded frame with fresh sequence numbers and timestamps. It owns one connected UDP
+// socket (the transceiver and the relay key a flow by the client's address:port) and is
+// driven by the load generator's single event-loop thread; it records when the
+// transceiver's frames arrive and whether they authenticate.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "clock.h"
+#include "dtls/dtls_transport.h"
+#include "ice/ice_client.h"
+#include "net_address.h"
+#include "srtp/srtp_session.h"
+
+namespace rtce::loadgen {
+
+// What the client puts in its offer.
+struct ClientOffer {
+  std::string ice_ufrag, ice_pwd;
+  uint32_t ssrc = 0;
+  std::string cname;
+  uint64_t session_id = 0;
+};
+
+// Fresh random credentials, SSRC and CNAME.
+ClientOffer make_client_offer();
+// A minimal Chrome-like audio offer: one sendrecv audio section, BUNDLE, rtcp-mux, Opus/111,
+// ice-options:trickle without candidates, sha-256 fingerprint, setup:actpass.
+std::string build_offer_sdp(const ClientOffer& offer, std::string_view fingerprint_sha256);
+
+// What the client needs from the answer.
+struct ParsedAnswer {
+  std::string ice_ufrag, ice_pwd;
+  std::vector<uint8_t> fingerprint;  // sha-256
+  std::string setup;                 // active | passive | actpass
+  SocketAddress candidate;           // the first UDP candidate
+};
+// nullopt with `error` set when a needed line is missing or malformed.
+std::optional<ParsedAnswer> parse_answer_sdp(std::string_view sdp, std::string& error);
+
+// Shared by every client of one run.
+struct ClientConfig {
+  std::shared_ptr<DtlsContext> dtls;
+  std::vector<uint8_t> opus_frame;  // the one 20 ms Opus payload every packet carries
+  uint8_t payload_type = 111;
+  bool send_audio = true;
+  Nanos check_retransmit = 100'000'000;  // until the first success
+  Nanos consent_interval = 2'500'000'000;
+  Nanos connect_timeout = 10'000'000'000;  // POST start -> DTLS connected
+  std::vector<SrtpProfile> srtp_profiles = {SrtpProfile::aead_aes_128_gcm, SrtpProfile::aes128_cm_sha1_80};
+};
+
+// Media counters and the arrival record of one client.
+struct ClientStats {
+  uint64_t stun_sent = 0, stun_ok = 0, stun_failed = 0;
+  uint64_t rtp_sent = 0, send_errors = 0;
+  uint64_t rtp_received = 0;       // authenticated SRTP (whole run)
+  uint64_t rtp_auth_failed = 0;    // did not unprotect
+  uint64_t rtcp_received = 0;      // authenticated SRTCP
+  uint64_t payload_identical = 0;  // echoed payload byte-identical to ours (passthrough)
+  uint64_t other_datagrams = 0;
+  // Within the measurement window.
+  uint64_t window_frames = 0;
+  uint64_t window_seq_gaps = 0;     // frames missing between consecutive arrivals
+  std::vector<float> intervals_ms;  // consecutive arrival intervals
+};
+
+class WebRtcClient {
+ public:
+  enum class State { connecting, connected, failed };
+
+  // Opens and connects the UDP socket (bound to local_ip, ephemeral port); throws
+  // std::runtime_error when it cannot.
+  WebRtcClient(uint32_t index, const ClientConfig& config, ClientOffer offer, ParsedAnswer answer,
+               std::string location, Nanos post_started, Nanos answered_at, const SocketAddress& local_ip);
+  ~WebRtcClient();
+  WebRtcClient(const WebRtcClient&) = delete;
+  WebRtcClient& operator=(const WebRtcClient&) = delete;
+
+  int fd() const { return fd_; }
+  uint32_t index() const { return index_; }
+  State state() const { return state_; }
+  const std::string& failure() const { return failure_; }
+  const std::string& location() const { return location_; }
+  Nanos post_started() const { return post_started_; }
+  Nanos connected_at() const { return connected_at_; }
+  Nanos answered_at() const { return answered_at_; }
+  Nanos ice_ok_at() const { return ice_ok_at_; }
+  const ClientStats& stats() const { return stats_; }
+  const char* srtp_profile() const;
+
+  // Sends the first connectivity check and arms the DTLS server.
+  void start(Nanos now);
+  // One datagram from the socket. arrival: the kernel's receive time (monotonic clock).
+  void handle_datagram(std::span<uint8_t> datagram, Nanos arrival, Nanos now);
+  // Check retransmission and consent, DTLS timers, the connect deadline. Returns when it
+  // next needs to run.
+  Nanos on_timer(Nanos now);
+  // One RTP packet with the shared Opus frame.
+  void send_frame(Nanos now);
+  // Frames arriving in [start, end) are measured; reserves the interval record up front.
+  void set_window(Nanos start, Nanos end);
+  void fail(std::string reason);
+
+ private:
+  void send_check(Nanos now);
+  void send_datagram(std::span<const uint8_t> data);
+  void on_dtls_connected(const SrtpKeys& keys);
+  void handle_rtp(std::span<uint8_t> packet, Nanos arrival);
+
+  const uint32_t index_;
+  const ClientConfig& config_;
+  ClientOffer offer_;
+  ParsedAnswer answer_;
+  std::string location_;
+  Nanos post_started_;
+  Nanos answered_at_;
+  Nanos ice_ok_at_ = 0;
+  int fd_ = -1;
+
+  State state_ = State::connecting;
+  std::string failure_;
+  Nanos connected_at_ = 0;
+  Nanos now_ = 0;
+
+  IceClientChecker checker_;
+  bool ice_ok_ = false;
+  bool check_outstanding_ = false;
+  Nanos next_check_at_ = 0;
+  std::unique_ptr<DtlsTransport> dtls_;
+  std::optional<SrtpSession> srtp_out_, srtp_in_;
+
+  uint16_t seq_;
+  uint32_t timestamp_;
+  bool marker_ = true;
+
+  Nanos window_start_ = INT64_MAX, window_end_ = INT64_MAX;
+  Nanos last_arrival_ = 0;
+  uint16_t last_seq_ = 0;
+  ClientStats stats_;
+};
+
+const char* to_string(WebRtcClient::State state);
+
+}  // namespace rtce::loadgen

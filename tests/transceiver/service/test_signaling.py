@@ -1,0 +1,326 @@
+#!/usr/bin/python3
+"""Signaling and lifecycle tests of rtcedge-transceiver, black box over HTTP and UDP on
+loopback (Python standard library only): the WHIP-style API (201 + Location + answer,
+GET state, DELETE), API keys, content type, hostile SDP naming the line, body limit,
+CORS, admission (429 rate, 503 capacity, 503 draining, Retry-After), sessions that never
+connect ending by themselves, datagram drops counted by reason, the SIGTERM drain, and
+configuration errors. Every wait has a deadline."""
+
+import argparse
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "..", "sdp", "fixtures")
+ARGS = None
+API_KEY = "test-key-0123456789abcdef"
+
+
+def free_port(kind=socket.SOCK_STREAM):
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def chrome_offer():
+    with open(os.path.join(FIXTURES, "chrome_audio_offer.sdp"), "rb") as f:
+        return f.read().decode()
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def metric(text, name, labels=None):
+    total = None
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        if labels and not all(f'{k}="{v}"' in (m.group(2) or "") for k, v in labels.items()):
+            continue
+        total = (total or 0) + float(m.group(3))
+    return total
+
+
+class Transceiver:
+    def __init__(self, *extra, workers=1):
+        self.http_port = free_port()
+        self.media_port = free_port(socket.SOCK_DGRAM)
+        self.log = tempfile.NamedTemporaryFile(prefix="rtce-tx-", suffix=".log", delete=False)
+        argv = [ARGS.transceiver, "--http-listen", f"127.0.0.1:{self.http_port}", "--workers", str(workers),
+                "--media-base-port", str(self.media_port), *extra]
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(self.ready, 15, "transceiver /healthz")
+
+    def ready(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"transceiver exited with {self.proc.returncode}: {self.output()}")
+        try:
+            return self.request("GET", "/healthz")[0] == 200
+        except OSError:
+            return False
+
+    def output(self):
+        with open(self.log.name) as f:
+            return f.read()
+
+    def request(self, method, path, body=None, headers=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=10)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode(errors="replace")
+        finally:
+            conn.close()
+
+    def offer(self, sdp, key=API_KEY, content_type="application/sdp", extra=None):
+        headers = {"Content-Type": content_type}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        headers.update(extra or {})
+        return self.request("POST", "/v1/sessions", sdp, headers)
+
+    def metrics(self):
+        return self.request("GET", "/metrics")[2]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        os.unlink(self.log.name)
+
+
+class Signaling(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.keys = tempfile.NamedTemporaryFile("w", prefix="rtce-keys-", suffix=".yaml", delete=False)
+        subprocess.run([ARGS.relay, "hint", "keygen", "--id", "3"], stdout=cls.keys, check=True, timeout=10)
+        cls.keys.close()
+        cls.tx = Transceiver("--http-api-keys", API_KEY, "--sessions-connect-timeout", "1s",
+                             "--hint-key-file", cls.keys.name, "--hint-endpoint-base-id", "7", workers=2)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tx.stop()
+        os.unlink(cls.keys.name)
+
+    def test_answer_is_ice_lite_with_hint_ufrag_and_location(self):
+        status, headers, answer = self.tx.offer(chrome_offer())
+        self.assertEqual(status, 201, answer)
+        self.assertEqual(headers["content-type"], "application/sdp")
+        self.assertRegex(headers["location"], r"^/v1/sessions/[0-9a-f]{32}$")
+        lines = answer.split("\r\n")
+        self.assertIn("a=ice-lite", lines)
+        self.assertIn("a=rtcp-mux", lines)
+        self.assertIn("a=setup:active", lines)
+        self.assertTrue(any(l.startswith("a=group:BUNDLE ") for l in lines))
+        self.assertTrue(any(re.match(r"a=fingerprint:sha-256 ([0-9A-F]{2}:){31}[0-9A-F]{2}$", l) for l in lines))
+        ufrag = next(l.split(":", 1)[1] for l in lines if l.startswith("a=ice-ufrag:"))
+        pwd = next(l.split(":", 1)[1] for l in lines if l.startswith("a=ice-pwd:"))
+        self.assertGreaterEqual(len(pwd), 22)
+        self.assertEqual(len(ufrag), 16)
+        # The ufrag is a routing hint, signed with the shared key, naming one of the two
+        # worker endpoints (ids 7 and 8).
+        decoded = subprocess.run([ARGS.relay, "hint", "decode", "--key-file", self.keys.name, ufrag],
+                                 capture_output=True, text=True, timeout=10)
+        self.assertEqual(decoded.returncode, 0, decoded.stdout + decoded.stderr)
+        hint = json.loads(decoded.stdout)
+        self.assertEqual(hint["key_id"], 3)
+        self.assertIn(hint["endpoint_id"], (7, 8))
+        cands = [l for l in lines if l.startswith("a=candidate:")]
+        self.assertEqual(len(cands), 1, answer)
+        self.assertRegex(cands[0], r"udp \d+ 127\.0\.0\.1 \d+ typ host$")
+        offer_pt = re.search(r"m=audio \d+ UDP/TLS/RTP/SAVPF (\d+)", chrome_offer())
+        opus_pt = re.search(r"a=rtpmap:(\d+) opus/48000/2", chrome_offer()).group(1)
+        self.assertTrue(offer_pt)
+        self.assertIn(f"a=rtpmap:{opus_pt} opus/48000/2", lines)
+        self.assertTrue(any(l.startswith(f"a=fmtp:{opus_pt} ") and "useinbandfec=1" in l for l in lines))
+
+    def test_get_and_delete(self):
+        status, headers, _ = self.tx.offer(chrome_offer())
+        self.assertEqual(status, 201)
+        location = headers["location"]
+        auth = {"Authorization": f"Bearer {API_KEY}"}
+        status, _, body = self.tx.request("GET", location, headers=auth)
+        self.assertEqual(status, 200, body)
+        state = json.loads(body)
+        self.assertEqual(state["state"], "new")
+        self.assertEqual(state["path"], "direct")
+        self.assertEqual(state["codec"], "opus/48000/2")
+        self.assertEqual(self.tx.request("GET", location)[0], 401)
+        self.assertEqual(self.tx.request("DELETE", location, headers=auth)[0], 204)
+        status, _, body = self.tx.request("GET", location, headers=auth)
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["state"], "ended")
+        self.assertEqual(json.loads(body)["end_reason"], "deleted")
+        self.assertEqual(self.tx.request("DELETE", location, headers=auth)[0], 404)
+        self.assertEqual(self.tx.request("GET", "/v1/sessions/" + "0" * 32, headers=auth)[0], 404)
+        self.assertEqual(self.tx.request("GET", "/v1/sessions/../../etc", headers=auth)[0], 404)
+
+    def test_api_key_required(self):
+        status, headers, _ = self.tx.offer(chrome_offer(), key=None)
+        self.assertEqual(status, 401)
+        self.assertEqual(headers.get("www-authenticate"), "Bearer")
+        self.assertEqual(self.tx.offer(chrome_offer(), key="wrong-key-0123456789")[0], 401)
+        self.assertGreaterEqual(metric(self.tx.metrics(), "rtcedge_transceiver_sessions_rejected_total",
+                                       {"reason": "unauthorized"}), 2)
+
+    def test_content_type_and_body_limit(self):
+        self.assertEqual(self.tx.offer(chrome_offer(), content_type="text/plain")[0], 415)
+        status, _, body = self.tx.offer("v=0\r\n" + "a=x\r\n" * 400000)
+        self.assertEqual(status, 413, body)
+
+    def test_hostile_sdp_names_line_and_reason(self):
+        cases = {
+            "garbage \x00\x01": r"line 1",
+            chrome_offer().replace("a=rtcp-mux\r\n", ""): r"rtcp-mux",
+            re.sub(r"a=fingerprint:[^\r]*\r\n", "", chrome_offer()): r"fingerprint",
+            re.sub(r"a=rtpmap:\d+ opus/48000/2\r\n", "", chrome_offer()): r"(?i)opus",
+            re.sub(r"m=audio[\s\S]*", "", chrome_offer()): r"(?i)audio",
+        }
+        for sdp, reason in cases.items():
+            status, _, body = self.tx.offer(sdp)
+            self.assertEqual(status, 400, body)
+            self.assertRegex(body, reason)
+        self.assertGreaterEqual(metric(self.tx.metrics(), "rtcedge_transceiver_sessions_rejected_total",
+                                       {"reason": "bad_sdp"}), len(cases))
+
+    def test_cors(self):
+        status, headers, _ = self.tx.request("OPTIONS", "/v1/sessions", headers={
+            "Origin": "https://app.example", "Access-Control-Request-Method": "POST"})
+        self.assertEqual(status, 204)
+        self.assertIn("POST", headers["access-control-allow-methods"])
+        self.assertIn("Authorization", headers["access-control-allow-headers"])
+        status, headers, _ = self.tx.offer(chrome_offer(), extra={"Origin": "https://app.example"})
+        self.assertEqual(status, 201)
+        self.assertEqual(headers["access-control-allow-origin"], "*")
+        self.assertIn("Location", headers["access-control-expose-headers"])
+
+    def test_unconnected_session_ends_by_itself(self):
+        status, headers, _ = self.tx.offer(chrome_offer())
+        self.assertEqual(status, 201)
+        auth = {"Authorization": f"Bearer {API_KEY}"}
+
+        def ended():
+            s = json.loads(self.tx.request("GET", headers["location"], headers=auth)[2])
+            return s if s["state"] == "ended" else None
+        state = wait_for(ended, 5, "the connect timeout to end the session")
+        self.assertEqual(state["end_reason"], "connect_timeout")
+        self.assertGreaterEqual(metric(self.tx.metrics(), "rtcedge_transceiver_sessions_ended_total",
+                                       {"reason": "connect_timeout"}), 1)
+
+    def test_demo_page_health_and_metrics(self):
+        status, headers, body = self.tx.request("GET", "/")
+        self.assertEqual(status, 200)
+        self.assertIn("text/html", headers["content-type"])
+        self.assertIn("Talk", body)
+        self.assertEqual(self.tx.request("GET", "/healthz")[0], 200)
+        self.assertEqual(self.tx.request("GET", "/readyz")[0], 200)
+        text = self.tx.metrics()
+        self.assertIsNotNone(metric(text, "rtcedge_transceiver_sessions_active_total"))
+        self.assertIsNotNone(metric(text, "rtcedge_transceiver_session_setup_seconds_count"))
+        self.assertEqual(self.tx.request("GET", "/nope")[0], 404)
+
+    def test_datagram_drops_are_counted(self):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            # A STUN Binding request for a ufrag nobody owns, and a DTLS record from nowhere.
+            txid = os.urandom(12)
+            user = b"AAAAAAAAAAAAAAAA:abcd"
+            attr = (0x0006).to_bytes(2, "big") + len(user).to_bytes(2, "big") + user + b"\0" * ((4 - len(user) % 4) % 4)
+            stun = (1).to_bytes(2, "big") + len(attr).to_bytes(2, "big") + bytes.fromhex("2112a442") + txid + attr
+            for port in (self.tx.media_port, self.tx.media_port + 1):
+                s.sendto(stun, ("127.0.0.1", port))
+                s.sendto(b"\x16\xfe\xfd" + b"\0" * 20, ("127.0.0.1", port))
+                s.sendto(b"\x70hello", ("127.0.0.1", port))
+        finally:
+            s.close()
+
+        def counted():
+            t = self.tx.metrics()
+            return all((metric(t, "rtcedge_transceiver_datagrams_dropped_total", {"reason": r}) or 0) >= 2
+                       for r in ("unknown_ufrag", "unknown_tuple", "not_webrtc"))
+        wait_for(counted, 5, "drops counted by reason")
+
+
+class Admission(unittest.TestCase):
+    def test_rate_limit_then_capacity(self):
+        tx = Transceiver("--sessions-setup-rate", "1", "--sessions-setup-burst", "2")
+        try:
+            codes = [tx.offer(chrome_offer(), key=None) for _ in range(3)]
+            self.assertEqual([c[0] for c in codes[:2]], [201, 201])
+            self.assertEqual(codes[2][0], 429)
+            self.assertEqual(codes[2][1]["retry-after"], "1")
+        finally:
+            tx.stop()
+        tx = Transceiver("--sessions-max-per-worker", "1")
+        try:
+            self.assertEqual(tx.offer(chrome_offer(), key=None)[0], 201)
+            status, headers, body = tx.offer(chrome_offer(), key=None)
+            self.assertEqual(status, 503, body)
+            self.assertIn("retry-after", headers)
+        finally:
+            tx.stop()
+
+    def test_sigterm_drains(self):
+        tx = Transceiver("--sessions-drain-timeout", "2s")
+        try:
+            self.assertEqual(tx.offer(chrome_offer(), key=None)[0], 201)
+            tx.proc.send_signal(signal.SIGTERM)
+            wait_for(lambda: tx.request("GET", "/readyz")[0] == 503, 5, "/readyz to fail while draining")
+            status, headers, _ = tx.offer(chrome_offer(), key=None)
+            self.assertEqual(status, 503)
+            self.assertIn("retry-after", headers)
+            self.assertEqual(tx.proc.wait(timeout=10), 0)
+            self.assertIn("drained", tx.output())
+        finally:
+            tx.stop()
+
+
+class Configuration(unittest.TestCase):
+    def run_bad(self, *argv):
+        r = subprocess.run([ARGS.transceiver, *argv], capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        return r.stderr
+
+    def test_errors_name_the_key(self):
+        self.assertIn("http.api_keys", self.run_bad("--http-listen", "0.0.0.0:0"))
+        self.assertIn("audio.sample_rate", self.run_bad("--audio-sample-rate", "44100"))
+        self.assertIn("hint.key_file", self.run_bad("--relay-vips", "127.0.0.1:3478"))
+        self.assertIn("backend.url", self.run_bad("--backend-url", "http://x"))
+        self.assertIn("relay.sources", self.run_bad("--relay-sources", "10.0.0.0/99"))
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write("http:\n  lisen: 127.0.0.1:1\n")
+            f.flush()
+            self.assertIn("lisen", self.run_bad("--config", f.name))
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--transceiver", required=True)
+    ap.add_argument("--relay", required=True)
+    ARGS, rest = ap.parse_known_args()
+    unittest.main(argv=[sys.argv[0], "-v", *rest])
+
+
+if __name__ == "__main__":
+    main()

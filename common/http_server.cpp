@@ -4,6 +4,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <array>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -123,7 +124,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
       } else {
         beast::error_code ignored;
         self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        self->discard_unread();
       }
+    });
+  }
+
+  // Closing with unread bytes (the body of a refused upload) makes the kernel send a RST
+  // that can destroy the response before the client reads it. Read and drop what is left,
+  // bounded in bytes and time, then close.
+  void discard_unread() {
+    if (discarded_ > (8u << 20)) return;
+    stream_.expires_after(std::chrono::seconds(2));
+    stream_.async_read_some(asio::buffer(drain_buffer_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->discarded_ += n;
+      if (!ec) self->discard_unread();
     });
   }
 
@@ -137,6 +151,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool keep_alive_ = false;
   bool head_ = false;
   unsigned version_ = 11;
+  size_t discarded_ = 0;
+  std::array<char, 16384> drain_buffer_{};
 };
 
 }  // namespace

@@ -131,13 +131,12 @@ bool TransceiverService::authorized(const HttpRequest& request) const {
   return match;
 }
 
-void TransceiverService::add_cors(const HttpRequest& request, HttpResponse& response) const {
-  auto origin = request.header("origin");
+void TransceiverService::add_cors(const std::string& origin, HttpResponse& response) const {
   if (origin.empty()) return;
   const bool any = std::find(config_.cors_origins.begin(), config_.cors_origins.end(), "*") != config_.cors_origins.end();
   const bool listed = std::find(config_.cors_origins.begin(), config_.cors_origins.end(), origin) != config_.cors_origins.end();
   if (!any && !listed) return;
-  response.headers.emplace_back("Access-Control-Allow-Origin", any ? "*" : std::string(origin));
+  response.headers.emplace_back("Access-Control-Allow-Origin", any ? "*" : origin);
   response.headers.emplace_back("Access-Control-Expose-Headers", "Location");
   if (!any) response.headers.emplace_back("Vary", "Origin");
 }
@@ -165,8 +164,10 @@ MediaWorker* TransceiverService::least_loaded_worker() {
 }
 
 void TransceiverService::handle(const HttpRequest& request, HttpServer::Responder respond_raw) {
-  auto respond = [this, &request, respond_raw](HttpResponse response) {
-    add_cors(request, response);
+  // The answer may come later from a worker thread, after `request` is gone: keep only
+  // what CORS needs, by value.
+  auto respond = [this, origin = std::string(request.header("origin")), respond_raw](HttpResponse response) {
+    add_cors(origin, response);
     respond_raw(std::move(response));
   };
   const auto& path = request.path;

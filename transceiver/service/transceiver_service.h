@@ -38,7 +38,7 @@ class TransceiverService {
   void create_session(const HttpRequest& request, HttpServer::Responder respond);
   void with_session(const std::string& id, const HttpRequest& request, HttpServer::Responder respond);
   bool authorized(const HttpRequest& request) const;
-  void add_cors(const HttpRequest& request, HttpResponse& response) const;
+  void add_cors(const std::string& origin, HttpResponse& response) const;
   bool take_setup_token();
   std::string metrics_text() const;
   MediaWorker* least_loaded_worker();

@@ -12,10 +12,13 @@ namespace rtce {
 struct AdminServer::Impl {
   explicit Impl(const SocketAddress& listen)
       : server(listen, HttpServer::Limits{4096, 8192, 10},
-               [this](const HttpRequest& request, HttpServer::Responder respond) { dispatch(request, respond); }) {}
+               [this](const HttpRequest& request, HttpServer::Responder respond) {
+                 dispatch(request, respond);
+               }) {}
 
   void dispatch(const HttpRequest& request, const HttpServer::Responder& respond) {
-    if (request.method != "GET" && request.method != "HEAD") return respond(HttpResponse::text(405, "method not allowed"));
+    if (request.method != "GET" && request.method != "HEAD")
+      return respond(HttpResponse::text(405, "method not allowed"));
     auto it = routes.find(request.path);
     if (it == routes.end()) return respond(HttpResponse::text(404, "not found"));
     HttpReply reply;
@@ -35,7 +38,9 @@ AdminServer::AdminServer(const SocketAddress& listen) : impl_(std::make_unique<I
 
 AdminServer::~AdminServer() { stop(); }
 
-void AdminServer::route(const std::string& path, Handler handler) { impl_->routes[path] = std::move(handler); }
+void AdminServer::route(const std::string& path, Handler handler) {
+  impl_->routes[path] = std::move(handler);
+}
 
 void AdminServer::start() {
   try {

@@ -1,10 +1,10 @@
 // http_server.cpp — see http_server.h.
 #include "http_server.h"
 
+#include <array>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <array>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -62,8 +62,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void on_read(beast::error_code ec) {
     if (ec == http::error::body_limit) {
-      write(HttpResponse::text(413, "request body larger than " + std::to_string(limits_.max_body_bytes) +
-                                        " bytes"),
+      write(HttpResponse::text(
+                413, "request body larger than " + std::to_string(limits_.max_body_bytes) + " bytes"),
             false);
       return;
     }
@@ -87,7 +87,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     for (const auto& field : message) {
       auto name = field.name_string();
       auto value = field.value();
-      request.headers.emplace_back(lowercase({name.data(), name.size()}), std::string(value.data(), value.size()));
+      request.headers.emplace_back(lowercase({name.data(), name.size()}),
+                                   std::string(value.data(), value.size()));
     }
     request.body = std::move(message.body());
     request.peer = peer_;
@@ -135,10 +136,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void discard_unread() {
     if (discarded_ > (8u << 20)) return;
     stream_.expires_after(std::chrono::seconds(2));
-    stream_.async_read_some(asio::buffer(drain_buffer_), [self = shared_from_this()](beast::error_code ec, size_t n) {
-      self->discarded_ += n;
-      if (!ec) self->discard_unread();
-    });
+    stream_.async_read_some(asio::buffer(drain_buffer_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->discarded_ += n;
+                              if (!ec) self->discard_unread();
+                            });
   }
 
   beast::tcp_stream stream_;

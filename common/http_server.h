@@ -15,9 +15,9 @@
 namespace rtce {
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string path;    // target without the query
-  std::string query;   // after '?', undecoded
+  std::string method;                                        // "GET", "POST", ...
+  std::string path;                                          // target without the query
+  std::string query;                                         // after '?', undecoded
   std::vector<std::pair<std::string, std::string>> headers;  // names lowercased
   std::string body;
   SocketAddress peer;

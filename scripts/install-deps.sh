@@ -17,7 +17,7 @@ packages=(
   # running and testing the data path
   libnice-dev libsrtp2-dev libopus-dev libusrsctp-dev libhiredis-dev
   # running and testing the data path, the transceiver's peers (Redis, aiortc, Chromium)
-  redis-server redis-tools python3-aiortc python3-websockets python3-numpy chromium
+  redis-server redis-tools python3-aiortc python3-websockets python3-numpy chromium jq util-linux
   iproute2 ethtool nftables nginx-light libnginx-mod-stream python3 curl procps
 )
 apt-get update -qq

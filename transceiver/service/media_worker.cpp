@@ -59,7 +59,9 @@ void MediaWorker::bind() {
   socket_.open(endpoint.protocol(), ec);
   if (!ec && endpoint.protocol() == asio::ip::udp::v6()) socket_.set_option(asio::ip::v6_only(false), ec);
   if (!ec) socket_.bind(endpoint, ec);
-  if (ec) throw std::runtime_error("media worker " + std::to_string(index_) + " on " + addr.to_string() + ": " + ec.message());
+  if (ec)
+    throw std::runtime_error("media worker " + std::to_string(index_) + " on " + addr.to_string() + ": " +
+                             ec.message());
   socket_.non_blocking(true);
   const int buffer = 4 << 20;
   setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer);

@@ -12,7 +12,7 @@ namespace rtce {
 namespace {
 
 constexpr int kRtpClock = 48000;
-constexpr uint32_t kSamplesPer20ms = 960;  // at the RTP clock
+constexpr uint32_t kSamplesPer20ms = 960;    // at the RTP clock
 constexpr size_t kMaxDecodedSamples = 5760;  // 120 ms at 48 kHz, Opus' longest packet
 constexpr size_t kPacketScratch = 1500;
 constexpr size_t kOutputFrames = 50;  // 1 s of backend audio queued for playout
@@ -62,14 +62,16 @@ Session::Session(SessionPlan plan, SessionEnvironment env, Nanos now)
       send_stats_(plan_.ssrc, kRtpClock),
       out_seq_(random_value<uint16_t>()),
       out_timestamp_(random_value<uint32_t>()),
-      jitter_(jitter_config(env_.config)),
       pacer_(now),
-      output_(env_.config.sample_rate, kOutputFrames),
-      pcm_scratch_(kMaxDecodedSamples),
       packet_scratch_(kPacketScratch) {
-  if (!env_.config.opus_passthrough) {
+  if (env_.config.opus_passthrough) {
+    opus_output_.emplace(kOutputFrames);
+  } else {
+    jitter_.emplace(jitter_config(env_.config));
     decoder_.emplace(env_.config.sample_rate);
     encoder_.emplace(env_.config.sample_rate, encoder_config(env_.config));
+    output_.emplace(env_.config.sample_rate, kOutputFrames);
+    pcm_scratch_.resize(kMaxDecodedSamples);
   }
   DtlsTransport::Callbacks callbacks;
   callbacks.send = [this](std::span<const uint8_t> d) { send(d); };
@@ -81,8 +83,8 @@ Session::Session(SessionPlan plan, SessionEnvironment env, Nanos now)
   callbacks.on_closed = [this] { end(SessionEnd::peer_closed, now_); };
   DtlsTransport::Config dtls_config;
   dtls_config.handshake_timeout = env_.config.connect_timeout;
-  dtls_ = std::make_unique<DtlsTransport>(env_.dtls, plan_.dtls_role, plan_.remote_fingerprint, std::move(callbacks),
-                                          dtls_config);
+  dtls_ = std::make_unique<DtlsTransport>(env_.dtls, plan_.dtls_role, plan_.remote_fingerprint,
+                                          std::move(callbacks), dtls_config);
   next_rtcp_at_ = now + kRtcpInterval;
 }
 
@@ -138,8 +140,9 @@ void Session::on_dtls_connected(const SrtpKeys& keys, Nanos now) {
   add_event({{"type", "connected"},
              {"srtp_profile", srtp_profile_name(keys.profile)},
              {"time_to_connected_ms", (now - plan_.offer_received_at) / 1'000'000}});
-  spdlog::info("session {} connected in {} ms ({}, client {})", plan_.id, (now - plan_.offer_received_at) / 1'000'000,
-               srtp_profile_name(keys.profile), path_.client.to_string());
+  spdlog::info("session {} connected in {} ms ({}, client {})", plan_.id,
+               (now - plan_.offer_received_at) / 1'000'000, srtp_profile_name(keys.profile),
+               path_.client.to_string());
   start_backend();
 }
 
@@ -153,7 +156,8 @@ void Session::start_backend() {
   info.opus_passthrough = env_.config.opus_passthrough;
   if (env_.config.backend_url.empty()) {
     EchoBackendConfig echo;
-    echo.mode = env_.config.echo_mode == "parrot" ? EchoBackendConfig::Mode::parrot : EchoBackendConfig::Mode::loopback;
+    echo.mode = env_.config.echo_mode == "parrot" ? EchoBackendConfig::Mode::parrot
+                                                  : EchoBackendConfig::Mode::loopback;
     echo.loopback_delay = env_.config.echo_delay;
     backend_ = make_echo_backend(env_.io, echo, std::move(info), *this, env_.metrics.backend);
   } else {
@@ -199,7 +203,7 @@ void Session::handle_rtp(std::span<uint8_t> packet, Nanos now) {
     if (backend_) backend_->send_opus(rtp->payload);
     return;
   }
-  jitter_.push(rtp->seq, rtp->timestamp, rtp->payload, now);
+  jitter_->push(rtp->seq, rtp->timestamp, rtp->payload, now);
 }
 
 void Session::handle_rtcp(std::span<uint8_t> packet, Nanos now) {
@@ -235,7 +239,7 @@ void Session::tick(Nanos now) {
 void Session::pump_inbound_audio(Nanos now) {
   const size_t frame = static_cast<size_t>(samples_per_20ms(env_.config.sample_rate));
   for (int guard = 0; guard < 16; ++guard) {
-    auto out = jitter_.pop(now);
+    auto out = jitter_->pop(now);
     if (out.kind == JitterBuffer::Output::Kind::none) break;
     int samples;
     if (out.kind == JitterBuffer::Output::Kind::frame) {
@@ -255,7 +259,7 @@ void Session::pump_inbound_audio(Nanos now) {
       if (backend_) backend_->send_audio(std::span<const int16_t>(pcm_scratch_.data() + off, frame));
   }
   // Mirror the buffer's own counters into the worker's (single writer: this thread).
-  const auto& c = jitter_.counters();
+  const auto& c = jitter_->counters();
   env_.metrics.jitter_lost.add(c.lost - seen_lost_);
   env_.metrics.jitter_late.add(c.late - seen_late_);
   env_.metrics.jitter_reordered.add(c.reordered - seen_reordered_);
@@ -270,12 +274,12 @@ void Session::pump_outbound_audio(Nanos now) {
   uint8_t opus[1275];
   for (int i = 0; i < due; ++i) {
     if (env_.config.opus_passthrough) {
-      if (!opus_output_.empty()) {
-        send_opus_frame(opus_output_.front(), now);
-        opus_output_.pop_front();
+      if (!opus_output_->empty()) {
+        send_opus_frame(opus_output_->front(), now);
+        opus_output_->pop();
         continue;
       }
-    } else if (output_.pop(std::span(pcm_scratch_).first(frame))) {
+    } else if (output_->pop(std::span(pcm_scratch_).first(frame))) {
       const int n = encoder_->encode(std::span<const int16_t>(pcm_scratch_.data(), frame), opus);
       if (n > 0) {
         send_opus_frame({opus, static_cast<size_t>(n)}, now);
@@ -342,30 +346,29 @@ void Session::end(SessionEnd reason, Nanos now) {
   }
   add_event({{"type", "ended"}, {"reason", kSessionEndNames[static_cast<size_t>(reason)]}});
   if (reason == SessionEnd::dtls_failed)
-    spdlog::warn("session {} ended: {} ({})", plan_.id, kSessionEndNames[static_cast<size_t>(reason)], dtls_failure_);
+    spdlog::warn("session {} ended: {} ({})", plan_.id, kSessionEndNames[static_cast<size_t>(reason)],
+                 dtls_failure_);
   else
     spdlog::info("session {} ended: {}", plan_.id, kSessionEndNames[static_cast<size_t>(reason)]);
 }
 
 void Session::on_backend_audio(std::span<const int16_t> pcm_20ms) {
-  if (ended_) return;
-  const uint64_t before = output_.frames_dropped();
-  output_.push(pcm_20ms);
-  env_.metrics.output_frames_dropped.add(output_.frames_dropped() - before);
+  if (ended_ || !output_) return;
+  const uint64_t before = output_->frames_dropped();
+  if (!output_->push(pcm_20ms)) env_.metrics.output_frames_dropped.add();
+  env_.metrics.output_frames_dropped.add(output_->frames_dropped() - before);
 }
 
 void Session::on_backend_opus(std::span<const uint8_t> opus_packet) {
-  if (ended_ || !env_.config.opus_passthrough) return;
-  if (opus_output_.size() >= kOutputFrames) {
-    opus_output_.pop_front();
-    env_.metrics.output_frames_dropped.add();
-  }
-  opus_output_.emplace_back(opus_packet.begin(), opus_packet.end());
+  if (ended_ || !opus_output_) return;
+  const uint64_t before = opus_output_->dropped();
+  if (!opus_output_->push(opus_packet)) env_.metrics.output_frames_dropped.add();
+  env_.metrics.output_frames_dropped.add(opus_output_->dropped() - before);
 }
 
 void Session::on_backend_clear() {
-  output_.clear();
-  opus_output_.clear();
+  if (output_) output_->clear();
+  if (opus_output_) opus_output_->clear();
   add_event({{"type", "clear"}});
 }
 
@@ -378,7 +381,8 @@ void Session::on_backend_closed(std::string_view reason) {
   if (backend_state_ == "closed") return;
   backend_state_ = "closed";
   add_event({{"type", "backend.closed"}, {"reason", std::string(reason)}});
-  end(SessionEnd::backend_failed, now_);
+  // The backend hanging up on purpose is not a failure.
+  end(reason.rfind("session_end", 0) == 0 ? SessionEnd::backend_ended : SessionEnd::backend_failed, now_);
 }
 
 void Session::add_event(nlohmann::json event) {
@@ -414,7 +418,8 @@ nlohmann::json Session::snapshot(Nanos now) const {
     j["rtt_ms"] = nullptr;
   j["jitter_ms"] = receive_stats_.jitter_ms();
   j["loss"] = receive_stats_.expected() > 0
-                  ? static_cast<double>(std::max<int64_t>(0, receive_stats_.lost())) / static_cast<double>(receive_stats_.expected())
+                  ? static_cast<double>(std::max<int64_t>(0, receive_stats_.lost())) /
+                        static_cast<double>(receive_stats_.expected())
                   : 0.0;
   j["remote_loss"] = send_stats_.remote_fraction_lost();
   j["remote_jitter_ms"] = send_stats_.remote_jitter_ms();
@@ -424,14 +429,20 @@ nlohmann::json Session::snapshot(Nanos now) const {
   j["bytes_sent"] = bytes_out_;
   j["rtp_packets_sent"] = send_stats_.packets_sent();
   j["rtp_packets_received"] = receive_stats_.received();
-  j["time_to_connected_ms"] =
-      connected_at_ ? nlohmann::json((connected_at_ - plan_.offer_received_at) / 1'000'000) : nlohmann::json(nullptr);
+  j["time_to_connected_ms"] = connected_at_
+                                  ? nlohmann::json((connected_at_ - plan_.offer_received_at) / 1'000'000)
+                                  : nlohmann::json(nullptr);
   j["age_ms"] = ((ended_ ? ended_at_ : now) - created_at_) / 1'000'000;
   if (ended_) j["end_reason"] = kSessionEndNames[static_cast<size_t>(end_reason_)];
   if (!dtls_failure_.empty()) j["dtls_failure"] = dtls_failure_;
-  const auto& jc = jitter_.counters();
-  j["jitter_buffer"] = {{"lost", jc.lost}, {"fec_recovered", jc.fec_recovered}, {"concealed", jc.plc},
-                        {"late", jc.late}, {"reordered", jc.reordered}};
+  if (jitter_) {
+    const auto& jc = jitter_->counters();
+    j["jitter_buffer"] = {{"lost", jc.lost},
+                          {"fec_recovered", jc.fec_recovered},
+                          {"concealed", jc.plc},
+                          {"late", jc.late},
+                          {"reordered", jc.reordered}};
+  }
   j["backend"] = {{"kind", env_.config.backend_url.empty() ? "echo-" + env_.config.echo_mode : "websocket"},
                   {"state", backend_state_}};
   j["events"] = nlohmann::json::array();

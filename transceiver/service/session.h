@@ -21,6 +21,7 @@
 #include "dtls/dtls_transport.h"
 #include "ice/ice_lite.h"
 #include "media_path.h"
+#include "opus_packet_ring.h"
 #include "rtp/rtp_stats.h"
 #include "srtp/srtp_session.h"
 #include "transceiver_config.h"
@@ -125,12 +126,12 @@ class Session final : public BackendListener {
   uint64_t seen_lost_ = 0, seen_late_ = 0, seen_reordered_ = 0;
 
   // Audio
-  JitterBuffer jitter_;
+  std::optional<JitterBuffer> jitter_;  // transcoding only, as are the codecs and queues below
   std::optional<OpusDecoderHandle> decoder_;
   std::optional<OpusEncoderHandle> encoder_;
   FramePacer pacer_;
-  PcmQueue output_;
-  std::deque<std::vector<uint8_t>> opus_output_;  // passthrough: bounded below
+  std::optional<PcmQueue> output_;
+  std::optional<OpusPacketRing> opus_output_;  // passthrough only
   std::vector<int16_t> pcm_scratch_;
   std::vector<uint8_t> packet_scratch_;
 

@@ -27,22 +27,26 @@ void declare_transceiver_config(ConfigLayers& c) {
   c.declare("relay.vips", K::list, "relay VIPs (address:port) offered as candidates; set = relay mode");
   c.declare("relay.sources", K::list,
             "address ranges framed datagrams are accepted from (default 127.0.0.0/8, ::1/128)");
-  c.declare("hint.key_file", K::scalar, "routing-hint key file shared with the relays (required with relays)");
+  c.declare("hint.key_file", K::scalar,
+            "routing-hint key file shared with the relays (required with relays)");
   c.declare("hint.cluster_id", K::scalar, "cluster id in the hints (default 0)");
   c.declare("hint.endpoint_base_id", K::scalar, "endpoint id of worker 0; worker i is base+i (default 1)");
   c.declare("sessions.max_per_worker", K::scalar, "live sessions per worker (default 1000)");
   c.declare("sessions.setup_rate", K::scalar, "new sessions per second, token bucket (default 100)");
   c.declare("sessions.setup_burst", K::scalar, "token bucket depth (default 100)");
   c.declare("sessions.connect_timeout", K::scalar, "ICE and DTLS must complete within (default 10s)");
-  c.declare("sessions.consent_timeout", K::scalar, "no valid STUN check for this long ends a session (default 30s)");
-  c.declare("sessions.drain_timeout", K::scalar, "on SIGTERM, live sessions may continue this long (default 30s)");
+  c.declare("sessions.consent_timeout", K::scalar,
+            "no valid STUN check for this long ends a session (default 30s)");
+  c.declare("sessions.drain_timeout", K::scalar,
+            "on SIGTERM, live sessions may continue this long (default 30s)");
   c.declare("dtls.certificate", K::scalar, "PEM certificate (ECDSA P-256); default: generated at start");
   c.declare("dtls.private_key", K::scalar, "PEM private key for dtls.certificate");
   c.declare("audio.sample_rate", K::scalar, "PCM rate to and from the backend: 16000 | 24000 | 48000");
   c.declare("audio.opus_complexity", K::scalar, "Opus encoder complexity 0..10 (default 5)");
   c.declare("audio.opus_bitrate", K::scalar, "Opus encoder bitrate in bit/s (default 32000)");
   c.declare("audio.jitter_delay", K::scalar, "jitter buffer target delay (default 40ms)");
-  c.declare("audio.opus_passthrough", K::scalar, "send and take Opus packets to/from the backend (default false)");
+  c.declare("audio.opus_passthrough", K::scalar,
+            "send and take Opus packets to/from the backend (default false)");
   c.declare("backend.url", K::scalar, "backend WebSocket URL (ws://host:port/path); empty = embedded echo");
   c.declare("backend.echo_mode", K::scalar, "embedded echo: loopback | parrot (default loopback)");
   c.declare("backend.echo_delay", K::scalar, "loopback echo delay (default 500ms)");
@@ -83,7 +87,8 @@ TransceiverConfig resolve_transceiver_config(const ConfigLayers& c) {
   if (cfg.workers == 0) cfg.workers = std::max(1u, std::thread::hardware_concurrency());
   cfg.pin_cpus = c.get_bool("pin_cpus", false);
   auto media_ip = c.get_string("media.listen", "127.0.0.1");
-  auto media = SocketAddress::parse(media_ip.find(':') != std::string::npos ? "[" + media_ip + "]:0" : media_ip + ":0");
+  auto media = SocketAddress::parse(media_ip.find(':') != std::string::npos ? "[" + media_ip + "]:0"
+                                                                            : media_ip + ":0");
   if (!media) throw ConfigError(c.where("media.listen") + ": '" + media_ip + "' is not an IP address");
   cfg.media_listen = *media;
   cfg.media_base_port = static_cast<uint16_t>(c.get_uint("media.base_port", 40000, 0, 65535));

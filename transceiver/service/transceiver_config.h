@@ -24,8 +24,8 @@ struct TransceiverConfig {
   // Media workers: worker i binds media_listen:(media_base_port + i).
   uint32_t workers = 0;  // resolved: >= 1
   bool pin_cpus = false;
-  SocketAddress media_listen;   // IP only (port ignored)
-  uint16_t media_base_port = 0;  // 0 = ephemeral per worker
+  SocketAddress media_listen;     // IP only (port ignored)
+  uint16_t media_base_port = 0;   // 0 = ephemeral per worker
   std::string advertise_address;  // the direct-mode candidate IP
   bool direct_enabled = true;
   std::vector<SocketAddress> relay_vips;  // non-empty = relay mode: these are the candidates

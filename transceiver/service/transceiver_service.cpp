@@ -54,7 +54,8 @@ std::string make_session_id(uint32_t worker) {
 }
 
 std::optional<uint32_t> worker_of(std::string_view id) {
-  if (id.size() != 32 || id.find_first_not_of("0123456789abcdef") != std::string_view::npos) return std::nullopt;
+  if (id.size() != 32 || id.find_first_not_of("0123456789abcdef") != std::string_view::npos)
+    return std::nullopt;
   uint32_t w = 0;
   std::from_chars(id.data(), id.data() + 2, w, 16);
   return w;
@@ -63,18 +64,21 @@ std::optional<uint32_t> worker_of(std::string_view id) {
 }  // namespace
 
 TransceiverService::TransceiverService(TransceiverConfig config) : config_(std::move(config)) {
-  hint_keys_ = config_.hint_key_file.empty() ? HintKeys::generate(1) : HintKeys::load_file(config_.hint_key_file);
-  dtls_ = config_.dtls_certificate.empty() ? DtlsContext::generate()
-                                           : DtlsContext::load(config_.dtls_certificate, config_.dtls_private_key);
+  hint_keys_ =
+      config_.hint_key_file.empty() ? HintKeys::generate(1) : HintKeys::load_file(config_.hint_key_file);
+  dtls_ = config_.dtls_certificate.empty()
+              ? DtlsContext::generate()
+              : DtlsContext::load(config_.dtls_certificate, config_.dtls_private_key);
   for (uint32_t i = 0; i < config_.workers; ++i) {
     metrics_.push_back(std::make_unique<WorkerMetrics>());
-    workers_.push_back(std::make_unique<MediaWorker>(i, static_cast<uint16_t>(config_.endpoint_base_id + i), config_,
-                                                     dtls_, *metrics_.back()));
+    workers_.push_back(std::make_unique<MediaWorker>(i, static_cast<uint16_t>(config_.endpoint_base_id + i),
+                                                     config_, dtls_, *metrics_.back()));
   }
   HttpServer::Limits limits;
   limits.max_body_bytes = config_.max_body_bytes;
-  http_ = std::make_unique<HttpServer>(config_.http_listen, limits,
-                                       [this](const HttpRequest& r, HttpServer::Responder respond) { handle(r, std::move(respond)); });
+  http_ = std::make_unique<HttpServer>(
+      config_.http_listen, limits,
+      [this](const HttpRequest& r, HttpServer::Responder respond) { handle(r, std::move(respond)); });
   tokens_ = config_.setup_burst;
 }
 
@@ -86,11 +90,13 @@ void TransceiverService::start() {
   for (auto& w : workers_) w->bind();
   for (auto& w : workers_) {
     w->start();
-    spdlog::info("media worker {} (endpoint {}) on {}", w->index(), w->endpoint_id(), w->local_address().to_string());
+    spdlog::info("media worker {} (endpoint {}) on {}", w->index(), w->endpoint_id(),
+                 w->local_address().to_string());
   }
   http_->start();
   if (config_.api_keys.empty())
-    spdlog::warn("no http.api_keys configured: anyone who can reach {} may create sessions", config_.http_listen.to_string());
+    spdlog::warn("no http.api_keys configured: anyone who can reach {} may create sessions",
+                 config_.http_listen.to_string());
   spdlog::info("signaling on http://{} ({} mode, fingerprint {})", config_.http_listen.to_string(),
                config_.relay_mode() ? "relay" : "direct", dtls_->fingerprint_sha256());
 }
@@ -133,8 +139,10 @@ bool TransceiverService::authorized(const HttpRequest& request) const {
 
 void TransceiverService::add_cors(const std::string& origin, HttpResponse& response) const {
   if (origin.empty()) return;
-  const bool any = std::find(config_.cors_origins.begin(), config_.cors_origins.end(), "*") != config_.cors_origins.end();
-  const bool listed = std::find(config_.cors_origins.begin(), config_.cors_origins.end(), origin) != config_.cors_origins.end();
+  const bool any =
+      std::find(config_.cors_origins.begin(), config_.cors_origins.end(), "*") != config_.cors_origins.end();
+  const bool listed = std::find(config_.cors_origins.begin(), config_.cors_origins.end(), origin) !=
+                      config_.cors_origins.end();
   if (!any && !listed) return;
   response.headers.emplace_back("Access-Control-Allow-Origin", any ? "*" : origin);
   response.headers.emplace_back("Access-Control-Expose-Headers", "Location");
@@ -179,8 +187,10 @@ void TransceiverService::handle(const HttpRequest& request, HttpServer::Responde
     return respond(std::move(r));
   }
   if (path == "/" && (request.method == "GET" || request.method == "HEAD"))
-    return respond(HttpResponse{200, "text/html; charset=utf-8",
-                                std::string(reinterpret_cast<const char*>(kDemoPage), kDemoPageSize), {}});
+    return respond(HttpResponse{200,
+                                "text/html; charset=utf-8",
+                                std::string(reinterpret_cast<const char*>(kDemoPage), kDemoPageSize),
+                                {}});
   if (path == "/healthz") return respond(HttpResponse::text(200, "ok"));
   if (path == "/readyz")
     return respond(draining_ ? HttpResponse::text(503, "draining") : HttpResponse::text(200, "ready"));
@@ -188,7 +198,8 @@ void TransceiverService::handle(const HttpRequest& request, HttpServer::Responde
     return respond(HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics_text(), {}});
   }
   if (path == kSessionsPrefix && request.method == "POST") return create_session(request, respond);
-  if (path.size() > kSessionsPrefix.size() + 1 && path.compare(0, kSessionsPrefix.size() + 1, "/v1/sessions/") == 0)
+  if (path.size() > kSessionsPrefix.size() + 1 &&
+      path.compare(0, kSessionsPrefix.size() + 1, "/v1/sessions/") == 0)
     return with_session(path.substr(kSessionsPrefix.size() + 1), request, respond);
   if (path == kSessionsPrefix) return respond(HttpResponse::text(405, "use POST with an SDP offer"));
   respond(HttpResponse::text(404, "not found"));
@@ -247,7 +258,8 @@ void TransceiverService::create_session(const HttpRequest& request, HttpServer::
   params.ice_pwd = plan.local_pwd;
   params.fingerprint_sha256 = dtls_->fingerprint_sha256();
   params.setup = sdp::answer_setup(offer.audio.setup, sdp::Setup::active);
-  plan.dtls_role = params.setup == sdp::Setup::active ? DtlsTransport::Role::client : DtlsTransport::Role::server;
+  plan.dtls_role =
+      params.setup == sdp::Setup::active ? DtlsTransport::Role::client : DtlsTransport::Role::server;
   uint64_t sid;
   fill_random(&sid, sizeof sid);
   params.session_id = sid >> 2;
@@ -256,7 +268,8 @@ void TransceiverService::create_session(const HttpRequest& request, HttpServer::
   if (config_.relay_mode()) {
     uint32_t priority = 2130706431;
     for (const auto& vip : config_.relay_vips)
-      params.candidates.push_back({vip.ip_string(), vip.port(), priority--, std::to_string(params.candidates.size() + 1)});
+      params.candidates.push_back(
+          {vip.ip_string(), vip.port(), priority--, std::to_string(params.candidates.size() + 1)});
   } else {
     params.candidates.push_back({config_.advertise_address, worker->local_address().port(), 2130706431, "1"});
   }
@@ -274,7 +287,8 @@ void TransceiverService::create_session(const HttpRequest& request, HttpServer::
   });
 }
 
-void TransceiverService::with_session(const std::string& id, const HttpRequest& request, HttpServer::Responder respond) {
+void TransceiverService::with_session(const std::string& id, const HttpRequest& request,
+                                      HttpServer::Responder respond) {
   if (!authorized(request)) return respond(HttpResponse::text(401, "missing or unknown API key"));
   auto index = worker_of(id);
   if (!index || *index >= workers_.size()) return respond(HttpResponse::text(404, "no such session"));
@@ -287,7 +301,7 @@ void TransceiverService::with_session(const std::string& id, const HttpRequest& 
   } else if (request.method == "DELETE") {
     worker->post([worker, id, respond] {
       respond(worker->end_session(id, SessionEnd::deleted) ? HttpResponse{204, "text/plain", "", {}}
-                                                            : HttpResponse::text(404, "no such session"));
+                                                           : HttpResponse::text(404, "no such session"));
     });
   } else if (request.method == "PATCH") {
     respond(HttpResponse::text(405, "trickle ICE is not needed: the server is ICE-lite with one candidate"));
@@ -308,65 +322,93 @@ std::string TransceiverService::metrics_text() const {
     auto& f = m.family(name, help, MetricType::Counter);
     m.add(f, sum(getter));
   };
-  auto& active = m.family("rtcedge_transceiver_sessions_active", "live sessions per worker endpoint", MetricType::Gauge);
+  auto& active =
+      m.family("rtcedge_transceiver_sessions_active", "live sessions per worker endpoint", MetricType::Gauge);
   for (auto& w : workers_)
     m.add(active, w->metrics().sessions_active.load(std::memory_order_relaxed),
           {{"endpoint", std::to_string(w->endpoint_id())}});
-  auto& active_total = m.family("rtcedge_transceiver_sessions_active_total", "live sessions, all workers", MetricType::Gauge);
+  auto& active_total =
+      m.family("rtcedge_transceiver_sessions_active_total", "live sessions, all workers", MetricType::Gauge);
   m.add(active_total, static_cast<double>(live_sessions()));
   per_worker_counter("rtcedge_transceiver_sessions_created_total", "sessions placed on a worker",
                      [](const WorkerMetrics& w) { return w.sessions_created.get(); });
-  per_worker_counter("rtcedge_transceiver_sessions_connected_total", "sessions whose DTLS handshake completed",
+  per_worker_counter("rtcedge_transceiver_sessions_connected_total",
+                     "sessions whose DTLS handshake completed",
                      [](const WorkerMetrics& w) { return w.sessions_connected.get(); });
-  auto& ended = m.family("rtcedge_transceiver_sessions_ended_total", "sessions ended, by reason", MetricType::Counter);
+  auto& ended =
+      m.family("rtcedge_transceiver_sessions_ended_total", "sessions ended, by reason", MetricType::Counter);
   for (size_t r = 0; r < static_cast<size_t>(SessionEnd::count); ++r)
-    m.add(ended, sum([r](const WorkerMetrics& w) { return w.sessions_ended[r].get(); }), {{"reason", kSessionEndNames[r]}});
-  auto& rejected = m.family("rtcedge_transceiver_sessions_rejected_total", "session requests refused, by reason", MetricType::Counter);
+    m.add(ended, sum([r](const WorkerMetrics& w) { return w.sessions_ended[r].get(); }),
+          {{"reason", kSessionEndNames[r]}});
+  auto& rejected = m.family("rtcedge_transceiver_sessions_rejected_total",
+                            "session requests refused, by reason", MetricType::Counter);
   m.add(rejected, static_cast<double>(rejected_rate_), {{"reason", "rate_limited"}});
   m.add(rejected, static_cast<double>(rejected_capacity_), {{"reason", "capacity"}});
   m.add(rejected, static_cast<double>(rejected_sdp_), {{"reason", "bad_sdp"}});
   m.add(rejected, static_cast<double>(rejected_auth_), {{"reason", "unauthorized"}});
-  auto& drops = m.family("rtcedge_transceiver_datagrams_dropped_total", "datagrams dropped, by reason", MetricType::Counter);
+  auto& drops = m.family("rtcedge_transceiver_datagrams_dropped_total", "datagrams dropped, by reason",
+                         MetricType::Counter);
   for (size_t r = 0; r < static_cast<size_t>(DatagramDrop::count); ++r)
-    m.add(drops, sum([r](const WorkerMetrics& w) { return w.drops[r].get(); }), {{"reason", kDatagramDropNames[r]}});
-  auto& dir_packets = m.family("rtcedge_transceiver_datagrams_total", "UDP datagrams by direction", MetricType::Counter);
+    m.add(drops, sum([r](const WorkerMetrics& w) { return w.drops[r].get(); }),
+          {{"reason", kDatagramDropNames[r]}});
+  auto& dir_packets =
+      m.family("rtcedge_transceiver_datagrams_total", "UDP datagrams by direction", MetricType::Counter);
   m.add(dir_packets, sum([](const WorkerMetrics& w) { return w.datagrams_in.get(); }), {{"direction", "in"}});
-  m.add(dir_packets, sum([](const WorkerMetrics& w) { return w.datagrams_out.get(); }), {{"direction", "out"}});
-  auto& dir_bytes = m.family("rtcedge_transceiver_bytes_total", "UDP payload bytes by direction", MetricType::Counter);
+  m.add(dir_packets, sum([](const WorkerMetrics& w) { return w.datagrams_out.get(); }),
+        {{"direction", "out"}});
+  auto& dir_bytes =
+      m.family("rtcedge_transceiver_bytes_total", "UDP payload bytes by direction", MetricType::Counter);
   m.add(dir_bytes, sum([](const WorkerMetrics& w) { return w.bytes_in.get(); }), {{"direction", "in"}});
   m.add(dir_bytes, sum([](const WorkerMetrics& w) { return w.bytes_out.get(); }), {{"direction", "out"}});
-  auto& rtp = m.family("rtcedge_transceiver_rtp_packets_total", "RTP and RTCP packets by kind and direction", MetricType::Counter);
-  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtp_in.get(); }), {{"kind", "rtp"}, {"direction", "in"}});
-  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtp_out.get(); }), {{"kind", "rtp"}, {"direction", "out"}});
-  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtcp_in.get(); }), {{"kind", "rtcp"}, {"direction", "in"}});
-  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtcp_out.get(); }), {{"kind", "rtcp"}, {"direction", "out"}});
-  auto& jitter = m.family("rtcedge_transceiver_jitter_buffer_frames_total", "jitter buffer outcomes", MetricType::Counter);
+  auto& rtp = m.family("rtcedge_transceiver_rtp_packets_total", "RTP and RTCP packets by kind and direction",
+                       MetricType::Counter);
+  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtp_in.get(); }),
+        {{"kind", "rtp"}, {"direction", "in"}});
+  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtp_out.get(); }),
+        {{"kind", "rtp"}, {"direction", "out"}});
+  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtcp_in.get(); }),
+        {{"kind", "rtcp"}, {"direction", "in"}});
+  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtcp_out.get(); }),
+        {{"kind", "rtcp"}, {"direction", "out"}});
+  auto& jitter = m.family("rtcedge_transceiver_jitter_buffer_frames_total", "jitter buffer outcomes",
+                          MetricType::Counter);
   m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_lost.get(); }), {{"outcome", "lost"}});
-  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_fec.get(); }), {{"outcome", "fec_recovered"}});
+  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_fec.get(); }),
+        {{"outcome", "fec_recovered"}});
   m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_plc.get(); }), {{"outcome", "concealed"}});
   m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_late.get(); }), {{"outcome", "late"}});
-  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_reordered.get(); }), {{"outcome", "reordered"}});
+  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_reordered.get(); }),
+        {{"outcome", "reordered"}});
   per_worker_counter("rtcedge_transceiver_opus_decode_errors_total", "Opus packets that failed to decode",
                      [](const WorkerMetrics& w) { return w.opus_decode_errors.get(); });
-  per_worker_counter("rtcedge_transceiver_output_frames_dropped_total", "backend audio frames dropped (output queue full)",
+  per_worker_counter("rtcedge_transceiver_output_frames_dropped_total",
+                     "backend audio frames dropped (output queue full)",
                      [](const WorkerMetrics& w) { return w.output_frames_dropped.get(); });
-  auto& backend = m.family("rtcedge_transceiver_backend_frames_total", "audio frames to and from backends", MetricType::Counter);
-  m.add(backend, sum([](const WorkerMetrics& w) { return w.backend.frames_sent.get(); }), {{"direction", "to_backend"}});
-  m.add(backend, sum([](const WorkerMetrics& w) { return w.backend.frames_received.get(); }), {{"direction", "from_backend"}});
-  auto& backend_drops = m.family("rtcedge_transceiver_backend_frames_dropped_total", "frames dropped on bounded backend queues", MetricType::Counter);
-  m.add(backend_drops, sum([](const WorkerMetrics& w) { return w.backend.frames_dropped_outbound.get(); }), {{"direction", "to_backend"}});
-  m.add(backend_drops, sum([](const WorkerMetrics& w) { return w.backend.frames_dropped_inbound.get(); }), {{"direction", "from_backend"}});
+  auto& backend = m.family("rtcedge_transceiver_backend_frames_total", "audio frames to and from backends",
+                           MetricType::Counter);
+  m.add(backend, sum([](const WorkerMetrics& w) { return w.backend.frames_sent.get(); }),
+        {{"direction", "to_backend"}});
+  m.add(backend, sum([](const WorkerMetrics& w) { return w.backend.frames_received.get(); }),
+        {{"direction", "from_backend"}});
+  auto& backend_drops = m.family("rtcedge_transceiver_backend_frames_dropped_total",
+                                 "frames dropped on bounded backend queues", MetricType::Counter);
+  m.add(backend_drops, sum([](const WorkerMetrics& w) { return w.backend.frames_dropped_outbound.get(); }),
+        {{"direction", "to_backend"}});
+  m.add(backend_drops, sum([](const WorkerMetrics& w) { return w.backend.frames_dropped_inbound.get(); }),
+        {{"direction", "from_backend"}});
   per_worker_counter("rtcedge_transceiver_backend_connect_failures_total", "backend connections that failed",
                      [](const WorkerMetrics& w) { return w.backend.connect_failures.get(); });
   per_worker_counter("rtcedge_transceiver_backend_protocol_errors_total", "malformed backend messages",
                      [](const WorkerMetrics& w) { return w.backend.protocol_errors.get(); });
 
   // Setup time histogram (offer received -> DTLS connected).
-  auto& setup = m.family("rtcedge_transceiver_session_setup_seconds", "offer received to DTLS connected", MetricType::Histogram);
+  auto& setup = m.family("rtcedge_transceiver_session_setup_seconds", "offer received to DTLS connected",
+                         MetricType::Histogram);
   prometheus::ClientMetric hist;
   uint64_t cumulative = 0;
   for (size_t i = 0; i <= kSetupBuckets.size(); ++i) {
-    cumulative += static_cast<uint64_t>(sum([i](const WorkerMetrics& w) { return w.setup_buckets[i].get(); }));
+    cumulative +=
+        static_cast<uint64_t>(sum([i](const WorkerMetrics& w) { return w.setup_buckets[i].get(); }));
     prometheus::ClientMetric::Bucket b;
     b.cumulative_count = cumulative;
     b.upper_bound = i < kSetupBuckets.size() ? kSetupBuckets[i] : std::numeric_limits<double>::infinity();

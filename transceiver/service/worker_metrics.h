@@ -13,21 +13,21 @@
 namespace rtce {
 
 enum class DatagramDrop : uint8_t {
-  untrusted_relay,   // framed datagram from outside relay.sources
-  direct_disabled,   // unframed datagram while direct mode is off
-  bad_framing,       // PROXY v2 header malformed
-  unknown_ufrag,     // STUN for a server ufrag no session owns
-  unknown_tuple,     // DTLS/RTP/RTCP from an address no authenticated check registered
-  not_webrtc,        // first byte outside the RFC 7983 ranges
-  stun_rejected,     // STUN answered with an error or discarded
-  srtp_failed,       // SRTP/SRTCP authentication, replay or format failure
-  not_ready,         // RTP before DTLS completed
-  send_failed,       // sendmmsg error
+  untrusted_relay,  // framed datagram from outside relay.sources
+  direct_disabled,  // unframed datagram while direct mode is off
+  bad_framing,      // PROXY v2 header malformed
+  unknown_ufrag,    // STUN for a server ufrag no session owns
+  unknown_tuple,    // DTLS/RTP/RTCP from an address no authenticated check registered
+  not_webrtc,       // first byte outside the RFC 7983 ranges
+  stun_rejected,    // STUN answered with an error or discarded
+  srtp_failed,      // SRTP/SRTCP authentication, replay or format failure
+  not_ready,        // RTP before DTLS completed
+  send_failed,      // sendmmsg error
   count
 };
 inline constexpr const char* kDatagramDropNames[] = {
     "untrusted_relay", "direct_disabled", "bad_framing", "unknown_ufrag", "unknown_tuple",
-    "not_webrtc", "stun_rejected", "srtp_failed", "not_ready", "send_failed"};
+    "not_webrtc",      "stun_rejected",   "srtp_failed", "not_ready",     "send_failed"};
 static_assert(std::size(kDatagramDropNames) == static_cast<size_t>(DatagramDrop::count));
 
 enum class SessionEnd : uint8_t {
@@ -50,7 +50,8 @@ static_assert(std::size(kSessionEndNames) == static_cast<size_t>(SessionEnd::cou
 inline constexpr std::array<double, 10> kSetupBuckets = {0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10};
 
 struct WorkerMetrics {
-  std::atomic<uint32_t> sessions_active{0};  // incremented by signaling on placement, decremented by the worker
+  std::atomic<uint32_t> sessions_active{
+      0};  // incremented by signaling on placement, decremented by the worker
   RelaxedCounter sessions_created, sessions_connected;
   std::array<RelaxedCounter, static_cast<size_t>(SessionEnd::count)> sessions_ended;
   std::array<RelaxedCounter, static_cast<size_t>(DatagramDrop::count)> drops;

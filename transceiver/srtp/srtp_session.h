@@ -1,13 +1,14 @@
-// srtp_session.h — one direction of SRTP/SRTCP for a DTLS-SRTP session: an RAII owner of
-// a libsrtp2 srtp_t keyed with a master key || master salt from the DTLS key exporter.
-// Packets are transformed in place; nothing allocates per packet.
+// srtp_session.h — one direction of SRTP/SRTCP for a DTLS-SRTP session, keyed with a master
+// key || master salt from the DTLS key exporter. Packets are transformed in place; nothing
+// allocates per packet. Two backends implement it, chosen by the CMake option
+// RTCE_SRTP_BACKEND: srtp_session_openssl.cpp (default, OpenSSL libcrypto) and
+// srtp_session_libsrtp.cpp (libsrtp2, kept as the reference the tests compare against).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
-
-struct srtp_ctx_t_;  // libsrtp2's session, kept out of this header
 
 namespace rtce {
 
@@ -30,7 +31,7 @@ class SrtpSession {
   enum class Direction { inbound, outbound };
 
   // key_salt = master key || master salt; throws std::runtime_error on a bad length or a
-  // libsrtp failure. Replay protection uses libsrtp's default 128-packet window. Outbound
+  // crypto library failure. Replay protection uses a 128-packet window per SSRC. Outbound
   // sessions refuse to protect a sequence number twice (SrtpError::replay): with GCM a
   // repeated index under different bytes would reuse the nonce.
   SrtpSession(SrtpProfile profile, Direction direction, std::span<const uint8_t> key_salt);
@@ -44,7 +45,8 @@ class SrtpSession {
   // it, else no_space and the packet is untouched.
   SrtpError protect_rtp(uint8_t* buf, size_t& len, size_t capacity);
   SrtpError protect_rtcp(uint8_t* buf, size_t& len, size_t capacity);
-  // In place: on ok, len shrinks to the plain packet.
+  // In place: on ok, len shrinks to the plain packet. On an error the bytes are unspecified
+  // (an AEAD packet that fails authentication has already been decrypted in place).
   SrtpError unprotect_rtp(uint8_t* buf, size_t& len);
   SrtpError unprotect_rtcp(uint8_t* buf, size_t& len);
 
@@ -56,7 +58,8 @@ class SrtpSession {
   static constexpr size_t max_trailer = 16 + 4;
 
  private:
-  ::srtp_ctx_t_* session_ = nullptr;
+  struct Impl;  // the backend's keys, contexts and per-SSRC state
+  std::unique_ptr<Impl> impl_;
   SrtpProfile profile_;
   Direction direction_;
 };

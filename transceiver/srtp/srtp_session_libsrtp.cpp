@@ -1,13 +1,16 @@
-// srtp_session.cpp — libsrtp2 policy setup and the per-packet calls with their error mapping.
+// srtp_session_libsrtp.cpp — the libsrtp2 backend of SrtpSession (RTCE_SRTP_BACKEND=libsrtp):
+// policy setup and the per-packet calls with their error mapping. Debian's libsrtp2 is built
+// on NSS, whose per-context cost grows with the number of live contexts (docs/benchmarks-srtp.md),
+// so the default backend is srtp_session_openssl.cpp; this one stays as the reference.
 #include "transceiver/srtp/srtp_session.h"
 
 #include <srtp2/srtp.h>
 
 #include <climits>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <utility>
 
 namespace rtce {
 namespace {
@@ -44,35 +47,13 @@ bool plausible_rtp(const uint8_t* buf, size_t len, size_t min_len) {
 
 }  // namespace
 
-size_t srtp_master_key_length(SrtpProfile) { return 16; }
-
-size_t srtp_master_salt_length(SrtpProfile profile) {
-  return profile == SrtpProfile::aead_aes_128_gcm ? 12 : 14;
-}
-
-const char* srtp_profile_name(SrtpProfile profile) {
-  return profile == SrtpProfile::aead_aes_128_gcm ? "SRTP_AEAD_AES_128_GCM" : "SRTP_AES128_CM_SHA1_80";
-}
-
-size_t srtp_rtp_trailer_length(SrtpProfile profile) {
-  return profile == SrtpProfile::aead_aes_128_gcm ? 16 : 10;
-}
-
-size_t srtp_rtcp_trailer_length(SrtpProfile profile) {
-  return profile == SrtpProfile::aead_aes_128_gcm ? 16 + 4 : 4 + 10;
-}
-
-const char* srtp_error_name(SrtpError error) {
-  switch (error) {
-    case SrtpError::ok: return "ok";
-    case SrtpError::auth_failed: return "auth_failed";
-    case SrtpError::replay: return "replay";
-    case SrtpError::bad_packet: return "bad_packet";
-    case SrtpError::no_space: return "no_space";
-    case SrtpError::other: return "other";
-  }
-  return "other";
-}
+struct SrtpSession::Impl {
+  srtp_t session = nullptr;
+  explicit Impl(srtp_t s) : session(s) {}
+  ~Impl() { srtp_dealloc(session); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+};
 
 SrtpSession::SrtpSession(SrtpProfile profile, Direction direction, std::span<const uint8_t> key_salt)
     : profile_(profile), direction_(direction) {
@@ -104,66 +85,51 @@ SrtpSession::SrtpSession(SrtpProfile profile, Direction direction, std::span<con
   if (srtp_err_status_t status = srtp_create(&session, &policy); status != srtp_err_status_ok) {
     throw std::runtime_error("srtp_create failed: status " + std::to_string(status));
   }
-  session_ = session;
+  impl_ = std::make_unique<Impl>(session);
 }
 
-SrtpSession::~SrtpSession() {
-  if (session_ != nullptr) srtp_dealloc(session_);
-}
-
-SrtpSession::SrtpSession(SrtpSession&& other) noexcept
-    : session_(std::exchange(other.session_, nullptr)),
-      profile_(other.profile_),
-      direction_(other.direction_) {}
-
-SrtpSession& SrtpSession::operator=(SrtpSession&& other) noexcept {
-  if (this != &other) {
-    if (session_ != nullptr) srtp_dealloc(session_);
-    session_ = std::exchange(other.session_, nullptr);
-    profile_ = other.profile_;
-    direction_ = other.direction_;
-  }
-  return *this;
-}
+SrtpSession::~SrtpSession() = default;
+SrtpSession::SrtpSession(SrtpSession&& other) noexcept = default;
+SrtpSession& SrtpSession::operator=(SrtpSession&& other) noexcept = default;
 
 SrtpError SrtpSession::protect_rtp(uint8_t* buf, size_t& len, size_t capacity) {
-  if (session_ == nullptr || direction_ != Direction::outbound) return SrtpError::other;
+  if (impl_ == nullptr || direction_ != Direction::outbound) return SrtpError::other;
   if (!plausible_rtp(buf, len, kRtpHeaderLength)) return SrtpError::bad_packet;
   if (capacity < len || capacity - len < srtp_rtp_trailer_length(profile_)) return SrtpError::no_space;
   int length = static_cast<int>(len);
-  SrtpError error = map_status(srtp_protect(session_, buf, &length));
+  SrtpError error = map_status(srtp_protect(impl_->session, buf, &length));
   if (error == SrtpError::ok) len = static_cast<size_t>(length);
   return error;
 }
 
 SrtpError SrtpSession::protect_rtcp(uint8_t* buf, size_t& len, size_t capacity) {
-  if (session_ == nullptr || direction_ != Direction::outbound) return SrtpError::other;
+  if (impl_ == nullptr || direction_ != Direction::outbound) return SrtpError::other;
   if (!plausible_rtp(buf, len, kRtcpHeaderLength)) return SrtpError::bad_packet;
   if (capacity < len || capacity - len < srtp_rtcp_trailer_length(profile_)) return SrtpError::no_space;
   int length = static_cast<int>(len);
-  SrtpError error = map_status(srtp_protect_rtcp(session_, buf, &length));
+  SrtpError error = map_status(srtp_protect_rtcp(impl_->session, buf, &length));
   if (error == SrtpError::ok) len = static_cast<size_t>(length);
   return error;
 }
 
 SrtpError SrtpSession::unprotect_rtp(uint8_t* buf, size_t& len) {
-  if (session_ == nullptr || direction_ != Direction::inbound) return SrtpError::other;
+  if (impl_ == nullptr || direction_ != Direction::inbound) return SrtpError::other;
   if (!plausible_rtp(buf, len, kRtpHeaderLength + srtp_rtp_trailer_length(profile_))) {
     return SrtpError::bad_packet;
   }
   int length = static_cast<int>(len);
-  SrtpError error = map_status(srtp_unprotect(session_, buf, &length));
+  SrtpError error = map_status(srtp_unprotect(impl_->session, buf, &length));
   if (error == SrtpError::ok) len = static_cast<size_t>(length);
   return error;
 }
 
 SrtpError SrtpSession::unprotect_rtcp(uint8_t* buf, size_t& len) {
-  if (session_ == nullptr || direction_ != Direction::inbound) return SrtpError::other;
+  if (impl_ == nullptr || direction_ != Direction::inbound) return SrtpError::other;
   if (!plausible_rtp(buf, len, kRtcpHeaderLength + srtp_rtcp_trailer_length(profile_))) {
     return SrtpError::bad_packet;
   }
   int length = static_cast<int>(len);
-  SrtpError error = map_status(srtp_unprotect_rtcp(session_, buf, &length));
+  SrtpError error = map_status(srtp_unprotect_rtcp(impl_->session, buf, &length));
   if (error == SrtpError::ok) len = static_cast<size_t>(length);
   return error;
 }

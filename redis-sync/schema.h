@@ -1,0 +1,37 @@
+// schema.h — the Redis key layout of one cluster (docs/redis.md) and the text forms of
+// the values stored under it. Every key carries the hash tag {c<cluster>} so that one
+// cluster lives in one Redis Cluster slot and its Lua scripts may touch all of its keys.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sync_types.h"
+
+namespace rtce {
+
+class RedisSchema {
+ public:
+  explicit RedisSchema(uint8_t cluster);
+
+  const std::string& prefix() const { return prefix_; }  // "rtce:{c<cluster>}:"
+  std::string endpoint_key(EndpointId id) const;         // hash: address capacity load draining
+  std::string endpoint_key_prefix() const;               // endpoint_key without the id
+  std::string endpoint_set_key() const;                  // set of registered ids
+  std::string endpoint_ids_key() const;                  // hash: "pod:<identity>" -> "base:count", "next"
+  std::string events_channel() const;                    // pub/sub channel of registry changes
+  std::string flow_key(const FlowKey& key) const;        // string: endpoint id, PX TTL
+  std::string flow_pattern() const;                      // SCAN MATCH pattern of flow keys
+  // Inverse of flow_key; nullopt for a key of another layout.
+  std::optional<FlowKey> parse_flow_key(std::string_view redis_key) const;
+
+ private:
+  std::string prefix_;
+};
+
+// Strict decimal parse of an endpoint id (1..65535).
+std::optional<EndpointId> parse_endpoint_id(std::string_view text);
+
+}  // namespace rtce

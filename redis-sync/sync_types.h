@@ -1,0 +1,65 @@
+// sync_types.h — the values the registry and the flow store exchange (endpoint records,
+// flow keys) and the counters both implementations keep, so that metrics and tests read
+// one shape whichever backend is configured.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "net_address.h"
+#include "relaxed_counter.h"
+
+namespace rtce {
+
+// The 16-bit transceiver endpoint id carried in hints and in the BPF maps; 0 means none.
+using EndpointId = uint16_t;
+
+struct EndpointRecord {
+  EndpointId id = 0;
+  SocketAddress address;
+  uint32_t capacity = 0;
+  uint32_t load = 0;
+  bool draining = false;
+
+  friend bool operator==(const EndpointRecord&, const EndpointRecord&) = default;
+};
+
+enum class RegistryChange { kAdded, kUpdated, kRemoved };
+
+struct RegistryEvent {
+  RegistryChange change = RegistryChange::kAdded;
+  EndpointRecord record;  // for kRemoved: the last known record
+};
+
+// A relayed flow as the relay sees it: the client's address and the VIP it sent to.
+struct FlowKey {
+  SocketAddress client;
+  SocketAddress vip;
+
+  friend bool operator==(const FlowKey&, const FlowKey&) = default;
+};
+
+struct FlowEntry {
+  FlowKey key;
+  EndpointId endpoint_id = 0;
+};
+
+// Written on the owner's io_context thread only; read from anywhere (metrics scrape).
+struct SyncCounters {
+  RelaxedCounter commands_sent;  // commands handed to the server (or the memory store)
+  RelaxedCounter replies;        // replies received, error replies included
+  RelaxedCounter errors;         // error replies, failed connects, commands lost to a disconnect
+  RelaxedCounter timeouts;       // commands that got no reply within the command timeout
+  RelaxedCounter reconnects;     // successful connects after the first one
+  RelaxedCounter dropped;        // commands refused because the pending queue was full
+};
+
+// How one asynchronous operation ended, for callers that care about more than ok/not ok.
+enum class SyncStatus { kOk, kError, kDisconnected, kTimeout, kDropped };
+
+using DoneCallback = std::function<void(bool ok)>;
+using Millis = std::chrono::milliseconds;
+
+}  // namespace rtce

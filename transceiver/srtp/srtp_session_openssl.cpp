@@ -1,1 +1,545 @@
-// placeholder
+// srtp_session_openssl.cpp — the default SrtpSession backend (RTCE_SRTP_BACKEND=openssl),
+// written on OpenSSL libcrypto: RFC 3711 key derivation, AES_CM_128_HMAC_SHA1_80 SRTP and
+// SRTCP, RFC 7714 AEAD_AES_128_GCM SRTP and SRTCP, index estimation and a 128-packet replay
+// window per SSRC. Every cipher context is keyed once when the session is built; a packet
+// only sets an IV, so nothing allocates or takes a lock per packet. The per-SSRC state
+// mirrors libsrtp's ssrc_any streams so the two backends interoperate packet for packet
+// (tests/transceiver/srtp/srtp_interop_test.cpp checks it).
+
+// HMAC-SHA1 runs on the low-level SHA1_* functions (deprecated in OpenSSL 3, still shipped):
+// copying a precomputed SHA_CTX is a memcpy, whereas EVP_MAC_init / EVP_MD_CTX_copy_ex
+// allocate a fresh provider context per packet (docs/benchmarks-srtp.md has the figures).
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
+#include <array>
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "transceiver/srtp/srtp_session.h"
+
+namespace rtce {
+namespace {
+
+constexpr size_t kRtpHeaderLength = 12;
+constexpr size_t kRtcpHeaderLength = 8;
+constexpr size_t kCmTagLength = 10;
+constexpr size_t kGcmTagLength = 16;
+constexpr size_t kSrtcpIndexLength = 4;
+constexpr size_t kSessionKeyLength = 16;
+constexpr size_t kCmSaltLength = 14;
+constexpr size_t kGcmSaltLength = 12;
+constexpr size_t kAuthKeyLength = 20;
+constexpr uint32_t kSrtcpEncryptedFlag = 0x80000000u;
+constexpr uint32_t kMaxSrtcpIndex = 0x7fffffffu;
+// Streams a session tracks, like libsrtp's ssrc_any: a voice call uses one or two SSRCs per
+// direction (media, RTCP-only reporter); a packet from one more SSRC is a bad_packet.
+constexpr size_t kMaxSsrcs = 8;
+constexpr int64_t kReplayWindow = 128;
+
+// RFC 3711 §4.3.1 labels.
+enum Label : uint8_t {
+  kRtpEncryption = 0,
+  kRtpAuthentication = 1,
+  kRtpSalt = 2,
+  kRtcpEncryption = 3,
+  kRtcpAuthentication = 4,
+  kRtcpSalt = 5
+};
+
+uint16_t load16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+uint32_t load32(const uint8_t* p) {
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
+}
+void store32(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v >> 24);
+  p[1] = static_cast<uint8_t>(v >> 16);
+  p[2] = static_cast<uint8_t>(v >> 8);
+  p[3] = static_cast<uint8_t>(v);
+}
+// XORs the low `bytes` bytes of v, big-endian, into p.
+void xor_be(uint8_t* p, uint64_t v, size_t bytes) {
+  for (size_t i = 0; i < bytes; ++i) p[bytes - 1 - i] ^= static_cast<uint8_t>(v >> (8 * i));
+}
+
+struct CipherCtxDeleter {
+  void operator()(EVP_CIPHER_CTX* ctx) const { EVP_CIPHER_CTX_free(ctx); }
+};
+using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, CipherCtxDeleter>;
+
+// Fetched once per process: EVP_aes_128_ctr() and friends re-fetch from the provider store
+// (under a lock) on every EVP_CipherInit_ex that names them.
+const EVP_CIPHER* fetched_cipher(const char* name) {
+  EVP_CIPHER* cipher = EVP_CIPHER_fetch(nullptr, name, nullptr);
+  if (cipher == nullptr) throw std::runtime_error(std::string("OpenSSL has no ") + name);
+  return cipher;
+}
+const EVP_CIPHER* aes_128_ctr() {
+  static const EVP_CIPHER* cipher = fetched_cipher("AES-128-CTR");
+  return cipher;
+}
+const EVP_CIPHER* aes_128_gcm() {
+  static const EVP_CIPHER* cipher = fetched_cipher("AES-128-GCM");
+  return cipher;
+}
+
+CipherCtx keyed_context(const EVP_CIPHER* cipher, const uint8_t* key, bool encrypt) {
+  CipherCtx ctx(EVP_CIPHER_CTX_new());
+  if (!ctx || EVP_CipherInit_ex(ctx.get(), cipher, nullptr, key, nullptr, encrypt ? 1 : 0) != 1) {
+    throw std::runtime_error("OpenSSL cipher context setup failed");
+  }
+  return ctx;
+}
+
+// RFC 3711 §4.3.1 with key_derivation_rate 0: AES-CM under the master key, IV = (master salt
+// XOR label << 48) || 0x0000. RFC 7714 §11 uses it unchanged; its 96-bit salt is zero-padded.
+class KeyDerivation {
+ public:
+  KeyDerivation(std::span<const uint8_t> master_key, std::span<const uint8_t> master_salt)
+      : ctx_(keyed_context(aes_128_ctr(), master_key.data(), true)), salt_(master_salt) {}
+
+  void derive(Label label, uint8_t* out, size_t length) const {
+    uint8_t iv[16] = {};
+    std::memcpy(iv, salt_.data(), salt_.size());
+    iv[7] ^= label;
+    const uint8_t zeros[32] = {};
+    int written = 0;
+    if (length > sizeof(zeros) || EVP_EncryptInit_ex(ctx_.get(), nullptr, nullptr, nullptr, iv) != 1 ||
+        EVP_EncryptUpdate(ctx_.get(), out, &written, zeros, static_cast<int>(length)) != 1 ||
+        static_cast<size_t>(written) != length) {
+      throw std::runtime_error("SRTP key derivation failed");
+    }
+  }
+
+ private:
+  CipherCtx ctx_;
+  std::span<const uint8_t> salt_;
+};
+
+// HMAC-SHA1 (RFC 2104) with the key's inner and outer pad blocks absorbed once.
+class HmacSha1 {
+ public:
+  void set_key(const uint8_t* key, size_t length) {
+    uint8_t pad[SHA_CBLOCK];
+    std::memset(pad, 0x36, sizeof(pad));
+    for (size_t i = 0; i < length; ++i) pad[i] ^= key[i];
+    SHA1_Init(&inner_);
+    SHA1_Update(&inner_, pad, sizeof(pad));
+    std::memset(pad, 0x5c, sizeof(pad));
+    for (size_t i = 0; i < length; ++i) pad[i] ^= key[i];
+    SHA1_Init(&outer_);
+    SHA1_Update(&outer_, pad, sizeof(pad));
+    OPENSSL_cleanse(pad, sizeof(pad));
+  }
+
+  // MAC of data || suffix.
+  void mac(const uint8_t* data, size_t length, const uint8_t* suffix, size_t suffix_length,
+           uint8_t out[SHA_DIGEST_LENGTH]) const {
+    SHA_CTX ctx = inner_;
+    SHA1_Update(&ctx, data, length);
+    if (suffix_length != 0) SHA1_Update(&ctx, suffix, suffix_length);
+    uint8_t inner_digest[SHA_DIGEST_LENGTH];
+    SHA1_Final(inner_digest, &ctx);
+    ctx = outer_;
+    SHA1_Update(&ctx, inner_digest, sizeof(inner_digest));
+    SHA1_Final(out, &ctx);
+  }
+
+  void wipe() {
+    OPENSSL_cleanse(&inner_, sizeof(inner_));
+    OPENSSL_cleanse(&outer_, sizeof(outer_));
+  }
+
+ private:
+  SHA_CTX inner_{};
+  SHA_CTX outer_{};
+};
+
+// The 128-packet sliding window of RFC 3711 §3.3.2, as libsrtp keeps it: `highest` is the
+// largest index accepted so far, bit k of `seen` says whether highest - k was.
+struct ReplayWindow {
+  uint64_t highest = 0;
+  unsigned __int128 seen = 0;
+
+  bool is_replay(int64_t delta) const {
+    if (delta > 0) return false;
+    if (-delta >= kReplayWindow) return true;
+    return ((seen >> -delta) & 1) != 0;
+  }
+
+  void accept(int64_t delta) {
+    if (delta > 0) {
+      seen = delta >= kReplayWindow ? 0 : seen << delta;
+      seen |= 1;
+      highest += static_cast<uint64_t>(delta);
+    } else {
+      seen |= static_cast<unsigned __int128>(1) << -delta;
+    }
+  }
+};
+
+// RFC 3711 Appendix A index estimation with libsrtp's start-up rule: until the stream has
+// passed sequence number 32768 the ROC is taken as 0, so a stream starting at a high
+// sequence number is not guessed into ROC 2^32 - 1. Returns index - highest.
+int64_t estimate_rtp_index(uint64_t highest, uint16_t seq, uint64_t& index) {
+  if (highest <= 32768) {
+    index = seq;
+    return int64_t{seq} - static_cast<int64_t>(highest);
+  }
+  const uint64_t roc = highest >> 16;
+  const int32_t s_l = static_cast<int32_t>(highest & 0xffff);
+  const int32_t s = seq;
+  uint64_t guess_roc = roc;
+  int64_t delta = s - s_l;
+  if (s_l < 32768) {
+    if (s - s_l > 32768) {
+      guess_roc = roc - 1;
+      delta -= 65536;
+    }
+  } else if (s_l - 32768 > s) {
+    guess_roc = roc + 1;
+    delta += 65536;
+  }
+  index = guess_roc << 16 | seq;
+  return delta;
+}
+
+struct SsrcState {
+  uint32_t ssrc = 0;
+  bool in_use = false;
+  ReplayWindow rtp;
+  ReplayWindow rtcp;           // inbound
+  uint32_t last_rtcp_sent = 0;  // outbound: the first SRTCP packet carries index 1, as in libsrtp
+};
+
+// RTP header length including CSRCs and the extension, or 0 when it does not fit in `len`.
+size_t rtp_header_length(const uint8_t* buf, size_t len) {
+  size_t header = kRtpHeaderLength + 4 * size_t{buf[0] & 0x0fu};
+  if ((buf[0] & 0x10) != 0) {
+    if (header + 4 > len) return 0;
+    header += 4 + 4 * size_t{load16(buf + header + 2)};
+  }
+  return header <= len ? header : 0;
+}
+
+bool plausible(const uint8_t* buf, size_t len, size_t min_len) {
+  return buf != nullptr && len >= min_len && len <= INT_MAX && (buf[0] >> 6) == 2;
+}
+
+}  // namespace
+
+struct SrtpSession::Impl {
+  bool gcm;
+  bool outbound;
+  CipherCtx rtp_cipher;
+  CipherCtx rtcp_cipher;
+  HmacSha1 rtp_auth;  // AES-CM only
+  HmacSha1 rtcp_auth;
+  uint8_t rtp_salt[kCmSaltLength] = {};
+  uint8_t rtcp_salt[kCmSaltLength] = {};
+  std::array<SsrcState, kMaxSsrcs> streams{};
+
+  Impl(SrtpProfile profile, Direction direction, std::span<const uint8_t> key_salt)
+      : gcm(profile == SrtpProfile::aead_aes_128_gcm), outbound(direction == Direction::outbound) {
+    KeyDerivation kdf(key_salt.first(kSessionKeyLength), key_salt.subspan(kSessionKeyLength));
+    const size_t salt_length = gcm ? kGcmSaltLength : kCmSaltLength;
+    uint8_t key[kAuthKeyLength];
+    kdf.derive(kRtpEncryption, key, kSessionKeyLength);
+    rtp_cipher = keyed_context(gcm ? aes_128_gcm() : aes_128_ctr(), key, outbound || !gcm);
+    kdf.derive(kRtcpEncryption, key, kSessionKeyLength);
+    rtcp_cipher = keyed_context(gcm ? aes_128_gcm() : aes_128_ctr(), key, outbound || !gcm);
+    if (!gcm) {
+      kdf.derive(kRtpAuthentication, key, kAuthKeyLength);
+      rtp_auth.set_key(key, kAuthKeyLength);
+      kdf.derive(kRtcpAuthentication, key, kAuthKeyLength);
+      rtcp_auth.set_key(key, kAuthKeyLength);
+    }
+    OPENSSL_cleanse(key, sizeof(key));
+    kdf.derive(kRtpSalt, rtp_salt, salt_length);
+    kdf.derive(kRtcpSalt, rtcp_salt, salt_length);
+  }
+
+  ~Impl() {
+    rtp_auth.wipe();
+    rtcp_auth.wipe();
+    OPENSSL_cleanse(rtp_salt, sizeof(rtp_salt));
+    OPENSSL_cleanse(rtcp_salt, sizeof(rtcp_salt));
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  SsrcState* find(uint32_t ssrc) {
+    for (SsrcState& s : streams)
+      if (s.in_use && s.ssrc == ssrc) return &s;
+    return nullptr;
+  }
+  SsrcState* free_slot() {
+    for (SsrcState& s : streams)
+      if (!s.in_use) return &s;
+    return nullptr;
+  }
+
+  // AES-CM keystream XOR, in place. iv is 16 bytes.
+  static bool ctr_xor(EVP_CIPHER_CTX* ctx, const uint8_t* iv, uint8_t* data, size_t length) {
+    if (EVP_EncryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) != 1) return false;
+    int written = 0;
+    return length == 0 ||
+           (EVP_EncryptUpdate(ctx, data, &written, data, static_cast<int>(length)) == 1 &&
+            static_cast<size_t>(written) == length);
+  }
+
+  // RFC 7714 AEAD seal: ciphertext in place, 16-byte tag to `tag`.
+  static bool gcm_seal(EVP_CIPHER_CTX* ctx, const uint8_t* iv, const uint8_t* aad, size_t aad_length,
+                       const uint8_t* aad2, size_t aad2_length, uint8_t* data, size_t length, uint8_t* tag) {
+    int written = 0;
+    if (EVP_EncryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) != 1) return false;
+    if (EVP_EncryptUpdate(ctx, nullptr, &written, aad, static_cast<int>(aad_length)) != 1) return false;
+    if (aad2_length != 0 && EVP_EncryptUpdate(ctx, nullptr, &written, aad2, static_cast<int>(aad2_length)) != 1)
+      return false;
+    if (length != 0 && EVP_EncryptUpdate(ctx, data, &written, data, static_cast<int>(length)) != 1) return false;
+    uint8_t none[16];
+    if (EVP_EncryptFinal_ex(ctx, none, &written) != 1) return false;
+    return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, static_cast<int>(kGcmTagLength), tag) == 1;
+  }
+
+  static bool gcm_open(EVP_CIPHER_CTX* ctx, const uint8_t* iv, const uint8_t* aad, size_t aad_length,
+                       const uint8_t* aad2, size_t aad2_length, uint8_t* data, size_t length, const uint8_t* tag) {
+    int written = 0;
+    if (EVP_DecryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) != 1) return false;
+    if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, static_cast<int>(kGcmTagLength), const_cast<uint8_t*>(tag)) !=
+        1)
+      return false;
+    if (EVP_DecryptUpdate(ctx, nullptr, &written, aad, static_cast<int>(aad_length)) != 1) return false;
+    if (aad2_length != 0 && EVP_DecryptUpdate(ctx, nullptr, &written, aad2, static_cast<int>(aad2_length)) != 1)
+      return false;
+    if (length != 0 && EVP_DecryptUpdate(ctx, data, &written, data, static_cast<int>(length)) != 1) return false;
+    uint8_t none[16];
+    return EVP_DecryptFinal_ex(ctx, none, &written) == 1;
+  }
+
+  // RFC 3711 §4.1.1: IV = (k_s << 16) XOR (SSRC << 64) XOR (index << 16).
+  static void cm_iv(const uint8_t* salt, uint32_t ssrc, uint64_t index, uint8_t iv[16]) {
+    std::memcpy(iv, salt, kCmSaltLength);
+    iv[14] = iv[15] = 0;
+    xor_be(iv + 4, ssrc, 4);
+    xor_be(iv + 8, index, 6);
+  }
+  // RFC 7714 §8.1 / §9.1: IV = salt XOR (0x0000 || SSRC || ROC-or-0x0000 || SEQ-or-index).
+  static void gcm_iv(const uint8_t* salt, uint32_t ssrc, uint64_t index48, uint8_t iv[12]) {
+    std::memcpy(iv, salt, kGcmSaltLength);
+    xor_be(iv + 2, ssrc, 4);
+    xor_be(iv + 6, index48, 6);
+  }
+
+  SrtpError protect_rtp(uint8_t* buf, size_t& len, size_t capacity) {
+    const size_t header = rtp_header_length(buf, len);
+    if (header == 0) return SrtpError::bad_packet;
+    const size_t trailer = gcm ? kGcmTagLength : kCmTagLength;
+    if (capacity < len || capacity - len < trailer || len + trailer > INT_MAX) return SrtpError::no_space;
+    const uint32_t ssrc = load32(buf + 8);
+    SsrcState* stream = find(ssrc);
+    if (stream == nullptr) {
+      stream = free_slot();
+      if (stream == nullptr) return SrtpError::bad_packet;
+      *stream = SsrcState{};
+      stream->ssrc = ssrc;
+      stream->in_use = true;
+    }
+    uint64_t index = 0;
+    const int64_t delta = estimate_rtp_index(stream->rtp.highest, load16(buf + 2), index);
+    if (stream->rtp.is_replay(delta)) return SrtpError::replay;
+    stream->rtp.accept(delta);
+
+    uint8_t* payload = buf + header;
+    const size_t payload_length = len - header;
+    if (gcm) {
+      uint8_t iv[kGcmSaltLength];
+      gcm_iv(rtp_salt, ssrc, index, iv);
+      if (!gcm_seal(rtp_cipher.get(), iv, buf, header, nullptr, 0, payload, payload_length, buf + len))
+        return SrtpError::other;
+    } else {
+      uint8_t iv[16];
+      cm_iv(rtp_salt, ssrc, index, iv);
+      if (!ctr_xor(rtp_cipher.get(), iv, payload, payload_length)) return SrtpError::other;
+      uint8_t roc[4];
+      store32(roc, static_cast<uint32_t>(index >> 16));
+      uint8_t tag[SHA_DIGEST_LENGTH];
+      rtp_auth.mac(buf, len, roc, sizeof(roc), tag);
+      std::memcpy(buf + len, tag, kCmTagLength);
+    }
+    len += trailer;
+    return SrtpError::ok;
+  }
+
+  SrtpError unprotect_rtp(uint8_t* buf, size_t& len) {
+    const size_t trailer = gcm ? kGcmTagLength : kCmTagLength;
+    const size_t body = len - trailer;  // callers checked len >= 12 + trailer
+    const size_t header = rtp_header_length(buf, body);
+    if (header == 0) return SrtpError::bad_packet;
+    const uint32_t ssrc = load32(buf + 8);
+    SsrcState* stream = find(ssrc);
+    SsrcState fresh;  // a new SSRC takes a slot only once a packet authenticates
+    if (stream == nullptr && free_slot() == nullptr) return SrtpError::bad_packet;
+    const ReplayWindow& window = stream != nullptr ? stream->rtp : fresh.rtp;
+    uint64_t index = 0;
+    const int64_t delta = estimate_rtp_index(window.highest, load16(buf + 2), index);
+    if (window.is_replay(delta)) return SrtpError::replay;
+
+    uint8_t* payload = buf + header;
+    const size_t payload_length = body - header;
+    if (gcm) {
+      uint8_t iv[kGcmSaltLength];
+      gcm_iv(rtp_salt, ssrc, index, iv);
+      if (!gcm_open(rtp_cipher.get(), iv, buf, header, nullptr, 0, payload, payload_length, buf + body))
+        return SrtpError::auth_failed;
+    } else {
+      uint8_t roc[4];
+      store32(roc, static_cast<uint32_t>(index >> 16));
+      uint8_t tag[SHA_DIGEST_LENGTH];
+      rtp_auth.mac(buf, body, roc, sizeof(roc), tag);
+      if (CRYPTO_memcmp(tag, buf + body, kCmTagLength) != 0) return SrtpError::auth_failed;
+      uint8_t iv[16];
+      cm_iv(rtp_salt, ssrc, index, iv);
+      if (!ctr_xor(rtp_cipher.get(), iv, payload, payload_length)) return SrtpError::other;
+    }
+    if (stream == nullptr) {
+      stream = free_slot();
+      *stream = SsrcState{};
+      stream->ssrc = ssrc;
+      stream->in_use = true;
+    }
+    stream->rtp.accept(delta);
+    len = body;
+    return SrtpError::ok;
+  }
+
+  SrtpError protect_rtcp(uint8_t* buf, size_t& len, size_t capacity) {
+    const size_t trailer = gcm ? kGcmTagLength + kSrtcpIndexLength : kSrtcpIndexLength + kCmTagLength;
+    if (capacity < len || capacity - len < trailer || len + trailer > INT_MAX) return SrtpError::no_space;
+    const uint32_t ssrc = load32(buf + 4);
+    SsrcState* stream = find(ssrc);
+    if (stream == nullptr) {
+      stream = free_slot();
+      if (stream == nullptr) return SrtpError::bad_packet;
+      *stream = SsrcState{};
+      stream->ssrc = ssrc;
+      stream->in_use = true;
+    }
+    if (stream->last_rtcp_sent >= kMaxSrtcpIndex) return SrtpError::other;  // needs rekeying
+    const uint32_t index = ++stream->last_rtcp_sent;
+    uint8_t e_index[kSrtcpIndexLength];
+    store32(e_index, kSrtcpEncryptedFlag | index);
+
+    uint8_t* encrypted = buf + kRtcpHeaderLength;
+    const size_t encrypted_length = len - kRtcpHeaderLength;
+    if (gcm) {
+      uint8_t iv[kGcmSaltLength];
+      gcm_iv(rtcp_salt, ssrc, index, iv);
+      if (!gcm_seal(rtcp_cipher.get(), iv, buf, kRtcpHeaderLength, e_index, sizeof(e_index), encrypted,
+                    encrypted_length, buf + len))
+        return SrtpError::other;
+      std::memcpy(buf + len + kGcmTagLength, e_index, sizeof(e_index));
+    } else {
+      uint8_t iv[16];
+      cm_iv(rtcp_salt, ssrc, index, iv);
+      if (!ctr_xor(rtcp_cipher.get(), iv, encrypted, encrypted_length)) return SrtpError::other;
+      std::memcpy(buf + len, e_index, sizeof(e_index));
+      uint8_t tag[SHA_DIGEST_LENGTH];
+      rtcp_auth.mac(buf, len + sizeof(e_index), nullptr, 0, tag);
+      std::memcpy(buf + len + sizeof(e_index), tag, kCmTagLength);
+    }
+    len += trailer;
+    return SrtpError::ok;
+  }
+
+  SrtpError unprotect_rtcp(uint8_t* buf, size_t& len) {
+    const size_t trailer = gcm ? kGcmTagLength + kSrtcpIndexLength : kSrtcpIndexLength + kCmTagLength;
+    const size_t body = len - trailer;  // callers checked len >= 8 + trailer
+    const uint8_t* e_index = gcm ? buf + len - kSrtcpIndexLength : buf + body;
+    const uint32_t e_and_index = load32(e_index);
+    const bool encrypted = (e_and_index & kSrtcpEncryptedFlag) != 0;
+    const uint32_t index = e_and_index & kMaxSrtcpIndex;
+    const uint32_t ssrc = load32(buf + 4);
+    SsrcState* stream = find(ssrc);
+    SsrcState fresh;
+    if (stream == nullptr && free_slot() == nullptr) return SrtpError::bad_packet;
+    const ReplayWindow& window = stream != nullptr ? stream->rtcp : fresh.rtcp;
+    const int64_t delta = int64_t{index} - static_cast<int64_t>(window.highest);
+    if (window.is_replay(delta)) return SrtpError::replay;
+
+    if (gcm) {
+      uint8_t iv[kGcmSaltLength];
+      gcm_iv(rtcp_salt, ssrc, index, iv);
+      // RFC 7714 §9.2: without the E flag the whole packet is associated data.
+      const size_t aad_length = encrypted ? kRtcpHeaderLength : body;
+      if (!gcm_open(rtcp_cipher.get(), iv, buf, aad_length, e_index, kSrtcpIndexLength, buf + aad_length,
+                    body - aad_length, buf + body))
+        return SrtpError::auth_failed;
+    } else {
+      uint8_t tag[SHA_DIGEST_LENGTH];
+      rtcp_auth.mac(buf, body + kSrtcpIndexLength, nullptr, 0, tag);
+      if (CRYPTO_memcmp(tag, buf + body + kSrtcpIndexLength, kCmTagLength) != 0) return SrtpError::auth_failed;
+      if (encrypted) {
+        uint8_t iv[16];
+        cm_iv(rtcp_salt, ssrc, index, iv);
+        if (!ctr_xor(rtcp_cipher.get(), iv, buf + kRtcpHeaderLength, body - kRtcpHeaderLength))
+          return SrtpError::other;
+      }
+    }
+    if (stream == nullptr) {
+      stream = free_slot();
+      *stream = SsrcState{};
+      stream->ssrc = ssrc;
+      stream->in_use = true;
+    }
+    stream->rtcp.accept(delta);
+    len = body;
+    return SrtpError::ok;
+  }
+};
+
+SrtpSession::SrtpSession(SrtpProfile profile, Direction direction, std::span<const uint8_t> key_salt)
+    : profile_(profile), direction_(direction) {
+  const size_t expected = srtp_master_key_length(profile) + srtp_master_salt_length(profile);
+  if (key_salt.size() != expected) {
+    throw std::runtime_error(std::string("SRTP key material for ") + srtp_profile_name(profile) +
+                             " must be " + std::to_string(expected) + " bytes, got " +
+                             std::to_string(key_salt.size()));
+  }
+  impl_ = std::make_unique<Impl>(profile, direction, key_salt);
+}
+
+SrtpSession::~SrtpSession() = default;
+SrtpSession::SrtpSession(SrtpSession&& other) noexcept = default;
+SrtpSession& SrtpSession::operator=(SrtpSession&& other) noexcept = default;
+
+SrtpError SrtpSession::protect_rtp(uint8_t* buf, size_t& len, size_t capacity) {
+  if (impl_ == nullptr || direction_ != Direction::outbound) return SrtpError::other;
+  if (!plausible(buf, len, kRtpHeaderLength)) return SrtpError::bad_packet;
+  return impl_->protect_rtp(buf, len, capacity);
+}
+
+SrtpError SrtpSession::protect_rtcp(uint8_t* buf, size_t& len, size_t capacity) {
+  if (impl_ == nullptr || direction_ != Direction::outbound) return SrtpError::other;
+  if (!plausible(buf, len, kRtcpHeaderLength)) return SrtpError::bad_packet;
+  return impl_->protect_rtcp(buf, len, capacity);
+}
+
+SrtpError SrtpSession::unprotect_rtp(uint8_t* buf, size_t& len) {
+  if (impl_ == nullptr || direction_ != Direction::inbound) return SrtpError::other;
+  if (!plausible(buf, len, kRtpHeaderLength + srtp_rtp_trailer_length(profile_))) return SrtpError::bad_packet;
+  return impl_->unprotect_rtp(buf, len);
+}
+
+SrtpError SrtpSession::unprotect_rtcp(uint8_t* buf, size_t& len) {
+  if (impl_ == nullptr || direction_ != Direction::inbound) return SrtpError::other;
+  if (!plausible(buf, len, kRtcpHeaderLength + srtp_rtcp_trailer_length(profile_))) return SrtpError::bad_packet;
+  return impl_->unprotect_rtcp(buf, len);
+}
+
+}  // namespace rtce

@@ -119,6 +119,20 @@ def wait_http_ready(stack, url, deadline_s=15.0):
 # flag --a-b-c); re-check them when the config changes. Contract: return a Stack whose .url
 # serves GET /, /v1/sessions and /metrics, and whose .expect_path is the session JSON "path".
 # =============================================================================================
+EXAMPLE_BACKEND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "examples",
+                               "python_backend", "echo_backend.py")
+
+
+def wait_tcp_listening(stack, port, timeout_s=10):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"the example backend did not listen on port {port} within {timeout_s}s")
+
+
 def start_stack(mode, args, workdir):
     stack = Stack(workdir)
     http_port = free_port()
@@ -145,6 +159,12 @@ def start_stack(mode, args, workdir):
                            "--hint-cluster-id", "0",
                            "--hint-endpoint-base-id", "1",
                            "--backend-echo-mode", "loopback"]
+            if args.backend == "python":
+                # The example backend from examples/ over a real WebSocket instead of the embedded echo.
+                backend_port = free_port()
+                stack.spawn("backend", [SYSTEM_PYTHON, EXAMPLE_BACKEND, "--port", str(backend_port)])
+                wait_tcp_listening(stack, backend_port)
+                transceiver += ["--backend-url", f"ws://127.0.0.1:{backend_port}/"]
             if mode == "relay":
                 vip_port = free_port(socket.SOCK_DGRAM)
                 admin_port = free_port()
@@ -210,6 +230,8 @@ def main():
     ap.add_argument("--mode", choices=["direct", "relay"], default="direct")
     ap.add_argument("--mock", action="store_true", help="use mock_transceiver.py (aiortc) instead of the binaries")
     ap.add_argument("--client", choices=["browser", "aiortc", "both"], default="browser")
+    ap.add_argument("--backend", choices=["echo", "python"], default="echo",
+                    help="embedded echo, or examples/python_backend/echo_backend.py over WebSocket")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--node", default="node")
     ap.add_argument("--timeout-s", type=float, default=90)

@@ -64,6 +64,10 @@ XDP_FORWARDED = ("forwarded", "forwarded_new_flow")
 XDP_FOLDED = XDP_FORWARDED + ("hint_rejected", "return_malformed", "return_no_flow", "return_wrong_sender")
 
 
+class SkipTest(Exception):
+    """This host cannot run the test (printed as SKIP, exit 77)."""
+
+
 def log(msg):
     print("[run_browser_e2e_xdp] %s" % msg, file=sys.stderr, flush=True)
 
@@ -434,7 +438,11 @@ def run_test(args, workdir, results):
               if r not in XDP_FORWARDED + ("pass_not_ours",)}
     check("XDP passed up or dropped no datagram for the VIP or the return port", not others, others)
     check("relay dropped nothing", not fig["dropped"], fig["dropped"])
-    check("transceiver dropped no datagram", not xc["dropped"], xc["dropped"])
+    # unknown_tuple: the browser's last packets after Hang up reach a session already removed.
+    late = xc["dropped"].get("unknown_tuple", 0)
+    bad = {r: n for r, n in xc["dropped"].items() if r != "unknown_tuple"}
+    check("transceiver dropped no framed datagram (a few late ones after Hang up allowed)", not bad and late <= 5,
+          xc["dropped"])
 
     # ---- orderly stop: transceiver, relay (its pins stay), then detach
     splice.close()
@@ -445,10 +453,6 @@ def run_test(args, workdir, results):
     detach_pins(args.relay_bin)
     check("detach removed the pins and the XDP links",
           not os.path.exists(PIN_PATH) and not any(topo.xdp_attached(topo.relay, d) for d in ("rc0", "rx0")))
-
-
-class SkipTest(Exception):
-    pass
 
 
 def main():

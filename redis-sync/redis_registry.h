@@ -1,0 +1,58 @@
+// redis_registry.h — Registry on Redis: one command connection for the Lua scripts that
+// keep an endpoint's hash, the id set and the events channel consistent, and (once
+// watch() is called) a subscriber connection plus a periodic re-list, because pub/sub
+// loses messages while a connection is down.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <memory>
+
+#include "redis_connection.h"
+#include "registry.h"
+#include "schema.h"
+#include "watch_diff.h"
+
+namespace rtce {
+
+struct RegistryOptions {
+  uint8_t cluster = 0;
+  Millis endpoint_ttl{3000};     // a record not heartbeated for this long disappears
+  Millis relist_interval{1000};  // watch: full re-list period (bounds the lag of TTL expiry)
+};
+
+class RedisRegistry final : public Registry {
+ public:
+  RedisRegistry(boost::asio::io_context& io, RedisOptions redis, RegistryOptions options);
+  ~RedisRegistry() override;
+
+  void register_endpoint(const EndpointRecord& record, DoneCallback done = {}) override;
+  void heartbeat(EndpointId id, uint32_t load, bool draining, DoneCallback done = {}) override;
+  void deregister(EndpointId id, DoneCallback done = {}) override;
+  void list(ListCallback done) override;
+  void watch(WatchCallback on_change) override;
+  void allocate_endpoint_ids(std::string_view pod_identity, uint16_t count, AllocateCallback done) override;
+
+  bool connected() const override { return commands_->connected(); }
+  const SyncCounters& counters() const override { return counters_; }
+
+ private:
+  void relist();
+  void arm_relist_timer();
+
+  boost::asio::io_context& io_;
+  RedisOptions redis_;
+  RegistryOptions options_;
+  RedisSchema schema_;
+  SyncCounters counters_;
+  std::unique_ptr<RedisConnection> commands_;
+  std::unique_ptr<RedisConnection> events_;
+  WatchCallback on_change_;
+  EndpointSetDiff diff_;
+  bool relist_in_flight_ = false;
+  bool relist_again_ = false;
+  boost::asio::steady_timer relist_timer_;
+  std::shared_ptr<int> life_ = std::make_shared<int>(0);
+};
+
+}  // namespace rtce

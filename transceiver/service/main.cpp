@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   std::unique_ptr<rtce::TransceiverService> service;
@@ -60,7 +61,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   int sig = 0;
-  sigwait(&signals, &sig);
+  // SIGHUP reloads the relay; the transceiver has nothing to reload live, and an operator's
+  // habit must not kill every call.
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP)
+    spdlog::warn("SIGHUP ignored: rtcedge-transceiver has no live reload; restart it (SIGTERM drains)");
   spdlog::info("signal {}: draining", sig);
   // A second signal during the drain stops at once.
   std::thread watcher([&signals] {

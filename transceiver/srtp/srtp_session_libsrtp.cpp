@@ -2,8 +2,6 @@
 // policy setup and the per-packet calls with their error mapping. Debian's libsrtp2 is built
 // on NSS, whose per-context cost grows with the number of live contexts (docs/benchmarks-srtp.md),
 // so the default backend is srtp_session_openssl.cpp; this one stays as the reference.
-#include "transceiver/srtp/srtp_session.h"
-
 #include <srtp2/srtp.h>
 
 #include <climits>
@@ -11,6 +9,8 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+
+#include "transceiver/srtp/srtp_session.h"
 
 namespace rtce {
 namespace {

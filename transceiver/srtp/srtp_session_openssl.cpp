@@ -213,7 +213,7 @@ struct SsrcState {
   uint32_t ssrc = 0;
   bool in_use = false;
   ReplayWindow rtp;
-  ReplayWindow rtcp;           // inbound
+  ReplayWindow rtcp;            // inbound
   uint32_t last_rtcp_sent = 0;  // outbound: the first SRTCP packet carries index 1, as in libsrtp
 };
 
@@ -288,9 +288,8 @@ struct SrtpSession::Impl {
   static bool ctr_xor(EVP_CIPHER_CTX* ctx, const uint8_t* iv, uint8_t* data, size_t length) {
     if (EVP_EncryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) != 1) return false;
     int written = 0;
-    return length == 0 ||
-           (EVP_EncryptUpdate(ctx, data, &written, data, static_cast<int>(length)) == 1 &&
-            static_cast<size_t>(written) == length);
+    return length == 0 || (EVP_EncryptUpdate(ctx, data, &written, data, static_cast<int>(length)) == 1 &&
+                           static_cast<size_t>(written) == length);
   }
 
   // RFC 7714 AEAD seal: ciphertext in place, 16-byte tag to `tag`.
@@ -299,25 +298,30 @@ struct SrtpSession::Impl {
     int written = 0;
     if (EVP_EncryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) != 1) return false;
     if (EVP_EncryptUpdate(ctx, nullptr, &written, aad, static_cast<int>(aad_length)) != 1) return false;
-    if (aad2_length != 0 && EVP_EncryptUpdate(ctx, nullptr, &written, aad2, static_cast<int>(aad2_length)) != 1)
+    if (aad2_length != 0 &&
+        EVP_EncryptUpdate(ctx, nullptr, &written, aad2, static_cast<int>(aad2_length)) != 1)
       return false;
-    if (length != 0 && EVP_EncryptUpdate(ctx, data, &written, data, static_cast<int>(length)) != 1) return false;
+    if (length != 0 && EVP_EncryptUpdate(ctx, data, &written, data, static_cast<int>(length)) != 1)
+      return false;
     uint8_t none[16];
     if (EVP_EncryptFinal_ex(ctx, none, &written) != 1) return false;
     return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, static_cast<int>(kGcmTagLength), tag) == 1;
   }
 
   static bool gcm_open(EVP_CIPHER_CTX* ctx, const uint8_t* iv, const uint8_t* aad, size_t aad_length,
-                       const uint8_t* aad2, size_t aad2_length, uint8_t* data, size_t length, const uint8_t* tag) {
+                       const uint8_t* aad2, size_t aad2_length, uint8_t* data, size_t length,
+                       const uint8_t* tag) {
     int written = 0;
     if (EVP_DecryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) != 1) return false;
-    if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, static_cast<int>(kGcmTagLength), const_cast<uint8_t*>(tag)) !=
-        1)
+    if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, static_cast<int>(kGcmTagLength),
+                            const_cast<uint8_t*>(tag)) != 1)
       return false;
     if (EVP_DecryptUpdate(ctx, nullptr, &written, aad, static_cast<int>(aad_length)) != 1) return false;
-    if (aad2_length != 0 && EVP_DecryptUpdate(ctx, nullptr, &written, aad2, static_cast<int>(aad2_length)) != 1)
+    if (aad2_length != 0 &&
+        EVP_DecryptUpdate(ctx, nullptr, &written, aad2, static_cast<int>(aad2_length)) != 1)
       return false;
-    if (length != 0 && EVP_DecryptUpdate(ctx, data, &written, data, static_cast<int>(length)) != 1) return false;
+    if (length != 0 && EVP_DecryptUpdate(ctx, data, &written, data, static_cast<int>(length)) != 1)
+      return false;
     uint8_t none[16];
     return EVP_DecryptFinal_ex(ctx, none, &written) == 1;
   }
@@ -483,7 +487,8 @@ struct SrtpSession::Impl {
     } else {
       uint8_t tag[SHA_DIGEST_LENGTH];
       rtcp_auth.mac(buf, body + kSrtcpIndexLength, nullptr, 0, tag);
-      if (CRYPTO_memcmp(tag, buf + body + kSrtcpIndexLength, kCmTagLength) != 0) return SrtpError::auth_failed;
+      if (CRYPTO_memcmp(tag, buf + body + kSrtcpIndexLength, kCmTagLength) != 0)
+        return SrtpError::auth_failed;
       if (encrypted) {
         uint8_t iv[16];
         cm_iv(rtcp_salt, ssrc, index, iv);
@@ -532,13 +537,15 @@ SrtpError SrtpSession::protect_rtcp(uint8_t* buf, size_t& len, size_t capacity) 
 
 SrtpError SrtpSession::unprotect_rtp(uint8_t* buf, size_t& len) {
   if (impl_ == nullptr || direction_ != Direction::inbound) return SrtpError::other;
-  if (!plausible(buf, len, kRtpHeaderLength + srtp_rtp_trailer_length(profile_))) return SrtpError::bad_packet;
+  if (!plausible(buf, len, kRtpHeaderLength + srtp_rtp_trailer_length(profile_)))
+    return SrtpError::bad_packet;
   return impl_->unprotect_rtp(buf, len);
 }
 
 SrtpError SrtpSession::unprotect_rtcp(uint8_t* buf, size_t& len) {
   if (impl_ == nullptr || direction_ != Direction::inbound) return SrtpError::other;
-  if (!plausible(buf, len, kRtcpHeaderLength + srtp_rtcp_trailer_length(profile_))) return SrtpError::bad_packet;
+  if (!plausible(buf, len, kRtcpHeaderLength + srtp_rtcp_trailer_length(profile_)))
+    return SrtpError::bad_packet;
   return impl_->unprotect_rtcp(buf, len);
 }
 

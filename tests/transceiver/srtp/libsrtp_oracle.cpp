@@ -44,7 +44,8 @@ int in_place(std::vector<uint8_t>& packet, size_t room, Call call) {
 }  // namespace
 
 int LibsrtpOracle::protect_rtp(std::vector<uint8_t>& packet) {
-  return in_place(packet, SRTP_MAX_TRAILER_LEN, [&](uint8_t* p, int* len) { return srtp_protect(session_, p, len); });
+  return in_place(packet, SRTP_MAX_TRAILER_LEN,
+                  [&](uint8_t* p, int* len) { return srtp_protect(session_, p, len); });
 }
 int LibsrtpOracle::protect_rtcp(std::vector<uint8_t>& packet) {
   return in_place(packet, SRTP_MAX_TRAILER_LEN,

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <array>
-#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <charconv>
 #include <vector>
 
@@ -134,7 +134,12 @@ std::optional<RedisOptions> RedisOptions::from_url(std::string_view url) {
   if (const auto at = url.rfind('@'); at != std::string_view::npos) {
     std::string_view credentials = url.substr(0, at);
     const auto colon = credentials.find(':');
-    options.password = std::string(colon == std::string_view::npos ? credentials : credentials.substr(colon + 1));
+    if (colon == std::string_view::npos) {
+      options.password = std::string(credentials);
+    } else {
+      options.username = std::string(credentials.substr(0, colon));
+      options.password = std::string(credentials.substr(colon + 1));
+    }
     url.remove_prefix(at + 1);
   }
   std::string_view host = url;
@@ -158,8 +163,7 @@ std::optional<RedisOptions> RedisOptions::from_url(std::string_view url) {
   if (has_port) {
     unsigned port = 0;
     const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (ec != std::errc{} || end != port_text.data() + port_text.size() || port == 0 ||
-        port > 65535) {
+    if (ec != std::errc{} || end != port_text.data() + port_text.size() || port == 0 || port > 65535) {
       return std::nullopt;
     }
     options.port = static_cast<uint16_t>(port);
@@ -230,8 +234,10 @@ void RedisConnection::on_connect(const redisAsyncContext* context, int status) {
   if (self->ever_connected_) self->counters_.reconnects.add();
   self->ever_connected_ = true;
   if (!self->options_.password.empty()) {
-    const std::array<std::string_view, 2> auth{"AUTH", self->options_.password};
-    ArgvBuffer argv(auth);
+    std::array<std::string_view, 3> auth{"AUTH", self->options_.username, self->options_.password};
+    const size_t argc = self->options_.username.empty() ? 2 : 3;
+    if (argc == 2) auth[1] = self->options_.password;
+    ArgvBuffer argv(std::span<const std::string_view>(auth.data(), argc));
     // Written before anything queued; an error reply fails the commands behind it anyway.
     redisAsyncCommandArgv(self->context_, nullptr, nullptr, argv.argc(), argv.argv(), argv.lens());
   }
@@ -348,7 +354,8 @@ bool RedisConnection::command(std::span<const std::string_view> args, ReplyHandl
     fail_later(std::move(handler), SyncStatus::kError);
     return true;
   }
-  queued_.push_back(Queued{std::string(formatted, static_cast<size_t>(length)), deadline, std::move(handler)});
+  queued_.push_back(
+      Queued{std::string(formatted, static_cast<size_t>(length)), deadline, std::move(handler)});
   redisFreeCommand(formatted);
   return true;
 }

@@ -27,6 +27,7 @@ namespace rtce {
 struct RedisOptions {
   std::string host = "127.0.0.1";  // an IP address: a name is resolved with a blocking lookup
   uint16_t port = 6379;
+  std::string username;  // ACL user (AUTH user password); empty: the default user
   std::string password;  // AUTH before anything else when set
   Millis connect_timeout{1000};
   Millis command_timeout{1000};  // a command without reply by then fails, and the connection is reset

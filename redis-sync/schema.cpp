@@ -1,21 +1,57 @@
 // schema.cpp — key names and flow key text of the Redis layout.
 #include "schema.h"
 
+#include <arpa/inet.h>
+
 #include <charconv>
 
 namespace rtce {
 
 RedisSchema::RedisSchema(uint8_t cluster) : prefix_("rtce:{c" + std::to_string(cluster) + "}:") {}
 
-std::string RedisSchema::endpoint_key(EndpointId id) const { return endpoint_key_prefix() + std::to_string(id); }
+std::string RedisSchema::endpoint_key(EndpointId id) const {
+  return endpoint_key_prefix() + std::to_string(id);
+}
 std::string RedisSchema::endpoint_key_prefix() const { return prefix_ + "ep:"; }
 std::string RedisSchema::endpoint_set_key() const { return prefix_ + "eps"; }
 std::string RedisSchema::endpoint_ids_key() const { return prefix_ + "endpoint_ids"; }
 std::string RedisSchema::events_channel() const { return prefix_ + "events"; }
 std::string RedisSchema::flow_pattern() const { return prefix_ + "flow:*"; }
 
+namespace {
+
+// The text of SocketAddress::to_string ("a.b.c.d:port", "[v6]:port"), appended.
+void append_address(const SocketAddress& address, std::string& out) {
+  char buf[INET6_ADDRSTRLEN + 8];
+  char* end = buf;
+  if (address.is_v4()) {
+    const auto* ip =
+        reinterpret_cast<const uint8_t*>(&reinterpret_cast<const sockaddr_in*>(address.sa())->sin_addr);
+    for (int i = 0; i < 4; ++i) {
+      end = std::to_chars(end, buf + sizeof buf, ip[i]).ptr;
+      *end++ = i < 3 ? '.' : ':';
+    }
+  } else {
+    out += address.family() == AF_INET6 ? "[" + address.ip_string() + "]:" : address.ip_string() + ":";
+  }
+  end = std::to_chars(end, buf + sizeof buf, address.port()).ptr;
+  out.append(buf, end);
+}
+
+}  // namespace
+
+void RedisSchema::format_flow_key(const FlowKey& key, std::string& out) const {
+  out.assign(prefix_);
+  out += "flow:";
+  append_address(key.client, out);
+  out += '|';
+  append_address(key.vip, out);
+}
+
 std::string RedisSchema::flow_key(const FlowKey& key) const {
-  return prefix_ + "flow:" + key.client.to_string() + "|" + key.vip.to_string();
+  std::string out;
+  format_flow_key(key, out);
+  return out;
 }
 
 std::optional<FlowKey> RedisSchema::parse_flow_key(std::string_view redis_key) const {
@@ -33,7 +69,8 @@ std::optional<FlowKey> RedisSchema::parse_flow_key(std::string_view redis_key) c
 std::optional<EndpointId> parse_endpoint_id(std::string_view text) {
   unsigned value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || end != text.data() + text.size() || value == 0 || value > 65535) return std::nullopt;
+  if (ec != std::errc{} || end != text.data() + text.size() || value == 0 || value > 65535)
+    return std::nullopt;
   return static_cast<EndpointId>(value);
 }
 

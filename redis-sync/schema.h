@@ -23,7 +23,10 @@ class RedisSchema {
   std::string endpoint_ids_key() const;                  // hash: "pod:<identity>" -> "base:count", "next"
   std::string events_channel() const;                    // pub/sub channel of registry changes
   std::string flow_key(const FlowKey& key) const;        // string: endpoint id, PX TTL
-  std::string flow_pattern() const;                      // SCAN MATCH pattern of flow keys
+  // flow_key into a reused buffer, without the allocations of SocketAddress::to_string
+  // (the write path formats one key per new flow).
+  void format_flow_key(const FlowKey& key, std::string& out) const;
+  std::string flow_pattern() const;  // SCAN MATCH pattern of flow keys
   // Inverse of flow_key; nullopt for a key of another layout.
   std::optional<FlowKey> parse_flow_key(std::string_view redis_key) const;
 

@@ -231,7 +231,7 @@ void Session::tick(Nanos now) {
     return end(SessionEnd::connect_timeout, now);
   if (auto t = dtls_->next_timeout(now); t && *t <= now) dtls_->on_timer(now);
   if (ended_ || !connected_at_) return;
-  pump_inbound_audio(now);
+  if (jitter_) pump_inbound_audio(now);  // passthrough hands packets over as they arrive
   pump_outbound_audio(now);
   if (now >= next_rtcp_at_) send_rtcp_report(now);
 }

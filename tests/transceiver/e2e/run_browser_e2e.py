@@ -159,6 +159,8 @@ def start_stack(mode, args, workdir):
                            "--hint-cluster-id", "0",
                            "--hint-endpoint-base-id", "1",
                            "--backend-echo-mode", "loopback"]
+            if args.passthrough:
+                transceiver += ["--audio-opus-passthrough", "true"]
             if args.backend == "python":
                 # The example backend from examples/ over a real WebSocket instead of the embedded echo.
                 backend_port = free_port()
@@ -230,6 +232,7 @@ def main():
     ap.add_argument("--mode", choices=["direct", "relay"], default="direct")
     ap.add_argument("--mock", action="store_true", help="use mock_transceiver.py (aiortc) instead of the binaries")
     ap.add_argument("--client", choices=["browser", "aiortc", "both"], default="browser")
+    ap.add_argument("--passthrough", action="store_true", help="Opus passthrough mode (no transcoding)")
     ap.add_argument("--backend", choices=["echo", "python"], default="echo",
                     help="embedded echo, or examples/python_backend/echo_backend.py over WebSocket")
     ap.add_argument("--chromium", default="/usr/bin/chromium")

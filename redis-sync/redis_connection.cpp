@@ -327,6 +327,28 @@ void RedisConnection::tick() {
   }
 }
 
+namespace {
+
+// RESP multi-bulk encoding, done here rather than by hiredis's printf-style formatter:
+// the write path encodes one command per new flow.
+void format_command(std::span<const std::string_view> args, std::string& out) {
+  char number[24];
+  const auto append_count = [&](char tag, size_t value) {
+    out += tag;
+    out.append(number, std::to_chars(number, number + sizeof number, value).ptr);
+    out += "\r\n";
+  };
+  out.clear();
+  append_count('*', args.size());
+  for (const auto arg : args) {
+    append_count('$', arg.size());
+    out.append(arg);
+    out += "\r\n";
+  }
+}
+
+}  // namespace
+
 bool RedisConnection::command(std::span<const std::string_view> args, ReplyHandler handler) {
   if (pending() >= options_.max_pending) {
     counters_.dropped.add();
@@ -334,11 +356,11 @@ bool RedisConnection::command(std::span<const std::string_view> args, ReplyHandl
     return false;
   }
   const Nanos deadline = monotonic_now() + to_nanos(options_.command_timeout);
-  ArgvBuffer argv(args);
   if (connected_ && context_ != nullptr && queued_.empty()) {
+    format_command(args, scratch_);
     const uint64_t seq = next_seq_++;
-    if (redisAsyncCommandArgv(context_, &RedisConnection::on_reply, reinterpret_cast<void*>(seq), argv.argc(),
-                              argv.argv(), argv.lens()) != REDIS_OK) {
+    if (redisAsyncFormattedCommand(context_, &RedisConnection::on_reply, reinterpret_cast<void*>(seq),
+                                   scratch_.data(), scratch_.size()) != REDIS_OK) {
       counters_.errors.add();
       fail_later(std::move(handler), SyncStatus::kDisconnected);
       return true;
@@ -347,16 +369,9 @@ bool RedisConnection::command(std::span<const std::string_view> args, ReplyHandl
     inflight_.push_back(Inflight{seq, deadline, std::move(handler)});
     return true;
   }
-  char* formatted = nullptr;
-  const int length = redisFormatCommandArgv(&formatted, argv.argc(), argv.argv(), argv.lens());
-  if (length < 0 || formatted == nullptr) {
-    counters_.errors.add();
-    fail_later(std::move(handler), SyncStatus::kError);
-    return true;
-  }
-  queued_.push_back(
-      Queued{std::string(formatted, static_cast<size_t>(length)), deadline, std::move(handler)});
-  redisFreeCommand(formatted);
+  Queued queued{std::string(), deadline, std::move(handler)};
+  format_command(args, queued.formatted);
+  queued_.push_back(std::move(queued));
   return true;
 }
 

@@ -108,6 +108,7 @@ class RedisConnection {
   std::function<void()> on_connected_;
   std::string channel_;
   MessageHandler on_message_;
+  std::string scratch_;  // reused command encoding buffer
   boost::asio::steady_timer tick_timer_;
   boost::asio::steady_timer reconnect_timer_;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);  // handlers hold a weak_ptr to it

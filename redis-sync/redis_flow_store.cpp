@@ -1,0 +1,173 @@
+// redis_flow_store.cpp — flow keys as Redis strings; restore by SCAN + MGET.
+#include "redis_flow_store.h"
+
+#include <array>
+#include <charconv>
+#include <string>
+#include <vector>
+
+namespace rtce {
+
+namespace asio = boost::asio;
+
+struct RedisFlowStore::Restore {
+  BatchCallback on_batch;
+  DoneCallback done;
+  size_t reads_in_flight = 0;
+  bool scan_finished = false;
+  bool failed = false;
+  bool reported = false;
+
+  void finish_if_done() {
+    if (reported) return;
+    if (failed || (scan_finished && reads_in_flight == 0)) {
+      reported = true;
+      done(!failed);
+    }
+  }
+};
+
+RedisFlowStore::RedisFlowStore(asio::io_context& io, RedisOptions redis, FlowStoreOptions options)
+    : io_(io),
+      options_(options),
+      schema_(options.cluster),
+      connection_(std::make_unique<RedisConnection>(io, std::move(redis), counters_)) {
+  connection_->start();
+}
+
+RedisFlowStore::~RedisFlowStore() { life_.reset(); }
+
+void RedisFlowStore::put(const FlowKey& key, EndpointId endpoint_id, Millis ttl, DoneCallback done) {
+  const std::string redis_key = schema_.flow_key(key);
+  const std::string value = std::to_string(endpoint_id);
+  const std::string ttl_text = std::to_string(ttl.count());
+  const std::array<std::string_view, 5> args{"SET", redis_key, value, "PX", ttl_text};
+  RedisConnection::ReplyHandler handler;
+  if (done)
+    handler = [done = std::move(done)](SyncStatus status, const redisReply*) {
+      done(status == SyncStatus::kOk);
+    };
+  connection_->command(args, std::move(handler));
+}
+
+void RedisFlowStore::put_many(std::span<const FlowEntry> flows, Millis ttl) {
+  // hiredis appends each command to its output buffer and writes the lot on the next
+  // writable event: one write (or a few, for a large burst) for the whole batch.
+  const std::string ttl_text = std::to_string(ttl.count());
+  std::string redis_key;
+  for (const auto& flow : flows) {
+    schema_.format_flow_key(flow.key, redis_key);
+    char value[8];
+    const auto [end, ec] = std::to_chars(value, value + sizeof value, flow.endpoint_id);
+    (void)ec;
+    const std::array<std::string_view, 5> args{"SET", redis_key, std::string_view(value, end - value), "PX",
+                                               ttl_text};
+    connection_->command(args, {});
+  }
+}
+
+void RedisFlowStore::refresh(const FlowKey& key, Millis ttl, DoneCallback done) {
+  const std::string redis_key = schema_.flow_key(key);
+  const std::string ttl_text = std::to_string(ttl.count());
+  const std::array<std::string_view, 3> args{"PEXPIRE", redis_key, ttl_text};
+  RedisConnection::ReplyHandler handler;
+  if (done) {
+    handler = [done = std::move(done)](SyncStatus status, const redisReply* reply) {
+      done(status == SyncStatus::kOk && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1);
+    };
+  }
+  connection_->command(args, std::move(handler));
+}
+
+void RedisFlowStore::get(const FlowKey& key, GetCallback done) {
+  const std::string redis_key = schema_.flow_key(key);
+  const std::array<std::string_view, 2> args{"GET", redis_key};
+  connection_->command(args, [done = std::move(done)](SyncStatus status, const redisReply* reply) {
+    if (status != SyncStatus::kOk || reply->type != REDIS_REPLY_STRING) {
+      done(std::nullopt);
+      return;
+    }
+    done(parse_endpoint_id(reply_string(reply)));
+  });
+}
+
+void RedisFlowStore::del(const FlowKey& key, DoneCallback done) {
+  const std::string redis_key = schema_.flow_key(key);
+  const std::array<std::string_view, 2> args{"DEL", redis_key};
+  RedisConnection::ReplyHandler handler;
+  if (done)
+    handler = [done = std::move(done)](SyncStatus status, const redisReply*) {
+      done(status == SyncStatus::kOk);
+    };
+  connection_->command(args, std::move(handler));
+}
+
+void RedisFlowStore::restore(BatchCallback on_batch, DoneCallback done) {
+  auto state = std::make_shared<Restore>();
+  state->on_batch = std::move(on_batch);
+  state->done = std::move(done);
+  scan_page(std::move(state));
+}
+
+void RedisFlowStore::scan_page(std::shared_ptr<Restore> state) {
+  // A tiny state machine: each SCAN reply issues the next SCAN at once and an MGET for
+  // its keys, so reads overlap the walk.
+  struct Walker {
+    static void step(RedisFlowStore* store, std::shared_ptr<Restore> state, std::string cursor) {
+      const std::string pattern = store->schema_.flow_pattern();
+      const std::string count = std::to_string(store->options_.restore_page);
+      const std::array<std::string_view, 6> args{"SCAN", cursor, "MATCH", pattern, "COUNT", count};
+      store->connection_->command(args, [store, state, life = std::weak_ptr<int>(store->life_)](
+                                            SyncStatus status, const redisReply* reply) {
+        if (life.expired() || state->reported) return;
+        if (status != SyncStatus::kOk || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+            reply->element[1]->type != REDIS_REPLY_ARRAY) {
+          state->failed = true;
+          state->finish_if_done();
+          return;
+        }
+        const std::string next(reply_string(reply->element[0]));
+        const redisReply* keys = reply->element[1];
+        if (keys->elements > 0) {
+          std::vector<std::string_view> mget;
+          mget.reserve(keys->elements + 1);
+          mget.push_back("MGET");
+          auto flow_keys = std::make_shared<std::vector<std::optional<FlowKey>>>();
+          flow_keys->reserve(keys->elements);
+          for (size_t i = 0; i < keys->elements; ++i) {
+            mget.push_back(reply_string(keys->element[i]));
+            flow_keys->push_back(store->schema_.parse_flow_key(reply_string(keys->element[i])));
+          }
+          ++state->reads_in_flight;
+          store->connection_->command(mget, [state, flow_keys](SyncStatus status, const redisReply* values) {
+            --state->reads_in_flight;
+            if (state->reported) return;
+            if (status != SyncStatus::kOk || values->type != REDIS_REPLY_ARRAY ||
+                values->elements != flow_keys->size()) {
+              state->failed = true;
+              state->finish_if_done();
+              return;
+            }
+            std::vector<FlowEntry> batch;
+            batch.reserve(values->elements);
+            for (size_t i = 0; i < values->elements; ++i) {
+              const auto endpoint = parse_endpoint_id(reply_string(values->element[i]));
+              if (endpoint && (*flow_keys)[i]) batch.push_back(FlowEntry{*(*flow_keys)[i], *endpoint});
+            }
+            if (!batch.empty()) state->on_batch(batch);
+            state->finish_if_done();
+          });
+        }
+        if (next == "0") {
+          state->scan_finished = true;
+          state->finish_if_done();
+        } else {
+          step(store, state, next);
+        }
+      });
+    }
+  };
+  Walker::step(this, std::move(state), "0");
+}
+
+}  // namespace rtce

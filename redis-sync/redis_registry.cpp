@@ -1,0 +1,242 @@
+// redis_registry.cpp — the registry's Lua scripts and the watch loop.
+#include "redis_registry.h"
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/post.hpp>
+#include <charconv>
+#include <string>
+
+namespace rtce {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// Scripts run atomically and touch only keys of one cluster (one hash tag, one slot).
+// KEYS[1] endpoint hash, KEYS[2] id set; ARGV: id address capacity load draining ttl_ms channel
+constexpr std::string_view kRegisterScript = R"lua(
+redis.call('HSET', KEYS[1], 'address', ARGV[2], 'capacity', ARGV[3], 'load', ARGV[4], 'draining', ARGV[5])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('PUBLISH', ARGV[7], 'up ' .. ARGV[1])
+return 1
+)lua";
+
+// KEYS[1] endpoint hash; ARGV: id load draining ttl_ms channel. 0 when the record is gone.
+constexpr std::string_view kHeartbeatScript = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local was = redis.call('HGET', KEYS[1], 'draining')
+redis.call('HSET', KEYS[1], 'load', ARGV[2], 'draining', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if was ~= ARGV[3] then redis.call('PUBLISH', ARGV[5], 'change ' .. ARGV[1]) end
+return 1
+)lua";
+
+// KEYS[1] endpoint hash, KEYS[2] id set; ARGV: id channel
+constexpr std::string_view kDeregisterScript = R"lua(
+local n = redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('PUBLISH', ARGV[2], 'down ' .. ARGV[1])
+return n
+)lua";
+
+// KEYS[1] id set; ARGV[1] endpoint key prefix. Drops the ids whose hash expired.
+constexpr std::string_view kListScript = R"lua(
+local out = {}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local h = redis.call('HMGET', ARGV[1] .. id, 'address', 'capacity', 'load', 'draining')
+  if h[1] then
+    out[#out + 1] = {id, h[1], h[2] or '0', h[3] or '0', h[4] or '0'}
+  else
+    redis.call('SREM', KEYS[1], id)
+  end
+end
+return out
+)lua";
+
+// KEYS[1] id allocation hash; ARGV: identity count first_id last_id. Returns the base.
+constexpr std::string_view kAllocateScript = R"lua(
+local want = tonumber(ARGV[2])
+local field = 'pod:' .. ARGV[1]
+local have = redis.call('HGET', KEYS[1], field)
+if have then
+  local base, n = string.match(have, '^(%d+):(%d+)$')
+  if base and tonumber(n) >= want then return tonumber(base) end
+end
+local base = tonumber(redis.call('HGET', KEYS[1], 'next') or ARGV[3])
+if base + want - 1 > tonumber(ARGV[4]) then return redis.error_reply('endpoint ids exhausted') end
+redis.call('HSET', KEYS[1], 'next', base + want, field, base .. ':' .. want)
+return base
+)lua";
+
+template <typename T>
+std::optional<T> parse_number(std::string_view text) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::optional<EndpointRecord> parse_record(const redisReply* row) {
+  if (row == nullptr || row->type != REDIS_REPLY_ARRAY || row->elements != 5) return std::nullopt;
+  EndpointRecord record;
+  const auto id = parse_endpoint_id(reply_string(row->element[0]));
+  const auto address = SocketAddress::parse(reply_string(row->element[1]));
+  const auto capacity = parse_number<uint32_t>(reply_string(row->element[2]));
+  const auto load = parse_number<uint32_t>(reply_string(row->element[3]));
+  if (!id || !address || !capacity || !load) return std::nullopt;
+  record.id = *id;
+  record.address = *address;
+  record.capacity = *capacity;
+  record.load = *load;
+  record.draining = reply_string(row->element[4]) == "1";
+  return record;
+}
+
+RedisConnection::ReplyHandler done_on_integer_one(DoneCallback done) {
+  if (!done) return {};
+  return [done = std::move(done)](SyncStatus status, const redisReply* reply) {
+    done(status == SyncStatus::kOk && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1);
+  };
+}
+
+}  // namespace
+
+RedisRegistry::RedisRegistry(asio::io_context& io, RedisOptions redis, RegistryOptions options)
+    : io_(io),
+      redis_(std::move(redis)),
+      options_(options),
+      schema_(options.cluster),
+      commands_(std::make_unique<RedisConnection>(io, redis_, counters_)),
+      relist_timer_(io) {
+  commands_->start();
+}
+
+RedisRegistry::~RedisRegistry() {
+  life_.reset();
+  relist_timer_.cancel();
+}
+
+void RedisRegistry::register_endpoint(const EndpointRecord& record, DoneCallback done) {
+  const std::string key = schema_.endpoint_key(record.id);
+  const std::string set = schema_.endpoint_set_key();
+  const std::string id = std::to_string(record.id);
+  const std::string address = record.address.to_string();
+  const std::string capacity = std::to_string(record.capacity);
+  const std::string load = std::to_string(record.load);
+  const std::string ttl = std::to_string(options_.endpoint_ttl.count());
+  const std::string channel = schema_.events_channel();
+  const std::array<std::string_view, 12> args{
+      "EVAL", kRegisterScript, "2", key, set, id, address, capacity, load, record.draining ? "1" : "0",
+      ttl,    channel};
+  commands_->command(args, done_on_integer_one(std::move(done)));
+}
+
+void RedisRegistry::heartbeat(EndpointId id, uint32_t load, bool draining, DoneCallback done) {
+  const std::string key = schema_.endpoint_key(id);
+  const std::string id_text = std::to_string(id);
+  const std::string load_text = std::to_string(load);
+  const std::string ttl = std::to_string(options_.endpoint_ttl.count());
+  const std::string channel = schema_.events_channel();
+  const std::array<std::string_view, 9> args{"EVAL",    kHeartbeatScript,     "1", key,    id_text,
+                                             load_text, draining ? "1" : "0", ttl, channel};
+  commands_->command(args, done_on_integer_one(std::move(done)));
+}
+
+void RedisRegistry::deregister(EndpointId id, DoneCallback done) {
+  const std::string key = schema_.endpoint_key(id);
+  const std::string set = schema_.endpoint_set_key();
+  const std::string id_text = std::to_string(id);
+  const std::string channel = schema_.events_channel();
+  const std::array<std::string_view, 7> args{"EVAL", kDeregisterScript, "2", key, set, id_text, channel};
+  RedisConnection::ReplyHandler handler;
+  if (done)
+    handler = [done = std::move(done)](SyncStatus status, const redisReply*) {
+      done(status == SyncStatus::kOk);
+    };
+  commands_->command(args, std::move(handler));
+}
+
+void RedisRegistry::list(ListCallback done) {
+  const std::string set = schema_.endpoint_set_key();
+  const std::string prefix = schema_.endpoint_key_prefix();
+  const std::array<std::string_view, 5> args{"EVAL", kListScript, "1", set, prefix};
+  commands_->command(args, [done = std::move(done)](SyncStatus status, const redisReply* reply) {
+    if (status != SyncStatus::kOk || reply->type != REDIS_REPLY_ARRAY) {
+      done(std::nullopt);
+      return;
+    }
+    std::vector<EndpointRecord> records;
+    records.reserve(reply->elements);
+    for (size_t i = 0; i < reply->elements; ++i) {
+      if (auto record = parse_record(reply->element[i])) records.push_back(*record);
+    }
+    std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    done(std::move(records));
+  });
+}
+
+void RedisRegistry::allocate_endpoint_ids(std::string_view pod_identity, uint16_t count,
+                                          AllocateCallback done) {
+  if (count == 0) {
+    asio::post(io_, [done = std::move(done)] { done(std::nullopt); });
+    return;
+  }
+  const std::string key = schema_.endpoint_ids_key();
+  const std::string count_text = std::to_string(count);
+  const std::array<std::string_view, 8> args{"EVAL",       kAllocateScript, "1", key,
+                                             pod_identity, count_text,      "1", "65535"};
+  commands_->command(args, [done = std::move(done)](SyncStatus status, const redisReply* reply) {
+    if (status != SyncStatus::kOk || reply->type != REDIS_REPLY_INTEGER || reply->integer < 1 ||
+        reply->integer > 65535) {
+      done(std::nullopt);
+      return;
+    }
+    done(static_cast<EndpointId>(reply->integer));
+  });
+}
+
+void RedisRegistry::watch(WatchCallback on_change) {
+  on_change_ = std::move(on_change);
+  diff_.clear();
+  if (!events_) {
+    events_ = std::make_unique<RedisConnection>(io_, redis_, counters_);
+    // Any message, and every (re)subscription (messages may have been lost), re-lists.
+    events_->subscribe(schema_.events_channel(), [this](std::string_view) { relist(); });
+    events_->start();
+    arm_relist_timer();
+  }
+  relist();
+}
+
+void RedisRegistry::arm_relist_timer() {
+  relist_timer_.expires_after(options_.relist_interval);
+  relist_timer_.async_wait([this, life = std::weak_ptr<int>(life_)](const boost::system::error_code& ec) {
+    if (ec || life.expired()) return;
+    relist();
+    arm_relist_timer();
+  });
+}
+
+void RedisRegistry::relist() {
+  if (relist_in_flight_) {
+    relist_again_ = true;  // coalesce a burst of notifications into one more re-list
+    return;
+  }
+  relist_in_flight_ = true;
+  list([this, life = std::weak_ptr<int>(life_)](std::optional<std::vector<EndpointRecord>> records) {
+    if (life.expired()) return;
+    relist_in_flight_ = false;
+    // Unreachable store: keep what we know rather than report every endpoint removed.
+    if (records && on_change_) {
+      diff_.apply(*records, [this](const RegistryEvent& event) { on_change_(event); });
+    }
+    if (relist_again_) {
+      relist_again_ = false;
+      relist();
+    }
+  });
+}
+
+}  // namespace rtce

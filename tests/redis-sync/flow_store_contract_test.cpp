@@ -1,0 +1,125 @@
+// flow_store_contract_test.cpp — the FlowStore's behaviour, run unchanged against the
+// Redis and the in-memory implementation: put/get/refresh/del, TTL expiry, a 10k
+// pipelined batch, and restore.
+#include <set>
+
+#include "sync_test_support.h"
+
+namespace rtce::test {
+namespace {
+
+template <typename Backend>
+class FlowStoreContract : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string why = Backend::unavailable(); !why.empty()) GTEST_SKIP() << why;
+    store_ = backend_.flow_store(io_);
+  }
+  std::optional<bool> done(std::function<void(DoneCallback)> start) { return await<bool>(io_, start); }
+  std::optional<EndpointId> get(const FlowKey& key) {
+    auto result = await<std::optional<EndpointId>>(io_, [&](auto cb) { store_->get(key, cb); });
+    EXPECT_TRUE(result) << "get did not call back";
+    return result ? *result : std::nullopt;
+  }
+
+  boost::asio::io_context io_;
+  Backend backend_;
+  std::unique_ptr<FlowStore> store_;
+};
+
+TYPED_TEST_SUITE(FlowStoreContract, Backends, BackendNames);
+
+FlowKey flow(int i) {
+  const std::string client = "198.51." + std::to_string(i / 250 % 250) + "." + std::to_string(i % 250 + 1) +
+                             ":" + std::to_string(10000 + i % 50000);
+  return FlowKey{addr(client.c_str()), addr("203.0.113.10:3478")};
+}
+
+TYPED_TEST(FlowStoreContract, PutGetRefreshDelete) {
+  const FlowKey key{addr("198.51.100.7:50000"), addr("203.0.113.1:3478")};
+  const FlowKey v6{addr("[2001:db8::7]:50001"), addr("[2001:db8:1::1]:3478")};
+  EXPECT_EQ(this->get(key), std::nullopt);
+  EXPECT_EQ(this->done([&](auto cb) { this->store_->put(key, 42, 5000ms, cb); }), true);
+  EXPECT_EQ(this->done([&](auto cb) { this->store_->put(v6, 43, 5000ms, cb); }), true);
+  EXPECT_EQ(this->get(key), EndpointId{42});
+  EXPECT_EQ(this->get(v6), EndpointId{43});
+  EXPECT_EQ(this->done([&](auto cb) { this->store_->put(key, 44, 5000ms, cb); }), true);  // re-home
+  EXPECT_EQ(this->get(key), EndpointId{44});
+  EXPECT_EQ(this->done([&](auto cb) { this->store_->refresh(key, 5000ms, cb); }), true);
+  EXPECT_EQ(this->done([&](auto cb) { this->store_->del(key, cb); }), true);
+  EXPECT_EQ(this->get(key), std::nullopt);
+  EXPECT_EQ(this->done([&](auto cb) { this->store_->refresh(key, 5000ms, cb); }), false);
+  EXPECT_EQ(this->get(v6), EndpointId{43});
+  EXPECT_TRUE(this->store_->connected());
+  EXPECT_EQ(this->store_->counters().errors.get(), 0u);
+}
+
+TYPED_TEST(FlowStoreContract, FlowsExpireAfterTheirTtlAndRefreshExtendsIt) {
+  const FlowKey idle = flow(1);
+  const FlowKey active = flow(2);
+  ASSERT_EQ(this->done([&](auto cb) { this->store_->put(idle, 1, 300ms, cb); }), true);
+  ASSERT_EQ(this->done([&](auto cb) { this->store_->put(active, 2, 300ms, cb); }), true);
+  const auto put_at = Clock::now();
+  ASSERT_EQ(this->done([&](auto cb) { this->store_->refresh(active, 3000ms, cb); }), true);
+  bool expired = false;
+  while (!expired && Clock::now() - put_at < 300ms + 500ms) {
+    expired = !this->get(idle).has_value();
+    if (!expired) run_for(this->io_, 20ms);
+  }
+  EXPECT_TRUE(expired);
+  EXPECT_GE(Clock::now() - put_at, 250ms) << "expired before its TTL";
+  EXPECT_EQ(this->get(active), EndpointId{2});
+  EXPECT_EQ(this->done([&](auto cb) { this->store_->refresh(idle, 3000ms, cb); }), false);
+}
+
+TYPED_TEST(FlowStoreContract, TenThousandPipelinedPutsAreAllFound) {
+  constexpr int kFlows = 10'000;
+  std::vector<FlowEntry> flows;
+  for (int i = 0; i < kFlows; ++i) flows.push_back({flow(i), static_cast<EndpointId>(i % 1000 + 1)});
+  this->store_->put_many(flows, 30'000ms);
+  int answered = 0;
+  int found = 0;
+  for (const auto& entry : flows) {
+    this->store_->get(entry.key, [&, expected = entry.endpoint_id](std::optional<EndpointId> id) {
+      ++answered;
+      if (id == expected) ++found;
+    });
+  }
+  ASSERT_TRUE(run_until(
+      this->io_, [&] { return answered == kFlows; }, 10'000ms))
+      << answered;
+  EXPECT_EQ(found, kFlows);
+  EXPECT_EQ(this->store_->counters().dropped.get(), 0u);
+  EXPECT_GE(this->store_->counters().commands_sent.get(), 2u * kFlows);
+}
+
+TYPED_TEST(FlowStoreContract, RestoreReadsBackEveryFlow) {
+  constexpr int kFlows = 2'500;
+  std::vector<FlowEntry> flows;
+  for (int i = 0; i < kFlows; ++i) flows.push_back({flow(i), static_cast<EndpointId>(i % 7 + 1)});
+  flows.push_back({FlowKey{addr("[2001:db8::9]:4000"), addr("[2001:db8::1]:3478")}, 9});
+  this->store_->put_many(flows, 30'000ms);
+  // One connection answers in order: once this get is answered every put has landed.
+  ASSERT_EQ(this->get(flows.back().key), EndpointId{9});
+  // A relay that never saw these flows (a fresh client object) reads them back.
+  auto fresh = this->backend_.flow_store(this->io_);
+  std::map<std::string, EndpointId> restored;
+  std::optional<bool> ok;
+  fresh->restore(
+      [&](std::span<const FlowEntry> batch) {
+        for (const auto& entry : batch) {
+          restored[entry.key.client.to_string() + "|" + entry.key.vip.to_string()] = entry.endpoint_id;
+        }
+      },
+      [&](bool result) { ok = result; });
+  ASSERT_TRUE(run_until(
+      this->io_, [&] { return ok.has_value(); }, 10'000ms));
+  EXPECT_TRUE(*ok);
+  ASSERT_EQ(restored.size(), flows.size());
+  for (const auto& entry : flows) {
+    EXPECT_EQ(restored[entry.key.client.to_string() + "|" + entry.key.vip.to_string()], entry.endpoint_id);
+  }
+}
+
+}  // namespace
+}  // namespace rtce::test

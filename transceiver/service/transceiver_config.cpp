@@ -1,10 +1,13 @@
 // transceiver_config.cpp — see transceiver_config.h.
 #include "transceiver_config.h"
 
+#include <unistd.h>
+
 #include <set>
 #include <thread>
 
 #include "error.h"
+#include "redis_connection.h"
 
 namespace rtce {
 
@@ -52,6 +55,12 @@ void declare_transceiver_config(ConfigLayers& c) {
   c.declare("backend.echo_delay", K::scalar, "loopback echo delay (default 500ms)");
   c.declare("backend.connect_timeout", K::scalar, "backend connect and handshake timeout (default 3s)");
   c.declare("backend.headers", K::list, "extra handshake headers, 'Name: value'");
+  c.declare("registry.redis_url", K::scalar,
+            "redis://[[user]:password@]host[:port] of the shared registry; empty = none (default)");
+  c.declare("registry.pod_identity", K::scalar,
+            "this pod's stable name; the same name gets the same endpoint ids back (default: hostname)");
+  c.declare("registry.ttl", K::scalar,
+            "an endpoint not heartbeated for this long leaves the registry (default 3s)");
   c.declare("log.format", K::scalar, "text | json (default text)");
   c.declare("log.level", K::scalar, "trace | debug | info | warn | error (default info)");
 }
@@ -154,6 +163,23 @@ TransceiverConfig resolve_transceiver_config(const ConfigLayers& c) {
   for (const auto& h : cfg.backend_headers)
     if (h.find(':') == std::string::npos || h.find_first_of("\r\n") != std::string::npos)
       throw ConfigError(c.where("backend.headers") + ": '" + h + "' is not 'Name: value'");
+
+  cfg.registry_redis_url = c.get_string("registry.redis_url", "");
+  if (!cfg.registry_redis_url.empty()) {
+    if (!RedisOptions::from_url(cfg.registry_redis_url))
+      throw ConfigError(c.where("registry.redis_url") + ": '" + cfg.registry_redis_url +
+                        "' is not redis://[[user]:password@]host[:port][/db]");
+    if (cfg.media_listen.is_unspecified() && !c.has("media.advertise_address"))
+      throw ConfigError(c.where("media.advertise_address") +
+                        ": required with registry.redis_url when media.listen is a wildcard (relays need a "
+                        "concrete address)");
+  }
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  cfg.pod_identity = c.get_string("registry.pod_identity", host);
+  if (cfg.pod_identity.empty() || cfg.pod_identity.size() > 253)
+    throw ConfigError(c.where("registry.pod_identity") + ": must be 1..253 characters");
+  cfg.registry_ttl = c.get_duration("registry.ttl", 3 * s, 300 * ms, 300 * s);
 
   cfg.log_format = c.get_string("log.format", "text");
   if (cfg.log_format != "text" && cfg.log_format != "json")

@@ -61,6 +61,11 @@ struct TransceiverConfig {
   Nanos backend_connect_timeout = 3'000'000'000;
   std::vector<std::string> backend_headers;  // "Name: value"
 
+  // Shared registry (redis-sync); empty URL = none (endpoint ids from hint.endpoint_base_id).
+  std::string registry_redis_url;
+  std::string pod_identity;  // stable across restarts of the same pod (StatefulSet name)
+  Nanos registry_ttl = 3'000'000'000;
+
   std::string log_format = "text", log_level = "info";
 
   bool relay_mode() const { return !relay_vips.empty(); }

@@ -69,8 +69,28 @@ TransceiverService::TransceiverService(TransceiverConfig config) : config_(std::
   dtls_ = config_.dtls_certificate.empty()
               ? DtlsContext::generate()
               : DtlsContext::load(config_.dtls_certificate, config_.dtls_private_key);
+  for (uint32_t i = 0; i < config_.workers; ++i) metrics_.push_back(std::make_unique<WorkerMetrics>());
+  if (!config_.registry_redis_url.empty()) {
+    RegistryOptions options;
+    options.cluster = config_.cluster_id;
+    options.endpoint_ttl = std::chrono::duration_cast<Millis>(std::chrono::nanoseconds(config_.registry_ttl));
+    registry_ =
+        std::make_unique<RegistryAgent>(*RedisOptions::from_url(config_.registry_redis_url), options,
+                                        [this](size_t i) { return metrics_[i]->sessions_active.load(); });
+    // Stable ids for this pod: the same identity gets the same range back after a restart.
+    if (auto base = registry_->allocate_ids(config_.pod_identity, static_cast<uint16_t>(config_.workers),
+                                            3'000'000'000)) {
+      config_.endpoint_base_id = *base;
+      spdlog::info("registry: pod '{}' owns endpoint ids {}..{}", config_.pod_identity, *base,
+                   *base + config_.workers - 1);
+    } else {
+      spdlog::warn(
+          "registry: Redis unreachable at start; using hint.endpoint_base_id {} and registering when it "
+          "returns",
+          config_.endpoint_base_id);
+    }
+  }
   for (uint32_t i = 0; i < config_.workers; ++i) {
-    metrics_.push_back(std::make_unique<WorkerMetrics>());
     workers_.push_back(std::make_unique<MediaWorker>(i, static_cast<uint16_t>(config_.endpoint_base_id + i),
                                                      config_, dtls_, *metrics_.back()));
   }
@@ -94,6 +114,17 @@ void TransceiverService::start() {
                  w->local_address().to_string());
   }
   http_->start();
+  if (registry_) {
+    std::vector<RegistryAgent::Endpoint> endpoints;
+    for (auto& w : workers_) {
+      auto address = SocketAddress::parse(config_.advertise_address.find(':') != std::string::npos
+                                              ? "[" + config_.advertise_address + "]:0"
+                                              : config_.advertise_address + ":0");
+      address->set_port(w->local_address().port());
+      endpoints.push_back({w->endpoint_id(), *address, config_.max_sessions_per_worker});
+    }
+    registry_->start(std::move(endpoints));
+  }
   if (config_.api_keys.empty())
     spdlog::warn("no http.api_keys configured: anyone who can reach {} may create sessions",
                  config_.http_listen.to_string());
@@ -109,6 +140,7 @@ size_t TransceiverService::live_sessions() const {
 
 void TransceiverService::drain() {
   draining_ = true;
+  if (registry_) registry_->set_draining();  // relays and signaling stop choosing us
   spdlog::info("draining: no new sessions; {} live session(s) get up to {} ms", live_sessions(),
                config_.drain_timeout / 1'000'000);
   const Nanos deadline = monotonic_now() + config_.drain_timeout;
@@ -117,6 +149,7 @@ void TransceiverService::drain() {
 }
 
 void TransceiverService::stop() {
+  if (registry_) registry_->stop(1'000'000'000);
   for (auto& w : workers_) w->stop(SessionEnd::drained);
   if (http_) http_->stop();
 }

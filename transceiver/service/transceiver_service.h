@@ -12,6 +12,7 @@
 #include "hint_keys.h"
 #include "http_server.h"
 #include "media_worker.h"
+#include "registry_agent.h"
 #include "transceiver_config.h"
 #include "worker_metrics.h"
 
@@ -49,6 +50,7 @@ class TransceiverService {
   std::vector<std::unique_ptr<WorkerMetrics>> metrics_;
   std::vector<std::unique_ptr<MediaWorker>> workers_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<RegistryAgent> registry_;
   std::atomic<bool> draining_{false};
   Nanos started_at_ = 0;
 

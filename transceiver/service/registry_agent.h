@@ -1,0 +1,55 @@
+// registry_agent.h — the transceiver's side of the shared registry (redis-sync): it takes
+// stable endpoint ids for this pod (atomic in Redis), registers one endpoint per media
+// worker, heartbeats their load and draining state before the TTL lapses, and deregisters
+// them on a clean stop. Runs on its own thread; Redis being down never blocks signaling or
+// media (heartbeats fail, are counted, and resume on reconnect).
+#pragma once
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net_address.h"
+#include "redis_registry.h"
+
+namespace rtce {
+
+class RegistryAgent {
+ public:
+  struct Endpoint {
+    uint16_t id;
+    SocketAddress address;
+    uint32_t capacity;
+  };
+  // load(i) returns worker i's live sessions; called on the agent's thread.
+  RegistryAgent(RedisOptions redis, RegistryOptions options, std::function<uint32_t(size_t)> load);
+  ~RegistryAgent();
+
+  // Blocks up to `timeout` for the pod's base id (startup only). nullopt: Redis unreachable.
+  std::optional<uint16_t> allocate_ids(const std::string& pod_identity, uint16_t count, Nanos timeout);
+  void start(std::vector<Endpoint> endpoints);
+  void set_draining();
+  // Deregisters every endpoint (waits up to `timeout` for Redis) and stops the thread.
+  void stop(Nanos timeout);
+
+ private:
+  void beat();
+
+  boost::asio::io_context io_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+  RedisRegistry registry_;
+  RegistryOptions options_;
+  std::function<uint32_t(size_t)> load_;
+  boost::asio::steady_timer timer_;
+  std::vector<Endpoint> endpoints_;
+  std::atomic<bool> draining_{false};
+  std::thread thread_;
+};
+
+}  // namespace rtce

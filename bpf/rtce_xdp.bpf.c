@@ -958,6 +958,7 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 	__builtin_memcpy(&flow.endpoint, ep, sizeof(*ep));
 	flow.endpoint_id = endpoint_id;
 	flow.created_ns = now;
+	flow.last_seen_ns = now;
 	rc = bpf_map_update_elem(&flows, key, &flow, BPF_NOEXIST);
 	if (rc == -17 /* EEXIST: another CPU won the race; follow its flow */) {
 		existing = bpf_map_lookup_elem(&flows, key);
@@ -971,6 +972,25 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 	emit_event(key, &flow, dir, frame_len(ctx));
 	__builtin_memcpy(&w->ep, &flow.endpoint, sizeof(w->ep));
 	return VERDICT(ACT_FORWARD, RTCE_XDP_FORWARDED_NEW_FLOW, dir);
+}
+
+/* Flow activity for the loader's idle sweep. A store per packet would dirty the flow's
+ * cache line on every hit (and bounce it between CPUs whose queues share a flow), so the
+ * stored time is only rewritten once it is a granularity old: one hit per flow per second
+ * by default (1 in 50 for 20 ms audio), the others only read. The compare is signed: a
+ * value slightly ahead of the coarse clock (set at creation from the precise one) is fresh,
+ * not stale. A flow never touched since an older loader created it reads 0, far in the
+ * past: its first hit writes. */
+static __always_inline void touch_flow(const struct rtce_xdp_config *cfg,
+				       struct rtce_xdp_flow *flow)
+{
+	__u64 granularity = cfg->last_seen_granularity_ns
+				    ? cfg->last_seen_granularity_ns
+				    : RTCE_XDP_DEFAULT_LAST_SEEN_GRANULARITY_NS;
+	__u64 now = bpf_ktime_get_coarse_ns(); /* kernel >= 5.11 */
+
+	if ((__s64)(now - flow->last_seen_ns) >= (__s64)granularity)
+		flow->last_seen_ns = now;
 }
 
 static __always_inline void flow_key_of(const struct pkt *p, struct rtce_flow_key *key)
@@ -992,8 +1012,10 @@ static __always_inline int from_client(struct xdp_md *ctx, const struct rtce_xdp
 
 	flow_key_of(p, &key);
 	flow = bpf_map_lookup_elem(&flows, &key);
-	if (flow)
+	if (flow) {
+		touch_flow(cfg, flow);
 		return forward_to_endpoint(ctx, cfg, w, &flow->endpoint, RTCE_XDP_FORWARDED);
+	}
 	v = first_packet(ctx, cfg, w, &key);
 	if (VERDICT_ACTION(v) != ACT_FORWARD)
 		return v;

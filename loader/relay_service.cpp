@@ -45,7 +45,10 @@ RelayService::RelayService(const RelayConfig& config)
   for (auto& w : workers_) w->start();
   if (xdp_) {
     xdp_events_ = std::thread([this] {
-      while (!stopping_.load()) xdp_->poll_events(100);
+      while (!stopping_.load()) {
+        xdp_->poll_events(100);
+        xdp_->expire_idle_flows(monotonic_now());
+      }
     });
   }
   ready_ = true;
@@ -173,7 +176,8 @@ std::string RelayService::metrics_text() const {
           xdp(RTCE_XDP_FORWARDED_NEW_FLOW, 0));
   m.add(m.family("rtcedge_relay_flows_expired_total",
                  "Flows removed after flows.idle_timeout without client packets.", MetricType::Counter),
-        sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_expired; }));
+        sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_expired; }) +
+            static_cast<double>(xdp_ ? xdp_->flows_expired() : 0));
   m.add(m.family("rtcedge_relay_flows_evicted_total",
                  "Idle flows replaced by a new flow while the table was full.", MetricType::Counter),
         sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_evicted; }));

@@ -13,17 +13,27 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdarg>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <set>
 
 #include "error.h"
 #include "rtce_xdp.skel.h"
+#include "xdp_flow_expiry.h"
 
 namespace rtce {
 namespace {
 
 constexpr unsigned long kBpfFsMagic = 0xcafe4a11;
+
+// libbpf reuses a pinned map only if its key and value sizes match; a `flows` value of
+// another size would make every upgrade refuse to start until 'detach'. last_seen_ns took
+// the place of padding to keep this size.
+static_assert(sizeof(rtce_xdp_flow) == 40 && offsetof(rtce_xdp_flow, last_seen_ns) == 24 &&
+                  offsetof(rtce_xdp_flow, created_ns) == 32,
+              "the flows map value layout changed: pinned maps of older loaders would not be reused");
+static_assert(sizeof(rtce_xdp_config) == 64, "the config map value size changed");
 
 std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
 
@@ -69,7 +79,8 @@ void fill_addr(uint8_t out[16], const std::string& text, int family, const std::
 void XdpDataPath::SkeletonDeleter::operator()(rtce_xdp* skel) const { rtce_xdp__destroy(skel); }
 void XdpDataPath::RingDeleter::operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
 
-XdpDataPath::XdpDataPath(const RelayConfig& config) : pin_path_(config.xdp_pin_path) {
+XdpDataPath::XdpDataPath(const RelayConfig& config)
+    : pin_path_(config.xdp_pin_path), idle_timeout_(config.flow_idle_timeout), watch_start_(monotonic_now()) {
   libbpf_set_print(libbpf_to_spdlog);
   if (geteuid() != 0) throw XdpError("XDP needs root (CAP_BPF and CAP_NET_ADMIN)");
   if (config.xdp_interfaces.empty())
@@ -184,6 +195,8 @@ void XdpDataPath::sync(const RelayConfig& config, const RoutingTable& routing) {
   cfg.return_port_be = htons(config.xdp_return_port);
   cfg.cluster_id = routing.cluster_id;
   cfg.new_flow_budget = config.xdp_new_flow_budget;
+  // From the idle timeout this instance sweeps with (a reload cannot change it).
+  cfg.last_seen_granularity_ns = xdp_last_seen_granularity(idle_timeout_);
   const uint32_t zero = 0;
   auto update = [](bpf_map* map, const void* key, const void* value, const char* what) {
     if (bpf_map_update_elem(bpf_map__fd(map), key, value, BPF_ANY) != 0)
@@ -274,6 +287,66 @@ int XdpDataPath::poll_events(int timeout_ms) {
   const int more = ring_buffer__consume(ring_.get());
   if (n < 0) n = 0;
   return more > 0 ? n + more : n;
+}
+
+uint32_t XdpDataPath::expire_idle_flows(Nanos now) {
+  Sweep& s = sweep_;
+  if (!s.in_pass) {
+    if (now < s.next_pass) return 0;
+    s.in_pass = true;
+    s.have_cursor = false;
+    s.pass_start = now;
+    s.visited = s.expired = 0;
+    s.next_pass = now + xdp_sweep_interval(idle_timeout_);
+    if (s.keys.empty()) {  // once: no allocation per pass
+      s.keys.resize(kSweepChunk);
+      s.values.resize(kSweepChunk);
+    }
+  }
+  // A batch lookup resumes from a hash bucket, not from a key, so deleting what it returned
+  // cannot make the next batch start over (get_next_key from a deleted key would).
+  const int fd = bpf_map__fd(skel_->maps.flows);
+  uint32_t count = kSweepChunk;
+  uint32_t next_cursor = 0;
+  LIBBPF_OPTS(bpf_map_batch_opts, opts);
+  const int rc = bpf_map_lookup_batch(fd, s.have_cursor ? &s.cursor : nullptr, &next_cursor, s.keys.data(),
+                                      s.values.data(), &count, &opts);
+  const int err = rc ? errno : 0;
+  bool last_batch = false;
+  if (err == ENOENT) {
+    last_batch = true;  // the end of the map; `count` entries still came back
+  } else if (err) {
+    if (!s.warned)
+      spdlog::warn("xdp: idle sweep cannot read the flows map ({}); XDP flows leave it only when it is full",
+                   errno_text(err));
+    s.warned = true;
+    count = 0;
+    last_batch = true;
+  }
+  s.cursor = next_cursor;
+  s.have_cursor = true;
+  s.visited += count;
+
+  uint32_t expired = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    if (!xdp_flow_idle(s.values[i], now, idle_timeout_, watch_start_)) continue;
+    // Look again just before deleting: a packet since the batch read may have refreshed it
+    // (its last_seen is then ahead of, or within the timeout of, `now`).
+    rtce_xdp_flow current{};
+    if (bpf_map_lookup_elem(fd, &s.keys[i], &current) != 0) continue;  // gone already (LRU)
+    if (!xdp_flow_idle(current, now, idle_timeout_, watch_start_)) continue;
+    if (bpf_map_delete_elem(fd, &s.keys[i]) == 0) expired++;
+  }
+  s.expired += expired;
+  if (expired) flows_expired_.add(expired);
+  if (last_batch) {
+    s.in_pass = false;
+    if (s.expired && spdlog::should_log(spdlog::level::debug))
+      spdlog::debug("xdp: idle sweep expired {} of {} flows (idle >= {} ms) in {:.1f} ms", s.expired,
+                    s.visited, idle_timeout_ / 1'000'000,
+                    static_cast<double>(monotonic_now() - s.pass_start) / 1e6);
+  }
+  return expired;
 }
 
 XdpCounters XdpDataPath::read_counters() const {

@@ -3,6 +3,9 @@
 // restart, keeps the maps in step with the configuration, drains the flow ring buffer and
 // reads the per-CPU counters.
 //
+// XDP flows expire like the userspace relay's: a sweep on the polling thread deletes those
+// idle for flows.idle_timeout (expire_idle_flows), from the last_seen_ns the program keeps.
+//
 // Pins (under xdp.pin_path, default /sys/fs/bpf/rtcedge):
 //   maps/<name>     flows, endpoints, vips, config, hint_keys, counters, hint_failures, events
 //   links/<ifname>  the XDP link of each interface
@@ -19,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "clock.h"
+#include "relaxed_counter.h"
 #include "relay_config.h"
 #include "relay_core.h"
 #include "rtce_xdp.h"
@@ -53,6 +58,12 @@ class XdpDataPath {
   void sync(const RelayConfig& config, const RoutingTable& routing);
   // Consumes flow-created events; returns how many. Never blocks longer than timeout_ms.
   int poll_events(int timeout_ms);
+  // Housekeeping for the thread that polls events, called after every poll: deletes flows
+  // with no client packet for flows.idle_timeout (xdp_flow_expiry.h). A pass over the map
+  // starts every xdp_sweep_interval and reads it kSweepChunk entries per call (one batch
+  // lookup), so a call's work is bounded however large the map. Returns flows deleted.
+  uint32_t expire_idle_flows(Nanos now);
+  uint64_t flows_expired() const { return flows_expired_.get(); }
   XdpCounters read_counters() const;
   uint64_t events_seen() const { return events_seen_; }
   const std::vector<std::string>& attach_modes() const { return attach_modes_; }
@@ -61,6 +72,8 @@ class XdpDataPath {
   static void detach(const std::string& pin_path, const std::vector<std::string>& interfaces);
 
  private:
+  static constexpr uint32_t kSweepChunk = 4096;
+
   static int on_event(void* ctx, void* data, size_t size);
   void load_and_attach(const RelayConfig& config,
                        const std::vector<std::pair<std::string, unsigned>>& interfaces);
@@ -78,6 +91,23 @@ class XdpDataPath {
   std::vector<std::string> created_links_;  // link pins this instance made (undone on failure)
   uint64_t events_seen_ = 0;
   int possible_cpus_ = 1;
+
+  // The idle sweep (touched only by the polling thread, except the counter).
+  Nanos idle_timeout_;
+  Nanos watch_start_;
+  struct Sweep {
+    bool in_pass = false;
+    bool have_cursor = false;
+    uint32_t cursor = 0;  // the kernel's batch position (a hash bucket) to resume from
+    Nanos next_pass = 0;
+    Nanos pass_start = 0;
+    uint64_t visited = 0;
+    uint64_t expired = 0;
+    bool warned = false;
+    std::vector<rtce_flow_key> keys;
+    std::vector<rtce_xdp_flow> values;
+  } sweep_;
+  RelaxedCounter flows_expired_;
 };
 
 }  // namespace rtce

@@ -26,6 +26,8 @@
 /* Defaults of the per-CPU new-flow budget (token bucket) when the config leaves 0. */
 #define RTCE_XDP_DEFAULT_NEW_FLOW_BUDGET  64
 #define RTCE_XDP_DEFAULT_BUDGET_WINDOW_NS 1000000ULL
+/* Default of rtce_xdp_config.last_seen_granularity_ns when the config leaves 0. */
+#define RTCE_XDP_DEFAULT_LAST_SEEN_GRANULARITY_NS 1000000000U
 
 /* `vips` hash key: one VIP address:port the relay serves. */
 struct rtce_xdp_vip_key {
@@ -47,12 +49,19 @@ struct rtce_xdp_endpoint {
 	__u8 pad;
 };
 
-/* `flows` LRU hash value (key: struct rtce_flow_key). */
+/* `flows` LRU hash value (key: struct rtce_flow_key). 40 bytes, as before last_seen_ns
+ * existed: it took the place of a __u32 pad and the 4 implicit bytes before created_ns, so
+ * a map pinned by an older loader keeps its value size and is reused (its flows read
+ * last_seen_ns 0; see rtce::xdp_flow_idle). */
 struct rtce_xdp_flow {
 	struct rtce_xdp_endpoint endpoint;
 	__u16 endpoint_id;
 	__u16 pad;
-	__u32 pad2;
+	/* Last client -> transceiver packet, CLOCK_MONOTONIC (bpf_ktime_get_coarse_ns, so it
+	 * may trail the precise clock by a tick). Rewritten only once it is older than the
+	 * config's last_seen_granularity_ns: most hits only read it. The loader's sweep
+	 * deletes a flow idle for flows.idle_timeout. */
+	__u64 last_seen_ns;
 	__u64 created_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at creation */
 };
 
@@ -85,7 +94,9 @@ struct rtce_xdp_config {
 	__u8 pad;
 	__u32 flags;	       /* RTCE_XDP_F_* */
 	__u32 new_flow_budget; /* new flows per CPU per window (0 = default) */
-	__u32 pad2;
+	/* A flow hit rewrites last_seen_ns only when it is at least this old (0 = default,
+	 * 1 s). The loader keeps it well under flows.idle_timeout. */
+	__u32 last_seen_granularity_ns;
 	__u64 budget_window_ns; /* 0 = default (1 ms) */
 	__u8 fixed_src_mac[6];	/* RTCE_XDP_F_SKIP_FIB only */
 	__u8 fixed_dst_mac[6];

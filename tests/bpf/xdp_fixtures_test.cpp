@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -257,7 +258,7 @@ class Harness {
   }
 
   void configure(uint32_t flags = RTCE_XDP_F_SKIP_FIB | RTCE_XDP_F_HAVE_V4 | RTCE_XDP_F_HAVE_V6,
-                 uint32_t budget = 1000000, uint64_t window_ns = 0) {
+                 uint32_t budget = 1000000, uint64_t window_ns = 0, uint32_t last_seen_granularity_ns = 0) {
     rtce_xdp_config cfg{};
     std::memcpy(cfg.relay_addr4, kRelay4.addr.data(), 4);
     std::memcpy(cfg.relay_addr6, kRelay6.addr.data(), 16);
@@ -266,6 +267,7 @@ class Harness {
     cfg.flags = flags;
     cfg.new_flow_budget = budget;
     cfg.budget_window_ns = window_ns;
+    cfg.last_seen_granularity_ns = last_seen_granularity_ns;
     std::memcpy(cfg.fixed_src_mac, kTxSrcMac.data(), 6);
     std::memcpy(cfg.fixed_dst_mac, kTxDstMac.data(), 6);
     update(skel_->maps.config, uint32_t{0}, cfg);
@@ -369,6 +371,16 @@ class Harness {
     rtce_xdp_flow v{};
     if (bpf_map__lookup_elem(skel_->maps.flows, &k, sizeof(k), &v, sizeof(v), 0) != 0) return std::nullopt;
     return v;
+  }
+
+  // Overwrites a flow's last_seen_ns (the test's control of time: the program's clock
+  // cannot be set, but what it compares against can).
+  void set_last_seen(const Ep& client, const Ep& vip, uint64_t last_seen_ns) {
+    const rtce_flow_key k = flow_key(client, vip);
+    auto v = flow(client, vip);
+    ASSERT_TRUE(v) << "no flow to set last_seen_ns on";
+    v->last_seen_ns = last_seen_ns;
+    ASSERT_EQ(bpf_map__update_elem(skel_->maps.flows, &k, sizeof(k), &*v, sizeof(*v), BPF_EXIST), 0);
   }
 
   size_t flow_count() {
@@ -791,6 +803,98 @@ void ring_buffer_overflow_is_counted(Harness& h) {
   EXPECT_EQ(events.size() + (after[lost] - before[lost]), static_cast<uint64_t>(n));
 }
 
+// CLOCK_MONOTONIC, which bpf_ktime_get_ns and (a tick behind) bpf_ktime_get_coarse_ns read.
+uint64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+constexpr uint64_t kSecond = 1000000000ULL;
+// The coarse clock trails CLOCK_MONOTONIC by up to one tick (4 ms at HZ=250); margin.
+constexpr uint64_t kCoarseLag = 50000000ULL;
+
+// Expects last_seen_ns to have been written during [before, after] by the coarse clock.
+void expect_refreshed(const std::optional<rtce_xdp_flow>& f, uint64_t before, uint64_t after) {
+  ASSERT_TRUE(f);
+  EXPECT_GE(f->last_seen_ns + kCoarseLag, before) << "last_seen_ns not refreshed";
+  EXPECT_LE(f->last_seen_ns, after);
+}
+
+void new_flow_records_last_seen(Harness& h) {
+  h.step(frame(kClient4, kVip4, chrome_binding_request()), kNewFlow);
+  const auto f = h.flow(kClient4, kVip4);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->last_seen_ns, f->created_ns) << "a new flow is active as of its creation";
+  EXPECT_EQ(f->pad, 0);
+}
+
+// A hit on a flow last seen a granularity ago or more writes the time; every other field
+// stays as it was.
+void flow_hit_refreshes_stale_last_seen(Harness& h) {
+  h.step(frame(kClient4, kVip4, chrome_binding_request()), kNewFlow);
+  const auto created = h.flow(kClient4, kVip4);
+  ASSERT_TRUE(created);
+  for (const uint64_t age : {10 * kSecond, kSecond + kSecond / 10}) {
+    SCOPED_TRACE(age);
+    h.set_last_seen(kClient4, kVip4, mono_ns() - age);
+    const uint64_t before = mono_ns();
+    h.step(frame(kClient4, kVip4, rtp(200)), {XDP_TX, RTCE_XDP_FORWARDED});
+    const uint64_t after = mono_ns();
+    const auto f = h.flow(kClient4, kVip4);
+    expect_refreshed(f, before, after);
+    rtce_xdp_flow want = *created;
+    want.last_seen_ns = f->last_seen_ns;
+    EXPECT_EQ(std::memcmp(&*f, &want, sizeof want), 0) << "a field other than last_seen_ns changed";
+  }
+  // A flow an older loader created (last_seen_ns 0: it had padding there) is refreshed too.
+  h.set_last_seen(kClient4, kVip4, 0);
+  const uint64_t before = mono_ns();
+  h.step(frame(kClient4, kVip4, rtp(20)), {XDP_TX, RTCE_XDP_FORWARDED});
+  expect_refreshed(h.flow(kClient4, kVip4), before, mono_ns());
+}
+
+// A hit on a flow seen less than a granularity ago only reads: the stored value stays
+// exactly as it was (no dirtied cache line per packet). Nor does a value a little ahead of
+// the coarse clock count as stale.
+void flow_hit_leaves_fresh_last_seen(Harness& h) {
+  h.step(frame(kClient4, kVip4, chrome_binding_request()), kNewFlow);
+  const uint64_t now = mono_ns();
+  for (const uint64_t stored : {now - kSecond / 2, now - kSecond / 10, now, now + kSecond / 2}) {
+    SCOPED_TRACE(static_cast<int64_t>(stored - now));
+    h.set_last_seen(kClient4, kVip4, stored);
+    for (int i = 0; i < 3; i++) h.step(frame(kClient4, kVip4, rtp(200)), {XDP_TX, RTCE_XDP_FORWARDED});
+    const auto f = h.flow(kClient4, kVip4);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->last_seen_ns, stored) << "a fresh last_seen_ns was rewritten";
+  }
+}
+
+// The granularity comes from the config (the loader derives it from flows.idle_timeout):
+// with 10 ms, a value 100 ms old is stale.
+void last_seen_granularity_from_config(Harness& h) {
+  h.configure(RTCE_XDP_F_SKIP_FIB | RTCE_XDP_F_HAVE_V4 | RTCE_XDP_F_HAVE_V6, 1000000, 0, 10000000);
+  h.step(frame(kClient6, kVip6, binding(mint(kCluster, 3))), kNewFlow);
+  h.set_last_seen(kClient6, kVip6, mono_ns() - kSecond / 10);
+  const uint64_t before = mono_ns();
+  h.step(frame(kClient6, kVip6, rtp(200)), {XDP_TX, RTCE_XDP_FORWARDED});
+  expect_refreshed(h.flow(kClient6, kVip6), before, mono_ns());
+}
+
+// Only client packets make a flow active (as in the userspace relay): replies on the
+// return path do not touch last_seen_ns.
+void return_path_does_not_touch_last_seen(Harness& h) {
+  h.step(frame(kClient4, kVip4, chrome_binding_request()), kNewFlow);
+  const uint64_t stale = mono_ns() - 10 * kSecond;
+  h.set_last_seen(kClient4, kVip4, stale);
+  const Bytes reply = rtp(160);
+  h.step(from_endpoint(kEndpoint2, kClient4, kVip4, reply),
+         {XDP_TX, RTCE_XDP_FORWARDED, RTCE_XDP_DIR_TO_CLIENT, to_client(kClient4, kVip4, reply)});
+  const auto f = h.flow(kClient4, kVip4);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->last_seen_ns, stale);
+}
+
 // ------------------------------------------------------------------ mutation reference
 
 // Would the userspace relay create a flow for this frame? Mirrors the XDP parse for an
@@ -904,6 +1008,11 @@ const std::vector<NamedCase>& cases() {
       {"NewFlowBudget", new_flow_budget},
       {"RingBufferOverflowIsCounted", ring_buffer_overflow_is_counted},
       {"MutationTable", mutation_table},
+      {"NewFlowRecordsLastSeen", new_flow_records_last_seen},
+      {"FlowHitRefreshesStaleLastSeen", flow_hit_refreshes_stale_last_seen},
+      {"FlowHitLeavesFreshLastSeen", flow_hit_leaves_fresh_last_seen},
+      {"LastSeenGranularityFromConfig", last_seen_granularity_from_config},
+      {"ReturnPathDoesNotTouchLastSeen", return_path_does_not_touch_last_seen},
   };
   return all;
 }

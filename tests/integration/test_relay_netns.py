@@ -938,16 +938,23 @@ class IdleExpiryTest(RelayTestCase):
     def setUpClass(cls):
         cls.relay = cls.start_relay("idle", workers=1, endpoints=(1, 2), extra=["--flows-idle-timeout", "1s"])
 
+    def xdp_flow_ports(self):
+        """Client ports of the flows in the XDP program's map (bpftool, BTF field names)."""
+        r = subprocess.run([BPFTOOL, "map", "dump", "pinned", self.relay.pin_path + "/maps/flows", "-j"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=10)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return sorted(socket.ntohs(e["formatted"]["key"]["client_port_be"]) for e in json.loads(r.stdout))
+
     def test_idle_flow_expires_and_active_flow_stays(self):
-        # flows.idle_timeout applies to the userspace tables; the XDP program's LRU map has
-        # no idle expiry (it evicts only when full). In XDP mode the flows go through the
-        # wildcard listeners, which the userspace workers serve next to the program.
-        kind = "wildcard" if self.xdp else "bound"
-        idle, vip_i = self.establish(4, 1, kind)
+        # flows.idle_timeout holds on both data paths: in XDP mode the flows live in the
+        # program's map (bound VIPs), and the loader's sweep deletes the idle one from it.
+        idle, vip_i = self.establish(4, 1)
         last_idle_packet = time.monotonic()
-        busy, vip_b = self.establish(6, 2, kind)
+        busy, vip_b = self.establish(6, 2)
         before = self.relay.metrics()
         self.assertEqual(before.get("rtcedge_relay_flows_active"), 2)
+        if self.xdp:
+            self.assertEqual(self.xdp_flow_ports(), sorted((idle.addr[1], busy.addr[1])))
 
         # Keep `busy` talking (one packet per poll) until the idle flow has expired.
         deadline = time.monotonic() + 6.0
@@ -965,6 +972,10 @@ class IdleExpiryTest(RelayTestCase):
         self.assertGreaterEqual(time.monotonic() - last_idle_packet, 0.9, "flow expired before its idle timeout")
         self.assertEqual(prom_metrics.delta(before, expired, "rtcedge_relay_flows_expired_total"), 1)
         self.assertEqual(expired.get("rtcedge_relay_flows_active"), 1)
+        if self.xdp:  # the sweep deleted it from the map; the busy flow stayed in XDP's hands
+            self.assertEqual(self.xdp_flow_ports(), [busy.addr[1]])
+            self.assertGreaterEqual(self.xdp_delta(before, expired, "forwarded"), 1)
+            self.assertEqual(self.userspace_received(expired, C2T), self.userspace_received(before, C2T))
         self.check_media_follows(busy, vip_b, 2, n=1)  # the active flow was kept
 
         # The expired flow is gone: media from it is dropped and reaches nobody ...
@@ -973,6 +984,8 @@ class IdleExpiryTest(RelayTestCase):
         idle.send(vip_i, media_payloads(1)[1])
         after = self.relay.wait_metrics(lambda x: x.dropped("no_flow") > m.dropped("no_flow"), "no_flow after expiry")
         self.assert_only_drop(m, after, {"no_flow": 1})
+        if self.xdp:  # the program no longer knows it and passed it up
+            self.assertEqual(self.xdp_delta(m, after, "no_flow"), 1)
         self.assertEqual(idle.pending(), [])
         self.assertEqual(self.peer.since(mark, lambda e: tuple(e.get("client", ())) == idle.addr), [])
         # ... until the next STUN check (soft state) re-creates it.

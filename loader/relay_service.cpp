@@ -107,6 +107,10 @@ std::vector<std::string> RelayService::reload(const RelayConfig& next) {
 
 std::string RelayService::metrics_text() const {
   using prometheus::MetricType;
+  // Read the reload counters before the state a reload changes: a scrape that sees a reload
+  // counted then also sees its endpoints (reload() writes them first).
+  const uint64_t reloads_ok = reloads_ok_.load();
+  const uint64_t reloads_failed = reloads_failed_.load();
   MetricsText m;
   auto sum = [&](auto getter) {
     uint64_t total = 0;
@@ -217,8 +221,8 @@ std::string RelayService::metrics_text() const {
   }
   auto& reloads =
       m.family("rtcedge_relay_config_reloads_total", "SIGHUP reloads, by result.", MetricType::Counter);
-  m.add(reloads, static_cast<double>(reloads_ok_.load()), {{"result", "ok"}});
-  m.add(reloads, static_cast<double>(reloads_failed_.load()), {{"result", "error"}});
+  m.add(reloads, static_cast<double>(reloads_ok), {{"result", "ok"}});
+  m.add(reloads, static_cast<double>(reloads_failed), {{"result", "error"}});
   return m.serialize();
 }
 

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "error.h"
+#include "redis_connection.h"
 
 namespace rtce {
 
@@ -23,6 +24,10 @@ void declare_relay_config(ConfigLayers& c) {
             "this relay's cluster id; hints for other clusters are rejected (default 0)");
   c.declare("hint_key_file", K::scalar, "routing-hint key file (rtcedge-relay hint keygen); required");
   c.declare("endpoints", K::list, "transceiver endpoints, id=address:port (e.g. 1=198.18.2.2:40000)");
+  c.declare(
+      "registry.redis_url", K::scalar,
+      "redis://host:port of the shared registry; its transceiver endpoints join `endpoints` (default none)");
+  c.declare("registry.ttl", K::scalar, "must match the transceivers' registry.ttl (default 3s)");
   c.declare("flows.capacity", K::scalar, "maximum flows, split evenly across workers (default 65536)");
   c.declare("flows.idle_timeout", K::scalar,
             "a flow with no client packet for this long expires (default 30s)");
@@ -124,6 +129,11 @@ RelayConfig resolve_relay_config(const ConfigLayers& c) {
     throw ConfigError(c.where("hint_key_file") +
                       ": required; create one with 'rtcedge-relay hint keygen > hint-keys.yaml'");
   cfg.endpoints = parse_endpoints(c.get_list("endpoints", {}), c.where("endpoints"));
+  cfg.registry_redis_url = c.get_string("registry.redis_url", "");
+  if (!cfg.registry_redis_url.empty() && !RedisOptions::from_url(cfg.registry_redis_url))
+    throw ConfigError(c.where("registry.redis_url") + ": '" + cfg.registry_redis_url +
+                      "' is not redis://[[user]:password@]host[:port][/db]");
+  cfg.registry_ttl = c.get_duration("registry.ttl", 3'000'000'000, 300'000'000, 300'000'000'000);
   cfg.flow_capacity = static_cast<uint32_t>(c.get_uint("flows.capacity", 65536, 1, 1u << 26));
   cfg.flow_idle_timeout = c.get_duration("flows.idle_timeout", 30'000'000'000, 1'000'000, 86'400'000'000'000);
   cfg.flow_evict_idle_after = c.get_duration("flows.evict_idle_after", 5'000'000'000, 0, 86'400'000'000'000);

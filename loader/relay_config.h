@@ -28,6 +28,8 @@ struct RelayConfig {
   uint32_t socket_buffer_bytes = 4 << 20;
   uint8_t cluster_id = 0;
   std::string hint_key_file;
+  std::string registry_redis_url;  // empty = endpoints only from the configuration
+  Nanos registry_ttl = 3'000'000'000;
   std::vector<EndpointConfig> endpoints;
   uint32_t flow_capacity = 65536;
   Nanos flow_idle_timeout = 30'000'000'000;

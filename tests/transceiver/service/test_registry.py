@@ -157,6 +157,46 @@ class RegistryTest(unittest.TestCase):
         finally:
             tx.stop()
 
+    def relay_endpoints(self, admin):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=1) as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith("rtcedge_relay_endpoints "):
+                        return int(float(line.split()[1]))
+        except OSError:
+            return None
+        return None
+
+    def test_relay_follows_the_registry(self):
+        if not ARGS.relay:
+            self.skipTest("no --relay binary given")
+        keys = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+        subprocess.run([ARGS.relay, "hint", "keygen", "--id", "1"], stdout=keys, check=True, timeout=10)
+        keys.close()
+        admin = free_port()
+        relay = subprocess.Popen([ARGS.relay, "--hint-key-file", keys.name, "--listen",
+                                  f"127.0.0.1:{free_port(socket.SOCK_DGRAM)}", "--admin-listen", f"127.0.0.1:{admin}",
+                                  "--workers", "1", "--pin-cpus", "false", "--registry-redis-url", self.url,
+                                  "--registry-ttl", "1s"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        tx = None
+        try:
+            wait_for(lambda: self.relay_endpoints(admin) == 0, 10, "the relay up with no endpoints")
+            tx = Transceiver(self.url, "pod-routed")
+            started = time.monotonic()
+            wait_for(lambda: self.relay_endpoints(admin) == 2, 3, "the relay to route to both registered workers")
+            self.assertLess(time.monotonic() - started, 2.5)
+            # A transceiver that stops heartbeating leaves the relay's table within TTL + one re-list.
+            tx.proc.send_signal(signal.SIGSTOP)
+            stopped = time.monotonic()
+            wait_for(lambda: self.relay_endpoints(admin) == 0, 5, "the frozen transceiver's endpoints to leave")
+            self.assertLess(time.monotonic() - stopped, 3.5)
+        finally:
+            if tx:
+                tx.stop()
+            relay.kill()
+            relay.wait(timeout=10)
+            os.unlink(keys.name)
+
     def test_redis_down_at_start_still_serves(self):
         self.redis.stop()
         tx = Transceiver(self.url, "pod-lonely")
@@ -172,6 +212,7 @@ def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--transceiver", required=True)
+    ap.add_argument("--relay")
     ARGS, rest = ap.parse_known_args()
     unittest.main(argv=[sys.argv[0], "-v", *rest])
 

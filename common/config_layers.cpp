@@ -246,4 +246,18 @@ std::vector<std::string> ConfigLayers::get_list(std::string_view key,
   return it == values_.end() ? fallback : it->second.items;
 }
 
+void declare_logging_keys(ConfigLayers& c) {
+  c.declare("log.format", ConfigLayers::Kind::scalar, "text | json (default text)");
+  c.declare("log.level", ConfigLayers::Kind::scalar, "trace | debug | info | warn | error (default info)");
+}
+
+void resolve_logging_keys(const ConfigLayers& c, std::string& format, std::string& level) {
+  format = c.get_string("log.format", "text");
+  if (format != "text" && format != "json")
+    throw ConfigError(c.where("log.format") + ": '" + format + "' is not text or json");
+  level = c.get_string("log.level", "info");
+  if (level != "trace" && level != "debug" && level != "info" && level != "warn" && level != "error")
+    throw ConfigError(c.where("log.level") + ": '" + level + "' is not trace/debug/info/warn/error");
+}
+
 }  // namespace rtce

@@ -79,4 +79,8 @@ class ConfigLayers {
 
 Nanos parse_duration(std::string_view text);  // -1 when malformed
 
+// The log.format / log.level keys every rtcedge binary has: declared and validated once.
+void declare_logging_keys(ConfigLayers& layers);
+void resolve_logging_keys(const ConfigLayers& layers, std::string& format, std::string& level);
+
 }  // namespace rtce

@@ -35,8 +35,7 @@ void declare_relay_config(ConfigLayers& c) {
             "when full, a new flow may replace one idle at least this long (default 5s)");
   c.declare("admin.listen", K::scalar,
             "address:port of /metrics, /healthz, /readyz (default 127.0.0.1:9478)");
-  c.declare("log.format", K::scalar, "text | json (default text)");
-  c.declare("log.level", K::scalar, "trace | debug | info | warn | error (default info)");
+  declare_logging_keys(c);
   c.declare("xdp.interfaces", K::list,
             "NICs the XDP program attaches to: the VIP side and the transceiver side");
   c.declare("xdp.pin_path", K::scalar,
@@ -139,13 +138,7 @@ RelayConfig resolve_relay_config(const ConfigLayers& c) {
   cfg.flow_evict_idle_after = c.get_duration("flows.evict_idle_after", 5'000'000'000, 0, 86'400'000'000'000);
   cfg.admin_listen =
       SocketAddress::parse_or_throw(c.get_string("admin.listen", "127.0.0.1:9478"), c.where("admin.listen"));
-  cfg.log_format = c.get_string("log.format", "text");
-  if (cfg.log_format != "text" && cfg.log_format != "json")
-    throw ConfigError(c.where("log.format") + ": '" + cfg.log_format + "' is not text or json");
-  cfg.log_level = c.get_string("log.level", "info");
-  static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error"};
-  if (!levels.count(cfg.log_level))
-    throw ConfigError(c.where("log.level") + ": '" + cfg.log_level + "' is not trace/debug/info/warn/error");
+  resolve_logging_keys(c, cfg.log_format, cfg.log_level);
   cfg.xdp_interfaces = c.get_list("xdp.interfaces", {});
   cfg.xdp_pin_path = c.get_string("xdp.pin_path", "/sys/fs/bpf/rtcedge");
   if (cfg.xdp_pin_path.empty() || cfg.xdp_pin_path.front() != '/')

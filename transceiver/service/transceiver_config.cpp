@@ -61,8 +61,7 @@ void declare_transceiver_config(ConfigLayers& c) {
             "this pod's stable name; the same name gets the same endpoint ids back (default: hostname)");
   c.declare("registry.ttl", K::scalar,
             "an endpoint not heartbeated for this long leaves the registry (default 3s)");
-  c.declare("log.format", K::scalar, "text | json (default text)");
-  c.declare("log.level", K::scalar, "trace | debug | info | warn | error (default info)");
+  declare_logging_keys(c);
 }
 
 namespace {
@@ -181,13 +180,7 @@ TransceiverConfig resolve_transceiver_config(const ConfigLayers& c) {
     throw ConfigError(c.where("registry.pod_identity") + ": must be 1..253 characters");
   cfg.registry_ttl = c.get_duration("registry.ttl", 3 * s, 300 * ms, 300 * s);
 
-  cfg.log_format = c.get_string("log.format", "text");
-  if (cfg.log_format != "text" && cfg.log_format != "json")
-    throw ConfigError(c.where("log.format") + ": '" + cfg.log_format + "' is not text or json");
-  cfg.log_level = c.get_string("log.level", "info");
-  static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error"};
-  if (!levels.count(cfg.log_level))
-    throw ConfigError(c.where("log.level") + ": '" + cfg.log_level + "' is not trace/debug/info/warn/error");
+  resolve_logging_keys(c, cfg.log_format, cfg.log_level);
   return cfg;
 }
 

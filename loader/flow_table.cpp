@@ -74,6 +74,7 @@ FlowTable::InsertResult FlowTable::insert(const rtce_flow_key& key, const FlowVa
   f.value = value;
   f.created = now;
   f.last_seen = now;
+  f.stored = 0;
   f.in_use = true;
   index_[find_index_pos(key)] = slot;
   size_++;

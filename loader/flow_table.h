@@ -33,6 +33,7 @@ struct Flow {
   FlowValue value;
   Nanos created = 0;
   Nanos last_seen = 0;
+  Nanos stored = 0;  // last write to the shared flow store (0 = never)
   bool in_use = false;
 };
 
@@ -64,6 +65,18 @@ class FlowTable {
   void for_each(Fn&& fn) {
     for (auto& f : slots_)
       if (f.in_use) fn(f);
+  }
+
+  // Visits up to max_slots slots from `cursor` (which it advances, wrapping), calling
+  // fn(flow) for each slot in use: bounded housekeeping that resumes where it stopped.
+  template <typename Fn>
+  void visit_slots(uint32_t& cursor, uint32_t max_slots, Fn&& fn) {
+    const uint32_t n = capacity();
+    for (uint32_t i = 0; i < max_slots && i < n; i++) {
+      if (cursor >= n) cursor = 0;
+      Flow& f = slots_[cursor++];
+      if (f.in_use) fn(f);
+    }
   }
 
   uint32_t size() const { return size_; }

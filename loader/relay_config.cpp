@@ -28,6 +28,16 @@ void declare_relay_config(ConfigLayers& c) {
       "registry.redis_url", K::scalar,
       "redis://host:port of the shared registry; its transceiver endpoints join `endpoints` (default none)");
   c.declare("registry.ttl", K::scalar, "must match the transceivers' registry.ttl (default 3s)");
+  c.declare("flow_store.redis_url", K::scalar,
+            "redis://host:port of the shared flow store: new flows are written there, and a flow "
+            "this relay does not know is looked up there on its first non-STUN packet (default none)");
+  c.declare("flow_store.ttl", K::scalar, "how long the store keeps a flow without a refresh (default 120s)");
+  c.declare("flow_store.refresh_interval", K::scalar,
+            "an active flow is rewritten this often (default a third of flow_store.ttl)");
+  c.declare("flow_store.lookup_timeout", K::scalar,
+            "how long the packets of an unknown flow wait for the store's answer (default 500ms)");
+  c.declare("flow_store.lookups_per_second", K::scalar,
+            "lookups each worker may start per second; misses beyond it are dropped (default 2000)");
   c.declare("flows.capacity", K::scalar, "maximum flows, split evenly across workers (default 65536)");
   c.declare("flows.idle_timeout", K::scalar,
             "a flow with no client packet for this long expires (default 30s)");
@@ -133,6 +143,20 @@ RelayConfig resolve_relay_config(const ConfigLayers& c) {
     throw ConfigError(c.where("registry.redis_url") + ": '" + cfg.registry_redis_url +
                       "' is not redis://[[user]:password@]host[:port][/db]");
   cfg.registry_ttl = c.get_duration("registry.ttl", 3'000'000'000, 300'000'000, 300'000'000'000);
+  cfg.flow_store_redis_url = c.get_string("flow_store.redis_url", "");
+  if (!cfg.flow_store_redis_url.empty() && !RedisOptions::from_url(cfg.flow_store_redis_url))
+    throw ConfigError(c.where("flow_store.redis_url") + ": '" + cfg.flow_store_redis_url +
+                      "' is not redis://[[user]:password@]host[:port][/db]");
+  cfg.flow_store_ttl = c.get_duration("flow_store.ttl", 120'000'000'000, 3'000'000'000, 86'400'000'000'000);
+  cfg.flow_store_refresh_interval =
+      c.get_duration("flow_store.refresh_interval", cfg.flow_store_ttl / 3, 100'000'000, 86'400'000'000'000);
+  if (cfg.flow_store_refresh_interval * 2 > cfg.flow_store_ttl)
+    throw ConfigError(c.where("flow_store.refresh_interval") +
+                      ": must be at most half of flow_store.ttl, or active flows expire from the store");
+  cfg.flow_store_lookup_timeout =
+      c.get_duration("flow_store.lookup_timeout", 500'000'000, 1'000'000, 10'000'000'000);
+  cfg.flow_store_lookups_per_second =
+      static_cast<uint32_t>(c.get_uint("flow_store.lookups_per_second", 2000, 1, 1'000'000));
   cfg.flow_capacity = static_cast<uint32_t>(c.get_uint("flows.capacity", 65536, 1, 1u << 26));
   cfg.flow_idle_timeout = c.get_duration("flows.idle_timeout", 30'000'000'000, 1'000'000, 86'400'000'000'000);
   cfg.flow_evict_idle_after = c.get_duration("flows.evict_idle_after", 5'000'000'000, 0, 86'400'000'000'000);

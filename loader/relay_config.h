@@ -31,6 +31,11 @@ struct RelayConfig {
   std::string registry_redis_url;  // empty = endpoints only from the configuration
   Nanos registry_ttl = 3'000'000'000;
   std::vector<EndpointConfig> endpoints;
+  std::string flow_store_redis_url;  // empty = flows live only in this relay
+  Nanos flow_store_ttl = 120'000'000'000;
+  Nanos flow_store_refresh_interval = 40'000'000'000;
+  Nanos flow_store_lookup_timeout = 500'000'000;
+  uint32_t flow_store_lookups_per_second = 2000;
   uint32_t flow_capacity = 65536;
   Nanos flow_idle_timeout = 30'000'000'000;
   Nanos flow_evict_idle_after = 5'000'000'000;

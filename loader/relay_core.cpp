@@ -23,6 +23,10 @@ const char* drop_reason_name(DropReason r) {
     case DropReason::return_wrong_sender: return "return_wrong_sender";
     case DropReason::oversize: return "oversize";
     case DropReason::send_error: return "send_error";
+    case DropReason::flow_lookup_queue_full: return "flow_lookup_queue_full";
+    case DropReason::flow_lookup_rate_limited: return "flow_lookup_rate_limited";
+    case DropReason::flow_lookup_timeout: return "flow_lookup_timeout";
+    case DropReason::flow_not_recovered: return "flow_not_recovered";
     case DropReason::count: break;
   }
   return "unknown";
@@ -100,7 +104,7 @@ std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& 
   uint32_t ufrag_len = 0;
   switch (rtce_stun_server_ufrag(packet, static_cast<uint32_t>(len), &ufrag_off, &ufrag_len)) {
     case RTCE_STUN_OK: break;
-    case RTCE_STUN_NOT_STUN: counters_.drop(DropReason::no_flow); return std::nullopt;
+    case RTCE_STUN_NOT_STUN: return on_miss(key, vip_socket, packet, len, now);
     case RTCE_STUN_NOT_BINDING_REQUEST:
       counters_.drop(DropReason::stun_not_binding_request);
       return std::nullopt;
@@ -147,6 +151,13 @@ std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& 
     case FlowTable::InsertOutcome::updated: break;
   }
   counters_.flows_active.set(flows_.size());
+  if (store_.outbox && inserted.outcome != FlowTable::InsertOutcome::updated) {
+    flow_store_activity_ = true;
+    if (store_.outbox->put(key, hint.endpoint_id)) {
+      inserted.flow->stored = now;
+      counters_.flow_store_puts.add();
+    }
+  }
   return frame(*inserted.flow, packet, len);
 }
 
@@ -180,6 +191,70 @@ void RelayCore::expire(Nanos now, uint32_t max_slots) {
   const uint32_t n = flows_.expire(now, max_slots);
   if (n) counters_.flows_expired.add(n);
   counters_.flows_active.set(flows_.size());
+  if (recovery_) {
+    counters_.dropped[static_cast<size_t>(DropReason::flow_lookup_timeout)].add(recovery_->expire(now));
+    refresh_stored_flows(now);
+  }
+}
+
+void RelayCore::set_routing(std::shared_ptr<const RoutingTable> routing) {
+  routing_ = std::move(routing);
+  uint32_t gone = 0;
+  flows_.for_each([&](Flow& f) {
+    auto endpoint = routing_->endpoints.find(f.value.endpoint_id);
+    if (endpoint == routing_->endpoints.end()) {
+      flows_.erase(&f);  // slots stay put: erasing the visited flow is safe
+      gone++;
+    } else if (!same_endpoint(endpoint->second, f.value.endpoint)) {
+      f.value.endpoint = endpoint->second;
+    }
+  });
+  if (gone) {
+    counters_.flows_endpoint_gone.add(gone);
+    counters_.flows_active.set(flows_.size());
+  }
+}
+
+void RelayCore::attach_flow_store(const FlowStoreLink& link) {
+  store_ = link;
+  recovery_ = std::make_unique<FlowRecovery>(link.recovery);
+}
+
+std::optional<ToTransceiver> RelayCore::on_miss(const rtce_flow_key& key, uint16_t vip_socket,
+                                                uint8_t* packet, size_t len, Nanos now) {
+  if (!recovery_) {
+    counters_.drop(DropReason::no_flow);
+    return std::nullopt;
+  }
+  switch (recovery_->on_miss(key, vip_socket, packet, len, now)) {
+    case FlowRecovery::MissOutcome::lookup_started:
+      counters_.packets_waited.add();
+      counters_.flow_lookups.add();
+      flow_store_activity_ = true;
+      store_.outbox->lookup(key);  // a lost request times out like an unanswered one
+      break;
+    case FlowRecovery::MissOutcome::queued: counters_.packets_waited.add(); break;
+    case FlowRecovery::MissOutcome::queue_full: counters_.drop(DropReason::flow_lookup_queue_full); break;
+    case FlowRecovery::MissOutcome::rate_limited: counters_.drop(DropReason::flow_lookup_rate_limited); break;
+    case FlowRecovery::MissOutcome::known_missing: counters_.drop(DropReason::no_flow); break;
+  }
+  return std::nullopt;
+}
+
+void RelayCore::refresh_stored_flows(Nanos now) {
+  // Rewrite (SET with a fresh TTL) flows with client packets since their last write, once
+  // per refresh_interval: the store keeps live flows, and a store that lost its data (a
+  // Redis restart without persistence) gets them back within one interval.
+  uint32_t budget = store_.refresh_per_tick;
+  flows_.visit_slots(refresh_cursor_, std::max<uint32_t>(256, flows_.capacity() / 50), [&](Flow& f) {
+    if (budget == 0 || f.last_seen <= f.stored || now - f.stored < store_.refresh_interval) return;
+    budget--;
+    flow_store_activity_ = true;
+    if (store_.outbox->put(f.key, f.value.endpoint_id)) {
+      f.stored = now;
+      counters_.flow_store_puts.add();
+    }
+  });
 }
 
 }  // namespace rtce

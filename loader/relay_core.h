@@ -14,6 +14,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "flow_recovery.h"
 #include "flow_table.h"
 #include "net_address.h"
 #include "relaxed_counter.h"
@@ -40,6 +41,10 @@ enum class DropReason : uint8_t {
   return_wrong_sender,       // framed datagram from an address that does not own the flow
   oversize,                  // datagram larger than the receive buffer (truncated by the kernel)
   send_error,                // the kernel refused to send (e.g. socket buffer full)
+  flow_lookup_queue_full,    // no flow; waiting for the flow store, but no room left to wait
+  flow_lookup_rate_limited,  // no flow; the flow store lookup budget was spent
+  flow_lookup_timeout,       // waited for the flow store longer than flow_store.lookup_timeout
+  flow_not_recovered,        // waited, and the flow store had no such flow (or was down)
   count
 };
 
@@ -69,6 +74,11 @@ struct RelayCounters {
   RelaxedCounter flows_expired;
   RelaxedCounter flows_evicted;
   RelaxedCounter flows_active;
+  RelaxedCounter flows_recovered;      // installed from a flow store lookup
+  RelaxedCounter flows_endpoint_gone;  // removed because their endpoint left the routing table
+  RelaxedCounter flow_lookups;         // lookups this worker asked the flow store for
+  RelaxedCounter flow_store_puts;      // new and refreshed flows handed to the flow store
+  RelaxedCounter packets_waited;       // packets that waited for a lookup (forwarded or not)
 
   void drop(DropReason r) { dropped[static_cast<size_t>(r)].add(); }
 };
@@ -95,12 +105,50 @@ struct ToClient {
   uint16_t vip_socket;
 };
 
+// Where RelayCore hands work for the shared flow store (FlowSyncChannel in the relay, a
+// recorder in tests). Both calls return at once; false = not accepted (counted by the
+// implementation).
+class FlowStoreOutbox {
+ public:
+  virtual ~FlowStoreOutbox() = default;
+  virtual bool put(const rtce_flow_key& key, uint16_t endpoint_id) = 0;
+  virtual bool lookup(const rtce_flow_key& key) = 0;
+};
+
+struct FlowStoreLink {
+  FlowStoreOutbox* outbox = nullptr;
+  FlowRecovery::Options recovery;
+  Nanos refresh_interval = 40'000'000'000;
+  uint32_t refresh_per_tick = 1000;  // bounds the refresh rate per worker and housekeeping tick
+};
+
 class RelayCore {
  public:
   RelayCore(const FlowTable::Options& flow_options, std::shared_ptr<const RoutingTable> routing);
 
-  // Swaps the routing table; existing flows are kept (they carry their endpoint address).
-  void set_routing(std::shared_ptr<const RoutingTable> routing) { routing_ = std::move(routing); }
+  // Swaps the routing table. Flows keep going where they went, except flows of an endpoint
+  // the new table no longer has (removed: its sessions are gone) and flows of an endpoint
+  // whose address changed (they follow it).
+  void set_routing(std::shared_ptr<const RoutingTable> routing);
+
+  // Connects the shared flow store: new flows are put, active flows refreshed every
+  // refresh_interval, and non-STUN packets of unknown flows wait for a lookup.
+  void attach_flow_store(const FlowStoreLink& link);
+  bool has_flow_store() const { return recovery_ != nullptr; }
+
+  // The flow store's answer for `key` (endpoint_id 0: no such flow, or no answer). Calls
+  // emit(ToTransceiver) for every packet that waited, and returns the flow it installed
+  // (nullptr if none) so the caller can mirror it, e.g. into the XDP flows map.
+  template <typename Emit>
+  const Flow* on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now, Emit&& emit);
+
+  // True once since the last call if this core handed the outbox anything (the caller
+  // then wakes the flow sync once per batch).
+  bool take_flow_store_activity() {
+    const bool was = flow_store_activity_;
+    flow_store_activity_ = false;
+    return was;
+  }
 
   // A datagram from a client to a VIP. `packet` must have kFramingHeadroom writable bytes
   // before it. Returns the framed datagram to send, or nullopt (dropped and counted).
@@ -122,10 +170,61 @@ class RelayCore {
                                                   uint8_t* packet, size_t len, Nanos now);
   ToTransceiver frame(const Flow& flow, uint8_t* packet, size_t len);
 
+  std::optional<ToTransceiver> on_miss(const rtce_flow_key& key, uint16_t vip_socket, uint8_t* packet,
+                                       size_t len, Nanos now);
+  void refresh_stored_flows(Nanos now);
+
   FlowTable flows_;
   std::shared_ptr<const RoutingTable> routing_;
   RelayCounters counters_;
+  FlowStoreLink store_;
+  std::unique_ptr<FlowRecovery> recovery_;
+  uint32_t refresh_cursor_ = 0;
+  bool flow_store_activity_ = false;
 };
+
+template <typename Emit>
+const Flow* RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now,
+                                       Emit&& emit) {
+  if (!recovery_) return nullptr;
+  const auto endpoint = endpoint_id ? routing_->endpoints.find(endpoint_id) : routing_->endpoints.end();
+  if (endpoint == routing_->endpoints.end()) {
+    // Not found, no answer, or an endpoint this relay does not route to (any more).
+    const uint32_t n =
+        recovery_->on_reply(key, endpoint_id != 0, now, [](const uint8_t*, size_t, uint16_t) {});
+    const DropReason why = endpoint_id ? DropReason::unknown_endpoint : DropReason::flow_not_recovered;
+    counters_.dropped[static_cast<size_t>(why)].add(n);
+    return nullptr;
+  }
+  Flow* flow = nullptr;
+  bool refused = false;
+  recovery_->on_reply(key, true, now, [&](uint8_t* packet, size_t len, uint16_t vip_socket) {
+    if (!flow && !refused) {
+      FlowValue value;
+      value.endpoint = endpoint->second;
+      value.endpoint_id = endpoint_id;
+      value.vip_socket = vip_socket;
+      auto inserted = flows_.insert(key, value, now);
+      if (!inserted.flow) {
+        refused = true;
+      } else {
+        flow = inserted.flow;
+        flow->stored = now;  // the store has it already
+        counters_.flows_recovered.add();
+        if (inserted.outcome == FlowTable::InsertOutcome::evicted_idle) counters_.flows_evicted.add();
+        counters_.flows_active.set(flows_.size());
+      }
+    }
+    if (refused) {
+      counters_.drop(DropReason::flow_table_full);
+      return;
+    }
+    counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
+    counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
+    emit(frame(*flow, packet, len));
+  });
+  return flow;
+}
 
 rtce_flow_key make_flow_key(const SocketAddress& client, const SocketAddress& vip);
 bool same_endpoint(const sockaddr_in6& a, const sockaddr_in6& b);

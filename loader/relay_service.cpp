@@ -27,8 +27,23 @@ RelayService::RelayService(const RelayConfig& config)
       spdlog::warn("mode=auto: XDP unavailable ({}); running the userspace relay", e.what());
     }
   }
+  if (!config_.flow_store_redis_url.empty()) {
+    FlowSync::Options options;
+    options.redis = *RedisOptions::from_url(config_.flow_store_redis_url);
+    options.cluster = config_.cluster_id;
+    options.ttl = std::chrono::duration_cast<Millis>(std::chrono::nanoseconds(config_.flow_store_ttl));
+    // One channel per worker, and one for the XDP event thread.
+    flow_sync_ = std::make_unique<FlowSync>(options, config_.workers + 1);
+    if (xdp_)
+      xdp_->attach_flow_store(&flow_sync_->channel(config_.workers), config_.flow_store_refresh_interval);
+  }
+  UdpWorker::RecoveredHook mirror_into_xdp;
+  if (xdp_)
+    mirror_into_xdp = [xdp = xdp_.get()](const Flow& f) {
+      xdp->install_flow(f.key, f.value.endpoint_id, f.value.endpoint);
+    };
   for (unsigned i = 0; i < config_.workers; i++)
-    workers_.push_back(std::make_unique<UdpWorker>(i, config_, routing_));
+    workers_.push_back(std::make_unique<UdpWorker>(i, config_, routing_, flow_sync_.get(), mirror_into_xdp));
   endpoint_count_ = config_.endpoints.size();
 
   admin_.route("/metrics", [this] {
@@ -48,6 +63,7 @@ RelayService::RelayService(const RelayConfig& config)
       while (!stopping_.load()) {
         xdp_->poll_events(100);
         xdp_->expire_idle_flows(monotonic_now());
+        if (flow_sync_ && xdp_->take_flow_store_activity()) flow_sync_->notify();
       }
     });
   }
@@ -96,6 +112,12 @@ std::vector<std::string> RelayService::reload(const RelayConfig& next) {
   differs(next.flow_idle_timeout != config_.flow_idle_timeout, "flows.idle_timeout");
   differs(next.flow_evict_idle_after != config_.flow_evict_idle_after, "flows.evict_idle_after");
   differs(!(next.admin_listen == config_.admin_listen), "admin.listen");
+  differs(next.flow_store_redis_url != config_.flow_store_redis_url ||
+              next.flow_store_ttl != config_.flow_store_ttl ||
+              next.flow_store_refresh_interval != config_.flow_store_refresh_interval ||
+              next.flow_store_lookup_timeout != config_.flow_store_lookup_timeout ||
+              next.flow_store_lookups_per_second != config_.flow_store_lookups_per_second,
+          "flow_store.*");
   differs(next.log_format != config_.log_format || next.log_level != config_.log_level,
           "log.format/log.level");
   if (xdp_) xdp_->sync(next, *routing);
@@ -218,6 +240,52 @@ std::string RelayService::metrics_text() const {
     m.add(m.family("rtcedge_relay_xdp_flow_events_total",
                    "Flow-created events read from the XDP ring buffer.", MetricType::Counter),
           static_cast<double>(xdp_->events_seen()));
+  }
+  m.add(m.family("rtcedge_relay_flows_endpoint_gone_total",
+                 "Flows removed because their transceiver endpoint left the routing table.",
+                 MetricType::Counter),
+        sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_endpoint_gone; }) +
+            static_cast<double>(xdp_ ? xdp_->flows_endpoint_gone() : 0));
+  if (flow_sync_) {
+    const FlowSyncCounters& fs = flow_sync_->counters();
+    const SyncCounters& sc = flow_sync_->store_counters();
+    m.add(m.family("rtcedge_relay_flow_store_up", "1 while the flow store (Redis) is connected.",
+                   MetricType::Gauge),
+          flow_sync_->connected() ? 1 : 0);
+    m.add(m.family("rtcedge_relay_flows_recovered_total",
+                   "Flows installed from a flow store lookup (a flow this relay had not seen).",
+                   MetricType::Counter),
+          sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_recovered; }));
+    m.add(m.family("rtcedge_relay_flow_store_puts_total",
+                   "Flows written to the flow store (new and refreshed), as handed to Redis.",
+                   MetricType::Counter),
+          static_cast<double>(fs.puts.get()));
+    auto& lookups = m.family("rtcedge_relay_flow_store_lookups_total", "Flow store lookups, by result.",
+                             MetricType::Counter);
+    m.add(lookups, static_cast<double>(fs.lookups_found.get()), {{"result", "found"}});
+    m.add(lookups, static_cast<double>(fs.lookups_missing.get()), {{"result", "missing"}});
+    m.add(lookups, static_cast<double>(fs.lookups_failed.get()), {{"result", "failed"}});
+    m.add(m.family("rtcedge_relay_flow_store_waited_packets_total",
+                   "Packets of unknown flows that waited for a flow store lookup.", MetricType::Counter),
+          sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.packets_waited; }));
+    double requests_dropped = 0;
+    for (size_t i = 0; i <= workers_.size(); i++)
+      requests_dropped += static_cast<double>(flow_sync_->channel(i).requests_dropped.get() +
+                                              flow_sync_->channel(i).replies_dropped.get());
+    auto& store = m.family("rtcedge_relay_flow_store_events_total",
+                           "Flow store client events: errors (error replies, failed connects, commands "
+                           "lost to a disconnect), timeouts, reconnects, and requests dropped because "
+                           "a queue was full.",
+                           MetricType::Counter);
+    m.add(store, static_cast<double>(sc.errors.get()), {{"event", "error"}});
+    m.add(store, static_cast<double>(sc.timeouts.get()), {{"event", "timeout"}});
+    m.add(store, static_cast<double>(sc.reconnects.get()), {{"event", "reconnect"}});
+    m.add(store, static_cast<double>(sc.dropped.get()) + requests_dropped, {{"event", "dropped"}});
+    if (xdp_)
+      m.add(m.family("rtcedge_relay_xdp_flows_installed_total",
+                     "Flows recovered from the flow store and installed into the XDP flows map.",
+                     MetricType::Counter),
+            static_cast<double>(xdp_->flows_installed()));
   }
   auto& reloads =
       m.family("rtcedge_relay_config_reloads_total", "SIGHUP reloads, by result.", MetricType::Counter);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "admin_server.h"
+#include "flow_sync.h"
 #include "relay_config.h"
 #include "udp_worker.h"
 #include "xdp_data_path.h"
@@ -38,6 +39,8 @@ class RelayService {
   RelayConfig config_;
   std::shared_ptr<const RoutingTable> routing_;
   std::vector<std::unique_ptr<UdpWorker>> workers_;
+  // Declared after workers_ so it is destroyed first: its thread wakes workers.
+  std::unique_ptr<FlowSync> flow_sync_;
   std::unique_ptr<XdpDataPath> xdp_;
   std::thread xdp_events_;
   std::atomic<bool> stopping_{false};

@@ -122,7 +122,8 @@ struct UdpWorker::Batch {
   std::vector<size_t> to_client_count;
 };
 
-UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<const RoutingTable> routing)
+UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<const RoutingTable> routing,
+                     FlowSync* flow_sync, RecoveredHook on_recovered)
     : index_(index),
       config_(config),
       core_(
@@ -130,8 +131,21 @@ UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<
                                                    std::max(1u, config.workers)),
                              config.flow_idle_timeout, config.flow_evict_idle_after, 16},
           std::move(routing)),
-      batch_(std::make_unique<Batch>(config.batch_size, config.listen.size())) {
+      batch_(std::make_unique<Batch>(config.batch_size, config.listen.size())),
+      flow_sync_(flow_sync),
+      on_recovered_(std::move(on_recovered)) {
   batch_->to_client_count.assign(config.listen.size(), 0);
+  if (flow_sync_) {
+    flow_channel_ = &flow_sync_->channel(index);
+    flow_channel_->set_reply_waker([this] { wake(); });
+    FlowStoreLink link;
+    link.outbox = flow_channel_;
+    link.recovery.lookup_timeout = config.flow_store_lookup_timeout;
+    link.recovery.lookups_per_second = config.flow_store_lookups_per_second;
+    link.recovery.headroom = kFramingHeadroom;
+    link.refresh_interval = config.flow_store_refresh_interval;
+    core_.attach_flow_store(link);
+  }
   const int buf = static_cast<int>(config.socket_buffer_bytes);
   try {
     for (const auto& vip : config.listen) {
@@ -251,6 +265,7 @@ void UdpWorker::run() {
         uint64_t drained;
         [[maybe_unused]] auto r = read(wake_fd_, &drained, sizeof drained);
         if (auto table = mailbox_.take()) core_.set_routing(std::move(table));
+        if (flow_channel_) drain_flow_replies(monotonic_now());
       } else if (tag == 1000) {
         drain_return();
       } else {
@@ -262,6 +277,7 @@ void UdpWorker::run() {
       core_.expire(now, sweep_slots);
       last_housekeeping = now;
     }
+    notify_flow_sync();
   }
 }
 
@@ -298,17 +314,10 @@ void UdpWorker::drain_vip(size_t vip_index) {
       }
       auto out = core_.on_client_packet(client, local, static_cast<uint16_t>(vip_index), b.packet(i),
                                         b.rx[i].msg_len, now);
-      if (!out) continue;
-      size_t k = b.to_transceiver_count++;
-      b.to_transceiver_addr[k] = *out->endpoint;
-      b.to_transceiver_iov[k] = {const_cast<uint8_t*>(out->data), out->len};
-      b.to_transceiver[k] = {};
-      b.to_transceiver[k].msg_hdr.msg_name = &b.to_transceiver_addr[k];
-      b.to_transceiver[k].msg_hdr.msg_namelen = sizeof(sockaddr_in6);
-      b.to_transceiver[k].msg_hdr.msg_iov = &b.to_transceiver_iov[k];
-      b.to_transceiver[k].msg_hdr.msg_iovlen = 1;
+      if (out) queue_to_transceiver(*out);
     }
     flush_to_transceivers();
+    notify_flow_sync();
     if (static_cast<size_t>(n) < b.size) return;
   }
 }
@@ -367,6 +376,34 @@ void UdpWorker::drain_return() {
     for (size_t v = 0; v < vips_.size(); v++) flush_to_clients(v);
     if (static_cast<size_t>(n) < b.size) return;
   }
+}
+
+void UdpWorker::queue_to_transceiver(const ToTransceiver& out) {
+  Batch& b = *batch_;
+  if (b.to_transceiver_count == b.size) flush_to_transceivers();
+  size_t k = b.to_transceiver_count++;
+  b.to_transceiver_addr[k] = *out.endpoint;
+  b.to_transceiver_iov[k] = {const_cast<uint8_t*>(out.data), out.len};
+  b.to_transceiver[k] = {};
+  b.to_transceiver[k].msg_hdr.msg_name = &b.to_transceiver_addr[k];
+  b.to_transceiver[k].msg_hdr.msg_namelen = sizeof(sockaddr_in6);
+  b.to_transceiver[k].msg_hdr.msg_iov = &b.to_transceiver_iov[k];
+  b.to_transceiver[k].msg_hdr.msg_iovlen = 1;
+}
+
+void UdpWorker::drain_flow_replies(Nanos now) {
+  // The packets that waited live in the core's recovery pool until the next miss; they are
+  // all sent (flushed) before this returns, so no miss can reuse their slots first.
+  flow_channel_->drain_replies([&](const FlowLookupReply& reply) {
+    const Flow* flow = core_.on_lookup_reply(reply.key, reply.endpoint_id, now,
+                                             [&](const ToTransceiver& out) { queue_to_transceiver(out); });
+    if (flow && on_recovered_) on_recovered_(*flow);
+  });
+  flush_to_transceivers();
+}
+
+void UdpWorker::notify_flow_sync() {
+  if (flow_sync_ && core_.take_flow_store_activity()) flow_sync_->notify();
 }
 
 void UdpWorker::flush_to_transceivers() {

@@ -8,11 +8,13 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "flow_sync.h"
 #include "relay_config.h"
 #include "relay_core.h"
 
@@ -33,8 +35,14 @@ class RoutingMailbox {
 
 class UdpWorker {
  public:
+  // Called on the worker thread for each flow recovered from the flow store (the XDP data
+  // path mirrors it into its flows map).
+  using RecoveredHook = std::function<void(const Flow&)>;
+
   // Opens and binds every socket; throws std::runtime_error naming the address on failure.
-  UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<const RoutingTable> routing);
+  // `flow_sync` (may be null) must outlive the worker.
+  UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<const RoutingTable> routing,
+            FlowSync* flow_sync = nullptr, RecoveredHook on_recovered = {});
   ~UdpWorker();
   UdpWorker(const UdpWorker&) = delete;
   UdpWorker& operator=(const UdpWorker&) = delete;
@@ -58,7 +66,10 @@ class UdpWorker {
   void run();
   void drain_vip(size_t vip_index);
   void drain_return();
+  void queue_to_transceiver(const ToTransceiver& out);
   void flush_to_transceivers();
+  void drain_flow_replies(Nanos now);
+  void notify_flow_sync();
   void flush_to_clients(size_t vip_index);
   void wake();
 
@@ -73,6 +84,9 @@ class UdpWorker {
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::unique_ptr<Batch> batch_;
+  FlowSync* flow_sync_ = nullptr;
+  FlowSyncChannel* flow_channel_ = nullptr;
+  RecoveredHook on_recovered_;
   std::thread thread_;
 };
 

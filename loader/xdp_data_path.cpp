@@ -206,6 +206,7 @@ void XdpDataPath::sync(const RelayConfig& config, const RoutingTable& routing) {
 
   // Endpoints: upsert the table, then delete ids it no longer has.
   std::set<uint16_t> wanted;
+  std::map<uint16_t, rtce_xdp_endpoint> synced;
   for (const auto& [id, addr6] : routing.endpoints) {
     SocketAddress addr =
         SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&addr6), sizeof addr6).unmapped();
@@ -214,6 +215,7 @@ void XdpDataPath::sync(const RelayConfig& config, const RoutingTable& routing) {
     ep.port_be = htons(addr.port());
     update(skel_->maps.endpoints, &id, &ep, "endpoints");
     wanted.insert(id);
+    synced[id] = ep;
   }
   const int ep_fd = bpf_map__fd(skel_->maps.endpoints);
   uint16_t key = 0, next = 0;
@@ -223,6 +225,17 @@ void XdpDataPath::sync(const RelayConfig& config, const RoutingTable& routing) {
     if (!wanted.count(key)) stale.push_back(key);
   }
   for (uint16_t id : stale) bpf_map_delete_elem(ep_fd, &id);
+  const bool endpoints_changed =
+      synced.size() != synced_endpoints_.size() ||
+      !std::equal(synced.begin(), synced.end(), synced_endpoints_.begin(), [](const auto& a, const auto& b) {
+        return a.first == b.first && std::memcmp(&a.second, &b.second, sizeof a.second) == 0;
+      });
+  const bool first_sync = !synced_once_;
+  synced_once_ = true;
+  synced_endpoints_ = std::move(synced);
+  // Flows of a vanished endpoint go. Not at the first sync of a restarted loader: the
+  // pinned flows may name endpoints that only the registry (not yet read) knows.
+  if (endpoints_changed) reconcile_flows(routing, /*remove_gone=*/!first_sync);
 
   // VIPs: XDP matches exact addresses; a wildcard listen address stays userspace-only.
   // Upsert first, then delete the VIPs no longer listed: a restarted loader syncs while the
@@ -267,6 +280,10 @@ int XdpDataPath::on_event(void* ctx, void* data, size_t size) {
   rtce_xdp_flow_event event;
   std::memcpy(&event, data, sizeof event);
   self->events_seen_++;
+  if (self->store_sink_) {
+    self->store_sink_->put(event.key, event.endpoint_id);
+    self->store_activity_ = true;
+  }
   if (spdlog::should_log(spdlog::level::debug)) {
     SocketAddress client =
         SocketAddress::from_bytes(event.key.family, event.key.client_addr, ntohs(event.key.client_port_be));
@@ -298,38 +315,32 @@ uint32_t XdpDataPath::expire_idle_flows(Nanos now) {
     s.pass_start = now;
     s.visited = s.expired = 0;
     s.next_pass = now + xdp_sweep_interval(idle_timeout_);
+    s.refreshing = store_sink_ && now >= s.next_refresh;
+    if (s.refreshing) {
+      // Flows with packets since the previous refresh pass began (or one interval ago).
+      s.refresh_since =
+          s.next_refresh ? s.next_refresh - store_refresh_interval_ : now - store_refresh_interval_;
+      s.next_refresh = now + store_refresh_interval_;
+    }
     if (s.keys.empty()) {  // once: no allocation per pass
       s.keys.resize(kSweepChunk);
       s.values.resize(kSweepChunk);
     }
   }
-  // A batch lookup resumes from a hash bucket, not from a key, so deleting what it returned
-  // cannot make the next batch start over (get_next_key from a deleted key would).
   const int fd = bpf_map__fd(skel_->maps.flows);
-  uint32_t count = kSweepChunk;
-  uint32_t next_cursor = 0;
-  LIBBPF_OPTS(bpf_map_batch_opts, opts);
-  const int rc = bpf_map_lookup_batch(fd, s.have_cursor ? &s.cursor : nullptr, &next_cursor, s.keys.data(),
-                                      s.values.data(), &count, &opts);
-  const int err = rc ? errno : 0;
   bool last_batch = false;
-  if (err == ENOENT) {
-    last_batch = true;  // the end of the map; `count` entries still came back
-  } else if (err) {
-    if (!s.warned)
-      spdlog::warn("xdp: idle sweep cannot read the flows map ({}); XDP flows leave it only when it is full",
-                   errno_text(err));
-    s.warned = true;
-    count = 0;
-    last_batch = true;
-  }
-  s.cursor = next_cursor;
-  s.have_cursor = true;
+  const uint32_t count = read_sweep_chunk(fd, last_batch);
   s.visited += count;
 
   uint32_t expired = 0;
   for (uint32_t i = 0; i < count; i++) {
-    if (!xdp_flow_idle(s.values[i], now, idle_timeout_, watch_start_)) continue;
+    if (!xdp_flow_idle(s.values[i], now, idle_timeout_, watch_start_)) {
+      if (s.refreshing && store_sink_ && static_cast<Nanos>(s.values[i].last_seen_ns) >= s.refresh_since) {
+        store_sink_->put(s.keys[i], s.values[i].endpoint_id);
+        store_activity_ = true;
+      }
+      continue;
+    }
     // Look again just before deleting: a packet since the batch read may have refreshed it
     // (its last_seen is then ahead of, or within the timeout of, `now`).
     rtce_xdp_flow current{};
@@ -347,6 +358,117 @@ uint32_t XdpDataPath::expire_idle_flows(Nanos now) {
                     static_cast<double>(monotonic_now() - s.pass_start) / 1e6);
   }
   return expired;
+}
+
+uint32_t XdpDataPath::read_sweep_chunk(int fd, bool& last) {
+  Sweep& s = sweep_;
+  last = false;
+  if (!s.walk) {
+    // A batch lookup resumes from a hash bucket, not from a key, so deleting what it
+    // returned cannot make the next batch start over (get_next_key from a deleted key would).
+    uint32_t count = kSweepChunk;
+    uint32_t next_cursor = 0;
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    const int rc = bpf_map_lookup_batch(fd, s.have_cursor ? &s.cursor : nullptr, &next_cursor, s.keys.data(),
+                                        s.values.data(), &count, &opts);
+    const int err = rc ? errno : 0;
+    if (!err || err == ENOENT) {  // ENOENT: the end of the map; `count` entries still came back
+      s.cursor = next_cursor;
+      s.have_cursor = true;
+      last = err == ENOENT;
+      return count;
+    }
+    if (err != EINVAL && err != ENOTSUP && err != EOPNOTSUPP && err != ENOSYS) {
+      if (!s.warned)
+        spdlog::warn(
+            "xdp: idle sweep cannot read the flows map ({}); XDP flows leave it only when it is full",
+            errno_text(err));
+      s.warned = true;
+      last = true;
+      return 0;
+    }
+    spdlog::info(
+        "xdp: the kernel refused a batch lookup of the flows map ({}); the idle sweep walks it key "
+        "by key instead",
+        errno_text(err));
+    s.walk = true;
+    s.have_walk_key = false;
+  }
+  // Key-by-key walk. The chunk ends one key early: that key (not yet visited) is where the
+  // next chunk resumes, so deleting idle flows of this chunk never loses the position. A
+  // resume key that vanished meanwhile (LRU) restarts the pass: slower, never wrong.
+  uint32_t count = 0;
+  rtce_flow_key next{};
+  const rtce_flow_key* prev = nullptr;
+  if (s.have_walk_key) {
+    s.keys[count++] = s.walk_key;
+    prev = &s.keys[0];
+  }
+  while (count < kSweepChunk && bpf_map_get_next_key(fd, prev, &next) == 0) {
+    s.keys[count++] = next;
+    prev = &s.keys[count - 1];
+  }
+  if (count == kSweepChunk && bpf_map_get_next_key(fd, prev, &next) == 0) {
+    s.walk_key = next;
+    s.have_walk_key = true;
+  } else {
+    s.have_walk_key = false;
+    last = true;
+  }
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < count; i++)
+    if (bpf_map_lookup_elem(fd, &s.keys[i], &s.values[kept]) == 0) s.keys[kept++] = s.keys[i];
+  return kept;
+}
+
+void XdpDataPath::attach_flow_store(FlowStoreOutbox* sink, Nanos refresh_interval) {
+  store_sink_ = sink;
+  store_refresh_interval_ = refresh_interval;
+  sweep_.next_refresh = monotonic_now() + refresh_interval;
+}
+
+void XdpDataPath::install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint) {
+  SocketAddress addr =
+      SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&endpoint), sizeof endpoint).unmapped();
+  rtce_xdp_flow value{};
+  value.endpoint.family = addr.to_bytes(value.endpoint.addr);
+  value.endpoint.port_be = htons(addr.port());
+  value.endpoint_id = endpoint_id;
+  value.last_seen_ns = static_cast<uint64_t>(monotonic_now());
+  value.created_ns = value.last_seen_ns;
+  // BPF_NOEXIST: if the program created the flow meanwhile (a STUN check), keep its entry.
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.flows), &key, &value, BPF_NOEXIST) == 0)
+    flows_installed_.add();
+}
+
+void XdpDataPath::reconcile_flows(const RoutingTable& routing, bool remove_gone) {
+  const int fd = bpf_map__fd(skel_->maps.flows);
+  std::vector<rtce_flow_key> gone;
+  std::vector<std::pair<rtce_flow_key, rtce_xdp_flow>> moved;
+  rtce_flow_key key{}, next{};
+  const uint32_t max_flows = bpf_map__max_entries(skel_->maps.flows);
+  uint32_t walked = 0;
+  // Collect first, change after: deleting during a get_next_key walk would restart it.
+  for (const rtce_flow_key* prev = nullptr; walked < max_flows && bpf_map_get_next_key(fd, prev, &next) == 0;
+       prev = &key, walked++) {
+    key = next;
+    rtce_xdp_flow value{};
+    if (bpf_map_lookup_elem(fd, &key, &value) != 0) continue;
+    auto endpoint = synced_endpoints_.find(value.endpoint_id);
+    if (endpoint == synced_endpoints_.end()) {
+      if (remove_gone) gone.push_back(key);
+    } else if (std::memcmp(&endpoint->second, &value.endpoint, sizeof value.endpoint) != 0) {
+      value.endpoint = endpoint->second;
+      moved.emplace_back(key, value);
+    }
+  }
+  for (const auto& k : gone) bpf_map_delete_elem(fd, &k);
+  for (const auto& [k, v] : moved) bpf_map_update_elem(fd, &k, &v, BPF_EXIST);
+  flows_endpoint_gone_ += gone.size();
+  if (!gone.empty() || !moved.empty())
+    spdlog::info(
+        "xdp: {} flows removed (their endpoint left), {} re-pointed (their endpoint moved); {} endpoints",
+        gone.size(), moved.size(), routing.endpoints.size());
 }
 
 XdpCounters XdpDataPath::read_counters() const {

@@ -15,7 +15,9 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -57,7 +59,26 @@ class XdpDataPath {
   // Writes VIPs, endpoints, hint keys, cluster and relay addresses into the maps.
   void sync(const RelayConfig& config, const RoutingTable& routing);
   // Consumes flow-created events; returns how many. Never blocks longer than timeout_ms.
+  // With a flow store attached, each event becomes a put.
   int poll_events(int timeout_ms);
+
+  // Mirrors XDP flows into the shared flow store: created flows are put (from the ring
+  // buffer), flows with client packets are put again every refresh_interval (from the idle
+  // sweep). `sink` is used from the polling thread only.
+  void attach_flow_store(FlowStoreOutbox* sink, Nanos refresh_interval);
+  // True once since the last call if the sink was handed anything.
+  bool take_flow_store_activity() {
+    const bool was = store_activity_;
+    store_activity_ = false;
+    return was;
+  }
+  // Installs a flow recovered from the store into the flows map, so its next packets take
+  // XDP. Callable from any thread (one map update).
+  void install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint);
+  uint64_t flows_installed() const { return flows_installed_.get(); }
+  // Tests: make the idle sweep walk key by key, as on a kernel without batch lookup.
+  void use_key_walk_for_tests() { sweep_.walk = true; }
+  uint64_t flows_endpoint_gone() const { return flows_endpoint_gone_; }
   // Housekeeping for the thread that polls events, called after every poll: deletes flows
   // with no client packet for flows.idle_timeout (xdp_flow_expiry.h). A pass over the map
   // starts every xdp_sweep_interval and reads it kSweepChunk entries per call (one batch
@@ -75,6 +96,13 @@ class XdpDataPath {
   static constexpr uint32_t kSweepChunk = 4096;
 
   static int on_event(void* ctx, void* data, size_t size);
+  // Reads the next chunk of the flows map for the sweep into sweep_.keys/values; returns the
+  // count and sets `last` at the end of a pass. Batch lookup where the kernel has it, a
+  // get_next_key walk otherwise.
+  uint32_t read_sweep_chunk(int fd, bool& last);
+  // After an endpoint change: removes flows of endpoints gone, re-points flows of endpoints
+  // that moved.
+  void reconcile_flows(const RoutingTable& routing, bool remove_gone);
   void load_and_attach(const RelayConfig& config,
                        const std::vector<std::pair<std::string, unsigned>>& interfaces);
 
@@ -91,6 +119,13 @@ class XdpDataPath {
   std::vector<std::string> created_links_;  // link pins this instance made (undone on failure)
   uint64_t events_seen_ = 0;
   int possible_cpus_ = 1;
+  FlowStoreOutbox* store_sink_ = nullptr;
+  Nanos store_refresh_interval_ = 0;
+  bool store_activity_ = false;
+  RelaxedCounter flows_installed_;
+  std::atomic<uint64_t> flows_endpoint_gone_{0};
+  std::map<uint16_t, rtce_xdp_endpoint> synced_endpoints_;  // what the last sync() wrote
+  bool synced_once_ = false;
 
   // The idle sweep (touched only by the polling thread, except the counter).
   Nanos idle_timeout_;
@@ -104,6 +139,12 @@ class XdpDataPath {
     uint64_t visited = 0;
     uint64_t expired = 0;
     bool warned = false;
+    bool walk = false;  // the kernel refused batch lookup: walk with get_next_key
+    bool have_walk_key = false;
+    rtce_flow_key walk_key{};  // the next key to visit, not yet visited
+    bool refreshing = false;   // this pass also refreshes active flows in the store
+    Nanos refresh_since = 0;   // flows with packets since then are refreshed
+    Nanos next_refresh = 0;
     std::vector<rtce_flow_key> keys;
     std::vector<rtce_xdp_flow> values;
   } sweep_;

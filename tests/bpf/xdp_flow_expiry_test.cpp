@@ -4,6 +4,7 @@
 // with its own pin directory).
 #include "xdp_flow_expiry.h"
 
+#include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <gtest/gtest.h>
@@ -29,6 +30,7 @@ rtce_xdp_flow flow_at(uint64_t created, uint64_t last_seen) {
   rtce_xdp_flow f{};
   f.created_ns = created;
   f.last_seen_ns = last_seen;
+  f.endpoint_id = 7;
   return f;
 }
 
@@ -152,6 +154,7 @@ class XdpSweep : public ::testing::Test {
   }
   // Runs calls until the pass started at `now` ends (a second pass cannot start at the same
   // `now`); returns what each call deleted.
+  void check_bounded_pass();
   std::vector<uint32_t> pass(Nanos now, int max_calls = 64) {
     std::vector<uint32_t> per_call;
     for (int i = 0; i < max_calls; i++) per_call.push_back(xdp_->expire_idle_flows(now));
@@ -163,7 +166,68 @@ class XdpSweep : public ::testing::Test {
   int fd_ = -1;
 };
 
-TEST_F(XdpSweep, DeletesIdleFlowsInBoundedChunksAndKeepsActiveOnes) {
+// Records what the sweep hands to the flow store.
+class RecordingOutbox : public rtce::FlowStoreOutbox {
+ public:
+  bool put(const rtce_flow_key& key, uint16_t endpoint_id) override {
+    puts.emplace_back(key, endpoint_id);
+    return true;
+  }
+  bool lookup(const rtce_flow_key&) override { return true; }
+  std::vector<std::pair<rtce_flow_key, uint16_t>> puts;
+};
+
+TEST_F(XdpSweep, DeletesIdleFlowsInBoundedChunksAndKeepsActiveOnes) { check_bounded_pass(); }
+
+TEST_F(XdpSweep, KeyWalkFallbackDeletesTheSameFlows) {
+  // As on a kernel that refuses BPF_MAP_LOOKUP_BATCH on this map: the same pass, walked
+  // with get_next_key, resuming at a key it has not visited yet.
+  xdp_->use_key_walk_for_tests();
+  check_bounded_pass();
+}
+
+TEST_F(XdpSweep, RefreshesActiveFlowsInTheFlowStoreOncePerInterval) {
+  RecordingOutbox outbox;
+  const Nanos start = rtce::monotonic_now();
+  xdp_->attach_flow_store(&outbox, 5 * kSecond);
+  const auto t = [](Nanos v) { return static_cast<uint64_t>(v); };
+  for (uint32_t i = 0; i < 10; i++) insert(i, t(start - 20 * kSecond), t(start - 20 * kSecond));  // quiet
+  for (uint32_t i = 10; i < 13; i++) insert(i, t(start - 20 * kSecond), t(start + 4 * kSecond));  // active
+  pass(start + kSecond, 4);
+  EXPECT_TRUE(outbox.puts.empty()) << "refreshed before the first interval";
+  pass(start + 6 * kSecond, 4);
+  ASSERT_EQ(outbox.puts.size(), 3u) << "only the flows with packets in the interval";
+  for (const auto& [k, id] : outbox.puts) {
+    uint32_t i = 0;
+    std::memcpy(&i, k.client_addr, 4);
+    EXPECT_GE(i, 10u);
+    EXPECT_EQ(id, 7u);
+  }
+  EXPECT_TRUE(xdp_->take_flow_store_activity());
+  pass(start + 7 * kSecond, 4);
+  EXPECT_EQ(outbox.puts.size(), 3u) << "refreshed twice within one interval";
+}
+
+TEST_F(XdpSweep, InstalledFlowIsInTheMapAndAFlowOfTheProgramWins) {
+  rtce_flow_key k = key(42);
+  const sockaddr_in6 endpoint = rtce::SocketAddress::parse("198.18.2.2:40002")->to_v6_mapped();
+  xdp_->install_flow(k, 9, endpoint);
+  rtce_xdp_flow v{};
+  ASSERT_EQ(bpf_map_lookup_elem(fd_, &k, &v), 0);
+  EXPECT_EQ(v.endpoint_id, 9);
+  EXPECT_EQ(v.endpoint.family, RTCE_FAMILY_V4);
+  EXPECT_EQ(v.endpoint.port_be, htons(40002));
+  const uint8_t want[4] = {198, 18, 2, 2};
+  EXPECT_EQ(std::memcmp(v.endpoint.addr, want, 4), 0);
+  EXPECT_NE(v.last_seen_ns, 0u) << "an installed flow must not look idle at once";
+  EXPECT_EQ(xdp_->flows_installed(), 1u);
+  xdp_->install_flow(k, 10, endpoint);  // already there (e.g. the program made it): kept
+  ASSERT_EQ(bpf_map_lookup_elem(fd_, &k, &v), 0);
+  EXPECT_EQ(v.endpoint_id, 9);
+  EXPECT_EQ(xdp_->flows_installed(), 1u);
+}
+
+void XdpSweep::check_bounded_pass() {
   // 12 000 flows: every third idle for 60 s, the rest seen just now or created by an
   // older loader (last_seen 0) — more than two chunks, so the pass spans several calls.
   constexpr uint32_t kFlows = 12000;

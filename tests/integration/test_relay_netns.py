@@ -37,6 +37,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -212,7 +213,8 @@ class Relay:
     _next_slot = 0
 
     def __init__(self, name, workers=2, endpoints=(1, 2), config_text=None, extra=(), cluster=CLUSTER,
-                 key_file=None, mode="userspace", xdp_interfaces=XDP_IFACES, ports_of=None, reuse_pins=False):
+                 key_file=None, mode="userspace", xdp_interfaces=XDP_IFACES, ports_of=None, reuse_pins=False,
+                 vip_ports_of=None):
         env = env_for("userspace" if mode == "userspace" else "xdp")
         topo, tmp = env.topo, STATE["tmp"]
         if ports_of is not None:  # a restarted instance: the same ports as the one it replaces
@@ -228,6 +230,8 @@ class Relay:
         self.workers = workers
         self.vip_port = base + 78  # bound to the VIP addresses
         self.wild_port = base + 79  # wildcard listeners (answer via IP_PKTINFO)
+        if vip_ports_of is not None:  # a second instance on the same VIPs (SO_REUSEPORT group)
+            self.vip_port, self.wild_port = vip_ports_of.vip_port, vip_ports_of.wild_port
         self.return_port = base + 10  # worker i uses return_port + i
         self.xdp_return_port = base + 30  # XDP forwards from and takes replies on this one
         self.admin_port = base + 90
@@ -685,6 +689,69 @@ class RelayTestCase(unittest.TestCase):
                     changed[dict(labels)["reason"]] = d
         self.assertEqual(changed, {k: float(v) for k, v in reasons.items() if v})
 
+    def flow_echo_stream(self, client, vip, count, rate, during=None, at=0, tail=None):
+        """Sends at most `count` numbered RTP-like datagrams at `rate` per second on an
+        established flow (from a thread) while another thread collects the echoes; calls
+        during() on this thread once datagram `at` has gone out (processes must be started
+        from the main thread: PR_SET_PDEATHSIG fires when the thread that forked them ends).
+        With `tail`, the stream ends `tail` datagrams after during() returned. Returns (set
+        of echoed sequence numbers, arrival times, datagrams sent, send duration)."""
+        got, arrivals = set(), []
+        done = threading.Event()
+        marker = os.urandom(4)
+
+        def receive():
+            deadline = time.monotonic() + count / rate + 10.0
+            client.sock.settimeout(0.2)
+            while time.monotonic() < deadline and not (done.is_set() and len(got) >= timing["sent"]):
+                try:
+                    data, _ = client.sock.recvfrom(2048)
+                except socket.timeout:
+                    if done.is_set() and time.monotonic() > done.finished_at + 3.0:
+                        break
+                    continue
+                if data.startswith(b"EP1:") and data[4 + 12:4 + 16] == marker:
+                    got.add(struct.unpack("!I", data[4 + 16:4 + 20])[0])
+                    arrivals.append(time.monotonic())
+
+        reached, finished = threading.Event(), threading.Event()
+        timing = {"sent": 0}
+
+        def send():
+            t0 = time.monotonic()
+            stop_at = count
+            for i in range(count):
+                if tail is not None and finished.is_set() and stop_at == count:
+                    stop_at = min(count, i + tail)
+                if i >= stop_at:
+                    break
+                wait = t0 + i / rate - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)  # pacing of a bounded stream, not synchronisation
+                client.send(vip, struct.pack("!BBHI", 0x80, 0x6F, i & 0xFFFF, 0x5EED) + bytes(4) + marker
+                            + struct.pack("!I", i) + bytes(40))
+                timing["sent"] = i + 1
+                if i == at:
+                    reached.set()
+            timing["sent_for"] = time.monotonic() - t0
+            done.finished_at = time.monotonic()
+            done.set()
+
+        client.sock.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE: hold every echo
+        receiver = threading.Thread(target=receive, name="echo-receiver", daemon=True)
+        sender = threading.Thread(target=send, name="stream-sender", daemon=True)
+        receiver.start()
+        sender.start()
+        try:
+            if during is not None and reached.wait(timeout=count / rate + 5.0):
+                during()
+        finally:
+            finished.set()
+            sender.join(timeout=count / rate + 10.0)
+            receiver.join(timeout=15.0)
+        self.assertFalse(sender.is_alive() or receiver.is_alive(), "stream threads did not finish")
+        return got, arrivals, timing["sent"], timing["sent_for"]
+
 
 # ---------------------------------------------------------------------------- tests
 
@@ -916,21 +983,30 @@ class ReloadTest(RelayTestCase):
         d, vip_d = self.establish(6, 3, kind="wildcard")
         self.check_media_follows(d, vip_d, 3, n=2)
 
-        # Remove endpoint 1: its existing flow keeps its endpoint, new hints for it are refused.
+        # Remove endpoint 1: its flow goes (its sessions went with it), new hints for it
+        # are refused, the other flows stay.
         m2 = self.reload(self.config((2, 3)))
         self.assertEqual(m2.get("rtcedge_relay_endpoints"), 2)
-        self.check_media_follows(a, vip_a, 1, n=2)
+        self.relay.wait_metrics(lambda m: prom_metrics.delta(m1, m, "rtcedge_relay_flows_endpoint_gone_total") == 1,
+                                "the flow of endpoint 1 removed")
+        before = self.relay.metrics()
+        mark = self.peer.mark()
+        a.send(vip_a, media_payloads(1)[1])
+        after = self.relay.wait_metrics(lambda m: m.dropped("no_flow") > before.dropped("no_flow"),
+                                        "no_flow for the removed flow")
+        self.assert_only_drop(before, after, {"no_flow": 1})
+        self.assert_no_flow_for(self.relay, a, vip_a, before, mark)
         self.expect_unknown_endpoint(1)
 
         # A broken file is refused and changes nothing.
         m3 = self.reload("endpoints: [\n", result="error")
         self.assertEqual(m3.get("rtcedge_relay_endpoints"), 2)
-        for client, vip, ep in ((a, vip_a, 1), (b, vip_b, 2), (c, vip_c, 3), (d, vip_d, 3)):
+        for client, vip, ep in ((b, vip_b, 2), (c, vip_c, 3), (d, vip_d, 3)):
             self.check_media_follows(client, vip, ep, n=1)
         end = self.relay.metrics()
         self.assertEqual(prom_metrics.delta(m0, end, "rtcedge_relay_flows_created_total"), 2)
         self.assertEqual(prom_metrics.delta(m0, end, "rtcedge_relay_flows_expired_total"), 0)
-        self.assertEqual(end.get("rtcedge_relay_flows_active"), 4)
+        self.assertEqual(end.get("rtcedge_relay_flows_active"), 3)
 
 
 class IdleExpiryTest(RelayTestCase):
@@ -1086,69 +1162,6 @@ class XdpTest(RelayTestCase):
 
     MODE = "xdp"
 
-    def flow_echo_stream(self, client, vip, count, rate, during=None, at=0, tail=None):
-        """Sends at most `count` numbered RTP-like datagrams at `rate` per second on an
-        established flow (from a thread) while another thread collects the echoes; calls
-        during() on this thread once datagram `at` has gone out (processes must be started
-        from the main thread: PR_SET_PDEATHSIG fires when the thread that forked them ends).
-        With `tail`, the stream ends `tail` datagrams after during() returned. Returns (set
-        of echoed sequence numbers, arrival times, datagrams sent, send duration)."""
-        got, arrivals = set(), []
-        done = threading.Event()
-        marker = os.urandom(4)
-
-        def receive():
-            deadline = time.monotonic() + count / rate + 10.0
-            client.sock.settimeout(0.2)
-            while time.monotonic() < deadline and not (done.is_set() and len(got) >= timing["sent"]):
-                try:
-                    data, _ = client.sock.recvfrom(2048)
-                except socket.timeout:
-                    if done.is_set() and time.monotonic() > done.finished_at + 3.0:
-                        break
-                    continue
-                if data.startswith(b"EP1:") and data[4 + 12:4 + 16] == marker:
-                    got.add(struct.unpack("!I", data[4 + 16:4 + 20])[0])
-                    arrivals.append(time.monotonic())
-
-        reached, finished = threading.Event(), threading.Event()
-        timing = {"sent": 0}
-
-        def send():
-            t0 = time.monotonic()
-            stop_at = count
-            for i in range(count):
-                if tail is not None and finished.is_set() and stop_at == count:
-                    stop_at = min(count, i + tail)
-                if i >= stop_at:
-                    break
-                wait = t0 + i / rate - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)  # pacing of a bounded stream, not synchronisation
-                client.send(vip, struct.pack("!BBHI", 0x80, 0x6F, i & 0xFFFF, 0x5EED) + bytes(4) + marker
-                            + struct.pack("!I", i) + bytes(40))
-                timing["sent"] = i + 1
-                if i == at:
-                    reached.set()
-            timing["sent_for"] = time.monotonic() - t0
-            done.finished_at = time.monotonic()
-            done.set()
-
-        client.sock.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE: hold every echo
-        receiver = threading.Thread(target=receive, name="echo-receiver", daemon=True)
-        sender = threading.Thread(target=send, name="stream-sender", daemon=True)
-        receiver.start()
-        sender.start()
-        try:
-            if during is not None and reached.wait(timeout=count / rate + 5.0):
-                during()
-        finally:
-            finished.set()
-            sender.join(timeout=count / rate + 10.0)
-            receiver.join(timeout=15.0)
-        self.assertFalse(sender.is_alive() or receiver.is_alive(), "stream threads did not finish")
-        return got, arrivals, timing["sent"], timing["sent_for"]
-
     def test_loader_restart_during_traffic_loses_no_packet(self):
         first = self.new_relay("restart-a", workers=1)
         client, vip = self.establish(4, 1, relay=first)
@@ -1286,6 +1299,224 @@ class XdpTest(RelayTestCase):
         self.assertNotEqual(r.returncode, 0)
 
 
+class RedisInNamespace:
+    """A private redis-server on the relay namespace's loopback (the flow store), started
+    and stopped by the test; nothing persists (--save '' --appendonly no)."""
+
+    PORT = 26379
+
+    def __init__(self, ns):
+        self.ns = ns
+        self.proc = None
+        self.log_path = os.path.join(STATE["tmp"], "redis-%s.log" % ns)
+
+    @staticmethod
+    def unavailable_reason():
+        return None if shutil.which("redis-server") and shutil.which("redis-cli") else "redis-server not installed"
+
+    @property
+    def url(self):
+        return "redis://127.0.0.1:%d" % self.PORT
+
+    def start(self):
+        self._log = open(self.log_path, "a")
+        self.proc = nt.start_in_netns(self.ns, ["redis-server", "--port", str(self.PORT), "--bind", "127.0.0.1",
+                                                "--save", "", "--appendonly", "no"],
+                                      stdout=self._log, stderr=subprocess.STDOUT)
+        if not poll_until(lambda: self.cli("PING") == "PONG", 10.0):
+            raise RuntimeError("redis-server did not answer PING:\n" + open(self.log_path).read()[-2000:])
+
+    def stop(self, sig=signal.SIGKILL):
+        if self.proc is not None:
+            nt.stop_process(self.proc, sig)
+            nt.forget_process(self.proc)
+            self.proc = None
+            self._log.close()
+
+    def cli(self, *args):
+        r = subprocess.run(["ip", "netns", "exec", self.ns, "redis-cli", "-p", str(self.PORT)] + list(args),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=10)
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    def flow_keys(self):
+        out = self.cli("--scan", "--pattern", "rtce:{c%d}:flow:*" % CLUSTER)
+        return [k for k in (out or "").splitlines() if k]
+
+    def has_flow_of(self, client_addr):
+        host, port = client_addr
+        needle = ("[%s]:%d|" % (host, port)) if ":" in host else ("%s:%d|" % (host, port))
+        return any(needle in k for k in self.flow_keys())
+
+
+class FlowRecoveryTest(RelayTestCase):
+    """Flows recovered from the shared flow store (redis-sync): a relay that never saw a flow
+    (restarted after SIGKILL, a second instance after a re-hash, a node whose pins are gone)
+    forwards it from its first non-STUN packet, looked up in a real redis-server."""
+
+    TTL = "6s"
+    REFRESH = "1s"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        reason = RedisInNamespace.unavailable_reason()
+        if reason:
+            print("SKIPPED: flow recovery tests: %s" % reason, flush=True)
+            raise unittest.SkipTest(reason)
+        cls.redis = RedisInNamespace(env_for(cls.MODE).topo.relay)
+        cls.redis.start()
+        cls.addClassCleanup(cls.redis.stop)
+
+    def setUp(self):
+        if self.redis.proc is None:
+            self.redis.start()
+        self.redis.cli("FLUSHALL")
+
+    def store_args(self, url=None):
+        return ["--flow-store-redis-url", url or self.redis.url, "--flow-store-ttl", self.TTL,
+                "--flow-store-refresh-interval", self.REFRESH]
+
+    def wait_stored(self, client, timeout=5.0):
+        self.assertTrue(poll_until(lambda: self.redis.has_flow_of(client.addr), timeout),
+                        "flow of %s never reached Redis; keys: %s" % (client.addr, self.redis.flow_keys()))
+
+    def recovery_stream(self, client, vip, replace):
+        """~200 pps on an established flow; replace() (from datagram 100 on) swaps the relay.
+        The stream goes on for 400 datagrams (2 s) after the replacement is ready. Returns the
+        echoed set, the arrival times, how many were sent, and replace()'s timestamps."""
+        box = {}
+
+        def during():
+            box["down"] = time.monotonic()
+            try:
+                box["relay"] = replace()
+            except Exception as e:  # reported after the stream
+                box["error"] = e
+            box["ready"] = time.monotonic()
+
+        got, arrivals, count, _ = self.flow_echo_stream(client, vip, 2000, 200.0, during=during, at=100, tail=400)
+        self.assertNotIn("error", box, box.get("error"))
+        return got, arrivals, count, box
+
+    def report_gap(self, what, arrivals, box):
+        before = [t for t in arrivals if t < box["down"]]
+        after = [t for t in arrivals if t >= box["ready"]]
+        self.assertTrue(after, "%s: no echo after the new relay was ready" % what)
+        gap = (after[0] - before[-1]) * 1e3 if before else float("nan")
+        first = (after[0] - box["ready"]) * 1e3
+        STATE.setdefault("report", []).append(
+            "%s (%s): relay replaced in %.0f ms; echo gap %.0f ms; first echo %.0f ms after the new relay was ready"
+            % (what, self.MODE, (box["ready"] - box["down"]) * 1e3, gap, first))
+        nt._log(STATE["report"][-1])
+        return first
+
+    def assert_recovered_without_stun(self, relay, client, vip, got, count, tail=300):
+        """The last `tail` datagrams all came back, and `relay` forwarded the flow without any
+        STUN: it created no flow itself and recovered exactly one from the store."""
+        missing = sorted(set(range(count - tail, count)) - got)
+        self.assertEqual(missing, [], "the stream did not resume: %d of the last %d datagrams missing"
+                         % (len(missing), tail))
+        m = relay.metrics()
+        self.assertEqual(m.get("rtcedge_relay_flows_created_total"), 0, "the new relay saw a STUN")
+        self.assertEqual(m.get("rtcedge_relay_flows_recovered_total"), 1)
+        self.assertGreaterEqual(m.get("rtcedge_relay_flow_store_lookups_total", result="found"), 1)
+        for reason in ("flow_not_recovered", "flow_lookup_timeout", "flow_lookup_queue_full",
+                       "flow_lookup_rate_limited", "unknown_endpoint"):
+            self.assertEqual(m.dropped(reason), 0, reason)
+        if self.xdp:
+            # The recovered flow went into the XDP map: the rest of the stream took XDP.
+            self.assertEqual(m.get("rtcedge_relay_xdp_flows_installed_total"), 1)
+            self.assertGreaterEqual(self.xdp_count(m, "forwarded"), tail // 2)
+        return m
+
+    def test_relay_killed_media_resumes_from_the_store_before_any_stun(self):
+        first = self.new_relay("fs-kill-a", workers=1, extra=self.store_args())
+        client, vip = self.establish(4, 1, relay=first)
+        self.check_media_follows(client, vip, 1, n=1)
+        self.wait_stored(client)
+
+        def replace():
+            first.stop(signal.SIGKILL, detach=True)  # XDP: the pins go too, as when a node is replaced
+            return self.new_relay("fs-kill-b", workers=1, ports_of=first, extra=self.store_args())
+
+        got, arrivals, count, box = self.recovery_stream(client, vip, replace)
+        self.report_gap("relay SIGKILL + restart", arrivals, box)
+        self.assert_recovered_without_stun(box["relay"], client, vip, got, count)
+
+    def test_second_instance_forwards_from_the_first_non_stun_packet(self):
+        if self.xdp:
+            self.skipTest("one XDP program per interface: a second loader shares the pinned maps "
+                          "(the restart test covers a node whose pins are gone)")
+        first = self.new_relay("fs-second-a", workers=1, extra=self.store_args())
+        client, vip = self.establish(4, 1, relay=first)
+        self.wait_stored(client)
+
+        def replace():
+            # A second instance joins the VIPs' SO_REUSEPORT group, as a load balancer would add
+            # a relay; then the first dies and the kernel re-hashes its flows to the second.
+            second = self.new_relay("fs-second-b", workers=1, vip_ports_of=first, extra=self.store_args())
+            first.stop(signal.SIGKILL)
+            return second
+
+        got, arrivals, count, box = self.recovery_stream(client, vip, replace)
+        self.report_gap("second instance after re-hash", arrivals, box)
+        m = self.assert_recovered_without_stun(box["relay"], client, vip, got, count)
+        # Everything the second instance received from the client, it forwarded.
+        self.assertEqual(m.get("rtcedge_relay_received_packets_total", direction=C2T),
+                         m.get("rtcedge_relay_forwarded_packets_total", direction=C2T))
+        self.assertEqual(m.dropped("no_flow"), 0)
+
+    def test_redis_restart_during_traffic(self):
+        relay = self.new_relay("fs-redis-restart", workers=2, extra=self.store_args())
+        client, vip = self.establish(4, 1, relay=relay)
+        self.wait_stored(client)
+        self.redis.stop(signal.SIGKILL)
+        relay.wait_metrics(lambda m: m.get("rtcedge_relay_flow_store_up") == 0, "flow_store_up 0")
+
+        # Established flows go on: Redis is not on their path.
+        got, _, count, _ = self.flow_echo_stream(client, vip, 300, 200.0)
+        self.assertEqual(sorted(set(range(count)) - got), [], "media lost while Redis was down")
+        # New sessions still work through the hint; the store's failures are counted.
+        other, vip6 = self.establish(6, 2, relay=relay)
+        self.check_media_follows(other, vip6, 2, n=2)
+        down = relay.wait_metrics(
+            lambda m: m.get("rtcedge_relay_flow_store_events_total", event="error")
+            + m.get("rtcedge_relay_flow_store_events_total", event="dropped") > 0, "store errors counted")
+        self.assertEqual(down.get("rtcedge_relay_flow_store_up"), 0)
+
+        # Redis comes back empty: the relay reconnects, and both flows are written again by
+        # the refresh (every flow_store.refresh_interval while they carry packets).
+        self.redis.start()
+        relay.wait_metrics(lambda m: m.get("rtcedge_relay_flow_store_up") == 1, "flow_store_up 1 again", timeout=6.0)
+        deadline = time.monotonic() + 8.0
+        while time.monotonic() < deadline and not (self.redis.has_flow_of(client.addr)
+                                                    and self.redis.has_flow_of(other.addr)):
+            client.echo(vip, media_payloads(1)[1])
+            other.echo(vip6, media_payloads(1)[1])
+        self.assertTrue(self.redis.has_flow_of(client.addr) and self.redis.has_flow_of(other.addr),
+                        "flows not rewritten after Redis came back: %s" % self.redis.flow_keys())
+        self.assertGreaterEqual(relay.metrics().get("rtcedge_relay_flow_store_events_total", event="reconnect"), 1)
+        self.assertIsNone(relay.proc.poll(), "the relay died")
+
+    def test_store_unreachable_at_start_keeps_the_relay_serving(self):
+        relay = self.new_relay("fs-no-redis", workers=1, extra=self.store_args("redis://127.0.0.1:1"))
+        client, vip = self.establish(4, 1, relay=relay)
+        self.check_media_follows(client, vip, 1, n=2)
+        m = relay.metrics()
+        self.assertEqual(m.get("rtcedge_relay_flow_store_up"), 0)
+        status, _ = relay.http_get("/readyz")
+        self.assertEqual(status, 200, "a Redis outage must not make the relay unready")
+        # A flow it does not know: the lookup fails, its packets are counted, nothing hangs.
+        stranger = self.client(4)
+        before = relay.metrics()
+        stranger.send(vip, media_payloads(1)[1])
+        after = relay.wait_metrics(lambda m: m.dropped("flow_not_recovered") + m.dropped("flow_lookup_timeout")
+                                   > before.dropped("flow_not_recovered") + before.dropped("flow_lookup_timeout"),
+                                   "the stranger's packet dropped after a failed lookup")
+        self.assertEqual(after.get("rtcedge_relay_flows_recovered_total"), 0)
+        self.assertEqual(stranger.pending(), [])
+
+
 class CodecSelfTest(unittest.TestCase):
     """The test's own STUN and PROXY v2 codecs against a real capture and round trips."""
 
@@ -1319,7 +1550,8 @@ def per_data_path(*classes):
         del globals()[base.__name__]
 
 
-per_data_path(RoutingTest, ReloadTest, IdleExpiryTest, TableBoundTest, ShutdownTest, ChromeCaptureReplayTest)
+per_data_path(RoutingTest, ReloadTest, IdleExpiryTest, TableBoundTest, ShutdownTest, ChromeCaptureReplayTest,
+              FlowRecoveryTest)
 
 
 def main():

@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""Recovery gap after a relay kill (issue redis-sync), p50/p99 over repeated runs.
+
+Each run, in the namespace topology of tests/integration/test_relay_netns.py, with a
+private redis-server in the relay namespace as the flow store:
+  1. a relay creates a flow from a STUN Binding request (hint -> endpoint 1) and the flow
+     reaches Redis;
+  2. the client streams numbered RTP-like datagrams at --rate; the fake transceiver echoes
+     each one;
+  3. the relay is SIGKILLed and a fresh instance started on the same ports (XDP mode: the
+     pins are removed too, as on a replaced node); the client sends no STUN;
+  4. the stream goes on until --tail datagrams after the new relay is ready.
+Reported per run: the echo gap (last echo before the kill -> first echo after), the
+restart time (kill -> new relay ready), and the recovery proper (ready -> first echo).
+
+Needs root (namespaces). Usage:
+  sudo bench/recovery_gap_bench.py --relay build/bin/rtcedge-relay [--runs 20] [--mode userspace|xdp]
+"""
+
+import argparse
+import os
+import platform
+import signal
+import statistics
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+import test_relay_netns as t  # noqa: E402
+
+ARGS = None
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, int(round(p / 100.0 * (len(ordered) - 1)))))
+    return ordered[k]
+
+
+class RecoveryGapBench(t.FlowRecoveryTest_userspace):  # MODE set from --mode
+    MODE = "userspace"
+
+    def test_recovery_gap(self):
+        rows = []
+        for run in range(ARGS.runs):
+            first = self.new_relay("gap-%d-a" % run, workers=1, extra=self.store_args())
+            client, vip = self.establish(4, 1, relay=first)
+            self.wait_stored(client)
+            box = {}
+
+            def during():
+                box["down"] = time.monotonic()
+                first.stop(signal.SIGKILL, detach=True)
+                box["relay"] = self.new_relay("gap-%d-b" % run, workers=1, ports_of=first, extra=self.store_args())
+                box["ready"] = time.monotonic()
+
+            got, arrivals, count, _ = self.flow_echo_stream(client, vip, 5000, ARGS.rate, during=during, at=50,
+                                                            tail=ARGS.tail)
+            before = [a for a in arrivals if a < box["down"]]
+            after = [a for a in arrivals if a >= box["ready"]]
+            self.assertTrue(before and after, "run %d: no echo before the kill or after the restart" % run)
+            m = box["relay"].metrics()
+            self.assertEqual(m.get("rtcedge_relay_flows_created_total"), 0, "run %d: a STUN reached the relay" % run)
+            self.assertEqual(m.get("rtcedge_relay_flows_recovered_total"), 1, "run %d: flow not recovered" % run)
+            rows.append({
+                "gap": (after[0] - before[-1]) * 1e3,
+                "restart": (box["ready"] - box["down"]) * 1e3,
+                "recovery": (after[0] - box["ready"]) * 1e3,
+                "lost": count - len(got),
+            })
+            box["relay"].stop(signal.SIGTERM)
+            client.close()
+            self.redis.cli("FLUSHALL")
+        print_table(rows)
+
+
+def print_table(rows):
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    print("\nRecovery gap after a relay SIGKILL (%s data path), %d runs, stream %.0f pps" % (
+        ARGS.mode, len(rows), ARGS.rate))
+    print("machine: %s, %d CPUs, kernel %s, load average %s" % (
+        cpu, os.cpu_count(), platform.release(), " ".join("%.2f" % x for x in os.getloadavg())))
+    print("\n| measure | p50 (ms) | p99 (ms) | max (ms) | mean (ms) |")
+    print("|---|---|---|---|---|")
+    for key, label in (("gap", "echo gap (last echo before kill -> first after)"),
+                       ("restart", "kill -> new relay ready"),
+                       ("recovery", "new relay ready -> first echo (lookup + forward)")):
+        values = [r[key] for r in rows]
+        print("| %s | %.1f | %.1f | %.1f | %.1f |" % (label, percentile(values, 50), percentile(values, 99),
+                                                      max(values), statistics.mean(values)))
+    lost = [r["lost"] for r in rows]
+    print("\ndatagrams lost per run (in flight at the kill, or sent while no relay listened): "
+          "median %d, max %d" % (statistics.median(lost), max(lost)))
+    p99 = percentile([r["gap"] for r in rows], 99)
+    print("target p99 echo gap < 500 ms: %s (%.0f ms)" % ("met" if p99 < 500 else "NOT met", p99))
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--relay", required=True)
+    ap.add_argument("--xdp-pass-obj")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--rate", type=float, default=200.0)
+    ap.add_argument("--tail", type=int, default=100)
+    ap.add_argument("--mode", choices=("userspace", "xdp"), default="userspace")
+    ARGS = ap.parse_args()
+    if not (1 <= ARGS.runs <= 500 and 10 <= ARGS.rate <= 2000 and 10 <= ARGS.tail <= 2000):
+        ap.error("--runs 1..500, --rate 10..2000, --tail 10..2000")
+    t.RELAY_BIN = os.path.abspath(ARGS.relay)
+    if ARGS.xdp_pass_obj:
+        t.XDP_PASS_OBJ = os.path.abspath(ARGS.xdp_pass_obj)
+    RecoveryGapBench.MODE = ARGS.mode
+    t.nt.install_signal_cleanup()
+    suite = unittest.TestSuite()
+    suite.addTest(RecoveryGapBench("test_recovery_gap"))
+    try:
+        t.setUpModule()
+        result = unittest.TextTestRunner(verbosity=1).run(suite)
+    finally:
+        t.nt.cleanup_all()
+    sys.exit(0 if result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+// flow_sync.cpp — see flow_sync.h.
+#include "flow_sync.h"
+
+#include <arpa/inet.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace rtce {
+
+FlowKey to_flow_key(const rtce_flow_key& key) {
+  return FlowKey{SocketAddress::from_bytes(key.family, key.client_addr, ntohs(key.client_port_be)),
+                 SocketAddress::from_bytes(key.family, key.vip_addr, ntohs(key.vip_port_be))};
+}
+
+bool FlowSyncChannel::push(const FlowSyncRequest& request) {
+  if (requests_.push(request)) return true;
+  requests_dropped.add();
+  return false;
+}
+
+struct FlowSync::Wakeup {
+  explicit Wakeup(boost::asio::io_context& io) : descriptor(io), timer(io) {
+    const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd < 0) throw std::runtime_error(std::string("flow sync eventfd: ") + std::strerror(errno));
+    descriptor.assign(fd);
+  }
+  boost::asio::posix::stream_descriptor descriptor;
+  boost::asio::steady_timer timer;
+};
+
+FlowSync::FlowSync(Options options, size_t channels) : options_(std::move(options)) {
+  store_ =
+      std::make_unique<RedisFlowStore>(io_, options_.redis, FlowStoreOptions{.cluster = options_.cluster});
+  for (size_t i = 0; i < channels; i++) channels_.push_back(std::make_unique<FlowSyncChannel>());
+  wakeup_ = std::make_unique<Wakeup>(io_);
+  put_batch_.reserve(FlowSyncChannel::kRequestCapacity);
+  arm_wakeup();
+  // A slow tick as well: it tracks the connection state for /metrics and drains anything a
+  // producer pushed without notifying (a notify lost to a full eventfd cannot happen, but
+  // the tick makes the sync independent of that reasoning).
+  auto tick = std::make_shared<std::function<void()>>();
+  *tick = [this, tick] {
+    wakeup_->timer.expires_after(std::chrono::milliseconds(100));
+    wakeup_->timer.async_wait([this, tick](const boost::system::error_code& ec) {
+      if (ec) return;
+      const bool now_connected = store_->connected();
+      if (now_connected != connected_.exchange(now_connected)) {
+        if (now_connected)
+          spdlog::info("flow store: connected to {}:{}", options_.redis.host, options_.redis.port);
+        else
+          spdlog::warn("flow store: disconnected from {}:{}; new flows are not recoverable until it is back",
+                       options_.redis.host, options_.redis.port);
+      }
+      drain();
+      (*tick)();
+    });
+  };
+  (*tick)();
+  thread_ = std::thread([this] {
+    auto guard = boost::asio::make_work_guard(io_);
+    io_.run();
+  });
+}
+
+FlowSync::~FlowSync() {
+  io_.stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void FlowSync::notify() {
+  if (signaled_.exchange(true, std::memory_order_acq_rel)) return;
+  const uint64_t one = 1;
+  [[maybe_unused]] auto n = write(wakeup_->descriptor.native_handle(), &one, sizeof one);
+}
+
+void FlowSync::arm_wakeup() {
+  wakeup_->descriptor.async_wait(
+      boost::asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
+        if (ec) return;
+        uint64_t count = 0;
+        [[maybe_unused]] auto n = read(wakeup_->descriptor.native_handle(), &count, sizeof count);
+        signaled_.store(false, std::memory_order_release);
+        drain();
+        arm_wakeup();
+      });
+}
+
+void FlowSync::drain() {
+  put_batch_.clear();
+  for (auto& channel_ptr : channels_) {
+    FlowSyncChannel* channel = channel_ptr.get();
+    channel->requests_.consume_all([&](const FlowSyncRequest& r) {
+      if (r.op == FlowSyncRequest::Op::put) {
+        put_batch_.push_back(FlowEntry{to_flow_key(r.key), r.endpoint_id});
+        return;
+      }
+      counters_.lookups.add();
+      store_->get(to_flow_key(r.key), [this, channel, key = r.key](std::optional<EndpointId> id) {
+        FlowLookupReply reply;
+        reply.key = key;
+        reply.endpoint_id = id.value_or(0);
+        reply.store_reachable = id.has_value() || store_->connected();
+        if (id)
+          counters_.lookups_found.add();
+        else if (reply.store_reachable)
+          counters_.lookups_missing.add();
+        else
+          counters_.lookups_failed.add();
+        if (!channel->replies_.push(reply)) channel->replies_dropped.add();
+        if (channel->wake_replies_) channel->wake_replies_();
+      });
+    });
+  }
+  if (!put_batch_.empty()) {
+    // One pipelined write; when Redis is down the store counts the loss and the next
+    // refresh writes the flow again.
+    counters_.puts.add(put_batch_.size());
+    store_->put_many(put_batch_, options_.ttl);
+  }
+}
+
+}  // namespace rtce

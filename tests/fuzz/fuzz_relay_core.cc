@@ -1,12 +1,15 @@
 // fuzz_relay_core.cc — libFuzzer target for the whole userspace relay decision path
 // (loader/relay_core.h): hostile datagrams from clients and on the return socket.
 // The first input byte picks the direction and the client; the rest is the datagram.
-// Invariants: no crash or out-of-bounds access, the flow table stays within its bound,
-// and every forwarded datagram is a well-formed frame.
+// The core has a flow store attached: non-STUN misses start lookups, and selector values
+// with bit 0x40 answer the oldest pending one (found, missing, or an unknown endpoint).
+// Invariants: no crash or out-of-bounds access, the flow table and the waiting pool stay
+// within their bounds, and every forwarded datagram is a well-formed frame.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <string>
 
@@ -14,6 +17,24 @@
 #include "relay_core.h"
 
 namespace {
+
+// Remembers the lookups the core asks for; puts are accepted and forgotten.
+struct QueueOutbox : rtce::FlowStoreOutbox {
+  bool put(const rtce_flow_key&, uint16_t) override { return true; }
+  bool lookup(const rtce_flow_key& key) override {
+    if (lookups.size() >= 64) return false;
+    lookups.push_back(key);
+    return true;
+  }
+  std::deque<rtce_flow_key> lookups;
+};
+
+void check_frame(const rtce::ToTransceiver& out, size_t payload_len) {
+  rtce_pp2_flow flow{};
+  uint32_t off = 0;
+  if (rtce_pp2_parse(out.data, static_cast<uint32_t>(out.len), &flow, &off) != RTCE_PP2_OK) abort();
+  if (out.len - off != payload_len) abort();
+}
 
 struct Harness {
   Harness() {
@@ -27,7 +48,16 @@ struct Harness {
     o.capacity = 8;
     core = std::make_unique<rtce::RelayCore>(o, table);
     endpoint = table->endpoints[2];
+    rtce::FlowStoreLink link;
+    link.outbox = &outbox;
+    link.recovery.max_waiting_flows = 4;
+    link.recovery.packets_per_flow = 3;
+    link.recovery.pool_packets = 8;
+    link.recovery.lookups_per_second = 1000;
+    link.recovery.lookup_timeout = 50'000'000;
+    core->attach_flow_store(link);
   }
+  QueueOutbox outbox;
   std::unique_ptr<rtce::HintKeys> keys;
   std::unique_ptr<rtce::RelayCore> core;
   sockaddr_in6 endpoint{};
@@ -43,7 +73,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t selector = data[0];
   std::memcpy(buffer + rtce::kFramingHeadroom, data + 1, size - 1);
   h.now += 1'000'000;
-  if (selector & 0x80) {
+  if ((selector & 0xc0) == 0x40 && !h.outbox.lookups.empty()) {
+    const rtce_flow_key key = h.outbox.lookups.front();
+    h.outbox.lookups.pop_front();
+    const uint16_t endpoint_ids[4] = {0, 2, 3, 2};  // missing, known, unknown, known
+    h.core->on_lookup_reply(key, endpoint_ids[selector & 3], h.now, [&](const rtce::ToTransceiver& out) {
+      rtce_pp2_flow flow{};
+      uint32_t off = 0;
+      if (rtce_pp2_parse(out.data, static_cast<uint32_t>(out.len), &flow, &off) != RTCE_PP2_OK) abort();
+      if (!rtce::same_endpoint(*out.endpoint, h.endpoint)) abort();
+      if (out.len - off > 1500) abort();  // only what fits a waiting slot waits
+    });
+  } else if (selector & 0x80) {
     auto out = h.core->on_transceiver_packet(h.endpoint, buffer + rtce::kFramingHeadroom, size - 1);
     if (out && out->len > size) abort();
   } else {
@@ -51,12 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto vip = *rtce::SocketAddress::parse("198.18.0.1:3478");
     auto out = h.core->on_client_packet(*rtce::SocketAddress::parse(client), vip, 0,
                                         buffer + rtce::kFramingHeadroom, size - 1, h.now);
-    if (out) {
-      rtce_pp2_flow flow{};
-      uint32_t off = 0;
-      if (rtce_pp2_parse(out->data, static_cast<uint32_t>(out->len), &flow, &off) != RTCE_PP2_OK) abort();
-      if (out->len - off != size - 1) abort();
-    }
+    if (out) check_frame(*out, size - 1);
   }
   if (selector == 0x7f) h.core->expire(h.now + 60'000'000'000, 8);
   if (h.core->flows().size() > h.core->flows().capacity()) abort();

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 ARGS = None
@@ -72,7 +73,7 @@ class Transceiver:
         self.proc = subprocess.Popen([ARGS.transceiver, "--http-listen", f"127.0.0.1:{self.http}",
                                       "--workers", str(workers), "--media-base-port", str(self.media),
                                       "--registry-redis-url", redis_url, "--registry-pod-identity", identity,
-                                      "--registry-ttl", ttl, "--sessions-drain-timeout", "1s"],
+                                      "--registry-ttl", ttl, "--sessions-drain-timeout", "3s"],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         wait_for(self.ready, 15, "transceiver /readyz")
 
@@ -120,7 +121,7 @@ class RegistryTest(unittest.TestCase):
             while time.monotonic() < deadline:
                 self.assertTrue(self.redis.hash(f"rtce:{{c0}}:ep:{ids[1]}"), "record expired while heartbeating")
                 time.sleep(0.2)
-            # SIGTERM with a live session: draining while it may finish (drain timeout 1 s),
+            # SIGTERM with a live session: draining while it may finish (drain timeout 3 s),
             # then deregistered when the process exits.
             with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sdp", "fixtures",
                                    "chrome_audio_offer.sdp"), "rb") as f:
@@ -130,6 +131,13 @@ class RegistryTest(unittest.TestCase):
                 self.assertEqual(r.status, 201)
             tx.proc.send_signal(signal.SIGTERM)
             wait_for(lambda: self.redis.hash(f"rtce:{{c0}}:ep:{ids[0]}").get("draining") == "1", 3, "draining=1")
+            # A draining transceiver takes no new session (the live one may finish first).
+            with self.assertRaises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(urllib.request.Request(offer.full_url, data=offer.data,
+                                                              headers=dict(offer.header_items()), method="POST"),
+                                       timeout=5)
+            self.assertEqual(refused.exception.code, 503)
+            self.assertIsNotNone(refused.exception.headers.get("Retry-After"))
             self.assertEqual(tx.proc.wait(timeout=10), 0)
             self.assertFalse(self.redis.hash(f"rtce:{{c0}}:ep:{ids[0]}"))
             self.assertFalse(self.redis.hash(f"rtce:{{c0}}:ep:{ids[1]}"))

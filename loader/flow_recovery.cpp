@@ -76,7 +76,8 @@ bool FlowRecovery::recently_missing(uint64_t hash, Nanos now) const {
 
 bool FlowRecovery::take_token(Nanos now) {
   const double rate = options_.lookups_per_second;
-  if (tokens_at_ != 0) tokens_ = std::min(rate, tokens_ + static_cast<double>(now - tokens_at_) * rate / 1e9);
+  if (tokens_started_) tokens_ = std::min(rate, tokens_ + static_cast<double>(now - tokens_at_) * rate / 1e9);
+  tokens_started_ = true;
   tokens_at_ = now;
   if (tokens_ < 1.0) return false;
   tokens_ -= 1.0;

@@ -105,6 +105,7 @@ class FlowRecovery {
   std::vector<Missing> missing_;  // direct-mapped by hash
   double tokens_;
   Nanos tokens_at_ = 0;
+  bool tokens_started_ = false;
 };
 
 }  // namespace rtce

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "rtce_stun.h"
@@ -217,7 +218,9 @@ void RelayCore::set_routing(std::shared_ptr<const RoutingTable> routing) {
 
 void RelayCore::attach_flow_store(const FlowStoreLink& link) {
   store_ = link;
-  recovery_ = std::make_unique<FlowRecovery>(link.recovery);
+  FlowRecovery::Options recovery = link.recovery;
+  recovery.headroom = std::max(recovery.headroom, kFramingHeadroom);  // frame() writes the header there
+  recovery_ = std::make_unique<FlowRecovery>(recovery);
 }
 
 std::optional<ToTransceiver> RelayCore::on_miss(const rtce_flow_key& key, uint16_t vip_socket,

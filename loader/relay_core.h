@@ -187,11 +187,21 @@ template <typename Emit>
 const Flow* RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now,
                                        Emit&& emit) {
   if (!recovery_) return nullptr;
+  if (Flow* existing = flows_.find(key)) {
+    // A STUN created the flow while these packets waited: its hint is newer than the store.
+    recovery_->on_reply(key, true, now, [&](uint8_t* packet, size_t len, uint16_t) {
+      counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
+      counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
+      emit(frame(*existing, packet, len));
+    });
+    return existing;
+  }
   const auto endpoint = endpoint_id ? routing_->endpoints.find(endpoint_id) : routing_->endpoints.end();
   if (endpoint == routing_->endpoints.end()) {
-    // Not found, no answer, or an endpoint this relay does not route to (any more).
+    // Not found, no answer, or an endpoint this relay does not route to (any more): all
+    // remembered as missing, so the flow's next packets do not spend the lookup budget.
     const uint32_t n =
-        recovery_->on_reply(key, endpoint_id != 0, now, [](const uint8_t*, size_t, uint16_t) {});
+        recovery_->on_reply(key, /*found=*/false, now, [](const uint8_t*, size_t, uint16_t) {});
     const DropReason why = endpoint_id ? DropReason::unknown_endpoint : DropReason::flow_not_recovered;
     counters_.dropped[static_cast<size_t>(why)].add(n);
     return nullptr;

@@ -189,6 +189,7 @@ RedisConnection::~RedisConnection() {
   if (context_ != nullptr) redisAsyncFree(context_);  // replies come back null; ignored
   queued_.clear();
   inflight_.clear();
+  inflight_commands_ = 0;
 }
 
 void RedisConnection::start() {
@@ -267,12 +268,7 @@ void RedisConnection::context_freed() {
   connected_ = false;
   if (stopping_) return;
   // hiredis has already failed every callback it held; anything left is ours to fail.
-  std::deque<Inflight> lost;
-  lost.swap(inflight_);
-  for (auto& entry : lost) {
-    counters_.errors.add();
-    if (entry.handler) entry.handler(SyncStatus::kDisconnected, nullptr);
-  }
+  fail_inflight(SyncStatus::kDisconnected, counters_.errors);
   schedule_reconnect();
 }
 
@@ -312,12 +308,7 @@ void RedisConnection::tick() {
   if (!inflight_.empty() && inflight_.front().deadline <= now) {
     // Replies arrive in order: a stuck head means a stuck connection. Fail what is in
     // flight and start over rather than wait on a server that may never answer.
-    std::deque<Inflight> stuck;
-    stuck.swap(inflight_);
-    for (auto& entry : stuck) {
-      counters_.timeouts.add();
-      if (entry.handler) entry.handler(SyncStatus::kTimeout, nullptr);
-    }
+    fail_inflight(SyncStatus::kTimeout, counters_.timeouts);
     reset_connection();
     return;
   }
@@ -367,12 +358,41 @@ bool RedisConnection::command(std::span<const std::string_view> args, ReplyHandl
     }
     counters_.commands_sent.add();
     inflight_.push_back(Inflight{seq, deadline, std::move(handler)});
+    ++inflight_commands_;
     return true;
   }
   Queued queued{std::string(), deadline, std::move(handler)};
   format_command(args, queued.formatted);
   queued_.push_back(std::move(queued));
   return true;
+}
+
+size_t RedisConnection::send_batch(std::span<const std::string_view> commands) {
+  const size_t room = options_.max_pending - std::min(options_.max_pending, pending());
+  const size_t accepted = std::min(room, commands.size());
+  if (accepted < commands.size()) counters_.dropped.add(commands.size() - accepted);
+  if (accepted == 0) return 0;
+  const Nanos deadline = monotonic_now() + to_nanos(options_.command_timeout);
+  if (!connected_ || context_ == nullptr || !queued_.empty()) {
+    for (size_t i = 0; i < accepted; ++i) queued_.push_back(Queued{std::string(commands[i]), deadline, {}});
+    return accepted;
+  }
+  // hiredis still wants one callback per reply; they all carry the batch's sequence number,
+  // and complete() retires the entry after its last reply.
+  const uint64_t seq = next_seq_++;
+  size_t sent = 0;
+  while (sent < accepted &&
+         redisAsyncFormattedCommand(context_, &RedisConnection::on_reply, reinterpret_cast<void*>(seq),
+                                    commands[sent].data(), commands[sent].size()) == REDIS_OK) {
+    ++sent;
+  }
+  if (sent < accepted) counters_.errors.add(accepted - sent);  // hiredis is tearing the context down
+  if (sent > 0) {
+    counters_.commands_sent.add(sent);
+    inflight_.push_back(Inflight{seq, deadline, {}, sent});
+    inflight_commands_ += sent;
+  }
+  return accepted;
 }
 
 void RedisConnection::send_formatted(Queued&& queued) {
@@ -385,6 +405,17 @@ void RedisConnection::send_formatted(Queued&& queued) {
   }
   counters_.commands_sent.add();
   inflight_.push_back(Inflight{seq, queued.deadline, std::move(queued.handler)});
+  ++inflight_commands_;
+}
+
+void RedisConnection::fail_inflight(SyncStatus status, RelaxedCounter& counter) {
+  std::deque<Inflight> failed;
+  failed.swap(inflight_);
+  inflight_commands_ = 0;
+  for (auto& entry : failed) {
+    counter.add(entry.remaining);
+    if (entry.handler) entry.handler(status, nullptr);
+  }
 }
 
 void RedisConnection::fail_later(ReplyHandler handler, SyncStatus status) {
@@ -404,8 +435,7 @@ void RedisConnection::complete(uint64_t seq, const redisReply* reply) {
   if (reply != nullptr) counters_.replies.add();
   // A timed-out command was already failed; its late reply (or null) is ignored.
   if (inflight_.empty() || inflight_.front().seq != seq) return;
-  Inflight entry = std::move(inflight_.front());
-  inflight_.pop_front();
+  --inflight_commands_;
   SyncStatus status = SyncStatus::kOk;
   if (reply == nullptr) {
     status = SyncStatus::kDisconnected;
@@ -414,6 +444,9 @@ void RedisConnection::complete(uint64_t seq, const redisReply* reply) {
     status = SyncStatus::kError;
     counters_.errors.add();
   }
+  if (--inflight_.front().remaining > 0) return;  // a batch: more replies due, no handler
+  Inflight entry = std::move(inflight_.front());
+  inflight_.pop_front();
   if (entry.handler) entry.handler(status, reply);
 }
 

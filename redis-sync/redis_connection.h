@@ -52,11 +52,16 @@ class RedisConnection {
 
   void start();
   bool connected() const { return connected_; }
-  size_t pending() const { return queued_.size() + inflight_.size(); }
+  size_t pending() const { return queued_.size() + inflight_commands_; }
 
   // Sends now when connected (hiredis buffers, so a burst goes out in one write), queues
   // while connecting. false when dropped; the handler then gets kDropped later.
   bool command(std::span<const std::string_view> args, ReplyHandler handler);
+  // The write path of put_many: complete RESP commands (views into one buffer the caller
+  // encoded), without reply handlers. Connected, the lot shares one deadline and one
+  // in-flight entry; otherwise they queue one by one as command() would. Returns how many
+  // were accepted; the rest were dropped (counted) because the pending bound was reached.
+  size_t send_batch(std::span<const std::string_view> commands);
   // Runs after every successful connect, after the queued commands were written.
   void on_connected(std::function<void()> hook) { on_connected_ = std::move(hook); }
   // Makes this a subscriber connection: SUBSCRIBE after every connect; the handler gets
@@ -69,6 +74,7 @@ class RedisConnection {
     uint64_t seq;
     Nanos deadline;
     ReplyHandler handler;
+    size_t remaining = 1;  // replies still due: a send_batch entry stands for many commands
   };
   struct Queued {
     std::string formatted;
@@ -90,6 +96,7 @@ class RedisConnection {
   void complete(uint64_t seq, const redisReply* reply);
   void send_formatted(Queued&& queued);
   void fail_later(ReplyHandler handler, SyncStatus status);
+  void fail_inflight(SyncStatus status, RelaxedCounter& counter);
 
   boost::asio::io_context& io_;
   RedisOptions options_;
@@ -104,6 +111,7 @@ class RedisConnection {
   Millis backoff_{0};
   uint64_t next_seq_ = 1;
   std::deque<Inflight> inflight_;
+  size_t inflight_commands_ = 0;  // the sum of inflight_[i].remaining
   std::deque<Queued> queued_;
   std::function<void()> on_connected_;
   std::string channel_;

@@ -1,4 +1,5 @@
-// redis_flow_store.cpp — flow keys as Redis strings; restore by SCAN + MGET.
+// redis_flow_store.cpp — flow keys as Redis strings; put_many encodes its batch in one
+// buffer; restore by SCAN + MGET.
 #include "redis_flow_store.h"
 
 #include <array>
@@ -51,19 +52,44 @@ void RedisFlowStore::put(const FlowKey& key, EndpointId endpoint_id, Millis ttl,
 }
 
 void RedisFlowStore::put_many(std::span<const FlowEntry> flows, Millis ttl) {
-  // hiredis appends each command to its output buffer and writes the lot on the next
-  // writable event: one write (or a few, for a large burst) for the whole batch.
+  // The batch is RESP-encoded here into one reused buffer (the constant parts once, the key
+  // straight after its length) and handed over as one in-flight entry; hiredis appends each
+  // command to its output buffer and writes the lot on the next writable event.
+  if (flows.empty()) return;
+  char number[24];
+  const auto append_number = [&](std::string& out, uint64_t value) {
+    out.append(number, std::to_chars(number, number + sizeof number, value).ptr);
+  };
+  std::string tail = "$2\r\nPX\r\n$";
   const std::string ttl_text = std::to_string(ttl.count());
-  std::string redis_key;
+  append_number(tail, ttl_text.size());
+  tail += "\r\n" + ttl_text + "\r\n";
+
+  batch_.clear();
+  batch_ends_.clear();
   for (const auto& flow : flows) {
-    schema_.format_flow_key(flow.key, redis_key);
+    schema_.format_flow_key(flow.key, key_scratch_);
+    batch_ += "*5\r\n$3\r\nSET\r\n$";
+    append_number(batch_, key_scratch_.size());
+    batch_ += "\r\n";
+    batch_ += key_scratch_;
     char value[8];
-    const auto [end, ec] = std::to_chars(value, value + sizeof value, flow.endpoint_id);
-    (void)ec;
-    const std::array<std::string_view, 5> args{"SET", redis_key, std::string_view(value, end - value), "PX",
-                                               ttl_text};
-    connection_->command(args, {});
+    const char* value_end = std::to_chars(value, value + sizeof value, flow.endpoint_id).ptr;
+    batch_ += "\r\n$";
+    append_number(batch_, static_cast<uint64_t>(value_end - value));
+    batch_ += "\r\n";
+    batch_.append(value, static_cast<size_t>(value_end - value));
+    batch_ += "\r\n";
+    batch_ += tail;
+    batch_ends_.push_back(batch_.size());
   }
+  batch_commands_.clear();
+  size_t begin = 0;
+  for (const size_t end : batch_ends_) {
+    batch_commands_.emplace_back(batch_.data() + begin, end - begin);
+    begin = end;
+  }
+  connection_->send_batch(batch_commands_);
 }
 
 void RedisFlowStore::refresh(const FlowKey& key, Millis ttl, DoneCallback done) {

@@ -5,6 +5,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "flow_store.h"
 #include "redis_connection.h"
@@ -44,6 +47,11 @@ class RedisFlowStore final : public FlowStore {
   SyncCounters counters_;
   std::unique_ptr<RedisConnection> connection_;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
+  // put_many's encoding buffers, reused across calls.
+  std::string batch_;
+  std::vector<size_t> batch_ends_;
+  std::vector<std::string_view> batch_commands_;
+  std::string key_scratch_;
 };
 
 }  // namespace rtce

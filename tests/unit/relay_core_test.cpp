@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -168,16 +169,48 @@ TEST_F(RelayCoreTest, ReturnPathStripsFramingAndAnswersFromTheVip) {
   EXPECT_EQ(dropped(DropReason::return_malformed), 1u);
 }
 
-TEST_F(RelayCoreTest, RoutingReloadKeepsFlowsAndAppliesToNewOnes) {
-  ASSERT_TRUE(from_client(binding_request(mint_ufrag(keys_, 0, 1))));
+TEST_F(RelayCoreTest, RoutingReloadDropsFlowsOfGoneEndpointsAndMovesChangedOnes) {
+  ASSERT_TRUE(from_client(binding_request(mint_ufrag(keys_, 0, 1)), "198.18.0.10:50000"));
+  ASSERT_TRUE(from_client(binding_request(mint_ufrag(keys_, 0, 2)), "198.18.0.13:50000"));
   auto next = std::make_shared<RoutingTable>(*routing(keys_, 0));
   next->endpoints.erase(1);
+  const sockaddr_in6 moved = SocketAddress::parse("198.18.2.22:40022")->to_v6_mapped();
+  next->endpoints[2] = moved;
   next->endpoints[3] = SocketAddress::parse("198.18.2.3:40003")->to_v6_mapped();
   core_.set_routing(next);
-  EXPECT_TRUE(from_client(load({0x80, 0x00, 0x00, 0x02}))) << "existing flow survives the reload";
+
+  EXPECT_EQ(core_.counters().flows_endpoint_gone.get(), 1u);
+  EXPECT_EQ(core_.counters().flows_active.get(), 1u);
+  EXPECT_EQ(core_.flows().size(), 1u);
+  EXPECT_FALSE(from_client(load({0x80, 0x00, 0x00, 0x02}), "198.18.0.10:50000"))
+      << "the flow of the endpoint that left is gone";
+  EXPECT_EQ(dropped(DropReason::no_flow), 1u);
+
+  auto out = from_client(load({0x80, 0x00, 0x00, 0x03}), "198.18.0.13:50000");
+  ASSERT_TRUE(out) << "the flow of the remaining endpoint stays";
+  EXPECT_TRUE(same_endpoint(*out->endpoint, moved)) << "and follows its new address";
+  // The return path now accepts the new address only.
+  std::vector<uint8_t> framed(out->data, out->data + out->len);
+  EXPECT_TRUE(core_.on_transceiver_packet(moved, framed.data(), framed.size()));
+  const sockaddr_in6 old = SocketAddress::parse("[2001:db8::2]:40002")->to_v6_mapped();
+  EXPECT_FALSE(core_.on_transceiver_packet(old, framed.data(), framed.size()));
+  EXPECT_EQ(dropped(DropReason::return_wrong_sender), 1u);
+
   EXPECT_TRUE(from_client(binding_request(mint_ufrag(keys_, 0, 3)), "198.18.0.11:50000"));
   EXPECT_FALSE(from_client(binding_request(mint_ufrag(keys_, 0, 1)), "198.18.0.12:50000"));
   EXPECT_EQ(dropped(DropReason::unknown_endpoint), 1u);
+  EXPECT_EQ(core_.counters().flows_endpoint_gone.get(), 1u);
+}
+
+TEST_F(RelayCoreTest, RoutingReloadWithSameEndpointsKeepsEveryFlow) {
+  ASSERT_TRUE(from_client(binding_request(mint_ufrag(keys_, 0, 1)), "198.18.0.10:50000"));
+  ASSERT_TRUE(from_client(binding_request(mint_ufrag(keys_, 0, 2)), "198.18.0.13:50000"));
+  core_.set_routing(routing(keys_, 0));
+  EXPECT_EQ(core_.flows().size(), 2u);
+  EXPECT_EQ(core_.counters().flows_endpoint_gone.get(), 0u);
+  auto out = from_client(load({0x80, 0x00, 0x00, 0x02}), "198.18.0.10:50000");
+  ASSERT_TRUE(out);
+  EXPECT_TRUE(same_endpoint(*out->endpoint, SocketAddress::parse("198.18.2.1:40001")->to_v6_mapped()));
 }
 
 TEST_F(RelayCoreTest, FullTableDropsNewFlowsAndCountsThem) {
@@ -211,6 +244,401 @@ TEST_F(RelayCoreTest, ChromesRealRequestIsRouted) {
   auto out = from_client(load(test::chrome_binding_request()));
   ASSERT_TRUE(out);
   EXPECT_TRUE(same_endpoint(*out->endpoint, t->endpoints[2]));
+}
+
+// ---- The shared flow store: puts of new flows, lookups for unknown ones, refresh. ----
+
+// Records what the core hands to the flow store; can refuse either call.
+class RecordingOutbox : public FlowStoreOutbox {
+ public:
+  struct Put {
+    rtce_flow_key key;
+    uint16_t endpoint_id;
+  };
+  bool put(const rtce_flow_key& key, uint16_t endpoint_id) override {
+    put_calls++;
+    if (!accept_puts) return false;
+    puts.push_back({key, endpoint_id});
+    return true;
+  }
+  bool lookup(const rtce_flow_key& key) override {
+    lookup_calls++;
+    if (!accept_lookups) return false;
+    lookups.push_back(key);
+    return true;
+  }
+  std::vector<Put> puts;
+  std::vector<rtce_flow_key> lookups;
+  int put_calls = 0;
+  int lookup_calls = 0;
+  bool accept_puts = true;
+  bool accept_lookups = true;
+};
+
+// A framed datagram as the worker would send it, copied out of the core's buffers.
+struct Sent {
+  std::vector<uint8_t> data;
+  sockaddr_in6 endpoint;
+};
+
+struct Unframed {
+  std::string client;
+  std::string vip;
+  std::vector<uint8_t> payload;
+};
+
+Unframed unframe(const std::vector<uint8_t>& data) {
+  rtce_pp2_flow pp{};
+  uint32_t off = 0;
+  EXPECT_EQ(rtce_pp2_parse(data.data(), static_cast<uint32_t>(data.size()), &pp, &off), RTCE_PP2_OK);
+  if (off > data.size()) return {};
+  return {SocketAddress::from_bytes(pp.family, pp.client_addr, pp.client_port).to_string(),
+          SocketAddress::from_bytes(pp.family, pp.vip_addr, pp.vip_port).to_string(),
+          std::vector<uint8_t>(data.begin() + off, data.end())};
+}
+
+constexpr Nanos kMs = 1'000'000;
+constexpr Nanos kT = 1000 * kSecond;  // a monotonic clock well past refresh_interval
+
+class RelayCoreFlowStoreTest : public RelayCoreTest {
+ protected:
+  RelayCoreFlowStoreTest() { attach(link_options()); }
+
+  FlowStoreLink link_options() {
+    FlowStoreLink link;
+    link.outbox = &outbox_;
+    link.recovery.max_waiting_flows = 8;
+    link.recovery.packets_per_flow = 4;
+    link.recovery.pool_packets = 32;
+    link.recovery.headroom = kFramingHeadroom;
+    link.recovery.lookup_timeout = 500 * kMs;
+    link.recovery.lookups_per_second = 1000;
+    link.recovery.negative_ttl = kSecond;
+    link.refresh_interval = 10 * kSecond;
+    link.refresh_per_tick = 1000;
+    return link;
+  }
+  void attach(const FlowStoreLink& link) { core_.attach_flow_store(link); }
+
+  std::optional<ToTransceiver> send(const std::vector<uint8_t>& bytes, const char* client, Nanos now,
+                                    const char* vip = "198.18.0.1:3478", uint16_t vip_socket = 0) {
+    uint8_t* p = load(bytes);
+    return core_.on_client_packet(*SocketAddress::parse(client), *SocketAddress::parse(vip), vip_socket, p,
+                                  bytes.size(), now);
+  }
+  std::optional<ToTransceiver> stun(uint16_t endpoint_id, const char* client, Nanos now) {
+    uint8_t* p = binding_request(mint_ufrag(keys_, 0, endpoint_id));
+    return core_.on_client_packet(*SocketAddress::parse(client), vip_, 0, p, len_, now);
+  }
+  static rtce_flow_key key_of(const char* client, const char* vip = "198.18.0.1:3478") {
+    return make_flow_key(*SocketAddress::parse(client), *SocketAddress::parse(vip));
+  }
+  const Flow* reply(const char* client, uint16_t endpoint_id, Nanos now, std::vector<Sent>* sent,
+                    const char* vip = "198.18.0.1:3478") {
+    return core_.on_lookup_reply(key_of(client, vip), endpoint_id, now, [&](const ToTransceiver& out) {
+      sent->push_back({std::vector<uint8_t>(out.data, out.data + out.len), *out.endpoint});
+    });
+  }
+  static sockaddr_in6 endpoint(const char* text) { return SocketAddress::parse(text)->to_v6_mapped(); }
+
+  RecordingOutbox outbox_;
+};
+
+TEST_F(RelayCoreFlowStoreTest, NewStunFlowIsPutOnceWithItsEndpoint) {
+  EXPECT_TRUE(core_.has_flow_store());
+  ASSERT_TRUE(stun(2, "198.18.0.10:50000", kT));
+  ASSERT_EQ(outbox_.puts.size(), 1u);
+  EXPECT_TRUE(outbox_.puts[0].key == key_of("198.18.0.10:50000"));
+  EXPECT_EQ(outbox_.puts[0].endpoint_id, 2u);
+  EXPECT_EQ(core_.counters().flow_store_puts.get(), 1u);
+  EXPECT_TRUE(core_.take_flow_store_activity());
+  EXPECT_FALSE(core_.take_flow_store_activity()) << "once per batch";
+
+  ASSERT_TRUE(stun(2, "198.18.0.10:50000", kT + kMs)) << "consent check on the known flow";
+  ASSERT_TRUE(send({0x80, 0x00, 0x00, 0x01}, "198.18.0.10:50000", kT + 2 * kMs));
+  EXPECT_EQ(outbox_.put_calls, 1) << "only a new flow is put from the packet path";
+  EXPECT_EQ(outbox_.lookup_calls, 0);
+  EXPECT_FALSE(core_.take_flow_store_activity());
+  EXPECT_EQ(core_.counters().flows_created.get(), 1u);
+}
+
+TEST_F(RelayCoreFlowStoreTest, RejectedStunCreatesNoPut) {
+  EXPECT_FALSE(stun(999, "198.18.0.10:50000", kT));
+  EXPECT_EQ(dropped(DropReason::unknown_endpoint), 1u);
+  EXPECT_EQ(outbox_.put_calls, 0);
+  EXPECT_EQ(outbox_.lookup_calls, 0) << "a STUN miss is routed by its hint, never looked up";
+}
+
+TEST_F(RelayCoreFlowStoreTest, NonStunMissLooksUpOnceAndItsPacketsWait) {
+  for (uint8_t i = 0; i < 3; i++)
+    EXPECT_FALSE(send({0x16, 0xfe, 0xfd, i}, "198.18.0.10:50000", kT + i * kMs)) << "waits, not sent";
+  ASSERT_EQ(outbox_.lookups.size(), 1u);
+  EXPECT_TRUE(outbox_.lookups[0] == key_of("198.18.0.10:50000"));
+  EXPECT_EQ(core_.counters().flow_lookups.get(), 1u);
+  EXPECT_EQ(core_.counters().packets_waited.get(), 3u);
+  EXPECT_EQ(dropped(DropReason::no_flow), 0u);
+  EXPECT_EQ(core_.flows().size(), 0u);
+  EXPECT_TRUE(core_.take_flow_store_activity());
+
+  EXPECT_FALSE(send({0x16, 0xfe, 0xfd, 9}, "198.18.0.10:50001", kT + 5 * kMs));
+  EXPECT_EQ(outbox_.lookups.size(), 2u) << "another client port is another flow";
+  EXPECT_EQ(outbox_.puts.size(), 0u);
+}
+
+TEST_F(RelayCoreFlowStoreTest, ReplyWithKnownEndpointSendsWaitedPacketsFramedAndInstallsTheFlow) {
+  // IPv6 needs the longest PROXY v2 header in front of the waiting packets.
+  struct Case {
+    const char* client;
+    const char* vip;
+    uint16_t endpoint_id;
+    const char* endpoint;
+  };
+  const Case cases[] = {{"198.18.0.10:50000", "198.18.0.1:3478", 2, "[2001:db8::2]:40002"},
+                        {"[2001:db8:c::10]:50000", "[2001:db8:f::1]:3478", 1, "198.18.2.1:40001"}};
+  uint64_t recovered = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.client);
+    const std::vector<uint8_t> p1 = {0x16, 0xfe, 0xfd, 0x01, 0x02};
+    const std::vector<uint8_t> p2 = {0x17, 0xfe, 0xfd, 0x03};
+    EXPECT_FALSE(send(p1, c.client, kT, c.vip, 3));
+    EXPECT_FALSE(send(p2, c.client, kT + kMs, c.vip, 3));
+    const uint64_t forwarded_before =
+        core_.counters().forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].get();
+
+    std::vector<Sent> sent;
+    const Flow* flow = reply(c.client, c.endpoint_id, kT + 2 * kMs, &sent, c.vip);
+    ASSERT_NE(flow, nullptr);
+    EXPECT_TRUE(flow->key == key_of(c.client, c.vip));
+    EXPECT_EQ(flow->value.endpoint_id, c.endpoint_id);
+    EXPECT_EQ(flow->value.vip_socket, 3u);
+    EXPECT_TRUE(same_endpoint(flow->value.endpoint, endpoint(c.endpoint)));
+    ASSERT_EQ(sent.size(), 2u);
+    for (size_t i = 0; i < 2; i++) {
+      EXPECT_TRUE(same_endpoint(sent[i].endpoint, endpoint(c.endpoint)));
+      Unframed u = unframe(sent[i].data);
+      EXPECT_EQ(u.client, c.client);
+      EXPECT_EQ(u.vip, c.vip);
+      EXPECT_EQ(u.payload, i == 0 ? p1 : p2) << "oldest first, bytes unchanged";
+    }
+    EXPECT_EQ(core_.counters().flows_recovered.get(), ++recovered);
+    EXPECT_EQ(core_.counters().forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].get(),
+              forwarded_before + 2);
+    EXPECT_EQ(outbox_.puts.size(), 0u) << "the store has the flow already";
+
+    // The next packet forwards directly, without another lookup.
+    const size_t lookups = outbox_.lookups.size();
+    auto out = send({0x80, 0x00, 0x00, 0x05}, c.client, kT + 3 * kMs, c.vip, 3);
+    ASSERT_TRUE(out);
+    EXPECT_TRUE(same_endpoint(*out->endpoint, endpoint(c.endpoint)));
+    EXPECT_EQ(unframe(std::vector<uint8_t>(out->data, out->data + out->len)).payload,
+              (std::vector<uint8_t>{0x80, 0x00, 0x00, 0x05}));
+    EXPECT_EQ(outbox_.lookups.size(), lookups);
+
+    // The return path knows the recovered flow and answers from its VIP socket.
+    std::vector<uint8_t> framed = sent[0].data;
+    auto back = core_.on_transceiver_packet(endpoint(c.endpoint), framed.data(), framed.size());
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->vip_socket, 3u);
+    EXPECT_EQ(back->client.to_string(), c.client);
+  }
+  EXPECT_EQ(core_.counters().flows_active.get(), 2u);
+  EXPECT_EQ(core_.counters().flows_created.get(), 0u);
+}
+
+TEST_F(RelayCoreFlowStoreTest, RecoveredFlowIsNotRefreshedUntilItSeesPackets) {
+  EXPECT_FALSE(send({0x16, 0xfe, 0xfd, 0x01}, "198.18.0.10:50000", kT));
+  std::vector<Sent> sent;
+  ASSERT_NE(reply("198.18.0.10:50000", 1, kT, &sent), nullptr);
+  core_.expire(kT + 20 * kSecond, 4);
+  EXPECT_EQ(outbox_.put_calls, 0) << "idle since the store had it";
+  ASSERT_TRUE(send({0x80, 0x00, 0x00, 0x01}, "198.18.0.10:50000", kT + 21 * kSecond));
+  core_.expire(kT + 22 * kSecond, 4);
+  ASSERT_EQ(outbox_.puts.size(), 1u);
+  EXPECT_EQ(outbox_.puts[0].endpoint_id, 1u);
+}
+
+TEST_F(RelayCoreFlowStoreTest, ReplyNotFoundDropsTheWaitedPacketsAsNotRecovered) {
+  EXPECT_FALSE(send({0x16, 0x01}, "198.18.0.10:50000", kT));
+  EXPECT_FALSE(send({0x16, 0x02}, "198.18.0.10:50000", kT + kMs));
+  std::vector<Sent> sent;
+  EXPECT_EQ(reply("198.18.0.10:50000", 0, kT + 2 * kMs, &sent), nullptr);
+  EXPECT_TRUE(sent.empty());
+  EXPECT_EQ(dropped(DropReason::flow_not_recovered), 2u);
+  EXPECT_EQ(core_.flows().size(), 0u);
+  EXPECT_EQ(core_.counters().flows_recovered.get(), 0u);
+
+  // Remembered as missing: the next packet is dropped without asking again.
+  EXPECT_FALSE(send({0x16, 0x03}, "198.18.0.10:50000", kT + 3 * kMs));
+  EXPECT_EQ(outbox_.lookups.size(), 1u);
+  EXPECT_EQ(dropped(DropReason::no_flow), 1u);
+  // ...until negative_ttl has passed.
+  EXPECT_FALSE(send({0x16, 0x04}, "198.18.0.10:50000", kT + 2 * kMs + kSecond));
+  EXPECT_EQ(outbox_.lookups.size(), 2u);
+}
+
+TEST_F(RelayCoreFlowStoreTest, ReplyNamingAnEndpointTheRoutingLacksDropsAsUnknownEndpoint) {
+  EXPECT_FALSE(send({0x16, 0x01}, "198.18.0.10:50000", kT));
+  EXPECT_FALSE(send({0x16, 0x02}, "198.18.0.10:50000", kT + kMs));
+  std::vector<Sent> sent;
+  EXPECT_EQ(reply("198.18.0.10:50000", 7, kT + 2 * kMs, &sent), nullptr);
+  EXPECT_TRUE(sent.empty());
+  EXPECT_EQ(dropped(DropReason::unknown_endpoint), 2u);
+  EXPECT_EQ(dropped(DropReason::flow_not_recovered), 0u);
+  EXPECT_EQ(core_.flows().size(), 0u);
+}
+
+// A client still talking to a transceiver that left (its flows are still in the store)
+// must not start a lookup every packet: that spends the worker's lookup budget, which
+// the recoveries of live calls need. Fails until on_lookup_reply remembers an unknown
+// endpoint as missing (see the report that came with this test).
+TEST_F(RelayCoreFlowStoreTest, UnknownEndpointIsRememberedAsMissing) {
+  EXPECT_FALSE(send({0x16, 0x01}, "198.18.0.10:50000", kT));
+  std::vector<Sent> sent;
+  EXPECT_EQ(reply("198.18.0.10:50000", 7, kT + kMs, &sent), nullptr);
+  EXPECT_FALSE(send({0x80, 0x02}, "198.18.0.10:50000", kT + 20 * kMs));
+  EXPECT_EQ(outbox_.lookups.size(), 1u);
+}
+
+// A STUN consent check that arrives while the flow's first packets wait creates the flow
+// from its (authenticated, current) hint; the later lookup reply must not overwrite it
+// with what the store remembered. Fails until on_lookup_reply uses an existing flow.
+TEST_F(RelayCoreFlowStoreTest, LookupReplyDoesNotOverwriteAFlowCreatedMeanwhile) {
+  EXPECT_FALSE(send({0x16, 0x01}, "198.18.0.10:50000", kT));
+  ASSERT_TRUE(stun(2, "198.18.0.10:50000", kT + kMs));
+  std::vector<Sent> sent;
+  const Flow* flow = reply("198.18.0.10:50000", 1, kT + 2 * kMs, &sent);
+  ASSERT_NE(flow, nullptr);
+  EXPECT_EQ(flow->value.endpoint_id, 2u);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(same_endpoint(sent[0].endpoint, endpoint("[2001:db8::2]:40002")));
+  EXPECT_EQ(core_.counters().flows_recovered.get(), 0u);
+}
+
+TEST_F(RelayCoreFlowStoreTest, LookupTimeoutDropsTheWaitedPacketsOnExpire) {
+  EXPECT_FALSE(send({0x16, 0x01}, "198.18.0.10:50000", kT));
+  EXPECT_FALSE(send({0x16, 0x02}, "198.18.0.10:50000", kT + 100 * kMs));
+  core_.expire(kT + 500 * kMs - 1, 4);
+  EXPECT_EQ(dropped(DropReason::flow_lookup_timeout), 0u);
+  core_.expire(kT + 500 * kMs, 4);
+  EXPECT_EQ(dropped(DropReason::flow_lookup_timeout), 2u);
+
+  std::vector<Sent> sent;
+  EXPECT_EQ(reply("198.18.0.10:50000", 1, kT + 600 * kMs, &sent), nullptr) << "late reply";
+  EXPECT_TRUE(sent.empty());
+  EXPECT_EQ(core_.counters().flows_recovered.get(), 0u);
+  EXPECT_EQ(dropped(DropReason::flow_lookup_timeout), 2u) << "nothing counted twice";
+  EXPECT_FALSE(send({0x16, 0x03}, "198.18.0.10:50000", kT + 700 * kMs));
+  EXPECT_EQ(outbox_.lookups.size(), 2u) << "a timed-out lookup is asked again";
+}
+
+TEST_F(RelayCoreFlowStoreTest, WaitingRoomLimitsAreCountedDrops) {
+  FlowStoreLink link = link_options();
+  link.recovery.packets_per_flow = 1;
+  link.recovery.lookups_per_second = 1;
+  attach(link);
+  EXPECT_FALSE(send({0x16, 0x01}, "198.18.0.10:50000", kT));
+  EXPECT_FALSE(send({0x16, 0x02}, "198.18.0.10:50000", kT));
+  EXPECT_EQ(dropped(DropReason::flow_lookup_queue_full), 1u);
+  EXPECT_FALSE(send({0x16, 0x03}, "198.18.0.11:50000", kT));
+  EXPECT_EQ(dropped(DropReason::flow_lookup_rate_limited), 1u);
+  EXPECT_EQ(outbox_.lookups.size(), 1u);
+  EXPECT_EQ(core_.counters().packets_waited.get(), 1u);
+}
+
+TEST_F(RelayCoreFlowStoreTest, RefreshPutsActiveFlowsAgainAfterTheInterval) {
+  ASSERT_TRUE(stun(1, "198.18.0.10:50000", kT));  // active: packets after its put
+  ASSERT_TRUE(stun(2, "198.18.0.11:50000", kT));  // idle after its put
+  ASSERT_EQ(outbox_.puts.size(), 2u);
+  ASSERT_TRUE(send({0x80, 0x01}, "198.18.0.10:50000", kT + kSecond));
+  (void)core_.take_flow_store_activity();
+
+  core_.expire(kT + 10 * kSecond - 1, 4);
+  EXPECT_EQ(outbox_.puts.size(), 2u) << "not before refresh_interval";
+  EXPECT_FALSE(core_.take_flow_store_activity());
+  core_.expire(kT + 10 * kSecond, 4);
+  ASSERT_EQ(outbox_.puts.size(), 3u) << "only the active flow";
+  EXPECT_TRUE(outbox_.puts[2].key == key_of("198.18.0.10:50000"));
+  EXPECT_EQ(outbox_.puts[2].endpoint_id, 1u);
+  EXPECT_EQ(core_.counters().flow_store_puts.get(), 3u);
+  EXPECT_TRUE(core_.take_flow_store_activity());
+
+  core_.expire(kT + 25 * kSecond, 4);
+  EXPECT_EQ(outbox_.puts.size(), 3u) << "no packets since the refresh";
+  ASSERT_TRUE(send({0x80, 0x02}, "198.18.0.10:50000", kT + 26 * kSecond));
+  core_.expire(kT + 26 * kSecond, 4);
+  EXPECT_EQ(outbox_.puts.size(), 4u) << "interval counts from the last put";
+}
+
+TEST_F(RelayCoreFlowStoreTest, RefreshPerTickBoundsThePuts) {
+  FlowStoreLink link = link_options();
+  link.refresh_per_tick = 2;
+  attach(link);
+  const char* clients[] = {"198.18.0.10:1", "198.18.0.10:2", "198.18.0.10:3", "198.18.0.10:4"};
+  for (const char* c : clients) ASSERT_TRUE(stun(1, c, kT));
+  for (const char* c : clients) ASSERT_TRUE(send({0x80, 0x01}, c, kT + kSecond));
+  ASSERT_EQ(outbox_.puts.size(), 4u);
+
+  core_.expire(kT + 10 * kSecond, 4);
+  EXPECT_EQ(outbox_.puts.size(), 6u);
+  core_.expire(kT + 10 * kSecond + kMs, 4);
+  EXPECT_EQ(outbox_.puts.size(), 8u) << "the rest on the next tick";
+  core_.expire(kT + 10 * kSecond + 2 * kMs, 4);
+  EXPECT_EQ(outbox_.puts.size(), 8u) << "each flow once";
+  std::vector<rtce_flow_key> refreshed;
+  for (size_t i = 4; i < 8; i++) refreshed.push_back(outbox_.puts[i].key);
+  for (const char* c : clients)
+    EXPECT_EQ(std::count_if(refreshed.begin(), refreshed.end(),
+                            [&](const rtce_flow_key& k) { return k == key_of(c); }),
+              1)
+        << c;
+}
+
+TEST_F(RelayCoreFlowStoreTest, RefusedPutLeavesTheFlowUnstoredAndARefreshRetries) {
+  outbox_.accept_puts = false;
+  ASSERT_TRUE(stun(1, "198.18.0.10:50000", kT)) << "the flow works without the store";
+  EXPECT_EQ(outbox_.put_calls, 1);
+  EXPECT_EQ(core_.counters().flow_store_puts.get(), 0u);
+  const Flow* flow = core_.flows().find(key_of("198.18.0.10:50000"));
+  ASSERT_NE(flow, nullptr);
+  EXPECT_EQ(flow->stored, 0);
+
+  core_.expire(kT + kSecond, 4);
+  EXPECT_EQ(outbox_.put_calls, 2) << "an unstored flow is retried without waiting an interval";
+  EXPECT_EQ(flow->stored, 0);
+  outbox_.accept_puts = true;
+  core_.expire(kT + 2 * kSecond, 4);
+  ASSERT_EQ(outbox_.puts.size(), 1u) << "even with no packets since";
+  EXPECT_EQ(outbox_.puts[0].endpoint_id, 1u);
+  EXPECT_EQ(flow->stored, kT + 2 * kSecond);
+  EXPECT_EQ(core_.counters().flow_store_puts.get(), 1u);
+  core_.expire(kT + 3 * kSecond, 4);
+  EXPECT_EQ(outbox_.put_calls, 3) << "stored now: no more puts";
+}
+
+TEST_F(RelayCoreFlowStoreTest, RefusedLookupStillWaitsAndTimesOut) {
+  outbox_.accept_lookups = false;
+  EXPECT_FALSE(send({0x16, 0x01}, "198.18.0.10:50000", kT));
+  EXPECT_FALSE(send({0x16, 0x02}, "198.18.0.10:50000", kT + kMs));
+  EXPECT_EQ(outbox_.lookup_calls, 1);
+  core_.expire(kT + 500 * kMs, 4);
+  EXPECT_EQ(dropped(DropReason::flow_lookup_timeout), 2u);
+}
+
+TEST_F(RelayCoreTest, WithoutAFlowStoreANonStunMissIsANoFlowDrop) {
+  EXPECT_FALSE(core_.has_flow_store());
+  EXPECT_FALSE(from_client(load({0x16, 0xfe, 0xfd, 0x00}), "198.18.0.10:50000", kSecond));
+  EXPECT_FALSE(from_client(load({0x16, 0xfe, 0xfd, 0x01}), "198.18.0.10:50000", kSecond));
+  EXPECT_EQ(dropped(DropReason::no_flow), 2u);
+  EXPECT_EQ(core_.counters().flow_lookups.get(), 0u);
+  EXPECT_EQ(core_.counters().packets_waited.get(), 0u);
+  int emitted = 0;
+  EXPECT_EQ(core_.on_lookup_reply(make_flow_key(*SocketAddress::parse("198.18.0.10:50000"), vip_), 1, kSecond,
+                                  [&](const ToTransceiver&) { emitted++; }),
+            nullptr);
+  EXPECT_EQ(emitted, 0);
+  EXPECT_EQ(core_.flows().size(), 0u);
+  core_.expire(40 * kSecond, 4);  // no store: nothing to refresh, nothing to time out
+  EXPECT_EQ(dropped(DropReason::flow_lookup_timeout), 0u);
 }
 
 }  // namespace

@@ -126,6 +126,34 @@ TEST(RelayConfig, ErrorsNameTheKeyTheSourceAndTheProblem) {
   EXPECT_TRUE(has(e, "not valid YAML")) << e;
 }
 
+TEST(RelayConfig, FlowStoreKeysDefaultAndValidate) {
+  ConfigLayers c = layers();
+  c.load_yaml_text(
+      "hint_key_file: " + kKeyFile + "\nflow_store:\n  redis_url: redis://10.1.2.3:6380\n  ttl: 90s\n",
+      "test");
+  RelayConfig cfg = resolve_relay_config(c);
+  EXPECT_EQ(cfg.flow_store_redis_url, "redis://10.1.2.3:6380");
+  EXPECT_EQ(cfg.flow_store_ttl, 90'000'000'000);
+  EXPECT_EQ(cfg.flow_store_refresh_interval, 30'000'000'000) << "a third of the TTL by default";
+  EXPECT_EQ(cfg.flow_store_lookup_timeout, 500'000'000);
+  EXPECT_EQ(cfg.flow_store_lookups_per_second, 2000u);
+
+  const std::string k = "hint_key_file: x\n";
+  auto has = [](const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  };
+  std::string e = error_of(k + "flow_store:\n  redis_url: http://x\n");
+  EXPECT_TRUE(has(e, "'flow_store.redis_url'") && has(e, "redis://")) << e;
+  e = error_of(k + "flow_store:\n  ttl: 10s\n  refresh_interval: 6s\n");
+  EXPECT_TRUE(has(e, "'flow_store.refresh_interval'") && has(e, "half of flow_store.ttl")) << e;
+  e = error_of(k + "flow_store:\n  ttl: 1s\n");
+  EXPECT_TRUE(has(e, "'flow_store.ttl'")) << e;
+  e = error_of(k + "flow_store:\n  lookups_per_second: 0\n");
+  EXPECT_TRUE(has(e, "'flow_store.lookups_per_second'") && has(e, "outside 1..")) << e;
+  e = error_of(k + "flow_store:\n  lookup_timeout: 1m\n");
+  EXPECT_TRUE(has(e, "'flow_store.lookup_timeout'")) << e;
+}
+
 TEST(RelayConfig, RoutingTableFailsClearlyOnAMissingKeyFile) {
   ConfigLayers c = layers();
   c.load_yaml_text("hint_key_file: /nonexistent/keys.yaml\n", "file");

@@ -54,6 +54,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -353,6 +354,9 @@ class Bench {
     k.port_be = htons(kVip.port);
     std::memcpy(k.addr, kVip.addr.data(), 16);
     update(rtce_->maps.vips, k, rtce_xdp_vip{0});
+    auto ports = std::make_unique<rtce_xdp_vip_ports>();
+    rtce_xdp_vip_port_set(ports.get(), kVip.port);
+    update(rtce_->maps.vip_ports, uint32_t{0}, *ports);
     update(rtce_->maps.endpoints, kEndpointId, endpoint_value(kEndpoint));
   }
 

@@ -76,6 +76,13 @@ struct {
 } vips SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rtce_xdp_vip_ports);
+} vip_ports SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, RTCE_XDP_MAX_ENDPOINTS);
 	__type(key, __u16);
@@ -223,6 +230,15 @@ static __always_inline int is_vip(__u8 family, const __u8 *addr, __be16 port)
 	key.port_be = port;
 	__builtin_memcpy(key.addr, ALIGNED4(addr), 16);
 	return bpf_map_lookup_elem(&vips, &key) != 0;
+}
+
+static __always_inline int on_vip_port(__be16 port_be)
+{
+	__u32 zero = 0;
+	const struct rtce_xdp_vip_ports *ports = bpf_map_lookup_elem(&vip_ports, &zero);
+	__u16 port = bpf_ntohs(port_be);
+
+	return ports && ((ports->bits[(port >> 6) & 1023] >> (port & 63)) & 1);
 }
 
 static __always_inline const __u8 *relay_addr(const struct rtce_xdp_config *cfg, __u8 family)
@@ -1016,6 +1032,8 @@ static __always_inline int from_client(struct xdp_md *ctx, const struct rtce_xdp
 		touch_flow(cfg, flow);
 		return forward_to_endpoint(ctx, cfg, w, &flow->endpoint, RTCE_XDP_FORWARDED);
 	}
+	if (!is_vip(p->family, p->daddr, p->dport))
+		return NOT_OURS; /* a VIP port, another address */
 	v = first_packet(ctx, cfg, w, &key);
 	if (VERDICT_ACTION(v) != ACT_FORWARD)
 		return v;
@@ -1124,9 +1142,9 @@ static __always_inline int handle(struct xdp_md *ctx)
 
 	if (is_return_port(cfg, p->family, p->daddr, p->dport))
 		return from_endpoint(ctx, cfg, w);
-	if (is_vip(p->family, p->daddr, p->dport))
-		return from_client(ctx, cfg, w);
-	return NOT_OURS;
+	if (!on_vip_port(p->dport))
+		return NOT_OURS;
+	return from_client(ctx, cfg, w); /* a flow hit, else is_vip() decides */
 }
 
 SEC("xdp")

@@ -52,8 +52,9 @@ int libbpf_to_spdlog(enum libbpf_print_level level, const char* format, va_list 
 // The maps whose contents must outlive a loader: state, configuration and counters.
 // Scratch and per-CPU work maps are private to each program instance.
 std::vector<bpf_map*> pinned_maps(rtce_xdp* skel) {
-  return {skel->maps.vips,      skel->maps.endpoints, skel->maps.flows,         skel->maps.config,
-          skel->maps.hint_keys, skel->maps.counters,  skel->maps.hint_failures, skel->maps.events};
+  return {skel->maps.vips,          skel->maps.vip_ports, skel->maps.endpoints,
+          skel->maps.flows,         skel->maps.config,    skel->maps.hint_keys,
+          skel->maps.hint_failures, skel->maps.counters,  skel->maps.events};
 }
 
 void ensure_bpffs_dir(const std::filesystem::path& dir) {
@@ -130,6 +131,22 @@ void XdpDataPath::load_and_attach(const RelayConfig& config,
                    "'rtcedge-relay detach' first");
   possible_cpus_ = libbpf_num_possible_cpus();
   const int prog_fd = bpf_program__fd(skel_->progs.rtce_xdp);
+  // The port filter from the (possibly pinned) VIPs before this program can run: pins of a
+  // loader that predates `vip_ports` come with a fresh, empty one, which would make every
+  // VIP packet "not ours" until the first sync.
+  {
+    auto ports = std::make_unique<rtce_xdp_vip_ports>();
+    const int vip_fd = bpf_map__fd(skel_->maps.vips);
+    rtce_xdp_vip_key key{}, next{};
+    for (const rtce_xdp_vip_key* prev = nullptr; bpf_map_get_next_key(vip_fd, prev, &next) == 0;
+         prev = &key) {
+      key = next;
+      rtce_xdp_vip_port_set(ports.get(), ntohs(key.port_be));
+    }
+    const uint32_t zero = 0;
+    if (bpf_map_update_elem(bpf_map__fd(skel_->maps.vip_ports), &zero, ports.get(), BPF_ANY) != 0)
+      throw XdpError("writing the vip_ports map: " + errno_text(errno));
+  }
 
   for (const auto& [name, index] : interfaces) {
     const std::string link_path = (root / "links" / name).string();
@@ -233,9 +250,6 @@ void XdpDataPath::sync(const RelayConfig& config, const RoutingTable& routing) {
   const bool first_sync = !synced_once_;
   synced_once_ = true;
   synced_endpoints_ = std::move(synced);
-  // Flows of a vanished endpoint go. Not at the first sync of a restarted loader: the
-  // pinned flows may name endpoints that only the registry (not yet read) knows.
-  if (endpoints_changed) reconcile_flows(routing, /*remove_gone=*/!first_sync);
 
   // VIPs: XDP matches exact addresses; a wildcard listen address stays userspace-only.
   // Upsert first, then delete the VIPs no longer listed: a restarted loader syncs while the
@@ -266,10 +280,23 @@ void XdpDataPath::sync(const RelayConfig& config, const RoutingTable& routing) {
     update(skel_->maps.vips, &k, &v, "vips");
     new_vips.push_back(k);
   }
+  // The port filter after the VIPs exist, before the old ones go.
+  auto ports = std::make_unique<rtce_xdp_vip_ports>();
+  for (const auto& k : new_vips) rtce_xdp_vip_port_set(ports.get(), ntohs(k.port_be));
+  update(skel_->maps.vip_ports, &zero, ports.get(), "vip_ports");
+  bool vips_removed = false;
   for (const auto& k : old_vips)
     if (std::none_of(new_vips.begin(), new_vips.end(),
-                     [&](const rtce_xdp_vip_key& n) { return std::memcmp(&n, &k, sizeof k) == 0; }))
+                     [&](const rtce_xdp_vip_key& n) { return std::memcmp(&n, &k, sizeof k) == 0; })) {
       bpf_map_delete_elem(vip_fd, &k);
+      vips_removed = true;
+    }
+  synced_vips_ = std::move(new_vips);
+  // Flows of a vanished endpoint go; not at the first sync of a restarted loader, whose
+  // pinned flows may name endpoints that only the registry (not yet read) knows. Flows of a
+  // VIP that is gone go too: a flow hit skips the VIP lookup (the port filter and the flow
+  // key suffice).
+  if (endpoints_changed || vips_removed) reconcile_flows(routing, /*remove_gone=*/!first_sync);
   // Config last: until now the program saw the previous, consistent configuration.
   update(skel_->maps.config, &zero, &cfg, "config");
 }
@@ -454,8 +481,15 @@ void XdpDataPath::reconcile_flows(const RoutingTable& routing, bool remove_gone)
     key = next;
     rtce_xdp_flow value{};
     if (bpf_map_lookup_elem(fd, &key, &value) != 0) continue;
+    const bool vip_known =
+        std::any_of(synced_vips_.begin(), synced_vips_.end(), [&](const rtce_xdp_vip_key& v) {
+          return v.family == key.family && v.port_be == key.vip_port_be &&
+                 std::memcmp(v.addr, key.vip_addr, 16) == 0;
+        });
     auto endpoint = synced_endpoints_.find(value.endpoint_id);
-    if (endpoint == synced_endpoints_.end()) {
+    if (!vip_known) {
+      gone.push_back(key);  // configured VIPs are authoritative, also at a first sync
+    } else if (endpoint == synced_endpoints_.end()) {
       if (remove_gone) gone.push_back(key);
     } else if (std::memcmp(&endpoint->second, &value.endpoint, sizeof value.endpoint) != 0) {
       value.endpoint = endpoint->second;

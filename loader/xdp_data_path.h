@@ -100,8 +100,8 @@ class XdpDataPath {
   // count and sets `last` at the end of a pass. Batch lookup where the kernel has it, a
   // get_next_key walk otherwise.
   uint32_t read_sweep_chunk(int fd, bool& last);
-  // After an endpoint change: removes flows of endpoints gone, re-points flows of endpoints
-  // that moved.
+  // After an endpoint or VIP change: removes flows of endpoints (or VIPs) gone, re-points
+  // flows of endpoints that moved.
   void reconcile_flows(const RoutingTable& routing, bool remove_gone);
   void load_and_attach(const RelayConfig& config,
                        const std::vector<std::pair<std::string, unsigned>>& interfaces);
@@ -126,6 +126,7 @@ class XdpDataPath {
   std::atomic<uint64_t> flows_endpoint_gone_{0};
   std::map<uint16_t, rtce_xdp_endpoint> synced_endpoints_;  // what the last sync() wrote
   bool synced_once_ = false;
+  std::vector<rtce_xdp_vip_key> synced_vips_;  // the exact VIPs the last sync() wrote
 
   // The idle sweep (touched only by the polling thread, except the counter).
   Nanos idle_timeout_;

@@ -41,6 +41,20 @@ struct rtce_xdp_vip {
 	__u32 vip_id; /* the loader's index of this VIP (informational) */
 };
 
+/* `vip_ports` array value (one entry, key 0): bit p is set when some VIP listens on UDP
+ * port p (host order; bit p % 64 of word p / 64). The program tests it before any hash
+ * lookup: traffic to other ports is not ours at the cost of one load, and on a VIP port a
+ * flow hit proves the destination is a VIP (flows exist only for VIPs; the loader removes
+ * those of a VIP it drops), so the hot path skips the `vips` lookup. */
+struct rtce_xdp_vip_ports {
+	__u64 bits[1024];
+};
+
+static inline void rtce_xdp_vip_port_set(struct rtce_xdp_vip_ports *ports, __u16 port)
+{
+	ports->bits[port >> 6] |= 1ULL << (port & 63);
+}
+
 /* `endpoints` hash value (key: __u16 endpoint id), also embedded in a flow. */
 struct rtce_xdp_endpoint {
 	__u8 addr[16];

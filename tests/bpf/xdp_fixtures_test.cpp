@@ -276,13 +276,16 @@ class Harness {
     ks.keys[0] = test_key(1);
     update(skel_->maps.hint_keys, uint32_t{0}, ks);
 
+    auto ports = std::make_unique<rtce_xdp_vip_ports>();
     for (const Ep* v : {&kVip4, &kVip6}) {
       rtce_xdp_vip_key k{};
       k.family = v->family;
       k.port_be = htons(v->port);
       std::memcpy(k.addr, v->addr.data(), 16);
       update(skel_->maps.vips, k, rtce_xdp_vip{static_cast<uint32_t>(v->family)});
+      rtce_xdp_vip_port_set(ports.get(), v->port);
     }
+    update(skel_->maps.vip_ports, uint32_t{0}, *ports);
     update(skel_->maps.endpoints, uint16_t{2}, endpoint_value(kEndpoint2));
     update(skel_->maps.endpoints, uint16_t{3}, endpoint_value(kEndpoint3));
   }

@@ -1163,7 +1163,16 @@ class XdpTest(RelayTestCase):
     MODE = "xdp"
 
     def test_loader_restart_during_traffic_loses_no_packet(self):
-        first = self.new_relay("restart-a", workers=1)
+        self.restart_during_traffic("restart")
+
+    def test_upgrade_from_pins_without_the_port_filter_loses_no_packet(self):
+        # Pins of a loader that predates `vip_ports`: the new loader creates the map and must
+        # fill it from the pinned VIPs before its program replaces the old one.
+        self.restart_during_traffic(
+            "upgrade", before_start=lambda: os.remove(os.path.join(PIN_PATH, "maps", "vip_ports")))
+
+    def restart_during_traffic(self, name, before_start=None):
+        first = self.new_relay("%s-a" % name, workers=1)
         client, vip = self.establish(4, 1, relay=first)
         self.check_media_follows(client, vip, 1, n=1)
         box = {}
@@ -1173,7 +1182,9 @@ class XdpTest(RelayTestCase):
             box["rc"] = first.stop(signal.SIGTERM, detach=False)  # the pins stay: the program forwards on
             box["exited"] = time.monotonic()
             try:
-                box["second"] = self.new_relay("restart-b", workers=1, ports_of=first, reuse_pins=True)
+                if before_start is not None:
+                    before_start()
+                box["second"] = self.new_relay("%s-b" % name, workers=1, ports_of=first, reuse_pins=True)
             except Exception as e:  # reported after the stream
                 box["error"] = e
             box["ready"] = time.monotonic()
@@ -1188,7 +1199,7 @@ class XdpTest(RelayTestCase):
         second = box["second"]
         gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
         STATE.setdefault("report", []).append(
-            "restart: relay down %.0f ms (SIGTERM -> exit %.0f ms -> new instance ready), %s the stream; "
+            name + ": relay down %.0f ms (SIGTERM -> exit %.0f ms -> new instance ready), %s the stream; "
             "%d pkts in %.2fs, %d echoed, largest echo gap %.1f ms"
             % ((box["ready"] - box["sigterm"]) * 1e3, (box["exited"] - box["sigterm"]) * 1e3,
                "within" if arrivals and box["ready"] < arrivals[-1] else "NOT within", count, sent_for, len(got),

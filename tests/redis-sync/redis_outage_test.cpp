@@ -124,6 +124,38 @@ TEST_F(RedisOutage, FrozenServerTimesOutCommandsAndTheQueueStaysBounded) {
   EXPECT_EQ(*got, EndpointId{4});
 }
 
+TEST_F(RedisOutage, FrozenServerTimesOutPipelinedBatchesPerCommandAndBoundsThem) {
+  // put_many sends a batch as one in-flight entry; its losses are still counted per flow.
+  RedisFlowStore store(io_, options_, FlowStoreOptions{.cluster = 2});
+  ASSERT_TRUE(run_until(io_, [&] { return store.connected(); }));
+  server_->pause();
+  std::vector<FlowEntry> batch;
+  for (int i = 0; i < 1000; ++i) batch.push_back(FlowEntry{flow(i), 5});
+  const auto start = Clock::now();
+  for (int round = 0; round < 8; ++round) store.put_many(batch, 60'000ms);  // 8000 flows
+  EXPECT_LT(Clock::now() - start, 500ms) << "put_many must not wait for a frozen server";
+  EXPECT_EQ(store.pending(), options_.max_pending);
+  EXPECT_EQ(store.counters().dropped.get(), 3000u);
+  // The stuck head times out: every flow of every batch in flight is one timeout.
+  ASSERT_TRUE(run_until(
+      io_, [&] { return store.counters().timeouts.get() >= 5000u; }, 3000ms))
+      << store.counters().timeouts.get();
+  EXPECT_LT(store.counters().timeouts.get(), 5100u) << "only reconnect attempts may add to them";
+  EXPECT_EQ(store.pending(), 0u);
+
+  server_->resume();
+  // Reconnected, a batch is written whole.
+  ASSERT_TRUE(run_until(
+      io_, [&] { return store.connected(); }, 4000ms));
+  const uint64_t replies_before = store.counters().replies.get();
+  store.put_many(batch, 60'000ms);
+  ASSERT_TRUE(run_until(
+      io_, [&] { return store.counters().replies.get() - replies_before >= 1000u; }, 3000ms));
+  auto got = await<std::optional<EndpointId>>(io_, [&](auto cb) { store.get(flow(999), cb); });
+  ASSERT_TRUE(got);
+  EXPECT_EQ(*got, EndpointId{5});
+}
+
 TEST_F(RedisOutage, RegistryKeepsItsWatchedSetDuringAnOutageAndResyncsAfter) {
   const RegistryOptions registry_options{.cluster = 3, .endpoint_ttl = 60'000ms, .relist_interval = 200ms};
   RedisRegistry transceiver(io_, options_, registry_options);

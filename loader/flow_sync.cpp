@@ -43,27 +43,7 @@ FlowSync::FlowSync(Options options, size_t channels) : options_(std::move(option
   wakeup_ = std::make_unique<Wakeup>(io_);
   put_batch_.reserve(FlowSyncChannel::kRequestCapacity);
   arm_wakeup();
-  // A slow tick as well: it tracks the connection state for /metrics and drains anything a
-  // producer pushed without notifying (a notify lost to a full eventfd cannot happen, but
-  // the tick makes the sync independent of that reasoning).
-  auto tick = std::make_shared<std::function<void()>>();
-  *tick = [this, tick] {
-    wakeup_->timer.expires_after(std::chrono::milliseconds(100));
-    wakeup_->timer.async_wait([this, tick](const boost::system::error_code& ec) {
-      if (ec) return;
-      const bool now_connected = store_->connected();
-      if (now_connected != connected_.exchange(now_connected)) {
-        if (now_connected)
-          spdlog::info("flow store: connected to {}:{}", options_.redis.host, options_.redis.port);
-        else
-          spdlog::warn("flow store: disconnected from {}:{}; new flows are not recoverable until it is back",
-                       options_.redis.host, options_.redis.port);
-      }
-      drain();
-      (*tick)();
-    });
-  };
-  (*tick)();
+  schedule_tick();
   thread_ = std::thread([this] {
     auto guard = boost::asio::make_work_guard(io_);
     io_.run();
@@ -79,6 +59,26 @@ void FlowSync::notify() {
   if (signaled_.exchange(true, std::memory_order_acq_rel)) return;
   const uint64_t one = 1;
   [[maybe_unused]] auto n = write(wakeup_->descriptor.native_handle(), &one, sizeof one);
+}
+
+void FlowSync::schedule_tick() {
+  // A slow tick as well: it tracks the connection state for /metrics and drains anything a
+  // producer pushed without notifying (a notify lost to a full eventfd cannot happen, but
+  // the tick makes the sync independent of that reasoning).
+  wakeup_->timer.expires_after(std::chrono::milliseconds(100));
+  wakeup_->timer.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    const bool now_connected = store_->connected();
+    if (now_connected != connected_.exchange(now_connected)) {
+      if (now_connected)
+        spdlog::info("flow store: connected to {}:{}", options_.redis.host, options_.redis.port);
+      else
+        spdlog::warn("flow store: disconnected from {}:{}; new flows are not recoverable until it is back",
+                     options_.redis.host, options_.redis.port);
+    }
+    drain();
+    schedule_tick();
+  });
 }
 
 void FlowSync::arm_wakeup() {

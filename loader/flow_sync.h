@@ -102,6 +102,7 @@ class FlowSync {
 
  private:
   void arm_wakeup();
+  void schedule_tick();
   void drain();
 
   Options options_;

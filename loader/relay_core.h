@@ -173,6 +173,12 @@ class RelayCore {
   std::optional<ToTransceiver> on_miss(const rtce_flow_key& key, uint16_t vip_socket, uint8_t* packet,
                                        size_t len, Nanos now);
   void refresh_stored_flows(Nanos now);
+  // Frames a packet that waited for a lookup and counts it forwarded.
+  ToTransceiver forward_waited(const Flow& flow, uint8_t* packet, size_t len) {
+    counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
+    counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
+    return frame(flow, packet, len);
+  }
 
   FlowTable flows_;
   std::shared_ptr<const RoutingTable> routing_;
@@ -190,9 +196,7 @@ const Flow* RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoi
   if (Flow* existing = flows_.find(key)) {
     // A STUN created the flow while these packets waited: its hint is newer than the store.
     recovery_->on_reply(key, true, now, [&](uint8_t* packet, size_t len, uint16_t) {
-      counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
-      counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
-      emit(frame(*existing, packet, len));
+      emit(forward_waited(*existing, packet, len));
     });
     return existing;
   }
@@ -229,9 +233,7 @@ const Flow* RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoi
       counters_.drop(DropReason::flow_table_full);
       return;
     }
-    counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
-    counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
-    emit(frame(*flow, packet, len));
+    emit(forward_waited(*flow, packet, len));
   });
   return flow;
 }

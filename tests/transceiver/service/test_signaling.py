@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -24,26 +23,14 @@ FIXTURES = os.path.join(HERE, "..", "sdp", "fixtures")
 ARGS = None
 API_KEY = "test-key-0123456789abcdef"
 
-
-def free_port(kind=socket.SOCK_STREAM):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from service_support import free_port, wait_for  # noqa: E402
 
 
 def chrome_offer():
     with open(os.path.join(FIXTURES, "chrome_audio_offer.sdp"), "rb") as f:
         return f.read().decode()
 
-
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def metric(text, name, labels=None):

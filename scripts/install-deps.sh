@@ -17,15 +17,24 @@ packages=(
   # running and testing the data path
   libnice-dev libsrtp2-dev libopus-dev libusrsctp-dev libhiredis-dev
   # running and testing the data path, the transceiver's peers (Redis, aiortc, Chromium)
-  redis-server redis-tools python3-aiortc python3-websockets python3-numpy chromium jq util-linux
-  iproute2 ethtool nftables nginx-light libnginx-mod-stream python3 curl procps
+  bpftool redis-server redis-tools python3-aiortc python3-websockets python3-numpy chromium jq
+  util-linux mount iproute2 ethtool nftables nginx-light libnginx-mod-stream python3 curl procps
+  ca-certificates
+  # benchmarks (perf is optional there, but a benchmark run should not depend on the machine)
+  linux-perf
 )
+# Every program the build, tests, benchmarks and demo run is in tests/deps/programs.txt;
+# tests/deps/package_coverage_test.sh fails when its package is missing from this list.
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+# Debian 12's nodejs is 18; a machine with a newer Node (and its npm) keeps it.
 command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 
-# playwright-core drives headless Chromium in the browser tests (npm registry).
+# playwright-core drives headless Chromium in the browser tests (npm registry). It is pinned
+# to the last release that runs on Node 18 (1.62 needs Node 20). Reinstalled whenever the
+# lock file changed since the last install, so an old tree never hides a version bump.
 tools="$(cd "$(dirname "$0")/.." && pwd)/tests/golden/tools"
-if command -v npm >/dev/null && [[ ! -d $tools/node_modules/playwright-core ]]; then
+if ! cmp -s "$tools/package-lock.json" "$tools/node_modules/.rtcedge-installed-lock.json"; then
   (cd "$tools" && npm ci --no-audit --no-fund --silent)
+  cp "$tools/package-lock.json" "$tools/node_modules/.rtcedge-installed-lock.json"
 fi

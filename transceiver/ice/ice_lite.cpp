@@ -133,11 +133,17 @@ IceLiteSession::Result IceLiteSession::handle_request(std::span<const uint8_t> r
     case STUN_VALIDATION_SUCCESS: break;
     case STUN_VALIDATION_UNAUTHORIZED_BAD_REQUEST:
       result.outcome = Outcome::bad_request;
-      result.reply_len = build_error(agent, req, out, STUN_ERROR_BAD_REQUEST);
+      if (allow_error_reply(now))
+        result.reply_len = build_error(agent, req, out, STUN_ERROR_BAD_REQUEST);
+      else
+        result.reply_suppressed = true;
       return result;
     case STUN_VALIDATION_UNAUTHORIZED:
       result.outcome = ctx.wrong_username ? Outcome::wrong_username : Outcome::unauthorized;
-      result.reply_len = build_error(agent, req, out, STUN_ERROR_UNAUTHORIZED);
+      if (allow_error_reply(now))
+        result.reply_len = build_error(agent, req, out, STUN_ERROR_UNAUTHORIZED);
+      else
+        result.reply_suppressed = true;
       return result;
     case STUN_VALIDATION_UNKNOWN_REQUEST_ATTRIBUTE: {
       // libnice checks unknown attributes after MESSAGE-INTEGRITY, so the 420 is signed.
@@ -161,7 +167,10 @@ IceLiteSession::Result IceLiteSession::handle_request(std::span<const uint8_t> r
   // request that did not authenticate must never refresh consent.
   if (req.key == nullptr) {
     result.outcome = Outcome::unauthorized;
-    result.reply_len = build_error(agent, req, out, STUN_ERROR_UNAUTHORIZED);
+    if (allow_error_reply(now))
+      result.reply_len = build_error(agent, req, out, STUN_ERROR_UNAUTHORIZED);
+    else
+      result.reply_suppressed = true;
     return result;
   }
   result.authenticated = true;
@@ -204,6 +213,24 @@ IceLiteSession::Result IceLiteSession::handle_request(std::span<const uint8_t> r
   result.reply_len = reply_len;
   result.nominated = stun_usage_ice_conncheck_use_candidate(&req);
 
+  // A transaction id already answered for another address is a copy of a check someone
+  // captured: answer it (the sender may be a client whose NAT rebinding cut a retransmission
+  // short) but let it prove nothing. The same id from the same address is a retransmission.
+  // The 96-bit RFC 5389 id (libnice's StunTransactionId also holds the cookie).
+  std::array<uint8_t, 12> id;
+  std::memcpy(id.data(), request.data() + 8, id.size());
+  for (size_t i = 0; i < recent_count_; ++i) {
+    if (recent_[i].id != id) continue;
+    if (!(recent_[i].from == client)) {
+      result.replayed = true;
+      result.nominated = false;
+      return result;
+    }
+  }
+  recent_[recent_next_] = {id, client};
+  recent_next_ = (recent_next_ + 1) % kRecentTransactions;
+  recent_count_ = std::min(recent_count_ + 1, kRecentTransactions);
+
   // Consent (RFC 7675) is refreshed by every successful authenticated check, from any
   // address: the client may move (NAT rebinding, network change) within one session.
   if (!have_check_) {
@@ -218,6 +245,72 @@ IceLiteSession::Result IceLiteSession::handle_request(std::span<const uint8_t> r
     state_ = State::connected;
   }
   return result;
+}
+
+bool IceLiteSession::allow_error_reply(Nanos now) {
+  const uint32_t rate = config_.error_replies_per_second;
+  if (rate == 0) return false;
+  constexpr Nanos kSecond = 1'000'000'000;
+  const Nanos capacity = static_cast<Nanos>(rate) * kSecond;  // a burst of `rate` replies
+  if (error_refilled_at_ == 0) {
+    error_tokens_ = capacity;
+  } else if (now > error_refilled_at_) {
+    error_tokens_ = std::min(capacity, error_tokens_ + (now - error_refilled_at_) * rate);
+  }
+  error_refilled_at_ = now;
+  if (error_tokens_ < kSecond) return false;
+  error_tokens_ -= kSecond;
+  return true;
+}
+
+void IceLiteSession::refresh_consent(Nanos now) {
+  if ((state_ != State::waiting && state_ != State::connected) || !have_check_) return;
+  last_check_ = std::max(last_check_, now);
+}
+
+size_t IceLiteSession::build_triggered_check(const SocketAddress& client, std::span<uint8_t> out) {
+  if (credentials_.remote_pwd.empty() || !have_check_ || !(last_checked_address_ == client)) return 0;
+  if (state_ != State::waiting && state_ != State::connected) return 0;
+  if (have_selected_ && selected_ == client && state_ == State::connected) return 0;  // nominated
+  if (triggered_count_ == kMaxTriggeredChecks) return 0;
+  for (size_t i = 0; i < triggered_count_; ++i)
+    if (triggered_pairs_[i] == client) return 0;
+  // USERNAME "<their ufrag>:<ours>": ufrags are at most 256 characters (RFC 8839).
+  std::array<uint8_t, 514> username;
+  const auto& theirs = credentials_.remote_ufrag;
+  const auto& ours = credentials_.local_ufrag;
+  if (theirs.size() + 1 + ours.size() > username.size()) return 0;
+  std::memcpy(username.data(), theirs.data(), theirs.size());
+  username[theirs.size()] = ':';
+  std::memcpy(username.data() + theirs.size() + 1, ours.data(), ours.size());
+  StunAgent* agent = server_agent();
+  StunMessage request;
+  // Peer-reflexive type preference (110), as RFC 8445 section 7.1.1 asks of a check.
+  constexpr uint32_t kPriority = (110u << 24) | (65535u << 8) | 255u;
+  const size_t len = stun_usage_ice_conncheck_create(
+      agent, &request, out.data(), out.size(), username.data(), theirs.size() + 1 + ours.size(),
+      reinterpret_cast<const uint8_t*>(credentials_.remote_pwd.data()), credentials_.remote_pwd.size(),
+      /*cand_use=*/false, /*controlling=*/false, kPriority, tie_breaker_, nullptr,
+      STUN_USAGE_ICE_COMPATIBILITY_RFC5245);
+  if (len == 0) return 0;
+  // The worker's agent is shared by every session and never validates responses: the
+  // session matches them by id itself, so the agent's table of sent requests must not fill.
+  StunTransactionId id;  // libnice's: the cookie and the 96-bit id
+  stun_message_id(&request, id);
+  stun_agent_forget_transaction(agent, id);
+  triggered_pairs_[triggered_count_] = client;
+  std::memcpy(triggered_ids_[triggered_count_].data(), out.data() + 8, 12);
+  ++triggered_count_;
+  return len;
+}
+
+bool IceLiteSession::handle_response(std::span<const uint8_t> response) {
+  if (!looks_like_stun(response)) return false;
+  const uint16_t type = load_be16(response.data());
+  if ((type & 0x0110) != 0x0100 && (type & 0x0110) != 0x0110) return false;  // success or error class
+  for (size_t i = 0; i < triggered_count_; ++i)
+    if (std::memcmp(response.data() + 8, triggered_ids_[i].data(), 12) == 0) return true;
+  return false;
 }
 
 void IceLiteSession::on_timer(Nanos now) {

@@ -1,10 +1,13 @@
 // ice_lite.h — the server side of ICE for one WebRTC session: an ICE-lite agent (RFC 8445
 // section 2.5) that answers the client's connectivity checks, tracks nomination and consent
-// (RFC 7675), and never sends a check of its own. Socket-free: the worker feeds it
-// datagrams, the client's address and the time; it writes the reply into a caller buffer.
+// (RFC 7675). It sends one check of its own per new pair at most: a triggered check on the
+// first valid pair, so that clients that nominate on their next timer tick (Pion) or on a
+// triggered check nominate at once. Socket-free: the worker feeds it datagrams, the client's
+// address and the time; it writes the reply into a caller buffer.
 // STUN encoding and MESSAGE-INTEGRITY / FINGERPRINT are libnice's (stun/usages/ice.h).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -38,7 +41,7 @@ class IceLiteSession {
     std::string local_ufrag;   // ours, from the answer (carries the routing hint)
     std::string local_pwd;     // ours: keys MESSAGE-INTEGRITY both ways
     std::string remote_ufrag;  // the client's, from the offer
-    std::string remote_pwd;    // unused by a lite agent (it sends no checks); kept for completeness
+    std::string remote_pwd;    // the client's: keys our triggered checks (empty: none are sent)
   };
   enum class State {
     waiting,       // no nominated pair yet
@@ -63,6 +66,11 @@ class IceLiteSession {
     size_t reply_len = 0;        // bytes written to out; 0 = send nothing
     bool nominated = false;      // the check carried USE-CANDIDATE and succeeded
     bool authenticated = false;  // MESSAGE-INTEGRITY verified with local_pwd
+    // A success whose transaction id this session already answered from another address: a
+    // replay (or a retransmission that crossed a NAT rebinding). It is answered, but it
+    // refreshes no consent and moves no path: only fresh checks prove an address.
+    bool replayed = false;
+    bool reply_suppressed = false;  // an error reply was due but the per-session limit held it
   };
   struct Config {
     // RFC 7675: consent lapses 30 s after the last authenticated check. Chrome refreshes
@@ -73,6 +81,10 @@ class IceLiteSession {
     // first one, on_timer selects the latest checked address anyway, so that a client that
     // nominates late or never still gets media. 0 = select on the first authenticated check.
     Nanos nomination_wait = 2'000'000'000;
+    // Error replies (400/401/487) to checks, per second per session (a burst of as many).
+    // An unauthenticated check can come from anyone; a 401 only helps an attacker, so they
+    // are rate-limited, and 0 makes the agent silent (RFC 8445 lets it discard them).
+    uint32_t error_replies_per_second = 5;
   };
 
   IceLiteSession(Credentials credentials, Config config);
@@ -86,6 +98,22 @@ class IceLiteSession {
                         Nanos now);
   // Consent expiry (-> disconnected) and the nomination fallback (-> connected).
   void on_timer(Nanos now);
+  // Another authenticated packet of the session arrived (SRTP/SRTCP that verified, DTLS the
+  // session accepted): the client is alive. Clients that send no consent checks while media
+  // flows (Pion-based stacks) stay connected this way. Ignored before the first valid check.
+  void refresh_consent(Nanos now);
+  // A Binding request to the client on the pair `client` (USERNAME "remote:local",
+  // ICE-CONTROLLED, PRIORITY, MESSAGE-INTEGRITY keyed by the client's pwd, FINGERPRINT), so
+  // that a controlling client nominates at once instead of on its next check tick. Written
+  // into out; returns its length, or 0 when nothing should be sent: no remote pwd, no valid
+  // check came from `client` as the latest check, the pair already had its check, the pair
+  // is nominated, or kMaxTriggeredChecks pairs had one. Never before an authenticated check
+  // and at most one per pair, so it can neither be provoked by strangers nor amplify.
+  size_t build_triggered_check(const SocketAddress& client, std::span<uint8_t> out);
+  // A STUN response from the client: true when it answers one of our triggered checks
+  // (transaction id match; the content is not needed: the client's next check nominates).
+  bool handle_response(std::span<const uint8_t> response);
+  static constexpr size_t kMaxTriggeredChecks = 4;
   // When on_timer next has something to do; max() when nothing is pending.
   Nanos next_deadline() const;
   void close() { state_ = State::closed; }
@@ -112,6 +140,25 @@ class IceLiteSession {
   Nanos last_check_ = 0;
   SocketAddress last_checked_address_;
   SocketAddress selected_;
+
+  // The latest transaction ids answered with success, with where they came from.
+  static constexpr size_t kRecentTransactions = 16;
+  struct SeenTransaction {
+    std::array<uint8_t, 12> id{};
+    SocketAddress from;
+  };
+  std::array<SeenTransaction, kRecentTransactions> recent_{};
+  size_t recent_next_ = 0, recent_count_ = 0;
+
+  // Triggered checks: the pairs that had one, and the ids to match responses with.
+  std::array<SocketAddress, kMaxTriggeredChecks> triggered_pairs_{};
+  std::array<std::array<uint8_t, 12>, kMaxTriggeredChecks> triggered_ids_{};
+  size_t triggered_count_ = 0;
+
+  // Error-reply token bucket (tokens scaled by 1e9 per second of refill).
+  Nanos error_tokens_ = 0;
+  Nanos error_refilled_at_ = 0;
+  bool allow_error_reply(Nanos now);
 };
 
 const char* to_string(IceLiteSession::Outcome outcome);

@@ -1,6 +1,11 @@
 // media_path.h — how a session's datagrams reach its client: straight to the client's
 // address (direct mode) or framed with PROXY v2 to the relay that forwarded them. The
 // framing of a reply is the framing the relay sent (it names the same client and VIP).
+//
+// What ICE sees is the pair (client, VIP): the relay is transparent to ICE, its hop is
+// routing. So a path is *identified* by (client, vip) (its PathKey) and the relay's address
+// (send_to) is only where replies go now: a restarted relay that forwards from a new port
+// is the same path, followed from the next authenticated packet.
 #pragma once
 
 #include <cstdint>
@@ -27,12 +32,30 @@ struct MediaPath {
   }
 };
 
+// The ICE identity of a path: the client and the VIP it sent to (no VIP in direct mode).
+struct PathKey {
+  SocketAddress client, vip;
+  bool operator==(const PathKey&) const = default;
+  static PathKey of(const MediaPath& p) { return {p.client, p.vip}; }
+};
+
 // Sends one datagram along a path. Implemented by the worker (batched sendmmsg); the
 // session never touches a socket.
 class DatagramSender {
  public:
   virtual ~DatagramSender() = default;
   virtual void send(const MediaPath& path, std::span<const uint8_t> payload) = 0;
+};
+
+class Session;
+// Which session the worker hands a path's non-STUN datagrams to. A session routes the
+// paths it has authenticated (its media path and a few candidates) and unroutes them when
+// it lets them go; the worker owns the table.
+class PathRouter {
+ public:
+  virtual ~PathRouter() = default;
+  virtual void route(const PathKey& key, Session& session) = 0;
+  virtual void unroute(const PathKey& key, const Session& session) = 0;
 };
 
 }  // namespace rtce

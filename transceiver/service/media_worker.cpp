@@ -20,9 +20,9 @@ constexpr size_t kEndedKept = 256;
 
 size_t MediaWorker::PathKeyHash::operator()(const PathKey& k) const {
   uint8_t bytes[40]{};
-  k.send_to.to_bytes(bytes);
+  k.vip.to_bytes(bytes);
   k.client.to_bytes(bytes + 16);
-  const uint16_t p1 = k.send_to.port(), p2 = k.client.port();
+  const uint16_t p1 = k.vip.port(), p2 = k.client.port();
   std::memcpy(bytes + 32, &p1, 2);
   std::memcpy(bytes + 34, &p2, 2);
   size_t h = 1469598103934665603ull;
@@ -104,7 +104,8 @@ void MediaWorker::post(std::function<void()> fn) { asio::post(io_, std::move(fn)
 
 void MediaWorker::add_session(SessionPlan plan) {
   const Nanos now = monotonic_now();
-  SessionEnvironment env{*this, metrics_, config_, dtls_, io_, config_.relay_mode() ? "relay" : "direct"};
+  SessionEnvironment env{
+      *this, *this, metrics_, config_, dtls_, io_, config_.relay_mode() ? "relay" : "direct"};
   auto session = std::make_unique<Session>(std::move(plan), env, now);
   by_ufrag_[session->local_ufrag()] = session.get();
   metrics_.sessions_created.add();
@@ -120,12 +121,16 @@ bool MediaWorker::end_session(const std::string& id, SessionEnd reason) {
   return true;
 }
 
+void MediaWorker::route(const PathKey& key, Session& session) { by_path_[key] = &session; }
+
+void MediaWorker::unroute(const PathKey& key, const Session& session) {
+  auto it = by_path_.find(key);
+  if (it != by_path_.end() && it->second == &session) by_path_.erase(it);
+}
+
 void MediaWorker::retire(Session& session) {
   by_ufrag_.erase(session.local_ufrag());
-  if (session.has_path()) {
-    auto it = by_path_.find(PathKey{session.path().send_to, session.path().client});
-    if (it != by_path_.end() && it->second == &session) by_path_.erase(it);
-  }
+  session.release_paths();
   ended_.push_back(session.snapshot(monotonic_now()));
   if (ended_.size() > kEndedKept) ended_.pop_front();
   metrics_.sessions_ended[static_cast<size_t>(session.end_reason())].add();
@@ -158,13 +163,18 @@ void MediaWorker::drain_socket() {
       rx_msgs_[i].msg_hdr.msg_name = &rx_addrs_[i];
       rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
     }
-    const int n = recvmmsg(fd, rx_msgs_.data(), kBatch, MSG_DONTWAIT, nullptr);
+    // MSG_TRUNC: msg_len is the datagram's real length, and msg_flags says it was cut.
+    const int n = recvmmsg(fd, rx_msgs_.data(), kBatch, MSG_DONTWAIT | MSG_TRUNC, nullptr);
     if (n <= 0) break;
     const Nanos now = monotonic_now();
     for (int i = 0; i < n; ++i) {
       const size_t len = rx_msgs_[i].msg_len;
       metrics_.datagrams_in.add();
       metrics_.bytes_in.add(len);
+      if ((rx_msgs_[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || len > kMaxDatagram) {
+        metrics_.drops[static_cast<size_t>(DatagramDrop::truncated)].add();
+        continue;
+      }
       const auto sender = SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&rx_addrs_[i]),
                                                        rx_msgs_[i].msg_hdr.msg_namelen)
                               .unmapped();
@@ -206,33 +216,35 @@ void MediaWorker::handle_datagram(uint8_t* data, size_t len, const SocketAddress
   const uint8_t first = payload[0];
   std::span<uint8_t> bytes(payload, payload_len);
   if (first <= 3) {  // STUN
-    auto ufrag = stun_request_server_ufrag(bytes);
-    if (!ufrag) return drop(DatagramDrop::stun_rejected);
-    auto it = by_ufrag_.find(*ufrag);
-    if (it == by_ufrag_.end()) return drop(DatagramDrop::unknown_ufrag);
-    Session& session = *it->second;
-    const bool had_path = session.has_path();
-    const MediaPath old_path = session.path();
-    if (!session.handle_stun(bytes, path, now)) return drop(DatagramDrop::stun_rejected);
-    metrics_.stun_ok.add();
-    if (had_path && !old_path.same_route(session.path())) {
-      auto old = by_path_.find(PathKey{old_path.send_to, old_path.client});
-      if (old != by_path_.end() && old->second == &session) by_path_.erase(old);
+    if (auto ufrag = stun_request_server_ufrag(bytes)) {
+      auto it = by_ufrag_.find(*ufrag);
+      if (it == by_ufrag_.end()) return drop(DatagramDrop::unknown_ufrag);
+      switch (it->second->handle_stun(bytes, path, now)) {
+        case Session::StunVerdict::accepted: metrics_.stun_ok.add(); return;
+        case Session::StunVerdict::replayed: return drop(DatagramDrop::stun_replayed);
+        case Session::StunVerdict::rejected: return drop(DatagramDrop::stun_rejected);
+      }
+      return;
     }
-    by_path_[PathKey{session.path().send_to, session.path().client}] = &session;
-    return;
+    // Not a request: a response to a triggered check comes from a routed pair.
+    auto routed = by_path_.find(PathKey::of(path));
+    if (routed != by_path_.end() && routed->second->handle_stun_response(bytes)) {
+      metrics_.stun_ok.add();
+      return;
+    }
+    return drop(DatagramDrop::stun_rejected);
   }
   const bool dtls = first >= 20 && first <= 63;
   const bool rtp = first >= 128 && first <= 191;
   if (!dtls && !rtp) return drop(DatagramDrop::not_webrtc);  // RFC 7983: ZRTP, TURN, unassigned
-  auto it = by_path_.find(PathKey{path.send_to, path.client});
+  auto it = by_path_.find(PathKey::of(path));
   if (it == by_path_.end()) return drop(DatagramDrop::unknown_tuple);
   Session& session = *it->second;
   if (dtls) {
     metrics_.dtls_datagrams_in.add();
-    session.handle_dtls(bytes, now);
+    if (!session.handle_dtls(bytes, now)) drop(DatagramDrop::dtls_rejected);
   } else {
-    session.handle_srtp(bytes, now);
+    session.handle_srtp(bytes, path, now);
   }
 }
 

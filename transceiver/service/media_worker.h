@@ -25,7 +25,7 @@
 
 namespace rtce {
 
-class MediaWorker final : public DatagramSender {
+class MediaWorker final : public DatagramSender, public PathRouter {
  public:
   MediaWorker(uint32_t index, uint16_t endpoint_id, const TransceiverConfig& config,
               std::shared_ptr<DtlsContext> dtls, WorkerMetrics& metrics);
@@ -54,12 +54,10 @@ class MediaWorker final : public DatagramSender {
   size_t live_sessions() const { return sessions_.size(); }
 
   void send(const MediaPath& path, std::span<const uint8_t> payload) override;
+  void route(const PathKey& key, Session& session) override;
+  void unroute(const PathKey& key, const Session& session) override;
 
  private:
-  struct PathKey {
-    SocketAddress send_to, client;
-    bool operator==(const PathKey&) const = default;
-  };
   struct PathKeyHash {
     size_t operator()(const PathKey& k) const;
   };

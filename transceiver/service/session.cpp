@@ -57,7 +57,7 @@ Session::Session(SessionPlan plan, SessionEnvironment env, Nanos now)
       env_(std::move(env)),
       created_at_(now),
       ice_({plan_.local_ufrag, plan_.local_pwd, plan_.remote_ufrag, plan_.remote_pwd},
-           {env_.config.consent_timeout, 2'000'000'000}),
+           {env_.config.consent_timeout, 2'000'000'000, env_.config.stun_error_replies_per_second}),
       receive_stats_(kRtpClock),
       send_stats_(plan_.ssrc, kRtpClock),
       out_seq_(random_value<uint16_t>()),
@@ -100,28 +100,120 @@ void Session::send(std::span<const uint8_t> payload) {
   bytes_out_ += payload.size();
 }
 
-bool Session::handle_stun(std::span<const uint8_t> request, const MediaPath& path, Nanos now) {
+Session::StunVerdict Session::handle_stun(std::span<const uint8_t> request, const MediaPath& path,
+                                          Nanos now) {
   now_ = now;
-  if (ended_) return false;
+  if (ended_) return StunVerdict::rejected;
   auto result = ice_.handle_request(request, path.client, packet_scratch_, now);
   if (result.reply_len > 0) env_.sender.send(path, {packet_scratch_.data(), result.reply_len});
-  if (!result.authenticated || result.outcome != IceLiteSession::Outcome::success) return false;
-  // The nominated pair carries media; before nomination the first checked path does.
-  if (!has_path_ || (result.nominated && !path.same_route(path_))) {
-    if (has_path_) add_event({{"type", "path.changed"}, {"client", path.client.to_string()}});
-    path_ = path;
-    has_path_ = true;
+  if (result.reply_suppressed) env_.metrics.stun_error_replies_suppressed.add();
+  if (!result.authenticated || result.outcome != IceLiteSession::Outcome::success)
+    return StunVerdict::rejected;
+  if (result.replayed) return StunVerdict::replayed;
+  const PathKey key = PathKey::of(path);
+  if (!has_path_) {
+    switch_media_path(path);
+  } else if (key == PathKey::of(path_)) {
+    on_authenticated(path, now);  // the same pair, maybe through another relay hop
+  } else if (result.nominated) {
+    add_event({{"type", "path.changed"}, {"client", path.client.to_string()}, {"by", "nomination"}});
+    env_.metrics.path_switches.add();
+    switch_media_path(path);
+  } else {
+    add_candidate_path(path);
   }
-  if (plan_.dtls_role == DtlsTransport::Role::client && dtls_->state() == DtlsTransport::State::idle) {
-    dtls_->start(now);
+  // One triggered check on a pair's first valid check: a controlling client that nominates
+  // on a timer (or only on a peer's check, as Pion does) nominates now instead of 200 ms on.
+  if (size_t n = ice_.build_triggered_check(path.client, packet_scratch_); n > 0) {
+    env_.sender.send(path, {packet_scratch_.data(), n});
+    env_.metrics.ice_triggered_checks.add();
   }
-  return true;
+  maybe_start_dtls(now);
+  return StunVerdict::accepted;
 }
 
-void Session::handle_dtls(std::span<const uint8_t> record, Nanos now) {
+bool Session::handle_stun_response(std::span<const uint8_t> response) {
+  return !ended_ && ice_.handle_response(response);
+}
+
+void Session::maybe_start_dtls(Nanos now) {
+  // As DTLS client, start once ICE is connected (nominated, or the nomination fallback):
+  // full-ICE clients such as Pion drop DTLS that arrives before their ICE is connected, and
+  // a dropped ClientHello costs a 100 ms retransmission. Browsers nominate on the check after
+  // their first success, so they lose nothing.
+  if (plan_.dtls_role == DtlsTransport::Role::client && dtls_->state() == DtlsTransport::State::idle &&
+      has_path_ && ice_.state() == IceLiteSession::State::connected)
+    dtls_->start(now);
+}
+
+void Session::switch_media_path(const MediaPath& path) {
+  const PathKey key = PathKey::of(path);
+  if (has_path_ && !(PathKey::of(path_) == key)) env_.router.unroute(PathKey::of(path_), *this);
+  // A candidate that becomes the media path is no longer a candidate.
+  for (size_t i = 0; i < candidate_count_; ++i) {
+    if (PathKey::of(candidates_[i]) == key) {
+      candidates_[i] = candidates_[--candidate_count_];
+      break;
+    }
+  }
+  path_ = path;
+  has_path_ = true;
+  env_.router.route(key, *this);
+}
+
+void Session::add_candidate_path(const MediaPath& path) {
+  const PathKey key = PathKey::of(path);
+  for (size_t i = 0; i < candidate_count_; ++i) {
+    if (PathKey::of(candidates_[i]) == key) {
+      candidates_[i] = path;  // the latest relay hop
+      return;
+    }
+  }
+  if (candidate_count_ == kMaxCandidatePaths) {  // forget the oldest
+    env_.router.unroute(PathKey::of(candidates_[0]), *this);
+    for (size_t i = 1; i < kMaxCandidatePaths; ++i) candidates_[i - 1] = candidates_[i];
+    --candidate_count_;
+  }
+  candidates_[candidate_count_++] = path;
+  env_.router.route(key, *this);
+}
+
+void Session::on_authenticated(const MediaPath& path, Nanos now) {
+  ice_.refresh_consent(now);
+  if (!has_path_) return;
+  if (PathKey::of(path) == PathKey::of(path_)) {
+    if (!path.same_route(path_)) {
+      // The relay hop changed (a restarted relay forwards from a new port, or another relay
+      // of the VIP took the flow): replies follow it. The client saw nothing change.
+      env_.metrics.relay_hop_moves.add();
+      add_event({{"type", "relay.moved"}, {"relay", path.send_to.to_string()}});
+      path_ = path;
+    }
+    return;
+  }
+  // Authenticated media from a candidate: the client is there now (SRTP replay protection
+  // makes a copied packet fail before this point).
+  add_event({{"type", "path.changed"}, {"client", path.client.to_string()}, {"by", "media"}});
+  env_.metrics.path_switches.add();
+  switch_media_path(path);
+}
+
+void Session::release_paths() {
+  if (has_path_) env_.router.unroute(PathKey::of(path_), *this);
+  for (size_t i = 0; i < candidate_count_; ++i) env_.router.unroute(PathKey::of(candidates_[i]), *this);
+  candidate_count_ = 0;
+}
+
+bool Session::handle_dtls(std::span<const uint8_t> record, Nanos now) {
   now_ = now;
-  if (ended_) return;
+  if (ended_) return false;
+  const uint64_t bad_before = dtls_->stats().bad_datagrams;
+  const auto state = dtls_->state();
+  if (state != DtlsTransport::State::connecting && state != DtlsTransport::State::connected &&
+      !(state == DtlsTransport::State::idle && plan_.dtls_role == DtlsTransport::Role::server))
+    return false;
   dtls_->handle_datagram(record, now);
+  return dtls_->stats().bad_datagrams == bad_before;
 }
 
 void Session::on_dtls_connected(const SrtpKeys& keys, Nanos now) {
@@ -170,29 +262,28 @@ void Session::start_backend() {
   backend_state_ = "open";
 }
 
-void Session::handle_srtp(std::span<uint8_t> packet, Nanos now) {
+void Session::handle_srtp(std::span<uint8_t> packet, const MediaPath& path, Nanos now) {
   now_ = now;
   if (ended_) return;
   if (!srtp_in_) {
     env_.metrics.drops[static_cast<size_t>(DatagramDrop::not_ready)].add();
     return;
   }
-  if (is_rtcp(packet))
-    handle_rtcp(packet, now);
-  else
-    handle_rtp(packet, now);
+  const bool authenticated = is_rtcp(packet) ? handle_rtcp(packet, now) : handle_rtp(packet, now);
+  if (authenticated && !ended_) on_authenticated(path, now);
 }
 
-void Session::handle_rtp(std::span<uint8_t> packet, Nanos now) {
+bool Session::handle_rtp(std::span<uint8_t> packet, Nanos now) {
   size_t len = packet.size();
   if (srtp_in_->unprotect_rtp(packet.data(), len) != SrtpError::ok) {
     env_.metrics.drops[static_cast<size_t>(DatagramDrop::srtp_failed)].add();
-    return;
+    return false;
   }
   auto rtp = parse_rtp({packet.data(), len}, plan_.audio_level_ext_id);
   if (!rtp || rtp->payload_type != plan_.opus_payload_type) {
+    // Authenticated all the same: the client is alive and on this path.
     env_.metrics.drops[static_cast<size_t>(DatagramDrop::not_webrtc)].add();
-    return;
+    return true;
   }
   env_.metrics.rtp_in.add();
   ++packets_in_;
@@ -201,25 +292,27 @@ void Session::handle_rtp(std::span<uint8_t> packet, Nanos now) {
   receive_stats_.update(rtp->seq, rtp->timestamp, now);
   if (env_.config.opus_passthrough) {
     if (backend_) backend_->send_opus(rtp->payload);
-    return;
+    return true;
   }
   jitter_->push(rtp->seq, rtp->timestamp, rtp->payload, now);
+  return true;
 }
 
-void Session::handle_rtcp(std::span<uint8_t> packet, Nanos now) {
+bool Session::handle_rtcp(std::span<uint8_t> packet, Nanos now) {
   size_t len = packet.size();
   if (srtp_in_->unprotect_rtcp(packet.data(), len) != SrtpError::ok) {
     env_.metrics.drops[static_cast<size_t>(DatagramDrop::srtp_failed)].add();
-    return;
+    return false;
   }
   env_.metrics.rtcp_in.add();
   RtcpCompound compound;
-  if (parse_rtcp_compound({packet.data(), len}, compound) != RtcpParseError::ok) return;
+  if (parse_rtcp_compound({packet.data(), len}, compound) != RtcpParseError::ok) return true;
   if (compound.sender_info) receive_stats_.on_sender_report(*compound.sender_info, now);
   for (const auto& block : compound.blocks())
     if (block.ssrc == plan_.ssrc) send_stats_.on_report_block(block, now);
   for (size_t i = 0; i < compound.bye_ssrc_count; ++i)
     if (remote_ssrc_ != 0 && compound.bye_ssrcs[i] == remote_ssrc_) end(SessionEnd::peer_closed, now);
+  return true;
 }
 
 void Session::tick(Nanos now) {
@@ -227,6 +320,7 @@ void Session::tick(Nanos now) {
   if (ended_) return;
   ice_.on_timer(now);
   if (ice_.state() == IceLiteSession::State::disconnected) return end(SessionEnd::consent_expired, now);
+  maybe_start_dtls(now);  // after the nomination fallback
   if (!connected_at_ && now - plan_.offer_received_at > env_.config.connect_timeout)
     return end(SessionEnd::connect_timeout, now);
   if (auto t = dtls_->next_timeout(now); t && *t <= now) dtls_->on_timer(now);

@@ -4,6 +4,7 @@
 // DatagramSender does) and never blocks; time comes in as `now`.
 #pragma once
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <deque>
 #include <memory>
@@ -45,6 +46,7 @@ struct SessionPlan {
 
 struct SessionEnvironment {
   DatagramSender& sender;
+  PathRouter& router;
   WorkerMetrics& metrics;
   const TransceiverConfig& config;
   std::shared_ptr<DtlsContext> dtls;
@@ -59,12 +61,24 @@ class Session final : public BackendListener {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // A STUN Binding request on `path`. Returns true when it authenticated: the worker then
-  // maps `path` to this session (a client whose address changed moves to the new path).
-  bool handle_stun(std::span<const uint8_t> request, const MediaPath& path, Nanos now);
-  void handle_dtls(std::span<const uint8_t> record, Nanos now);
-  // SRTP or SRTCP (RFC 5761 demux inside); decrypted in place.
-  void handle_srtp(std::span<uint8_t> packet, Nanos now);
+  // Which check answers the worker counts.
+  enum class StunVerdict { accepted, rejected, replayed };
+  // A STUN Binding request on `path`. An authenticated fresh check routes `path` to this
+  // session; it carries media at once when it is the first, nominates, or names the media
+  // path's own (client, VIP) through another relay hop. Other new addresses are candidates
+  // until they prove themselves with SRTP/SRTCP or a nominating check, so a replayed check
+  // (same transaction id, another source) never moves media.
+  StunVerdict handle_stun(std::span<const uint8_t> request, const MediaPath& path, Nanos now);
+  // A STUN response on a routed path: true when it answers our triggered check.
+  bool handle_stun_response(std::span<const uint8_t> response);
+  // False when the session's DTLS refused the datagram (not DTLS records, or too late).
+  bool handle_dtls(std::span<const uint8_t> record, Nanos now);
+  // SRTP or SRTCP (RFC 5761 demux inside) on a routed `path`; decrypted in place. One that
+  // authenticates keeps the session alive (consent), follows a relay hop that moved, and
+  // moves media to a candidate path it came from.
+  void handle_srtp(std::span<uint8_t> packet, const MediaPath& path, Nanos now);
+  // Unroutes every path (the worker calls it before destroying the session).
+  void release_paths();
   // Timers: pacing, jitter buffer, RTCP, DTLS retransmission, deadlines.
   void tick(Nanos now);
   void end(SessionEnd reason, Nanos now);
@@ -87,8 +101,13 @@ class Session final : public BackendListener {
  private:
   void send(std::span<const uint8_t> payload);
   void on_dtls_connected(const SrtpKeys& keys, Nanos now);
-  void handle_rtp(std::span<uint8_t> packet, Nanos now);
-  void handle_rtcp(std::span<uint8_t> packet, Nanos now);
+  void maybe_start_dtls(Nanos now);
+  // The packet on `path` authenticated: consent, relay-hop following, candidate promotion.
+  void on_authenticated(const MediaPath& path, Nanos now);
+  void switch_media_path(const MediaPath& path);
+  void add_candidate_path(const MediaPath& path);
+  bool handle_rtp(std::span<uint8_t> packet, Nanos now);
+  bool handle_rtcp(std::span<uint8_t> packet, Nanos now);
   void pump_inbound_audio(Nanos now);
   void pump_outbound_audio(Nanos now);
   void send_opus_frame(std::span<const uint8_t> opus, Nanos now);
@@ -111,6 +130,11 @@ class Session final : public BackendListener {
   std::string dtls_failure_;
   bool has_path_ = false;
   MediaPath path_;
+  // Addresses that sent a fresh authenticated check but carry no media yet (other candidate
+  // pairs, or a client that moved and has not proved the new address). Oldest replaced.
+  static constexpr size_t kMaxCandidatePaths = 4;
+  std::array<MediaPath, kMaxCandidatePaths> candidates_{};
+  size_t candidate_count_ = 0;
   Nanos now_ = 0;  // time of the event being handled, for callbacks without a `now`
 
   // RTP/RTCP

@@ -39,7 +39,10 @@ void declare_transceiver_config(ConfigLayers& c) {
   c.declare("sessions.setup_burst", K::scalar, "token bucket depth (default 100)");
   c.declare("sessions.connect_timeout", K::scalar, "ICE and DTLS must complete within (default 10s)");
   c.declare("sessions.consent_timeout", K::scalar,
-            "no valid STUN check for this long ends a session (default 30s)");
+            "no authenticated packet (valid STUN check, SRTP/SRTCP that verifies) for this long ends a "
+            "session (default 30s)");
+  c.declare("sessions.stun_error_replies_per_second", K::scalar,
+            "STUN error replies (400/401) per session per second; 0 = silent (default 5)");
   c.declare("sessions.drain_timeout", K::scalar,
             "on SIGTERM, live sessions may continue this long (default 30s)");
   c.declare("dtls.certificate", K::scalar, "PEM certificate (ECDSA P-256); default: generated at start");
@@ -133,6 +136,8 @@ TransceiverConfig resolve_transceiver_config(const ConfigLayers& c) {
   cfg.setup_burst = static_cast<uint32_t>(c.get_uint("sessions.setup_burst", 100, 1, 1000000));
   cfg.connect_timeout = c.get_duration("sessions.connect_timeout", 10 * s, 100 * ms, 300 * s);
   cfg.consent_timeout = c.get_duration("sessions.consent_timeout", 30 * s, 1 * s, 3600 * s);
+  cfg.stun_error_replies_per_second =
+      static_cast<uint32_t>(c.get_uint("sessions.stun_error_replies_per_second", 5, 0, 1000));
   cfg.drain_timeout = c.get_duration("sessions.drain_timeout", 30 * s, 0, 86400 * s);
 
   cfg.dtls_certificate = c.get_string("dtls.certificate", "");

@@ -42,6 +42,7 @@ struct TransceiverConfig {
   uint32_t setup_burst = 100;
   Nanos connect_timeout = 10'000'000'000;  // ICE + DTLS must complete within
   Nanos consent_timeout = 30'000'000'000;
+  uint32_t stun_error_replies_per_second = 5;
   Nanos drain_timeout = 30'000'000'000;
   uint32_t ended_sessions_kept = 256;
 

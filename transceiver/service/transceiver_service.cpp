@@ -433,6 +433,18 @@ std::string TransceiverService::metrics_text() const {
                      [](const WorkerMetrics& w) { return w.backend.connect_failures.get(); });
   per_worker_counter("rtcedge_transceiver_backend_protocol_errors_total", "malformed backend messages",
                      [](const WorkerMetrics& w) { return w.backend.protocol_errors.get(); });
+  per_worker_counter("rtcedge_transceiver_stun_error_replies_suppressed_total",
+                     "STUN error replies left unsent by sessions.stun_error_replies_per_second",
+                     [](const WorkerMetrics& w) { return w.stun_error_replies_suppressed.get(); });
+  per_worker_counter("rtcedge_transceiver_ice_triggered_checks_total",
+                     "Binding requests sent to clients on their first valid pair (one per pair)",
+                     [](const WorkerMetrics& w) { return w.ice_triggered_checks.get(); });
+  per_worker_counter("rtcedge_transceiver_path_switches_total",
+                     "media moved to a new client address after it proved itself",
+                     [](const WorkerMetrics& w) { return w.path_switches.get(); });
+  per_worker_counter("rtcedge_transceiver_relay_hop_moves_total",
+                     "sessions whose relay hop changed (a relay restarted or re-hashed the flow)",
+                     [](const WorkerMetrics& w) { return w.relay_hop_moves.get(); });
 
   // Setup time histogram (offer received -> DTLS connected).
   auto& setup = m.family("rtcedge_transceiver_session_setup_seconds", "offer received to DTLS connected",

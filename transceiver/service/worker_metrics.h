@@ -23,11 +23,16 @@ enum class DatagramDrop : uint8_t {
   srtp_failed,      // SRTP/SRTCP authentication, replay or format failure
   not_ready,        // RTP before DTLS completed
   send_failed,      // sendmmsg error
+  dtls_rejected,    // DTLS-range datagram on a session's path that its DTLS refused
+  truncated,        // longer than the receive buffer (MSG_TRUNC): never parsed
+  stun_replayed,    // authenticated check whose transaction id the session already saw
+                    // from another address: answered, but it moves no path
   count
 };
 inline constexpr const char* kDatagramDropNames[] = {
-    "untrusted_relay", "direct_disabled", "bad_framing", "unknown_ufrag", "unknown_tuple",
-    "not_webrtc",      "stun_rejected",   "srtp_failed", "not_ready",     "send_failed"};
+    "untrusted_relay", "direct_disabled", "bad_framing",  "unknown_ufrag", "unknown_tuple",
+    "not_webrtc",      "stun_rejected",   "srtp_failed",  "not_ready",     "send_failed",
+    "dtls_rejected",   "truncated",       "stun_replayed"};
 static_assert(std::size(kDatagramDropNames) == static_cast<size_t>(DatagramDrop::count));
 
 enum class SessionEnd : uint8_t {
@@ -61,6 +66,10 @@ struct WorkerMetrics {
   RelaxedCounter rtp_in, rtp_out, rtcp_in, rtcp_out, stun_ok, dtls_datagrams_in;
   RelaxedCounter jitter_lost, jitter_fec, jitter_plc, jitter_late, jitter_reordered;
   RelaxedCounter opus_decode_errors, output_frames_dropped, output_underruns;
+  // ICE: error replies left unsent by the per-session limit, triggered checks sent to
+  // clients, media path switches (client address moved) and relay-hop moves (a restarted
+  // or re-hashed relay now forwards the same client/VIP pair).
+  RelaxedCounter stun_error_replies_suppressed, ice_triggered_checks, path_switches, relay_hop_moves;
   BackendCounters backend;
 
   void observe_setup(double seconds) {

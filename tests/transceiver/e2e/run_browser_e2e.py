@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -53,11 +54,14 @@ class Stack:
         self.procs = []  # (name, Popen, log path)
         self.url = None
         self.expect_path = None
+        self.argv = {}  # name -> argv, for restart
+        self.restarts = 0
 
     def spawn(self, name, argv):
         log_path = os.path.join(self.workdir, f"{name}.log")
         log(f"start {name}: {' '.join(argv)}")
-        out = open(log_path, "wb")
+        self.argv[name] = list(argv)
+        out = open(log_path, "ab")
         try:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
@@ -65,6 +69,19 @@ class Stack:
             out.close()
         self.procs.append((name, proc, log_path))
         return proc
+
+    def restart(self, name):
+        """SIGKILL `name` and start it again with the same argv (a crash and a supervisor)."""
+        for i, (n, proc, log_path) in enumerate(self.procs):
+            if n != name:
+                continue
+            log(f"SIGKILL {name} (pid {proc.pid}) and start it again")
+            proc.kill()
+            proc.wait(timeout=5)
+            del self.procs[i]
+            self.spawn(name, self.argv[name])
+            self.restarts += 1
+            return
 
     def check_alive(self):
         for name, proc, log_path in self.procs:
@@ -238,6 +255,10 @@ def main():
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--node", default="node")
     ap.add_argument("--timeout-s", type=float, default=90)
+    ap.add_argument("--relay-restart-at", type=float, default=None,
+                    help="relay mode, aiortc: SIGKILL the relay this many seconds into the call and start "
+                         "it again with the same (default, ephemeral return port) config; the echo must "
+                         "come back")
     ap.add_argument("--screenshot", help="PNG of the demo page while connected")
     ap.add_argument("--keep-workdir", action="store_true", help="keep logs and tone.wav for inspection")
     args = ap.parse_args()
@@ -269,7 +290,22 @@ def main():
             stack.check_alive()
             argv = [SYSTEM_PYTHON, AIORTC_CLIENT, "--url", stack.url, "--seconds", "4", "--tone-hz", "440",
                     "--expect-echo"]
-            passed, summary = run_client("aiortc_client", argv, 90)
+            restarter = None
+            if args.relay_restart_at is not None:
+                # Clients refresh consent every ~5 s (aioice: 5 s +-20 %): the new relay learns the
+                # flow from the next check at the latest. Frames after 12 s prove audio came back.
+                argv = [SYSTEM_PYTHON, AIORTC_CLIENT, "--url", stack.url, "--seconds", "15", "--tone-hz", "440",
+                        "--expect-frames-after-s", str(args.relay_restart_at + 9)]
+                restarter = threading.Timer(args.relay_restart_at, stack.restart, args=("relay",))
+                restarter.start()
+            try:
+                passed, summary = run_client("aiortc_client", argv, 90)
+            finally:
+                if restarter is not None:
+                    restarter.cancel()
+                    restarter.join()
+            if restarter is not None:
+                results["relay_restarts"] = stack.restarts
             results["clients"]["aiortc"] = {"passed": passed, "summary": summary}
             ok = ok and passed
         stack.check_alive()

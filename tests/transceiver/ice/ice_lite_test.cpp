@@ -358,15 +358,23 @@ TEST(IceConsent, FailedChecksDoNotRefreshConsent) {
   EXPECT_EQ(session.state(), State::disconnected);
 }
 
+// The golden request (or m) re-signed with another transaction id: a fresh check.
+std::vector<uint8_t> fresh_check(st::Message m, uint8_t id_byte) {
+  m.transaction_id[11] = id_byte;
+  m.transaction_id[10] = 0xA5;
+  return st::encode(m, golden().server_pwd);
+}
+
 TEST(IceConsent, NewClientAddressKeepsTheSession) {
   auto m = golden_message();
   add_before_integrity(m, {st::kUseCandidate, {}});
-  auto nominating = st::encode(m, golden().server_pwd);
+  auto nominating = fresh_check(m, 1);
   IceLiteSession session(golden_credentials(), {});
   auto first = addr("192.0.2.2:54321");
   auto moved = addr("198.51.100.20:61000");
   ASSERT_EQ(exchange(session, nominating, first, kT0).result.outcome, Outcome::success);
   ASSERT_EQ(session.state(), State::connected);
+  nominating = fresh_check(m, 2);
 
   // A plain check from elsewhere (NAT rebinding): answered with the new address, consent
   // refreshed, the selected pair unchanged until the client nominates the new one.
@@ -384,6 +392,170 @@ TEST(IceConsent, NewClientAddressKeepsTheSession) {
   EXPECT_EQ(session.state(), State::connected);
 }
 
+TEST(IceReplay, SameTransactionFromAnotherAddressIsAnsweredButProvesNothing) {
+  auto m = golden_message();
+  add_before_integrity(m, {st::kUseCandidate, {}});
+  auto nominating = st::encode(m, golden().server_pwd);
+  IceLiteSession session(golden_credentials(), {});
+  auto client = addr("192.0.2.2:54321");
+  auto attacker = addr("192.0.2.2:54999");
+  ASSERT_TRUE(exchange(session, nominating, client, kT0).result.nominated);
+
+  // The captured check, re-sent from another port: a success reply (the sender might be a
+  // rebinding client), but flagged, not nominating, no consent refresh, no new selection.
+  auto x = exchange(session, nominating, attacker, kT0 + 5 * kSecond);
+  EXPECT_EQ(x.result.outcome, Outcome::success);
+  EXPECT_TRUE(x.result.replayed);
+  EXPECT_FALSE(x.result.nominated);
+  EXPECT_EQ(session.selected_address(), client);
+  EXPECT_EQ(session.last_valid_check(), kT0);
+
+  // A retransmission from the client itself is not a replay.
+  x = exchange(session, nominating, client, kT0 + 6 * kSecond);
+  EXPECT_FALSE(x.result.replayed);
+  EXPECT_TRUE(x.result.nominated);
+  EXPECT_EQ(session.last_valid_check(), kT0 + 6 * kSecond);
+
+  // A fresh check (new id: only the password holder can sign it) from the new port does move.
+  x = exchange(session, fresh_check(m, 7), attacker, kT0 + 7 * kSecond);
+  EXPECT_FALSE(x.result.replayed);
+  EXPECT_TRUE(x.result.nominated);
+  EXPECT_EQ(session.selected_address(), attacker);
+}
+
+TEST(IceConsent, AuthenticatedMediaRefreshesConsent) {
+  IceLiteSession::Config config;
+  config.consent_timeout = 30 * kSecond;
+  IceLiteSession session(golden_credentials(), config);
+  // Before any valid check there is nothing to keep alive.
+  session.refresh_consent(kT0);
+  EXPECT_FALSE(session.last_valid_check());
+  auto m = golden_message();
+  add_before_integrity(m, {st::kUseCandidate, {}});
+  ASSERT_TRUE(
+      exchange(session, st::encode(m, golden().server_pwd), addr("192.0.2.2:54321"), kT0).result.nominated);
+  // SRTP keeps arriving every 20 s, no STUN at all: the session outlives the timeout twice.
+  for (int i = 1; i <= 4; ++i) {
+    session.refresh_consent(kT0 + i * 20 * kSecond);
+    session.on_timer(kT0 + i * 20 * kSecond + kSecond);
+    EXPECT_EQ(session.state(), State::connected) << i;
+  }
+  session.on_timer(kT0 + 80 * kSecond + 30 * kSecond);
+  EXPECT_EQ(session.state(), State::disconnected);
+}
+
+IceLiteSession::Credentials credentials_with_client_pwd() {
+  auto c = golden_credentials();
+  c.remote_pwd = "clientpassword0123456789";
+  return c;
+}
+
+TEST(IceTriggered, OneCheckPerPairAfterAnAuthenticatedCheckOnly) {
+  IceLiteSession session(credentials_with_client_pwd(), {});
+  auto client = addr("192.0.2.2:54321");
+  std::vector<uint8_t> out(kIceReplyBufferSize);
+  // Nothing for a pair that sent no valid check: strangers cannot provoke a request.
+  EXPECT_EQ(session.build_triggered_check(client, out), 0u);
+  auto bad = golden().request;
+  bad[*st::attribute_offset(bad, st::kMessageIntegrity) + 9] ^= 1;
+  exchange(session, bad, client, kT0);
+  EXPECT_EQ(session.build_triggered_check(client, out), 0u);
+
+  ASSERT_EQ(exchange(session, golden().request, client, kT0).result.outcome, Outcome::success);
+  const size_t n = session.build_triggered_check(client, out);
+  ASSERT_GT(n, 0u);
+  std::span<const uint8_t> request(out.data(), n);
+  auto decoded = st::decode(request);
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(decoded->type, 0x0001);  // Binding request
+  const auto* username = decoded->find(st::kUsername);
+  ASSERT_NE(username, nullptr);
+  EXPECT_EQ(std::string(username->value.begin(), username->value.end()),
+            golden().client_ufrag + ":" + golden().server_ufrag);
+  EXPECT_TRUE(st::integrity_valid(request, "clientpassword0123456789"));  // the client's key
+  EXPECT_TRUE(st::fingerprint_valid(request));
+  EXPECT_NE(decoded->find(st::kIceControlled), nullptr);  // a lite agent is controlled
+  EXPECT_EQ(decoded->find(st::kIceControlling), nullptr);
+  EXPECT_EQ(decoded->find(st::kUseCandidate), nullptr);
+  EXPECT_NE(decoded->find(st::kPriority), nullptr);
+  // Not larger than what provoked it, and only once per pair.
+  EXPECT_LE(n, golden().request.size());
+  EXPECT_EQ(session.build_triggered_check(client, out), 0u);
+
+  // The client's answer matches by transaction id; another id does not.
+  st::Message response;
+  response.type = 0x0101;
+  std::memcpy(response.transaction_id.data(), request.data() + 8, 12);
+  auto answer = st::encode(response, std::string_view("clientpassword0123456789"));
+  EXPECT_TRUE(session.handle_response(answer));
+  response.transaction_id[0] ^= 1;
+  EXPECT_FALSE(session.handle_response(st::encode(response, std::string_view("clientpassword0123456789"))));
+  EXPECT_FALSE(session.handle_response(golden().request));  // a request is not a response
+}
+
+TEST(IceTriggered, NoneWithoutTheClientPwdNorOnANominatedPairNorBeyondTheBound) {
+  auto client = addr("192.0.2.2:54321");
+  std::vector<uint8_t> out(kIceReplyBufferSize);
+  {
+    auto creds = golden_credentials();
+    creds.remote_pwd.clear();
+    IceLiteSession no_pwd(creds, {});
+    ASSERT_EQ(exchange(no_pwd, golden().request, client, kT0).result.outcome, Outcome::success);
+    EXPECT_EQ(no_pwd.build_triggered_check(client, out), 0u);
+  }
+  {
+    IceLiteSession session(credentials_with_client_pwd(), {});
+    auto m = golden_message();
+    add_before_integrity(m, {st::kUseCandidate, {}});
+    ASSERT_TRUE(exchange(session, st::encode(m, golden().server_pwd), client, kT0).result.nominated);
+    EXPECT_EQ(session.build_triggered_check(client, out), 0u);  // already nominated: nothing to trigger
+  }
+  {
+    IceLiteSession session(credentials_with_client_pwd(), {});
+    size_t sent = 0;
+    for (int port = 0; port < 10; ++port) {
+      auto from = addr(("192.0.2.2:" + std::to_string(50000 + port)).c_str());
+      ASSERT_EQ(exchange(session, fresh_check(golden_message(), static_cast<uint8_t>(port)), from, kT0)
+                    .result.outcome,
+                Outcome::success);
+      if (session.build_triggered_check(from, out) > 0) ++sent;
+    }
+    EXPECT_EQ(sent, IceLiteSession::kMaxTriggeredChecks);
+  }
+}
+
+TEST(IceErrors, UnauthenticatedErrorRepliesAreRateLimitedPerSession) {
+  IceLiteSession::Config config;
+  config.error_replies_per_second = 5;
+  IceLiteSession session(golden_credentials(), config);
+  auto bad = golden().request;
+  bad[*st::attribute_offset(bad, st::kMessageIntegrity) + 9] ^= 1;
+  {
+    auto off = st::attribute_offset(bad, st::kFingerprint);
+    uint32_t fp = st::fingerprint_of(std::span<const uint8_t>(bad).first(*off));
+    for (int i = 0; i < 4; i++) bad[*off + 4 + i] = static_cast<uint8_t>(fp >> (24 - 8 * i));
+  }
+  auto spoofed = addr("203.0.113.9:4000");
+  int replies = 0, suppressed = 0;
+  for (int i = 0; i < 1000; ++i) {  // 1000 forged checks within one second
+    auto x = exchange(session, bad, spoofed, kT0 + i * 1'000'000);
+    EXPECT_EQ(x.result.outcome, Outcome::unauthorized);
+    replies += x.result.reply_len > 0;
+    suppressed += x.result.reply_suppressed;
+  }
+  EXPECT_LE(replies, 5 + 5);  // the burst, plus what one second refills
+  EXPECT_GE(replies, 5);
+  EXPECT_EQ(replies + suppressed, 1000);
+  // 0 = silent.
+  config.error_replies_per_second = 0;
+  IceLiteSession silent(golden_credentials(), config);
+  EXPECT_EQ(exchange(silent, bad, spoofed, kT0).result.reply_len, 0u);
+  // Authenticated checks are never limited.
+  for (int i = 0; i < 100; ++i)
+    EXPECT_GT(exchange(session, golden().request, addr("192.0.2.2:54321"), kT0 + kSecond).result.reply_len,
+              0u);
+}
+
 TEST(IceNomination, FallsBackToTheLatestCheckedAddressAfterTheWait) {
   IceLiteSession::Config config;
   config.nomination_wait = 2 * kSecond;
@@ -391,7 +563,9 @@ TEST(IceNomination, FallsBackToTheLatestCheckedAddressAfterTheWait) {
   EXPECT_EQ(session.next_deadline(), std::numeric_limits<Nanos>::max());
   ASSERT_EQ(exchange(session, golden().request, addr("192.0.2.2:1111"), kT0).result.outcome,
             Outcome::success);
-  ASSERT_EQ(exchange(session, golden().request, addr("192.0.2.2:2222"), kT0 + kSecond).result.outcome,
+  // A check of its own (another transaction id): the same bytes from another address would be a replay.
+  ASSERT_EQ(exchange(session, fresh_check(golden_message(), 9), addr("192.0.2.2:2222"), kT0 + kSecond)
+                .result.outcome,
             Outcome::success);
   EXPECT_EQ(session.next_deadline(), kT0 + 2 * kSecond);
   session.on_timer(kT0 + 2 * kSecond - 1);

@@ -142,7 +142,7 @@ async def run(args, result):
     connected = asyncio.Event()
     failed = asyncio.Event()
     received = []
-    frames = {"count": 0, "rate": SAMPLE_RATE}
+    frames = {"count": 0, "rate": SAMPLE_RATE, "arrivals": []}  # arrival: seconds after connected
     remote_track = asyncio.get_running_loop().create_future()
     t0 = time.monotonic()
 
@@ -171,6 +171,7 @@ async def run(args, result):
             received.append(mono)
             frames["count"] += 1
             frames["rate"] = rate
+            frames["arrivals"].append(time.monotonic() - frames.get("connected_at", t0))
 
     try:
         pc.addTransceiver(ToneTrack(args.tone_hz, args.tone_dbfs), direction="sendrecv")
@@ -198,6 +199,7 @@ async def run(args, result):
             result["error"] = f"not connected after {args.connect_timeout_s} s (states {result.get('states')})"
             return
         result["connected"] = True
+        frames["connected_at"] = time.monotonic()
 
         track = await asyncio.wait_for(remote_track, timeout=5)
         recorder = asyncio.ensure_future(record(track))
@@ -206,6 +208,11 @@ async def run(args, result):
         if recorder is not None:
             recorder.cancel()
         result["frames_received"] = frames["count"]
+        if args.expect_frames_after_s is not None:
+            result["frames_after_s"] = sum(1 for a in frames["arrivals"] if a >= args.expect_frames_after_s)
+        arrivals = frames["arrivals"]
+        if len(arrivals) >= 2:  # the longest silence between echoed frames: a path's outage
+            result["max_gap_ms"] = round(max(b - a for a, b in zip(arrivals, arrivals[1:])) * 1000)
         if session_url:
             status, _, body = await http("GET", session_url, args.api_key, timeout=3)
             try:
@@ -234,6 +241,9 @@ def main():
     ap.add_argument("--skip-s", type=float, default=1.0, help="received audio ignored at the start")
     ap.add_argument("--expect-echo", action="store_true", help="require the tone to come back")
     ap.add_argument("--min-snr-db", type=float, default=10.0)
+    ap.add_argument("--expect-frames-after-s", type=float, default=None,
+                    help="require >= 1 s of echoed frames arriving this long after connecting (audio "
+                         "survived whatever happened before, e.g. a relay restart)")
     ap.add_argument("--connect-timeout-s", type=float, default=10.0)
     ap.add_argument("--include-loopback", choices=["auto", "yes", "no"], default="auto",
                     help="gather a 127.0.0.1 candidate (auto: only when the host has no other IPv4)")
@@ -263,6 +273,8 @@ def main():
             hz is not None and abs(hz - args.tone_hz) <= 0.03 * args.tone_hz
             and (result.get("tone_snr_db") or -1e9) >= args.min_snr_db)
         ok = ok and result["echo_ok"]
+    if args.expect_frames_after_s is not None:
+        ok = ok and result.get("frames_after_s", 0) >= 50  # 1 s of 20 ms frames
     result["passed"] = bool(ok)
     print(json.dumps(result, indent=2))
     return 0 if ok else 1

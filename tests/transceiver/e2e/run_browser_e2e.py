@@ -107,6 +107,17 @@ class Stack:
             sys.stderr.write(f"----- {name} log (tail) -----\n{tail(log_path)}\n")
 
 
+def metric_value(base_url, name):
+    """The sum of a Prometheus counter's samples at base_url/metrics (0 when unreachable)."""
+    try:
+        with urllib.request.urlopen(base_url + "/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0.0
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + " ") or line.startswith(name + "{"))
+
+
 def tail(path, lines=40):
     try:
         with open(path, "rb") as f:
@@ -292,18 +303,32 @@ def main():
                     "--expect-echo"]
             restarter = None
             if args.relay_restart_at is not None:
-                # Clients refresh consent every ~5 s (aioice: 5 s +-20 %): the new relay learns the
-                # flow from the next check at the latest. Frames after 12 s prove audio came back.
+                # Clients refresh consent every ~5 s (aioice: 5 s +-20 %, no USE-CANDIDATE): the new
+                # relay learns the flow from the next check at the latest. Frames after restart + 9 s
+                # prove audio came back.
                 argv = [SYSTEM_PYTHON, AIORTC_CLIENT, "--url", stack.url, "--seconds", "15", "--tone-hz", "440",
                         "--expect-frames-after-s", str(args.relay_restart_at + 9)]
-                restarter = threading.Timer(args.relay_restart_at, stack.restart, args=("relay",))
+                stop_restarter = threading.Event()
+
+                def restart_when_connected():
+                    # `relay_restart_at` seconds after the session connected (not after the client
+                    # started: importing aiortc takes seconds on a loaded machine).
+                    deadline = time.monotonic() + 30
+                    while time.monotonic() < deadline and not stop_restarter.is_set():
+                        if metric_value(stack.url, "rtcedge_transceiver_sessions_connected_total") >= 1:
+                            if not stop_restarter.wait(args.relay_restart_at):
+                                stack.restart("relay")
+                            return
+                        stop_restarter.wait(0.05)
+
+                restarter = threading.Thread(target=restart_when_connected, daemon=True)
                 restarter.start()
             try:
                 passed, summary = run_client("aiortc_client", argv, 90)
             finally:
                 if restarter is not None:
-                    restarter.cancel()
-                    restarter.join()
+                    stop_restarter.set()
+                    restarter.join(timeout=10)
             if restarter is not None:
                 results["relay_restarts"] = stack.restarts
             results["clients"]["aiortc"] = {"passed": passed, "summary": summary}

@@ -165,7 +165,9 @@ async def run(args, result):
         while True:
             try:
                 frame = await asyncio.wait_for(track.recv(), timeout=2.0)
-            except (asyncio.TimeoutError, MediaStreamError):
+            except asyncio.TimeoutError:
+                continue  # an outage (a relay restart): keep listening until the call's end
+            except MediaStreamError:
                 return
             mono, rate = frame_to_mono(frame)
             received.append(mono)

@@ -233,6 +233,8 @@ def main():
     ap.add_argument("--mock", action="store_true", help="use mock_transceiver.py (aiortc) instead of the binaries")
     ap.add_argument("--client", choices=["browser", "aiortc", "both"], default="browser")
     ap.add_argument("--passthrough", action="store_true", help="Opus passthrough mode (no transcoding)")
+    ap.add_argument("--offer-without-candidates", action="store_true",
+                    help="the aiortc client POSTs an offer with no a=candidate line")
     ap.add_argument("--backend", choices=["echo", "python"], default="echo",
                     help="embedded echo, or examples/python_backend/echo_backend.py over WebSocket")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
@@ -269,6 +271,8 @@ def main():
             stack.check_alive()
             argv = [SYSTEM_PYTHON, AIORTC_CLIENT, "--url", stack.url, "--seconds", "4", "--tone-hz", "440",
                     "--expect-echo"]
+            if args.offer_without_candidates:
+                argv.append("--offer-without-candidates")
             passed, summary = run_client("aiortc_client", argv, 90)
             results["clients"]["aiortc"] = {"passed": passed, "summary": summary}
             ok = ok and passed

@@ -49,11 +49,22 @@ def metric(text, name, labels=None):
     return total
 
 
-def limit_open_files(n):
-    """A preexec_fn that sets RLIMIT_NOFILE soft and hard to n in the child (None: unchanged)."""
+def limit_open_files(n, hard=None):
+    """A preexec_fn that sets RLIMIT_NOFILE to n (soft) and hard (default n) in the child
+    (None: unchanged)."""
     if n is None:
         return None
-    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard or n))
+
+
+def open_files_limits(pid):
+    """(soft, hard) RLIMIT_NOFILE of a running process, from /proc/<pid>/limits."""
+    with open(f"/proc/{pid}/limits") as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                soft, hard = line.split()[3:5]
+                return int(soft), int(hard)
+    raise AssertionError("no 'Max open files' line")
 
 
 def thread_states(pid):
@@ -115,14 +126,14 @@ def padded_offer(total_bytes):
 
 
 class Transceiver:
-    def __init__(self, *extra, workers=1, open_files=None):
+    def __init__(self, *extra, workers=1, open_files=None, open_files_hard=None):
         self.http_port = free_port()
         self.media_port = free_port(socket.SOCK_DGRAM)
         self.log = tempfile.NamedTemporaryFile(prefix="rtce-tx-", suffix=".log", delete=False)
         argv = [ARGS.transceiver, "--http-listen", f"127.0.0.1:{self.http_port}", "--workers", str(workers),
                 "--media-base-port", str(self.media_port), *extra]
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
-                                     preexec_fn=limit_open_files(open_files))
+                                     preexec_fn=limit_open_files(open_files, open_files_hard))
         wait_for(self.ready, 15, "transceiver /healthz")
 
     def ready(self):
@@ -494,6 +505,13 @@ class ConnectionLimits(unittest.TestCase):
         finally:
             for c in conns:
                 c.close()
+            tx.stop()
+
+    def test_open_files_limit_is_raised_to_the_hard_limit_at_start(self):
+        tx = Transceiver(open_files=256, open_files_hard=4096)
+        try:
+            self.assertEqual(open_files_limits(tx.proc.pid), (4096, 4096))
+        finally:
             tx.stop()
 
     def test_relay_admin_server_out_of_file_descriptors(self):

@@ -11,7 +11,11 @@ namespace rtce {
 
 struct AdminServer::Impl {
   explicit Impl(const SocketAddress& listen)
-      : server(listen, HttpServer::Limits{4096, 8192, 10},
+      : server(listen,
+               HttpServer::Limits{.max_body_bytes = 4096,
+                                  .max_header_bytes = 8192,
+                                  .max_target_bytes = 4096,
+                                  .idle_timeout_s = 10},
                [this](const HttpRequest& request, HttpServer::Responder respond) {
                  dispatch(request, respond);
                }) {}
@@ -26,6 +30,12 @@ struct AdminServer::Impl {
       reply = it->second();
     } catch (const std::exception& e) {
       reply = {500, "text/plain; charset=utf-8", std::string("error: ") + e.what() + "\n"};
+    }
+    // The server's own connection metrics join every /metrics scrape, whoever owns the route.
+    if (request.path == "/metrics" && reply.status == 200) {
+      MetricsText own;
+      add_http_server_metrics(own, "admin", server.stats());
+      reply.body += own.serialize();
     }
     respond(HttpResponse{reply.status, reply.content_type, std::move(reply.body), {}});
   }
@@ -73,6 +83,27 @@ void MetricsText::add(prometheus::MetricFamily& family, double value,
   else
     m.untyped.value = value;
   family.metric.push_back(std::move(m));
+}
+
+void add_http_server_metrics(MetricsText& m, const std::string& server, const HttpServer::Stats& stats) {
+  using prometheus::MetricType;
+  const std::vector<prometheus::ClientMetric::Label> labels = {{"server", server}};
+  auto& open = m.family("rtcedge_http_connections_open", "open HTTP connections", MetricType::Gauge);
+  m.add(open, static_cast<double>(stats.connections_open.load(std::memory_order_relaxed)), labels);
+  auto& evicted = m.family("rtcedge_http_connections_evicted_total",
+                           "idle HTTP connections closed to make room, by reason", MetricType::Counter);
+  m.add(evicted, static_cast<double>(stats.evicted_at_cap.load(std::memory_order_relaxed)),
+        {{"server", server}, {"reason", "at_cap"}});
+  m.add(evicted, static_cast<double>(stats.evicted_out_of_descriptors.load(std::memory_order_relaxed)),
+        {{"server", server}, {"reason", "out_of_descriptors"}});
+  auto& refused = m.family("rtcedge_http_connections_refused_total",
+                           "new HTTP connections closed at once: at the cap with every connection busy",
+                           MetricType::Counter);
+  m.add(refused, static_cast<double>(stats.refused_at_cap.load(std::memory_order_relaxed)), labels);
+  auto& pauses = m.family("rtcedge_http_accept_pauses_total",
+                          "times accept failed with no connection to close and waited before retrying",
+                          MetricType::Counter);
+  m.add(pauses, static_cast<double>(stats.accept_pauses.load(std::memory_order_relaxed)), labels);
 }
 
 std::string MetricsText::serialize() const {

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "http_server.h"
 #include "net_address.h"
 
 namespace rtce {
@@ -55,5 +56,9 @@ class MetricsText {
  private:
   std::deque<prometheus::MetricFamily> families_;  // stable references while building
 };
+
+// The families every HTTP server exports about itself (rtcedge_http_*), labelled
+// server="<server>" ("admin", "signaling"): defined once, for every binary.
+void add_http_server_metrics(MetricsText& metrics, const std::string& server, const HttpServer::Stats& stats);
 
 }  // namespace rtce

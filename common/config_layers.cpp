@@ -260,4 +260,14 @@ void resolve_logging_keys(const ConfigLayers& c, std::string& format, std::strin
     throw ConfigError(c.where("log.level") + ": '" + level + "' is not trace/debug/info/warn/error");
 }
 
+void declare_http_server_keys(ConfigLayers& c) {
+  c.declare("http.max_connections", ConfigLayers::Kind::scalar,
+            "open connections per HTTP server (signaling, admin); at the cap a new connection closes the "
+            "idlest one (default 1000)");
+}
+
+uint64_t resolve_http_max_connections(const ConfigLayers& c) {
+  return c.get_uint("http.max_connections", kDefaultHttpMaxConnections, 1, 1'000'000);
+}
+
 }  // namespace rtce

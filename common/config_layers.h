@@ -83,4 +83,10 @@ Nanos parse_duration(std::string_view text);  // -1 when malformed
 void declare_logging_keys(ConfigLayers& layers);
 void resolve_logging_keys(const ConfigLayers& layers, std::string& format, std::string& level);
 
+// The http.max_connections key every rtcedge binary's HTTP servers share (signaling and admin):
+// declared and validated once. Applied by configure_http_servers (http_server.h).
+inline constexpr uint64_t kDefaultHttpMaxConnections = 1000;
+void declare_http_server_keys(ConfigLayers& layers);
+uint64_t resolve_http_max_connections(const ConfigLayers& layers);
+
 }  // namespace rtce

@@ -4,15 +4,21 @@
 // Responder that may be called from any thread, exactly once.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "net_address.h"
 
 namespace rtce {
+
+class ConfigLayers;
 
 struct HttpRequest {
   std::string method;                                        // "GET", "POST", ...
@@ -41,9 +47,19 @@ class HttpServer {
   using Responder = std::function<void(HttpResponse)>;
   using Handler = std::function<void(const HttpRequest&, Responder)>;
   struct Limits {
-    size_t max_body_bytes = 64 * 1024;
-    size_t max_header_bytes = 16 * 1024;
+    size_t max_body_bytes = 64 * 1024;    // larger: 413
+    size_t max_header_bytes = 16 * 1024;  // request line + header fields; larger: 431 (or 414)
+    size_t max_target_bytes = 8 * 1024;   // the request-target (path and query); longer: 414
     int idle_timeout_s = 30;
+    size_t max_connections = 0;  // 0 = the process-wide http.max_connections
+  };
+  // Read by /metrics scrapes (add_http_server_metrics), written on the server thread.
+  struct Stats {
+    std::atomic<uint64_t> connections_open{0};
+    std::atomic<uint64_t> evicted_at_cap{0};              // idlest closed for a new one at the cap
+    std::atomic<uint64_t> evicted_out_of_descriptors{0};  // idlest closed because accept hit EMFILE/ENFILE
+    std::atomic<uint64_t> refused_at_cap{0};  // at the cap with every connection busy: the new one closed
+    std::atomic<uint64_t> accept_pauses{0};   // accept failed with nothing to close: waited, then retried
   };
 
   HttpServer(const SocketAddress& listen, Limits limits, Handler handler);
@@ -58,10 +74,27 @@ class HttpServer {
   uint16_t port() const;
   // Runs fn on the server thread (handlers run there too, so state they share needs no lock).
   void post(std::function<void()> fn);
+  const Stats& stats() const;
+  size_t max_connections() const;
 
  private:
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
+
+// The process-wide settings of every HTTP server in this binary (the http.max_connections key,
+// declared for every binary by declare_http_server_keys): call once after the configuration is
+// resolved and before servers start; throws ConfigError. It also raises RLIMIT_NOFILE to its
+// hard limit, so that the connection cap, not the descriptor limit, is what binds first.
+void configure_http_servers(const ConfigLayers& layers);
+
+// RFC 9110 §8.3.1: whether a Content-Type value names `type_subtype` ("application/sdp"):
+// type and subtype compared case-insensitively, optional parameters after ';', nothing else.
+bool media_type_is(std::string_view content_type, std::string_view type_subtype);
+// RFC 9110 §11.4: the credentials of an Authorization value whose auth scheme is `scheme`
+// (compared case-insensitively) followed by one or more spaces; nullopt for another scheme
+// or no credentials.
+std::optional<std::string_view> credentials_for_scheme(std::string_view authorization,
+                                                       std::string_view scheme);
 
 }  // namespace rtce

@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   rtce::RelayConfig config;
   try {
     config = resolve(layers, config_file);
+    rtce::configure_http_servers(layers);  // http.max_connections, RLIMIT_NOFILE
   } catch (const rtce::ConfigError& e) {
     std::cerr << "rtcedge-relay: configuration error: " << e.what() << "\n";
     return kExitUsage;

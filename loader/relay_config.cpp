@@ -46,6 +46,7 @@ void declare_relay_config(ConfigLayers& c) {
   c.declare("admin.listen", K::scalar,
             "address:port of /metrics, /healthz, /readyz (default 127.0.0.1:9478)");
   declare_logging_keys(c);
+  declare_http_server_keys(c);
   c.declare("xdp.interfaces", K::list,
             "NICs the XDP program attaches to: the VIP side and the transceiver side");
   c.declare("xdp.pin_path", K::scalar,

@@ -422,6 +422,9 @@ std::optional<OfferError> check_ice_credential(const AttrRef& attr, std::string_
   return std::nullopt;
 }
 
+// RFC 5761 §4: with RTP and RTCP on one port, RTP payload types 64..95 are ambiguous.
+bool collides_with_rtcp(uint8_t payload_type) { return payload_type >= 64 && payload_type <= 95; }
+
 std::variant<AudioOffer, OfferError> judge_audio_section(const Scan& scan, size_t index) {
   const SectionScan& section = scan.sections[index];
   const int m_line = section.m_line;
@@ -436,7 +439,10 @@ std::variant<AudioOffer, OfferError> judge_audio_section(const Scan& scan, size_
   audio.section_index = index;
   audio.mid = section.mid ? std::string(section.mid->value) : std::string();
 
-  // Opus: the first payload type in the m-line's preference order whose rtpmap is opus/48000/2.
+  // Opus: the first payload type in the m-line's preference order whose rtpmap is opus/48000/2
+  // and that RTCP cannot be mistaken for. rtcp-mux is required, and with it RTP payload types
+  // 64..95 put the second byte in 192..223, where RTCP packet types live (RFC 5761 §4): such
+  // an Opus is passed over for another Opus payload type in the offer, else the offer fails.
   std::vector<Rtpmap> rtpmaps;
   rtpmaps.reserve(section.rtpmaps.size());
   for (const AttrRef& attr : section.rtpmaps) {
@@ -445,6 +451,7 @@ std::variant<AudioOffer, OfferError> judge_audio_section(const Scan& scan, size_
     rtpmaps.push_back(*map);
   }
   std::optional<Rtpmap> opus;
+  std::optional<uint8_t> opus_colliding_with_rtcp;
   for (std::string_view format : section.formats) {
     auto pt = parse_number<uint8_t>(format, 127);
     if (!pt) continue;
@@ -452,9 +459,18 @@ std::variant<AudioOffer, OfferError> judge_audio_section(const Scan& scan, size_
         std::find_if(rtpmaps.begin(), rtpmaps.end(), [&](const Rtpmap& m) { return m.payload_type == *pt; });
     if (map != rtpmaps.end() && iequals(map->encoding, "opus") && map->clock_rate == 48000 &&
         map->channels == 2) {
+      if (collides_with_rtcp(map->payload_type)) {
+        if (!opus_colliding_with_rtcp) opus_colliding_with_rtcp = map->payload_type;
+        continue;
+      }
       opus = *map;
       break;
     }
+  }
+  if (!opus && opus_colliding_with_rtcp) {
+    return error_at(m_line, "Opus payload type " + std::to_string(*opus_colliding_with_rtcp) +
+                                " is in 64..95, which collides with RTCP packet types under rtcp-mux "
+                                "(RFC 5761 section 4), and the offer has no other Opus payload type");
   }
   if (!opus) return error_at(m_line, "no Opus codec (opus/48000/2) in the audio section");
   audio.opus_payload_type = opus->payload_type;

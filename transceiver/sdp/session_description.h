@@ -17,7 +17,7 @@ namespace rtce::sdp {
 // Hostile offers arrive over HTTP before anything is authenticated, so every dimension is capped
 // before anything is stored.
 struct ParseLimits {
-  size_t max_bytes = 64 * 1024;
+  size_t max_bytes = 64 * 1024;  // the transceiver passes http.max_body_bytes: one size limit
   size_t max_lines = 2000;
   size_t max_media_sections = 16;
   size_t max_line_length = 4096;

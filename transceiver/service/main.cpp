@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "error.h"
+#include "http_server.h"
 #include "logging.h"
 #include "transceiver_config.h"
 #include "transceiver_service.h"
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
     layers.apply_env(environ);
     layers.apply_flags();
     config = rtce::resolve_transceiver_config(layers);
+    rtce::configure_http_servers(layers);
   } catch (const rtce::ConfigError& e) {
     std::cerr << "rtcedge-transceiver: configuration error: " << e.what() << "\n";
     return 2;

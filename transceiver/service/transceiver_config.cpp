@@ -18,7 +18,9 @@ void declare_transceiver_config(ConfigLayers& c) {
   c.declare("http.allow_public_without_keys", K::scalar,
             "allow a non-loopback http.listen without API keys (default false)");
   c.declare("http.cors_origins", K::list, "origins allowed by CORS (default *)");
-  c.declare("http.max_body_bytes", K::scalar, "largest SDP offer accepted (default 65536)");
+  c.declare("http.max_body_bytes", K::scalar,
+            "largest SDP offer accepted, the one size limit of an offer (default 65536)");
+  declare_http_server_keys(c);
   c.declare("workers", K::scalar, "media worker threads, one endpoint each (0 = one per CPU)");
   c.declare("pin_cpus", K::scalar, "pin worker i to CPU i (default false)");
   c.declare("media.listen", K::scalar, "IP the worker sockets bind (default 127.0.0.1)");

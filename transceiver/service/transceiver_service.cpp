@@ -92,7 +92,7 @@ TransceiverService::TransceiverService(TransceiverConfig config) : config_(std::
   }
   for (uint32_t i = 0; i < config_.workers; ++i) {
     workers_.push_back(std::make_unique<MediaWorker>(i, static_cast<uint16_t>(config_.endpoint_base_id + i),
-                                                     config_, dtls_, *metrics_.back()));
+                                                     config_, dtls_, *metrics_[i]));
   }
   HttpServer::Limits limits;
   limits.max_body_bytes = config_.max_body_bytes;
@@ -156,10 +156,9 @@ void TransceiverService::stop() {
 
 bool TransceiverService::authorized(const HttpRequest& request) const {
   if (config_.api_keys.empty()) return true;
-  auto header = request.header("authorization");
-  constexpr std::string_view bearer = "Bearer ";
-  if (header.size() <= bearer.size() || header.substr(0, bearer.size()) != bearer) return false;
-  auto key = header.substr(bearer.size());
+  auto credentials = credentials_for_scheme(request.header("authorization"), "Bearer");
+  if (!credentials) return false;
+  const std::string_view key = *credentials;
   bool match = false;
   for (const auto& k : config_.api_keys) {  // constant time per key
     if (k.size() != key.size()) continue;
@@ -247,7 +246,7 @@ void TransceiverService::create_session(const HttpRequest& request, HttpServer::
     return respond(std::move(r));
   }
   auto content_type = request.header("content-type");
-  if (content_type.substr(0, 15) != "application/sdp")
+  if (!media_type_is(content_type, "application/sdp"))
     return respond(HttpResponse::text(415, "Content-Type must be application/sdp"));
   auto retry = [&](unsigned status, const char* why, const char* after) {
     HttpResponse r = HttpResponse::text(status, why);
@@ -259,7 +258,10 @@ void TransceiverService::create_session(const HttpRequest& request, HttpServer::
     ++rejected_rate_;
     return retry(429, "session setup rate exceeded", "1");
   }
-  auto parsed = sdp::parse_offer(request.body);
+  // http.max_body_bytes is the one size limit of an offer: the body got past it, so may the parser.
+  sdp::ParseLimits parse_limits;
+  parse_limits.max_bytes = config_.max_body_bytes;
+  auto parsed = sdp::parse_offer(request.body, parse_limits);
   if (auto* error = std::get_if<sdp::OfferError>(&parsed)) {
     ++rejected_sdp_;
     return respond(HttpResponse::text(400, "bad SDP offer: " + error->to_string()));
@@ -332,9 +334,13 @@ void TransceiverService::with_session(const std::string& id, const HttpRequest& 
       respond(snap ? HttpResponse::json(200, snap->dump()) : HttpResponse::text(404, "no such session"));
     });
   } else if (request.method == "DELETE") {
+    // A WHIP client DELETEs on hang-up, often after its DTLS close already ended the session:
+    // while the ended session is remembered, that is a success with its final state.
     worker->post([worker, id, respond] {
-      respond(worker->end_session(id, SessionEnd::deleted) ? HttpResponse{204, "text/plain", "", {}}
-                                                           : HttpResponse::text(404, "no such session"));
+      if (worker->end_session(id, SessionEnd::deleted))
+        return respond(HttpResponse{204, "text/plain", "", {}});
+      auto ended = worker->snapshot(id);
+      respond(ended ? HttpResponse::json(200, ended->dump()) : HttpResponse::text(404, "no such session"));
     });
   } else if (request.method == "PATCH") {
     respond(HttpResponse::text(405, "trickle ICE is not needed: the server is ICE-lite with one candidate"));
@@ -464,6 +470,7 @@ std::string TransceiverService::metrics_text() const {
   setup.metric.push_back(hist);
   auto& ready = m.family("rtcedge_transceiver_draining", "1 while draining (SIGTERM)", MetricType::Gauge);
   m.add(ready, draining_ ? 1 : 0);
+  add_http_server_metrics(m, "signaling", http_->stats());
   return m.serialize();
 }
 

@@ -252,6 +252,12 @@ async function run(summary) {
   const page = context.pages()[0] || await context.newPage();
   page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') log(`page console.${m.type()}: ${m.text()}`); });
   page.on('pageerror', (e) => log(`page error: ${e.message}`));
+  // The page POSTs right after setLocalDescription, before ICE gathering: the offer the
+  // server gets has no a=candidate line, and the call must connect anyway (ICE-lite server).
+  const offers = [];
+  page.on('request', (r) => {
+    if (r.method() === 'POST' && new URL(r.url()).pathname === '/v1/sessions') offers.push(r.postData() || '');
+  });
 
   // ---- open the demo page and talk
   const resp = await page.goto(`${opts.url}/`, { timeout: Math.min(15000, remainingMs()) });
@@ -272,6 +278,8 @@ async function run(summary) {
   summary.connected = true;
   summary.time_to_connected_wall_ms = Date.now() - clickedAt;
   summary.page_timings = await page.evaluate(() => rtcedgeDebug.timings);
+  check('the offer was POSTed without waiting for candidates (no a=candidate line)',
+        offers.length === 1 && !/^a=candidate:/m.test(offers[0]), `${offers.length} offer(s)`);
   summary.session_url = await page.evaluate(() => rtcedgeDebug.sessionUrl);
   check('connected (iceConnectionState connected)', summary.page_timings.iceConnectedMs != null, summary.page_timings);
 

@@ -261,6 +261,8 @@ def main():
     ap.add_argument("--mock", action="store_true", help="use mock_transceiver.py (aiortc) instead of the binaries")
     ap.add_argument("--client", choices=["browser", "aiortc", "both"], default="browser")
     ap.add_argument("--passthrough", action="store_true", help="Opus passthrough mode (no transcoding)")
+    ap.add_argument("--offer-without-candidates", action="store_true",
+                    help="the aiortc client POSTs an offer with no a=candidate line")
     ap.add_argument("--backend", choices=["echo", "python"], default="echo",
                     help="embedded echo, or examples/python_backend/echo_backend.py over WebSocket")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
@@ -323,6 +325,8 @@ def main():
 
                 restarter = threading.Thread(target=restart_when_connected, daemon=True)
                 restarter.start()
+            if args.offer_without_candidates:
+                argv.append("--offer-without-candidates")
             try:
                 passed, summary = run_client("aiortc_client", argv, 90)
             finally:

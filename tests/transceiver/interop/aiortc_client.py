@@ -179,8 +179,15 @@ async def run(args, result):
         pc.addTransceiver(ToneTrack(args.tone_hz, args.tone_dbfs), direction="sendrecv")
         # aiortc gathers every candidate inside setLocalDescription: the offer is non-trickle.
         await asyncio.wait_for(pc.setLocalDescription(await pc.createOffer()), 10)
+        offer_sdp = pc.localDescription.sdp
+        if args.offer_without_candidates:
+            # What a client that POSTs right after setLocalDescription sends (as the demo page
+            # and Realtime-style clients do): no candidate lines at all.
+            offer_sdp = "".join(l for l in offer_sdp.splitlines(keepends=True)
+                                if not l.startswith(("a=candidate:", "a=end-of-candidates")))
+            result["offer_candidates"] = offer_sdp.count("a=candidate:")
         status, headers, body = await http("POST", f"{args.url}/v1/sessions", args.api_key,
-                                           body=pc.localDescription.sdp.encode(), content_type="application/sdp")
+                                           body=offer_sdp.encode(), content_type="application/sdp")
         result["post_status"] = status
         if status != 201:
             result["error"] = f"POST /v1/sessions: HTTP {status}: {body.decode('utf-8', 'replace').strip()}"
@@ -247,6 +254,8 @@ def main():
                     help="require >= 1 s of echoed frames arriving this long after connecting (audio "
                          "survived whatever happened before, e.g. a relay restart)")
     ap.add_argument("--connect-timeout-s", type=float, default=10.0)
+    ap.add_argument("--offer-without-candidates", action="store_true",
+                    help="strip a=candidate lines from the offer (a client that does not wait for gathering)")
     ap.add_argument("--include-loopback", choices=["auto", "yes", "no"], default="auto",
                     help="gather a 127.0.0.1 candidate (auto: only when the host has no other IPv4)")
     args = ap.parse_args()

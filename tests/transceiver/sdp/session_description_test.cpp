@@ -265,6 +265,26 @@ TEST(SdpOfferVariations, FirstOpusInPreferenceOrderWins) {
   EXPECT_EQ(parse_ok(join(lines)).audio.opus_payload_type, 120);
 }
 
+TEST(SdpOfferVariations, OpusInTheRtcpRangeGivesWayToAnotherOpus) {
+  // RFC 5761 §4: under rtcp-mux, payload types 64..95 look like RTCP; a later Opus is taken.
+  auto lines = base_lines();
+  lines[6] = "m=audio 9 UDP/TLS/RTP/SAVPF 64 0 111";
+  lines[14] = "a=rtpmap:64 opus/48000/2";
+  lines.push_back("a=rtpmap:111 opus/48000/2");
+  const ParsedOffer offer = parse_ok(join(lines));
+  EXPECT_EQ(offer.audio.opus_payload_type, 111);
+  EXPECT_TRUE(has_line(split_lines(build_answer(offer, test_params())), "m=audio 9 UDP/TLS/RTP/SAVPF 111"));
+}
+
+TEST(SdpOfferVariations, OpusJustOutsideTheRtcpRangeIsKept) {
+  for (int pt : {63, 96}) {
+    auto lines = base_lines();
+    lines[6] = "m=audio 9 UDP/TLS/RTP/SAVPF " + std::to_string(pt) + " 0";
+    lines[14] = "a=rtpmap:" + std::to_string(pt) + " opus/48000/2";
+    EXPECT_EQ(parse_ok(join(lines)).audio.opus_payload_type, pt);
+  }
+}
+
 TEST(SdpOfferVariations, MediaLevelIceOverridesSessionLevel) {
   auto lines = base_lines();
   lines.insert(lines.begin() + 5, {"a=ice-ufrag:sess", "a=ice-pwd:sessionsessionsessionses"});
@@ -430,6 +450,15 @@ TEST(SdpHostileOffers, NoOpus) {
   lines[6] = "m=audio 9 UDP/TLS/RTP/SAVPF 0";
   lines.erase(lines.begin() + 14);  // a=rtpmap:111 opus
   EXPECT_OFFER_ERROR(join(lines), 7, "no Opus codec");
+}
+
+TEST(SdpHostileOffers, OnlyOpusCollidesWithRtcp) {
+  for (int pt : {64, 72, 95}) {
+    auto lines = base_lines();
+    lines[6] = "m=audio 9 UDP/TLS/RTP/SAVPF " + std::to_string(pt) + " 0";
+    lines[14] = "a=rtpmap:" + std::to_string(pt) + " opus/48000/2";
+    EXPECT_OFFER_ERROR(join(lines), 7, "collides with RTCP packet types under rtcp-mux");
+  }
 }
 
 TEST(SdpHostileOffers, OpusMono) {

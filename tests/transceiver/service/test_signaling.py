@@ -11,11 +11,13 @@ import http.client
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,14 +49,91 @@ def metric(text, name, labels=None):
     return total
 
 
+def limit_open_files(n, hard=None):
+    """A preexec_fn that sets RLIMIT_NOFILE to n (soft) and hard (default n) in the child
+    (None: unchanged)."""
+    if n is None:
+        return None
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard or n))
+
+
+def open_files_limits(pid):
+    """(soft, hard) RLIMIT_NOFILE of a running process, from /proc/<pid>/limits."""
+    with open(f"/proc/{pid}/limits") as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                soft, hard = line.split()[3:5]
+                return int(soft), int(hard)
+    raise AssertionError("no 'Max open files' line")
+
+
+def thread_states(pid):
+    """{thread id: state letter} from /proc/<pid>/task/*/stat."""
+    states = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                states[tid] = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            pass  # the thread ended meanwhile
+    return states
+
+
+def raw_request(port, data, timeout=10):
+    """Sends raw bytes, returns (status, response text) of the first response."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        try:
+            s.sendall(data)
+        except OSError:
+            pass  # the server may answer and close before it read everything
+        out = b""
+        while b"\r\n" not in out:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            out += chunk
+        text = out.decode(errors="replace")
+        m = re.match(r"HTTP/1\.[01] (\d{3})", text)
+        return (int(m.group(1)) if m else None), text
+
+
+def healthz_ok(port, timeout=2):
+    try:
+        return raw_request(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", timeout=timeout)[0] == 200
+    except OSError:
+        return False
+
+
+def open_idle_connections(port, n):
+    conns = []
+    for _ in range(n):
+        c = socket.create_connection(("127.0.0.1", port), timeout=5)
+        conns.append(c)
+    return conns
+
+
+def padded_offer(total_bytes):
+    """The Chrome offer with session-level attribute lines inserted until it is total_bytes long."""
+    offer = chrome_offer()
+    head, sep, rest = offer.partition("m=audio")
+    pad = []
+    size = len(offer)
+    while size < total_bytes:
+        line = "a=x-padding:" + "p" * 1000 + "\r\n"
+        pad.append(line)
+        size += len(line)
+    return head + "".join(pad) + sep + rest
+
+
 class Transceiver:
-    def __init__(self, *extra, workers=1):
+    def __init__(self, *extra, workers=1, open_files=None, open_files_hard=None):
         self.http_port = free_port()
         self.media_port = free_port(socket.SOCK_DGRAM)
         self.log = tempfile.NamedTemporaryFile(prefix="rtce-tx-", suffix=".log", delete=False)
         argv = [ARGS.transceiver, "--http-listen", f"127.0.0.1:{self.http_port}", "--workers", str(workers),
                 "--media-base-port", str(self.media_port), *extra]
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     preexec_fn=limit_open_files(open_files, open_files_hard))
         wait_for(self.ready, 15, "transceiver /healthz")
 
     def ready(self):
@@ -158,9 +237,71 @@ class Signaling(unittest.TestCase):
         self.assertEqual(status, 200)
         self.assertEqual(json.loads(body)["state"], "ended")
         self.assertEqual(json.loads(body)["end_reason"], "deleted")
-        self.assertEqual(self.tx.request("DELETE", location, headers=auth)[0], 404)
+        # A repeated DELETE (a WHIP client hanging up twice) gets the final state, as GET does.
+        status, headers, body = self.tx.request("DELETE", location, headers=auth)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(headers["content-type"], "application/json")
+        self.assertEqual(json.loads(body)["end_reason"], "deleted")
         self.assertEqual(self.tx.request("GET", "/v1/sessions/" + "0" * 32, headers=auth)[0], 404)
+        self.assertEqual(self.tx.request("DELETE", "/v1/sessions/" + "0" * 32, headers=auth)[0], 404)
         self.assertEqual(self.tx.request("GET", "/v1/sessions/../../etc", headers=auth)[0], 404)
+
+    def test_delete_after_the_session_ended_by_itself_returns_its_final_state(self):
+        # What a WHIP client does on hang-up: the session already ended (here by the connect
+        # timeout, as by a DTLS close), then DELETE arrives. 200 with the same JSON as GET.
+        status, headers, _ = self.tx.offer(chrome_offer())
+        self.assertEqual(status, 201)
+        auth = {"Authorization": f"Bearer {API_KEY}"}
+
+        def ended():
+            s = json.loads(self.tx.request("GET", headers["location"], headers=auth)[2])
+            return s if s["state"] == "ended" else None
+        state = wait_for(ended, 5, "the connect timeout to end the session")
+        status, reply_headers, body = self.tx.request("DELETE", headers["location"], headers=auth)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(reply_headers["content-type"], "application/json")
+        self.assertEqual(json.loads(body), state)
+        self.assertEqual(self.tx.request("DELETE", headers["location"])[0], 401)
+
+    def test_media_type_and_auth_scheme_are_case_insensitive_tokens(self):
+        for content_type in ("APPLICATION/SDP", "Application/Sdp", "application/sdp; charset=utf-8",
+                             "application/sdp ;foo=bar"):
+            status, _, body = self.tx.offer(chrome_offer(), content_type=content_type)
+            self.assertEqual(status, 201, f"{content_type}: {body}")
+        for content_type in ("application/sdpXYZ", "application/sdp-x", "application/sdp/x", "application",
+                             "text/sdp", "application/sdp x", ""):
+            status, _, body = self.tx.offer(chrome_offer(), content_type=content_type)
+            self.assertEqual(status, 415, f"{content_type!r}: {body}")
+        for scheme in ("bearer", "BEARER", "Bearer", "bEaReR"):
+            headers = {"Content-Type": "application/sdp", "Authorization": f"{scheme} {API_KEY}"}
+            status, _, body = self.tx.request("POST", "/v1/sessions", chrome_offer(), headers)
+            self.assertEqual(status, 201, f"{scheme}: {body}")
+        for value in (f"Basic {API_KEY}", f"Bearer{API_KEY}", f"Bearerx {API_KEY}", f"Bearer {API_KEY}x",
+                      "Bearer", API_KEY):
+            headers = {"Content-Type": "application/sdp", "Authorization": value}
+            self.assertEqual(self.tx.request("POST", "/v1/sessions", chrome_offer(), headers)[0], 401, value)
+
+    def test_header_and_uri_overflow_get_431_and_414(self):
+        port = self.tx.http_port
+        status, text = raw_request(port, b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertEqual(status, 414, text[:200])
+        status, text = raw_request(port, b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertEqual(status, 414, text[:200])
+        status, text = raw_request(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 20000 +
+                                   b"\r\n\r\n")
+        self.assertEqual(status, 431, text[:200])
+        many = b"".join(b"X-H%d: %s\r\n" % (i, b"v" * 100) for i in range(300))
+        status, text = raw_request(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + many + b"\r\n")
+        self.assertEqual(status, 431, text[:200])
+        self.assertEqual(self.tx.request("GET", "/healthz")[0], 200)
+
+    def test_opus_payload_type_colliding_with_rtcp_is_refused(self):
+        offer = chrome_offer()
+        pt = re.search(r"a=rtpmap:(\d+) opus/48000/2", offer).group(1)
+        offer = re.sub(rf"\b{pt}\b", "77", offer)
+        status, _, body = self.tx.offer(offer)
+        self.assertEqual(status, 400, body)
+        self.assertIn("RTCP", body)
 
     def test_api_key_required(self):
         status, headers, _ = self.tx.offer(chrome_offer(), key=None)
@@ -282,6 +423,135 @@ class Admission(unittest.TestCase):
             tx.stop()
 
 
+class Placement(unittest.TestCase):
+    def test_sessions_spread_over_workers_and_capacity_is_per_worker(self):
+        tx = Transceiver("--sessions-max-per-worker", "3", "--sessions-setup-burst", "100", workers=2)
+        try:
+            codes = [tx.offer(chrome_offer(), key=None) for _ in range(7)]
+            self.assertEqual([c[0] for c in codes], [201] * 6 + [503])
+            # The session id names its worker in its first byte: three on each.
+            workers = sorted(c[1]["location"].rsplit("/", 1)[1][:2] for c in codes[:6])
+            self.assertEqual(workers, ["00"] * 3 + ["01"] * 3)
+            text = tx.metrics()
+            self.assertEqual(metric(text, "rtcedge_transceiver_sessions_active", {"endpoint": "1"}), 3)
+            self.assertEqual(metric(text, "rtcedge_transceiver_sessions_active", {"endpoint": "2"}), 3)
+            self.assertEqual(metric(text, "rtcedge_transceiver_sessions_active_total"), 6)
+        finally:
+            tx.stop()
+
+
+class BodyLimit(unittest.TestCase):
+    def test_max_body_bytes_above_64k_is_the_one_limit(self):
+        tx = Transceiver("--http-max-body-bytes", "262144")
+        try:
+            offer = padded_offer(100 * 1024)
+            status, _, body = tx.offer(offer, key=None)
+            self.assertEqual(status, 201, body[:300])
+            status, _, body = tx.offer(padded_offer(300 * 1024), key=None)
+            self.assertEqual(status, 413, body[:300])
+        finally:
+            tx.stop()
+
+
+class ConnectionLimits(unittest.TestCase):
+    """http.max_connections and running out of file descriptors: /healthz keeps answering and
+    the HTTP thread does not spin."""
+
+    def assert_quiet(self, pid, port, window=1.0):
+        # A spinning accept loop keeps its thread runnable ("R") in every sample, whatever the
+        # machine's load; a thread waiting for connections is asleep ("S") almost always.
+        # /healthz is asked during the window, so the server is not merely idle.
+        samples, running = 0, {}
+        started = time.monotonic()
+        while time.monotonic() - started < window:
+            for tid, state in thread_states(pid).items():
+                running[tid] = running.get(tid, 0) + (state == "R")
+            samples += 1
+            if samples % 5 == 0:
+                self.assertTrue(healthz_ok(port), "/healthz while sampling")
+            time.sleep(0.02)  # the sampling interval
+        busiest = max(running.values()) / samples
+        self.assertLess(busiest, 0.5, f"a thread was running in {busiest:.0%} of {samples} samples: it spins")
+
+    def test_connections_above_the_cap_close_the_idlest(self):
+        tx = Transceiver("--http-max-connections", "20")
+        conns = []
+        try:
+            conns = open_idle_connections(tx.http_port, 60)
+            wait_for(lambda: healthz_ok(tx.http_port), 5, "/healthz above the connection cap")
+            text = tx.metrics()
+            self.assertLessEqual(metric(text, "rtcedge_http_connections_open", {"server": "signaling"}), 20)
+            self.assertGreaterEqual(metric(text, "rtcedge_http_connections_evicted_total",
+                                           {"server": "signaling", "reason": "at_cap"}), 40)
+            # The oldest idle connections were the ones closed.
+            conns[0].settimeout(2)
+            self.assertEqual(conns[0].recv(1), b"")
+            self.assert_quiet(tx.proc.pid, tx.http_port)
+        finally:
+            for c in conns:
+                c.close()
+            tx.stop()
+
+    def test_out_of_file_descriptors_backs_off_and_keeps_answering(self):
+        # Fewer descriptors than the default cap: accept fails with EMFILE.
+        tx = Transceiver(open_files=128)
+        conns = []
+        try:
+            conns = open_idle_connections(tx.http_port, 300)
+            wait_for(lambda: healthz_ok(tx.http_port), 5, "/healthz with descriptors exhausted")
+            self.assert_quiet(tx.proc.pid, tx.http_port)
+            self.assertGreaterEqual(metric(tx.metrics(), "rtcedge_http_connections_evicted_total",
+                                           {"server": "signaling", "reason": "out_of_descriptors"}), 1)
+        finally:
+            for c in conns:
+                c.close()
+            tx.stop()
+
+    def test_open_files_limit_is_raised_to_the_hard_limit_at_start(self):
+        tx = Transceiver(open_files=256, open_files_hard=4096)
+        try:
+            self.assertEqual(open_files_limits(tx.proc.pid), (4096, 4096))
+        finally:
+            tx.stop()
+
+    def test_relay_admin_server_out_of_file_descriptors(self):
+        keys = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+        subprocess.run([ARGS.relay, "hint", "keygen", "--id", "1"], stdout=keys, check=True, timeout=10)
+        keys.close()
+        admin = free_port()
+        relay = subprocess.Popen([ARGS.relay, "--hint-key-file", keys.name, "--listen",
+                                  f"127.0.0.1:{free_port(socket.SOCK_DGRAM)}", "--admin-listen",
+                                  f"127.0.0.1:{admin}", "--workers", "1", "--pin-cpus", "false",
+                                  "--endpoints", "1=127.0.0.1:40001"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 preexec_fn=limit_open_files(128))
+        conns = []
+        try:
+            def healthy():
+                if relay.poll() is not None:
+                    raise AssertionError(f"relay exited with {relay.returncode}")
+                return healthz_ok(admin)
+            wait_for(healthy, 10, "relay /healthz")
+            conns = open_idle_connections(admin, 300)
+            wait_for(healthy, 5, "relay /healthz with many idle admin connections")
+            self.assert_quiet(relay.pid, admin)
+            with socket.create_connection(("127.0.0.1", admin), timeout=5) as s:
+                s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+                text = b""
+                while chunk := s.recv(65536):
+                    text += chunk
+            text = text.decode()
+            self.assertTrue(text.startswith("HTTP/1.0 200"), text[:200])
+            self.assertGreaterEqual(metric(text.split("\r\n\r\n", 1)[1], "rtcedge_http_connections_evicted_total",
+                                           {"server": "admin", "reason": "out_of_descriptors"}), 1)
+        finally:
+            for c in conns:
+                c.close()
+            relay.kill()
+            relay.wait(timeout=10)
+            os.unlink(keys.name)
+
+
 class Configuration(unittest.TestCase):
     def run_bad(self, *argv):
         r = subprocess.run([ARGS.transceiver, *argv], capture_output=True, text=True, timeout=20)
@@ -294,6 +564,15 @@ class Configuration(unittest.TestCase):
         self.assertIn("hint.key_file", self.run_bad("--relay-vips", "127.0.0.1:3478"))
         self.assertIn("backend.url", self.run_bad("--backend-url", "http://x"))
         self.assertIn("relay.sources", self.run_bad("--relay-sources", "10.0.0.0/99"))
+        self.assertIn("http.max_connections", self.run_bad("--http-max-connections", "0"))
+        # The same key, declared once, exists for the relay too.
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as keys:
+            subprocess.run([ARGS.relay, "hint", "keygen"], stdout=keys, check=True, timeout=10)
+            keys.flush()
+            r = subprocess.run([ARGS.relay, "--hint-key-file", keys.name, "--http-max-connections", "0"],
+                               capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("http.max_connections", r.stderr)
         with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
             f.write("http:\n  lisen: 127.0.0.1:1\n")
             f.flush()

@@ -129,41 +129,37 @@ FlowLimitTable::FlowLimitTable(uint32_t keys, uint32_t max, Nanos window) : max_
   set_mask_ = sets - 1;
 }
 
-FlowLimitTable::Entry* FlowLimitTable::set_of(const void* key, size_t key_len) {
+size_t FlowLimitTable::set_start(const void* key, size_t key_len) const {
   const uint64_t h =
       rtce_siphash24(static_cast<const uint8_t*>(key), static_cast<uint32_t>(key_len), &hash_key_);
-  return &entries_[(static_cast<uint32_t>(h) & set_mask_) * kWays];
-}
-
-const FlowLimitTable::Entry* FlowLimitTable::find(const void* key, size_t key_len) const {
-  const Entry* set = const_cast<FlowLimitTable*>(this)->set_of(key, key_len);
-  for (uint32_t i = 0; i < kWays; i++)
-    if (set[i].in_use && std::memcmp(set[i].key, key, key_len) == 0) return &set[i];
-  return nullptr;
+  return static_cast<size_t>(static_cast<uint32_t>(h) & set_mask_) * kWays;
 }
 
 bool FlowLimitTable::allows(const void* key, size_t key_len, Nanos now) const {
   if (!enabled()) return true;
-  const Entry* e = find(key, key_len);
-  return rtce_flow_limit_allows(e ? &e->limit : nullptr, static_cast<__u64>(now), static_cast<__u64>(window_),
-                                max_);
+  const Entry* set = &entries_[set_start(key, key_len)];
+  const rtce_flow_limit* limit = nullptr;  // none: this key made no flow lately
+  for (uint32_t i = 0; i < kWays && !limit; i++)
+    if (set[i].in_use && std::memcmp(set[i].key, key, key_len) == 0) limit = &set[i].limit;
+  return rtce_flow_limit_allows(limit, static_cast<__u64>(now), static_cast<__u64>(window_), max_);
 }
 
 void FlowLimitTable::charge(const void* key, size_t key_len, Nanos now) {
   if (!enabled()) return;
   const auto t = static_cast<__u64>(now);
   const auto window = static_cast<__u64>(window_);
-  Entry* set = set_of(key, key_len);
-  Entry* spare = nullptr;  // free, else a window that is over, else the oldest live one
+  Entry* set = &entries_[set_start(key, key_len)];
+  // The way a new key takes: a free one, else a window that is over, else the oldest live.
+  auto rank = [&](const Entry& x) {
+    return !x.in_use ? 0 : rtce_flow_limit_window_over(&x.limit, t, window) ? 1 : 2;
+  };
+  Entry* spare = nullptr;
   for (uint32_t i = 0; i < kWays; i++) {
     Entry& e = set[i];
     if (e.in_use && std::memcmp(e.key, key, key_len) == 0) {
       rtce_flow_limit_charge(&e.limit, t, window);
       return;
     }
-    auto rank = [&](const Entry& x) {
-      return !x.in_use ? 0 : rtce_flow_limit_window_over(&x.limit, t, window) ? 1 : 2;
-    };
     if (!spare || rank(e) < rank(*spare) ||
         (rank(e) == 2 && rank(*spare) == 2 && e.limit.window_start_ns < spare->limit.window_start_ns))
       spare = &e;

@@ -148,8 +148,7 @@ class FlowLimitTable {
     rtce_flow_limit limit;
     bool in_use;
   };
-  Entry* set_of(const void* key, size_t key_len);
-  const Entry* find(const void* key, size_t key_len) const;
+  size_t set_start(const void* key, size_t key_len) const;  // index of the set's first way
 
   uint32_t max_;
   Nanos window_;

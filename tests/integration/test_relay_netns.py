@@ -11,7 +11,8 @@ non-STUN packets follow it, replies reach the client from the VIP (a bound VIP a
 wildcard listener answering from the address the client used), forged hints, unknown
 endpoints and stray packets create no flow and are counted by reason, and forged
 return-path datagrams reach no client; over IPv4 and IPv6. Also SIGHUP reload of the
-endpoint table keeping flows, idle expiry, the flow-table bound, and a clean SIGTERM exit.
+endpoint table keeping flows, idle expiry, the flow-table bound, the flows-per-hint bound
+against a replayed hint, and a clean SIGTERM exit.
 
 Every such test class runs twice (unittest names end in _userspace / _xdp): with the
 userspace relay, and with the XDP program attached natively to the relay namespace's veths

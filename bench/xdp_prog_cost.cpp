@@ -348,6 +348,12 @@ class Bench {
     std::memcpy(cfg.fixed_src_mac, kTxSrcMac.data(), 6);
     std::memcpy(cfg.fixed_dst_mac, kTxDstMac.data(), 6);
     update(rtce_->maps.config, uint32_t{0}, cfg);
+    // The flow limits run as in production (lookups and charges) but are never reached:
+    // every first-STUN call creates the same flow again.
+    rtce_xdp_flow_limit_config limits{};
+    limits.max_per_hint = RTCE_FLOW_LIMIT_NONE - 1;
+    limits.max_per_source_prefix = RTCE_FLOW_LIMIT_NONE - 1;
+    update(rtce_->maps.flow_limit_config, uint32_t{0}, limits);
     update(rtce_->maps.hint_keys, uint32_t{0}, hint_keyset_);
     rtce_xdp_vip_key k{};
     k.family = 4;

@@ -41,6 +41,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "rtce_flow.h"
+#include "rtce_flow_limit.h"
 #include "rtce_hint.h"
 #include "rtce_proxy_v2.h"
 #include "rtce_stun.h"
@@ -130,6 +131,28 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rtce_xdp_budget);
 } flow_budget SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rtce_xdp_flow_limit_config);
+} flow_limit_config SEC(".maps");
+
+/* Shared by all CPUs (not per-CPU): a replayed hint arrives on every RX queue. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, RTCE_XDP_MAX_HINT_LIMITS);
+	__type(key, struct rtce_hint_limit_key);
+	__type(value, struct rtce_flow_limit);
+} hint_flow_limits SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, RTCE_XDP_MAX_PREFIX_LIMITS);
+	__type(key, struct rtce_prefix_limit_key);
+	__type(value, struct rtce_flow_limit);
+} prefix_flow_limits SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -834,10 +857,9 @@ static __noinline int forward_to_endpoint(struct xdp_md *ctx, const struct rtce_
 }
 
 /* Spends one token of this CPU's new-flow budget; 0 when the budget is spent. Bounds the
- * rate at which a flood of valid (replayed) hints can churn the LRU flow table. *now_ns
- * gets the time it read, which the caller reuses as the flow's creation time (one clock
- * read per new flow instead of two). */
-static __always_inline int take_new_flow_token(const struct rtce_xdp_config *cfg, __u64 *now_ns)
+ * rate at which a flood of valid (replayed) hints can churn the LRU flow table. now_ns is
+ * the caller's clock read, which is also the flow's creation time (one read per new flow). */
+static __always_inline int take_new_flow_token(const struct rtce_xdp_config *cfg, __u64 now)
 {
 	__u32 zero = 0;
 	struct rtce_xdp_budget *b = bpf_map_lookup_elem(&flow_budget, &zero);
@@ -845,12 +867,9 @@ static __always_inline int take_new_flow_token(const struct rtce_xdp_config *cfg
 		cfg->budget_window_ns ? cfg->budget_window_ns : RTCE_XDP_DEFAULT_BUDGET_WINDOW_NS;
 	__u32 budget =
 		cfg->new_flow_budget ? cfg->new_flow_budget : RTCE_XDP_DEFAULT_NEW_FLOW_BUDGET;
-	__u64 now;
 
 	if (!b)
 		return 0;
-	now = bpf_ktime_get_ns();
-	*now_ns = now;
 	if (now - b->window_start_ns >= window) {
 		b->window_start_ns = now;
 		b->used = 0;
@@ -859,6 +878,51 @@ static __always_inline int take_new_flow_token(const struct rtce_xdp_config *cfg
 		return 0;
 	b->used++;
 	return 1;
+}
+
+/* The bounds of rtce_flow_limit.h, defaults filled in (the map is zero until a sync). */
+struct flow_limits {
+	__u64 window_ns;
+	__u32 max_per_hint;
+	__u32 max_per_prefix;
+	__u32 prefix_len;
+};
+
+static __always_inline void flow_limits_of(const struct rtce_xdp_flow_limit_config *c, __u8 family,
+					   struct flow_limits *out)
+{
+	out->window_ns = c->window_ns ? c->window_ns : RTCE_FLOW_LIMIT_DEFAULT_WINDOW_NS;
+	out->max_per_hint = c->max_per_hint ? c->max_per_hint : RTCE_FLOW_LIMIT_DEFAULT_PER_HINT;
+	out->max_per_prefix = c->max_per_source_prefix ? c->max_per_source_prefix
+						       : RTCE_FLOW_LIMIT_DEFAULT_PER_SOURCE_PREFIX;
+	if (family == RTCE_FAMILY_V6)
+		out->prefix_len =
+			c->prefix_len6 ? c->prefix_len6 : RTCE_FLOW_LIMIT_DEFAULT_PREFIX_V6;
+	else
+		out->prefix_len =
+			c->prefix_len4 ? c->prefix_len4 : RTCE_FLOW_LIMIT_DEFAULT_PREFIX_V4;
+}
+
+/* rtce_flow_limit_charge for an entry CPUs share: `l` from the caller's lookup (0 = none
+ * then). A reset racing another CPU's add loses at most that add; the window stays. */
+static __always_inline void charge_flow_limit(void *map, const void *key, struct rtce_flow_limit *l,
+					      __u64 now, __u64 window)
+{
+	struct rtce_flow_limit fresh = {.window_start_ns = now, .flows = 1};
+
+	if (!l) {
+		if (bpf_map_update_elem(map, key, &fresh, BPF_NOEXIST) != -17 /* EEXIST */)
+			return; /* created, or the LRU could not: forgotten, fails open */
+		l = bpf_map_lookup_elem(map, key);
+		if (!l)
+			return;
+	}
+	if (rtce_flow_limit_window_over(l, now, window)) {
+		l->window_start_ns = now;
+		l->flows = 1;
+		return;
+	}
+	__sync_fetch_and_add(&l->flows, 1);
 }
 
 /* Backlog of unread events above which a submit wakes the reader (see emit_event). */
@@ -912,6 +976,11 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 	const struct rtce_xdp_endpoint *ep;
 	struct rtce_xdp_flow flow = {}, *existing;
 	struct rtce_hint hint = {};
+	const struct rtce_xdp_flow_limit_config *lcfg;
+	struct rtce_hint_limit_key hint_key STACK_KEY = {};
+	struct rtce_prefix_limit_key prefix_key STACK_KEY = {};
+	struct rtce_flow_limit *hint_limit, *prefix_limit;
+	struct flow_limits limits;
 	enum rtce_stun_result sr;
 	enum rtce_hint_result hr;
 	__u16 endpoint_id;
@@ -968,7 +1037,25 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 	ep = bpf_map_lookup_elem(&endpoints, &endpoint_id);
 	if (!ep)
 		return VERDICT(XDP_PASS, RTCE_XDP_UNKNOWN_ENDPOINT, dir);
-	if (!take_new_flow_token(cfg, &now))
+
+	/* Bounded flows per hint and per source prefix, as RelayCore::route_first_packet.
+	 * Dropped, not passed: the userspace relay applies the same bound, so passing would
+	 * only grant the hint a second allowance and move the flood to the slower path. */
+	lcfg = bpf_map_lookup_elem(&flow_limit_config, &zero);
+	if (!lcfg)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
+	flow_limits_of(lcfg, p->family, &limits);
+	now = bpf_ktime_get_ns();
+	rtce_hint_limit_key_of(&hint, &hint_key);
+	hint_limit = bpf_map_lookup_elem(&hint_flow_limits, &hint_key);
+	if (!rtce_flow_limit_allows(hint_limit, now, limits.window_ns, limits.max_per_hint))
+		return VERDICT(XDP_DROP, RTCE_XDP_HINT_FLOW_LIMIT, dir);
+	rtce_prefix_limit_key_of(key, limits.prefix_len, &prefix_key);
+	prefix_limit = bpf_map_lookup_elem(&prefix_flow_limits, &prefix_key);
+	if (!rtce_flow_limit_allows(prefix_limit, now, limits.window_ns, limits.max_per_prefix))
+		return VERDICT(XDP_DROP, RTCE_XDP_SOURCE_PREFIX_FLOW_LIMIT, dir);
+
+	if (!take_new_flow_token(cfg, now))
 		return VERDICT(XDP_PASS, RTCE_XDP_NEW_FLOW_BUDGET, dir);
 
 	__builtin_memcpy(&flow.endpoint, ep, sizeof(*ep));
@@ -985,6 +1072,11 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 	}
 	if (rc)
 		return VERDICT(XDP_PASS, RTCE_XDP_FLOW_INSERT_FAILED, dir);
+	if (limits.max_per_hint != RTCE_FLOW_LIMIT_NONE)
+		charge_flow_limit(&hint_flow_limits, &hint_key, hint_limit, now, limits.window_ns);
+	if (limits.max_per_prefix != RTCE_FLOW_LIMIT_NONE)
+		charge_flow_limit(&prefix_flow_limits, &prefix_key, prefix_limit, now,
+				  limits.window_ns);
 	emit_event(key, &flow, dir, frame_len(ctx));
 	__builtin_memcpy(&w->ep, &flow.endpoint, sizeof(w->ep));
 	return VERDICT(ACT_FORWARD, RTCE_XDP_FORWARDED_NEW_FLOW, dir);

@@ -1,6 +1,7 @@
 // flow_table.cpp — see flow_table.h.
 #include "flow_table.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -114,6 +115,62 @@ uint32_t FlowTable::expire(Nanos now, uint32_t max_slots) {
     }
   }
   return expired;
+}
+
+FlowLimitTable::FlowLimitTable(uint32_t keys, uint32_t max, Nanos window) : max_(max), window_(window) {
+  if (!enabled()) return;
+  if (window <= 0) throw std::invalid_argument("flow limit window must be > 0");
+  uint8_t key_bytes[RTCE_SIPHASH_KEY_BYTES];
+  fill_random(key_bytes, sizeof key_bytes);
+  rtce_siphash_key_from_bytes(&hash_key_, key_bytes);
+  uint32_t sets = 1;
+  while (static_cast<uint64_t>(sets) * kWays < std::max<uint32_t>(keys, 1)) sets <<= 1;
+  entries_.assign(static_cast<size_t>(sets) * kWays, Entry{});
+  set_mask_ = sets - 1;
+}
+
+size_t FlowLimitTable::set_start(const void* key, size_t key_len) const {
+  const uint64_t h =
+      rtce_siphash24(static_cast<const uint8_t*>(key), static_cast<uint32_t>(key_len), &hash_key_);
+  return static_cast<size_t>(static_cast<uint32_t>(h) & set_mask_) * kWays;
+}
+
+bool FlowLimitTable::allows(const void* key, size_t key_len, Nanos now) const {
+  if (!enabled()) return true;
+  const Entry* set = &entries_[set_start(key, key_len)];
+  const rtce_flow_limit* limit = nullptr;  // none: this key made no flow lately
+  for (uint32_t i = 0; i < kWays && !limit; i++)
+    if (set[i].in_use && std::memcmp(set[i].key, key, key_len) == 0) limit = &set[i].limit;
+  return rtce_flow_limit_allows(limit, static_cast<__u64>(now), static_cast<__u64>(window_), max_);
+}
+
+void FlowLimitTable::charge(const void* key, size_t key_len, Nanos now) {
+  if (!enabled()) return;
+  const auto t = static_cast<__u64>(now);
+  const auto window = static_cast<__u64>(window_);
+  Entry* set = &entries_[set_start(key, key_len)];
+  // The way a new key takes: a free one, else a window that is over, else the oldest live.
+  auto rank = [&](const Entry& x) {
+    return !x.in_use ? 0 : rtce_flow_limit_window_over(&x.limit, t, window) ? 1 : 2;
+  };
+  Entry* spare = nullptr;
+  for (uint32_t i = 0; i < kWays; i++) {
+    Entry& e = set[i];
+    if (e.in_use && std::memcmp(e.key, key, key_len) == 0) {
+      rtce_flow_limit_charge(&e.limit, t, window);
+      return;
+    }
+    if (!spare || rank(e) < rank(*spare) ||
+        (rank(e) == 2 && rank(*spare) == 2 && e.limit.window_start_ns < spare->limit.window_start_ns))
+      spare = &e;
+  }
+  if (spare->in_use && !rtce_flow_limit_window_over(&spare->limit, t, window)) forgotten_++;
+  std::memset(spare->key, 0, sizeof spare->key);
+  std::memcpy(spare->key, key, key_len);
+  spare->limit = rtce_flow_limit{};
+  spare->limit.window_start_ns = t;
+  spare->limit.flows = 1;
+  spare->in_use = true;
 }
 
 }  // namespace rtce

@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "rtce_flow.h"
+#include "rtce_flow_limit.h"
 #include "rtce_siphash.h"
 
 namespace rtce {
@@ -98,6 +99,63 @@ class FlowTable {
   uint32_t size_ = 0;
   uint32_t sweep_cursor_ = 0;
   uint32_t evict_cursor_ = 0;
+};
+
+// How many flows one key (a hint, a source prefix) may create per time window: the
+// userspace half of wire/rtce_flow_limit.h, whose functions make the decision (the XDP
+// program calls the same ones on its LRU maps).
+//
+// Preallocated and bounded like the flow table: a set-associative cache of windows, kWays
+// entries per set, the set chosen by a SipHash of the key with a per-process random key
+// (so senders cannot aim many keys at one set). An entry is written only when a flow is
+// created, so live windows are bounded by the flows created within one window. A set
+// whose ways all hold live windows forgets its oldest (counted): that fails open for one
+// key, as the BPF LRU map does, and never refuses a key that made no flows.
+class FlowLimitTable {
+ public:
+  static constexpr uint32_t kWays = 8;
+  static constexpr size_t kMaxKeyBytes = sizeof(rtce_prefix_limit_key);
+
+  // max = RTCE_FLOW_LIMIT_NONE: no limit, no memory. `keys`: how many windows to keep
+  // (the worker's flow capacity: a key with a live window made at least one flow).
+  FlowLimitTable(uint32_t keys, uint32_t max, Nanos window);
+
+  // Whether one more flow may be created for `key` now (rtce_flow_limit_allows).
+  bool allows(const void* key, size_t key_len, Nanos now) const;
+  // Counts a flow created for `key` (rtce_flow_limit_charge).
+  void charge(const void* key, size_t key_len, Nanos now);
+
+  template <typename Key>
+  bool allows(const Key& key, Nanos now) const {
+    static_assert(sizeof(Key) <= kMaxKeyBytes);
+    return allows(&key, sizeof key, now);
+  }
+  template <typename Key>
+  void charge(const Key& key, Nanos now) {
+    static_assert(sizeof(Key) <= kMaxKeyBytes);
+    charge(&key, sizeof key, now);
+  }
+
+  bool enabled() const { return max_ != RTCE_FLOW_LIMIT_NONE; }
+  uint32_t max() const { return max_; }
+  Nanos window() const { return window_; }
+  // Live windows forgotten because their set was full (fail-open events).
+  uint64_t forgotten() const { return forgotten_; }
+
+ private:
+  struct Entry {
+    uint8_t key[kMaxKeyBytes];
+    rtce_flow_limit limit;
+    bool in_use;
+  };
+  size_t set_start(const void* key, size_t key_len) const;  // index of the set's first way
+
+  uint32_t max_;
+  Nanos window_;
+  rtce_siphash_key hash_key_{};
+  std::vector<Entry> entries_;
+  uint32_t set_mask_ = 0;
+  uint64_t forgotten_ = 0;
 };
 
 }  // namespace rtce

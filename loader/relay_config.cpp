@@ -43,6 +43,20 @@ void declare_relay_config(ConfigLayers& c) {
             "a flow with no client packet for this long expires (default 30s)");
   c.declare("flows.evict_idle_after", K::scalar,
             "when full, a new flow may replace one idle at least this long (default 5s)");
+  c.declare("flows.max_per_hint", K::scalar,
+            "flows one hint (one session's server ufrag) may create per flows.limit_window, in each "
+            "worker and in XDP; further first packets are dropped as hint_flow_limit (0 = no limit; "
+            "default 8)");
+  c.declare("flows.max_per_source_prefix", K::scalar,
+            "flows one client prefix (flows.source_prefix_v4/v6) may create per flows.limit_window, "
+            "in each worker and in XDP; further first packets are dropped as source_prefix_flow_limit "
+            "(0 = no limit; default 1024)");
+  c.declare("flows.limit_window", K::scalar,
+            "the window of flows.max_per_hint and flows.max_per_source_prefix (default 10s)");
+  c.declare("flows.source_prefix_v4", K::scalar,
+            "IPv4 prefix length flows.max_per_source_prefix counts by (default 24)");
+  c.declare("flows.source_prefix_v6", K::scalar,
+            "IPv6 prefix length flows.max_per_source_prefix counts by (default 56)");
   c.declare("admin.listen", K::scalar,
             "address:port of /metrics, /healthz, /readyz (default 127.0.0.1:9478)");
   declare_logging_keys(c);
@@ -161,6 +175,17 @@ RelayConfig resolve_relay_config(const ConfigLayers& c) {
   cfg.flow_capacity = static_cast<uint32_t>(c.get_uint("flows.capacity", 65536, 1, 1u << 26));
   cfg.flow_idle_timeout = c.get_duration("flows.idle_timeout", 30'000'000'000, 1'000'000, 86'400'000'000'000);
   cfg.flow_evict_idle_after = c.get_duration("flows.evict_idle_after", 5'000'000'000, 0, 86'400'000'000'000);
+  cfg.flow_limits.max_per_hint =
+      static_cast<uint32_t>(c.get_uint("flows.max_per_hint", RTCE_FLOW_LIMIT_DEFAULT_PER_HINT, 0, 1'000'000));
+  cfg.flow_limits.max_per_source_prefix = static_cast<uint32_t>(
+      c.get_uint("flows.max_per_source_prefix", RTCE_FLOW_LIMIT_DEFAULT_PER_SOURCE_PREFIX, 0, 1u << 26));
+  cfg.flow_limits.window =
+      c.get_duration("flows.limit_window", static_cast<Nanos>(RTCE_FLOW_LIMIT_DEFAULT_WINDOW_NS), 1'000'000,
+                     86'400'000'000'000);
+  cfg.flow_limits.source_prefix_v4 =
+      static_cast<uint8_t>(c.get_uint("flows.source_prefix_v4", RTCE_FLOW_LIMIT_DEFAULT_PREFIX_V4, 1, 32));
+  cfg.flow_limits.source_prefix_v6 =
+      static_cast<uint8_t>(c.get_uint("flows.source_prefix_v6", RTCE_FLOW_LIMIT_DEFAULT_PREFIX_V6, 1, 128));
   cfg.admin_listen =
       SocketAddress::parse_or_throw(c.get_string("admin.listen", "127.0.0.1:9478"), c.where("admin.listen"));
   resolve_logging_keys(c, cfg.log_format, cfg.log_level);

@@ -39,6 +39,7 @@ struct RelayConfig {
   uint32_t flow_capacity = 65536;
   Nanos flow_idle_timeout = 30'000'000'000;
   Nanos flow_evict_idle_after = 5'000'000'000;
+  FlowLimits flow_limits;  // flows.max_per_hint, flows.max_per_source_prefix, ...
   SocketAddress admin_listen;
   std::string log_format = "text";
   std::string log_level = "info";

@@ -28,6 +28,8 @@ const char* drop_reason_name(DropReason r) {
     case DropReason::flow_lookup_rate_limited: return "flow_lookup_rate_limited";
     case DropReason::flow_lookup_timeout: return "flow_lookup_timeout";
     case DropReason::flow_not_recovered: return "flow_not_recovered";
+    case DropReason::hint_flow_limit: return "hint_flow_limit";
+    case DropReason::source_prefix_flow_limit: return "source_prefix_flow_limit";
     case DropReason::count: break;
   }
   return "unknown";
@@ -63,8 +65,17 @@ bool same_endpoint(const sockaddr_in6& a, const sockaddr_in6& b) {
   return a.sin6_port == b.sin6_port && IN6_ARE_ADDR_EQUAL(&a.sin6_addr, &b.sin6_addr);
 }
 
-RelayCore::RelayCore(const FlowTable::Options& flow_options, std::shared_ptr<const RoutingTable> routing)
-    : flows_(flow_options), routing_(std::move(routing)) {}
+namespace {
+uint32_t limit_max(uint32_t configured) { return configured ? configured : RTCE_FLOW_LIMIT_NONE; }
+}  // namespace
+
+RelayCore::RelayCore(const FlowTable::Options& flow_options, std::shared_ptr<const RoutingTable> routing,
+                     const FlowLimits& limits)
+    : flows_(flow_options),
+      limits_(limits),
+      hint_limits_(flow_options.capacity, limit_max(limits.max_per_hint), limits.window),
+      prefix_limits_(flow_options.capacity, limit_max(limits.max_per_source_prefix), limits.window),
+      routing_(std::move(routing)) {}
 
 ToTransceiver RelayCore::frame(const Flow& flow, uint8_t* packet, size_t len) {
   rtce_pp2_flow pp{};
@@ -137,6 +148,23 @@ std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& 
     return std::nullopt;
   }
 
+  // Anyone gets a valid hint by POSTing an offer, and may replay it from spoofed sources:
+  // bound the flows one hint and one source prefix create (same decision as the XDP
+  // program, wire/rtce_flow_limit.h), before the flow can take a slot.
+  rtce_hint_limit_key hint_key{};
+  rtce_hint_limit_key_of(&hint, &hint_key);
+  if (!hint_limits_.allows(hint_key, now)) {
+    counters_.drop(DropReason::hint_flow_limit);
+    return std::nullopt;
+  }
+  rtce_prefix_limit_key prefix_key{};
+  rtce_prefix_limit_key_of(
+      &key, key.family == RTCE_FAMILY_V6 ? limits_.source_prefix_v6 : limits_.source_prefix_v4, &prefix_key);
+  if (!prefix_limits_.allows(prefix_key, now)) {
+    counters_.drop(DropReason::source_prefix_flow_limit);
+    return std::nullopt;
+  }
+
   FlowValue value;
   value.endpoint = endpoint->second;
   value.endpoint_id = hint.endpoint_id;
@@ -150,6 +178,10 @@ std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& 
       break;
     case FlowTable::InsertOutcome::inserted: counters_.flows_created.add(); break;
     case FlowTable::InsertOutcome::updated: break;
+  }
+  if (inserted.outcome != FlowTable::InsertOutcome::updated) {
+    hint_limits_.charge(hint_key, now);
+    prefix_limits_.charge(prefix_key, now);
   }
   counters_.flows_active.set(flows_.size());
   if (store_.outbox && inserted.outcome != FlowTable::InsertOutcome::updated) {

@@ -45,6 +45,8 @@ enum class DropReason : uint8_t {
   flow_lookup_rate_limited,  // no flow; the flow store lookup budget was spent
   flow_lookup_timeout,       // waited for the flow store longer than flow_store.lookup_timeout
   flow_not_recovered,        // waited, and the flow store had no such flow (or was down)
+  hint_flow_limit,           // valid hint, but it made flows.max_per_hint flows this window
+  source_prefix_flow_limit,  // valid hint, but the client's prefix made flows.max_per_source_prefix
   count
 };
 
@@ -122,9 +124,23 @@ struct FlowStoreLink {
   uint32_t refresh_per_tick = 1000;  // bounds the refresh rate per worker and housekeeping tick
 };
 
+// Bounds on the flows one hint and one client prefix may create per window
+// (wire/rtce_flow_limit.h; the flows.max_per_hint ... keys). Each worker applies them to
+// the flows it creates: a hint replayed across all workers gets at most
+// workers x max_per_hint flows per window. 0 = no limit.
+struct FlowLimits {
+  uint32_t max_per_hint = RTCE_FLOW_LIMIT_DEFAULT_PER_HINT;
+  uint32_t max_per_source_prefix = RTCE_FLOW_LIMIT_DEFAULT_PER_SOURCE_PREFIX;
+  Nanos window = static_cast<Nanos>(RTCE_FLOW_LIMIT_DEFAULT_WINDOW_NS);
+  uint8_t source_prefix_v4 = RTCE_FLOW_LIMIT_DEFAULT_PREFIX_V4;
+  uint8_t source_prefix_v6 = RTCE_FLOW_LIMIT_DEFAULT_PREFIX_V6;
+  bool operator==(const FlowLimits&) const = default;
+};
+
 class RelayCore {
  public:
-  RelayCore(const FlowTable::Options& flow_options, std::shared_ptr<const RoutingTable> routing);
+  RelayCore(const FlowTable::Options& flow_options, std::shared_ptr<const RoutingTable> routing,
+            const FlowLimits& limits = {});
 
   // Swaps the routing table. Flows keep going where they went, except flows of an endpoint
   // the new table no longer has (removed: its sessions are gone) and flows of an endpoint
@@ -181,6 +197,9 @@ class RelayCore {
   }
 
   FlowTable flows_;
+  FlowLimits limits_;
+  FlowLimitTable hint_limits_;
+  FlowLimitTable prefix_limits_;
   std::shared_ptr<const RoutingTable> routing_;
   RelayCounters counters_;
   FlowStoreLink store_;

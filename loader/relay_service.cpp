@@ -111,6 +111,8 @@ std::vector<std::string> RelayService::reload(const RelayConfig& next) {
   differs(next.flow_capacity != config_.flow_capacity, "flows.capacity");
   differs(next.flow_idle_timeout != config_.flow_idle_timeout, "flows.idle_timeout");
   differs(next.flow_evict_idle_after != config_.flow_evict_idle_after, "flows.evict_idle_after");
+  differs(next.flow_limits != config_.flow_limits,
+          "flows.max_per_hint/max_per_source_prefix/limit_window/source_prefix_v4/source_prefix_v6");
   differs(!(next.admin_listen == config_.admin_listen), "admin.listen");
   differs(next.flow_store_redis_url != config_.flow_store_redis_url ||
               next.flow_store_ttl != config_.flow_store_ttl ||
@@ -154,7 +156,8 @@ std::string RelayService::metrics_text() const {
         {"direction", direction_name(static_cast<Direction>(d))}};
     const double xdp_forwarded = xdp(RTCE_XDP_FORWARDED, d) + xdp(RTCE_XDP_FORWARDED_NEW_FLOW, d);
     const double xdp_dropped = xdp(RTCE_XDP_HINT_REJECTED, d) + xdp(RTCE_XDP_RETURN_MALFORMED, d) +
-                               xdp(RTCE_XDP_RETURN_NO_FLOW, d) + xdp(RTCE_XDP_RETURN_WRONG_SENDER, d);
+                               xdp(RTCE_XDP_RETURN_NO_FLOW, d) + xdp(RTCE_XDP_RETURN_WRONG_SENDER, d) +
+                               xdp(RTCE_XDP_HINT_FLOW_LIMIT, d) + xdp(RTCE_XDP_SOURCE_PREFIX_FLOW_LIMIT, d);
     m.add(received,
           sum([d](const RelayCounters& c) -> const RelaxedCounter& { return c.received_packets[d]; }) +
               xdp_forwarded + xdp_dropped,
@@ -177,7 +180,10 @@ std::string RelayService::metrics_text() const {
                                  : reason == DropReason::return_malformed    ? RTCE_XDP_RETURN_MALFORMED
                                  : reason == DropReason::return_no_flow      ? RTCE_XDP_RETURN_NO_FLOW
                                  : reason == DropReason::return_wrong_sender ? RTCE_XDP_RETURN_WRONG_SENDER
-                                                                             : RTCE_XDP_REASON_COUNT;
+                                 : reason == DropReason::hint_flow_limit     ? RTCE_XDP_HINT_FLOW_LIMIT
+                                 : reason == DropReason::source_prefix_flow_limit
+                                     ? RTCE_XDP_SOURCE_PREFIX_FLOW_LIMIT
+                                     : RTCE_XDP_REASON_COUNT;
     if (twin != RTCE_XDP_REASON_COUNT) from_xdp = xdp(twin, 0) + xdp(twin, 1);
     m.add(dropped,
           sum([r](const RelayCounters& c) -> const RelaxedCounter& { return c.dropped[r]; }) + from_xdp,

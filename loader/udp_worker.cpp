@@ -130,7 +130,7 @@ UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<
           FlowTable::Options{static_cast<uint32_t>((config.flow_capacity + std::max(1u, config.workers) - 1) /
                                                    std::max(1u, config.workers)),
                              config.flow_idle_timeout, config.flow_evict_idle_after, 16},
-          std::move(routing)),
+          std::move(routing), config.flow_limits),
       batch_(std::make_unique<Batch>(config.batch_size, config.listen.size())),
       flow_sync_(flow_sync),
       on_recovered_(std::move(on_recovered)) {

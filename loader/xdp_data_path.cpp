@@ -52,9 +52,42 @@ int libbpf_to_spdlog(enum libbpf_print_level level, const char* format, va_list 
 // The maps whose contents must outlive a loader: state, configuration and counters.
 // Scratch and per-CPU work maps are private to each program instance.
 std::vector<bpf_map*> pinned_maps(rtce_xdp* skel) {
-  return {skel->maps.vips,          skel->maps.vip_ports, skel->maps.endpoints,
-          skel->maps.flows,         skel->maps.config,    skel->maps.hint_keys,
-          skel->maps.hint_failures, skel->maps.counters,  skel->maps.events};
+  return {skel->maps.vips,
+          skel->maps.vip_ports,
+          skel->maps.endpoints,
+          skel->maps.flows,
+          skel->maps.config,
+          skel->maps.hint_keys,
+          skel->maps.hint_failures,
+          skel->maps.counters,
+          skel->maps.events,
+          skel->maps.flow_limit_config,
+          skel->maps.hint_flow_limits,
+          skel->maps.prefix_flow_limits};
+}
+
+// Pinned maps that hold only counters: when this build's layout differs from the pin's
+// (a reason was added, so `counters` has more slots), the pin is replaced rather than the
+// load refused. The old program keeps its own map until the link update swaps it out;
+// the counters restart from zero, which Prometheus reads as a counter reset.
+void replace_counter_pins_of_old_layout(rtce_xdp* skel, const std::filesystem::path& maps_dir) {
+  for (bpf_map* map : {skel->maps.counters, skel->maps.hint_failures}) {
+    const std::string path = (maps_dir / bpf_map__name(map)).string();
+    const int fd = bpf_obj_get(path.c_str());
+    if (fd < 0) continue;
+    bpf_map_info info{};
+    uint32_t info_len = sizeof info;
+    const bool same =
+        bpf_obj_get_info_by_fd(fd, &info, &info_len) == 0 && info.max_entries == bpf_map__max_entries(map) &&
+        info.value_size == bpf_map__value_size(map) && info.key_size == bpf_map__key_size(map) &&
+        info.type == static_cast<uint32_t>(bpf_map__type(map));
+    close(fd);
+    if (same) continue;
+    spdlog::warn("xdp: pinned map {} has an older layout; replacing it (its counters restart from zero)",
+                 path);
+    if (unlink(path.c_str()) != 0)
+      throw XdpError("replacing the pinned map " + path + ": " + errno_text(errno));
+  }
 }
 
 void ensure_bpffs_dir(const std::filesystem::path& dir) {
@@ -81,7 +114,10 @@ void XdpDataPath::SkeletonDeleter::operator()(rtce_xdp* skel) const { rtce_xdp__
 void XdpDataPath::RingDeleter::operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
 
 XdpDataPath::XdpDataPath(const RelayConfig& config)
-    : pin_path_(config.xdp_pin_path), idle_timeout_(config.flow_idle_timeout), watch_start_(monotonic_now()) {
+    : pin_path_(config.xdp_pin_path),
+      idle_timeout_(config.flow_idle_timeout),
+      flow_limits_(config.flow_limits),
+      watch_start_(monotonic_now()) {
   libbpf_set_print(libbpf_to_spdlog);
   if (geteuid() != 0) throw XdpError("XDP needs root (CAP_BPF and CAP_NET_ADMIN)");
   if (config.xdp_interfaces.empty())
@@ -124,6 +160,7 @@ void XdpDataPath::load_and_attach(const RelayConfig& config,
     if (int err = bpf_map__set_pin_path(map, path.c_str()); err)
       throw XdpError("pin path " + path + ": " + errno_text(err));
   }
+  replace_counter_pins_of_old_layout(skel_.get(), root / "maps");
   // libbpf reuses a compatible pinned map (same type, sizes and flags) and pins new ones.
   if (int err = rtce_xdp__load(skel_.get()); err)
     throw XdpError("loading the XDP program failed (" + errno_text(err) +
@@ -297,6 +334,16 @@ void XdpDataPath::sync(const RelayConfig& config, const RoutingTable& routing) {
   // VIP that is gone go too: a flow hit skips the VIP lookup (the port filter and the flow
   // key suffice).
   if (endpoints_changed || vips_removed) reconcile_flows(routing, /*remove_gone=*/!first_sync);
+  // The workers' flow limits (0 = no limit there; here 0 means "default", so no limit
+  // is written as RTCE_FLOW_LIMIT_NONE).
+  rtce_xdp_flow_limit_config limits{};
+  const FlowLimits& fl = flow_limits_;
+  limits.max_per_hint = fl.max_per_hint ? fl.max_per_hint : RTCE_FLOW_LIMIT_NONE;
+  limits.max_per_source_prefix = fl.max_per_source_prefix ? fl.max_per_source_prefix : RTCE_FLOW_LIMIT_NONE;
+  limits.window_ns = static_cast<uint64_t>(fl.window);
+  limits.prefix_len4 = fl.source_prefix_v4;
+  limits.prefix_len6 = fl.source_prefix_v6;
+  update(skel_->maps.flow_limit_config, &zero, &limits, "flow_limit_config");
   // Config last: until now the program saw the previous, consistent configuration.
   update(skel_->maps.config, &zero, &cfg, "config");
 }

@@ -130,6 +130,7 @@ class XdpDataPath {
 
   // The idle sweep (touched only by the polling thread, except the counter).
   Nanos idle_timeout_;
+  FlowLimits flow_limits_;  // as the workers got them at start (a reload cannot change them)
   Nanos watch_start_;
   struct Sweep {
     bool in_pass = false;

@@ -4,6 +4,7 @@
 #include <linux/types.h>
 
 #include "rtce_flow.h"
+#include "rtce_flow_limit.h"
 #include "rtce_hint.h"
 #include "rtce_proxy_v2.h"
 #include "rtce_stun.h"
@@ -15,11 +16,22 @@ __attribute__((section("xdp"), used)) int rtce_wire_check(__u8 *pkt)
 	struct rtce_pp2_flow flow = {};
 	__u32 off = 0, len = 0, payload = 0;
 	__u8 hdr[RTCE_PP2_LEN_V6];
+	struct rtce_flow_key key = {};
+	struct rtce_prefix_limit_key prefix;
+	struct rtce_hint_limit_key hint_key;
+	struct rtce_flow_limit limit = {};
 
 	if (rtce_stun_server_ufrag(pkt, 128, &off, &len) != RTCE_STUN_OK)
 		return 1;
 	if (rtce_hint_open(pkt + (off & 63), RTCE_HINT_CHARS, &ks, &hint) != RTCE_HINT_OK)
 		return 2;
+	rtce_hint_limit_key_of(&hint, &hint_key);
+	rtce_prefix_limit_key_of(&key, pkt[0], &prefix);
+	if (!rtce_flow_limit_allows(&limit, hint_key.nonce, prefix.addr[0], 8))
+		return 3;
+	rtce_flow_limit_charge(&limit, hint_key.nonce, prefix.addr[1]);
+	if (limit.flows > 1)
+		return 4;
 	flow.family = RTCE_FAMILY_V4;
 	rtce_pp2_write(hdr, sizeof(hdr), &flow);
 	return rtce_pp2_parse(hdr, sizeof(hdr), &flow, &payload);

@@ -9,6 +9,7 @@
 #define RTCE_XDP_H
 
 #include "rtce_flow.h"
+#include "rtce_flow_limit.h"
 #include "rtce_hint.h"
 #include "rtce_types.h"
 
@@ -17,6 +18,10 @@
 #define RTCE_XDP_MAX_ENDPOINTS 4096
 #define RTCE_XDP_MAX_FLOWS     262144
 #define RTCE_XDP_EVENTS_BYTES  (256 * 1024)
+/* Entries of the flow-limit LRU maps (`hint_flow_limits`, `prefix_flow_limits`): a key
+ * needs one only while it creates flows, so these outnumber the keys of a window. */
+#define RTCE_XDP_MAX_HINT_LIMITS   65536
+#define RTCE_XDP_MAX_PREFIX_LIMITS 65536
 /* The first STUN_WINDOW bytes of a flow-miss datagram are copied for the STUN walk; a
  * Binding request longer than that is left to userspace (pass_stun_too_long). */
 #define RTCE_XDP_STUN_WINDOW 512
@@ -117,6 +122,21 @@ struct rtce_xdp_config {
 	__u32 pad3;
 };
 
+/* `flow_limit_config` array value (one entry, key 0): the bounds of rtce_flow_limit.h.
+ * A separate map rather than fields of rtce_xdp_config, so that a config map pinned by an
+ * older loader keeps its value size. All zero (not yet synced) = the defaults; a max of
+ * RTCE_FLOW_LIMIT_NONE = no limit. Keys: struct rtce_hint_limit_key in
+ * `hint_flow_limits`, struct rtce_prefix_limit_key in `prefix_flow_limits`; values
+ * struct rtce_flow_limit. */
+struct rtce_xdp_flow_limit_config {
+	__u32 max_per_hint;	     /* 0 = RTCE_FLOW_LIMIT_DEFAULT_PER_HINT */
+	__u32 max_per_source_prefix; /* 0 = RTCE_FLOW_LIMIT_DEFAULT_PER_SOURCE_PREFIX */
+	__u64 window_ns;	     /* 0 = RTCE_FLOW_LIMIT_DEFAULT_WINDOW_NS */
+	__u8 prefix_len4;	     /* 0 = RTCE_FLOW_LIMIT_DEFAULT_PREFIX_V4 */
+	__u8 prefix_len6;	     /* 0 = RTCE_FLOW_LIMIT_DEFAULT_PREFIX_V6 */
+	__u8 pad[6];
+};
+
 /* `hint_keys` array value (one entry, key 0) is struct rtce_hint_keyset (rtce_hint.h). */
 
 /* `flow_budget` per-CPU array value (one entry): a token bucket refilled every window. */
@@ -167,10 +187,13 @@ enum rtce_xdp_reason {
 	RTCE_XDP_PASS_FIB_FAILED,     /* PASS: other fib lookup failure (packet untouched) */
 	RTCE_XDP_PASS_NO_RELAY_ADDR,  /* PASS: no relay address configured for that family */
 	RTCE_XDP_NEW_FLOW_BUDGET,     /* PASS: this CPU's new-flow budget is spent */
-	RTCE_XDP_PASS_TO_USERSPACE,   /* PASS: valid but unusual (PROXY v2 TLVs, head adjust) */
-	RTCE_XDP_ABORTED,	      /* ABORTED: a helper failed mid-rewrite (a guard; the
-				       * checks before it make it unreachable) */
-	RTCE_XDP_EVENT_LOST,	      /* side counter: ring buffer full, flow still created */
+	RTCE_XDP_HINT_FLOW_LIMIT,     /* DROP: the hint made flows.max_per_hint flows this window */
+	RTCE_XDP_SOURCE_PREFIX_FLOW_LIMIT, /* DROP: the client's prefix made
+					    * flows.max_per_source_prefix flows this window */
+	RTCE_XDP_PASS_TO_USERSPACE, /* PASS: valid but unusual (PROXY v2 TLVs, head adjust) */
+	RTCE_XDP_ABORTED,	    /* ABORTED: a helper failed mid-rewrite (a guard; the
+				     * checks before it make it unreachable) */
+	RTCE_XDP_EVENT_LOST,	    /* side counter: ring buffer full, flow still created */
 	RTCE_XDP_REASON_COUNT
 };
 
@@ -218,6 +241,8 @@ static const char *const rtce_xdp_reason_names[RTCE_XDP_REASON_COUNT] = {
 	"pass_fib_failed",
 	"pass_no_relay_addr",
 	"new_flow_budget",
+	"hint_flow_limit",
+	"source_prefix_flow_limit",
 	"pass_to_userspace",
 	"aborted",
 	"event_lost",

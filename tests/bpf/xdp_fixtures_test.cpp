@@ -288,6 +288,58 @@ class Harness {
     update(skel_->maps.vip_ports, uint32_t{0}, *ports);
     update(skel_->maps.endpoints, uint16_t{2}, endpoint_value(kEndpoint2));
     update(skel_->maps.endpoints, uint16_t{3}, endpoint_value(kEndpoint3));
+    // No flow limits unless a case sets them: many cases make flows from one hint.
+    set_flow_limits(RTCE_FLOW_LIMIT_NONE, RTCE_FLOW_LIMIT_NONE);
+  }
+
+  // The flow_limit_config map; all zero (the program's defaults) with set_flow_limits(0, 0).
+  void set_flow_limits(uint32_t max_per_hint, uint32_t max_per_prefix, uint64_t window_ns = 0,
+                       uint8_t prefix_len4 = 0, uint8_t prefix_len6 = 0) {
+    rtce_xdp_flow_limit_config c{};
+    c.max_per_hint = max_per_hint;
+    c.max_per_source_prefix = max_per_prefix;
+    c.window_ns = window_ns;
+    c.prefix_len4 = prefix_len4;
+    c.prefix_len6 = prefix_len6;
+    update(skel_->maps.flow_limit_config, uint32_t{0}, c);
+  }
+
+  // Moves every flow-limit window `ago_ns` into the past (the program's clock cannot be
+  // set; what it compares against can). Returns the entries moved.
+  size_t age_flow_limit_windows(uint64_t ago_ns) {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);  // bpf_ktime_get_ns()'s clock
+    const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+    size_t moved = 0;
+    for (bpf_map* map : {skel_->maps.hint_flow_limits, skel_->maps.prefix_flow_limits}) {
+      const size_t key_size = bpf_map__key_size(map);
+      std::vector<uint8_t> key(key_size), next(key_size);
+      const void* prev = nullptr;
+      while (bpf_map__get_next_key(map, prev, next.data(), key_size) == 0) {
+        key = next;
+        prev = key.data();
+        rtce_flow_limit l{};
+        if (bpf_map__lookup_elem(map, key.data(), key_size, &l, sizeof l, 0) != 0) continue;
+        l.window_start_ns = now - ago_ns;
+        EXPECT_EQ(bpf_map__update_elem(map, key.data(), key_size, &l, sizeof l, BPF_EXIST), 0);
+        moved++;
+      }
+    }
+    return moved;
+  }
+
+  // The hint_flow_limits entry of a hint minted by mint(cluster, endpoint, nonce).
+  std::optional<rtce_flow_limit> hint_limit(uint8_t cluster, uint16_t endpoint, uint32_t nonce,
+                                            uint8_t key_id = 1) {
+    rtce_hint_limit_key k{};
+    k.nonce = nonce;
+    k.endpoint_id = endpoint;
+    k.cluster_id = cluster;
+    k.key_id = key_id;
+    rtce_flow_limit l{};
+    if (bpf_map__lookup_elem(skel_->maps.hint_flow_limits, &k, sizeof k, &l, sizeof l, 0) != 0)
+      return std::nullopt;
+    return l;
   }
 
   template <typename K, typename V>
@@ -788,6 +840,80 @@ void new_flow_budget(Harness& h) {
   h.step(frame(kClient4, kVip4, rtp(40)), {XDP_TX, RTCE_XDP_FORWARDED});
 }
 
+// Issue 15 #4: one valid hint replayed from spoofed sources must not fill the flows map.
+// Sources in distinct /24s, so only the per-hint bound can stop them.
+Ep spoofed4(uint32_t i) {
+  Ep c = kClient4;
+  c.addr[0] = 198;
+  c.addr[1] = static_cast<uint8_t>(100 + (i >> 16));
+  c.addr[2] = static_cast<uint8_t>(i >> 8);
+  c.addr[3] = static_cast<uint8_t>(i);
+  c.port = static_cast<uint16_t>(1024 + i);
+  return c;
+}
+
+void hint_flow_limit(Harness& h) {
+  constexpr uint32_t kMax = 4, kReplays = 40;
+  h.set_flow_limits(kMax, RTCE_FLOW_LIMIT_NONE, 10ULL * 1000000000ULL);
+  const Bytes replayed = binding(mint(kCluster, 2, 0x5eed0001));
+  for (uint32_t i = 0; i < kReplays; i++)
+    h.step(frame(spoofed4(i), kVip4, replayed),
+           i < kMax ? kNewFlow : Expect{XDP_DROP, RTCE_XDP_HINT_FLOW_LIMIT});
+  EXPECT_EQ(h.flow_count(), kMax) << "the replay created only the bound";
+  ASSERT_TRUE(h.hint_limit(kCluster, 2, 0x5eed0001));
+  EXPECT_EQ(h.hint_limit(kCluster, 2, 0x5eed0001)->flows, kMax);
+  EXPECT_FALSE(h.flow(spoofed4(kMax), kVip4));
+  // New calls do not fail: another hint (another session, same endpoint) gets its flows,
+  // also over IPv6 ...
+  h.step(frame(kClient4, kVip4, binding(mint(kCluster, 2, 0x5eed0002))), kNewFlow);
+  h.step(frame(kClient6, kVip6, binding(mint(kCluster, 3, 0x5eed0003))), kNewFlow);
+  // ... and calls already up keep going, the replayed hint's own flows included.
+  h.step(frame(spoofed4(0), kVip4, rtp(40)), {XDP_TX, RTCE_XDP_FORWARDED});
+  h.step(frame(kClient4, kVip4, rtp(40)), {XDP_TX, RTCE_XDP_FORWARDED});
+  // Consent checks of an existing flow are flow hits, never limited.
+  h.step(frame(spoofed4(1), kVip4, replayed), {XDP_TX, RTCE_XDP_FORWARDED});
+  // A window later the hint may make flows again (a NAT rebind late in a call).
+  EXPECT_GE(h.age_flow_limit_windows(11ULL * 1000000000ULL), 1u);
+  h.step(frame(spoofed4(kReplays), kVip4, replayed), kNewFlow);
+  EXPECT_EQ(h.hint_limit(kCluster, 2, 0x5eed0001)->flows, 1u) << "a new window";
+}
+
+void source_prefix_flow_limit(Harness& h) {
+  constexpr uint32_t kMax = 3;
+  h.set_flow_limits(RTCE_FLOW_LIMIT_NONE, kMax, 10ULL * 1000000000ULL, 24, 56);
+  // Many hints (one per offer) from one /24: the prefix bound applies.
+  for (uint32_t i = 0; i < 8; i++) {
+    Ep c = kClient4;
+    c.addr[3] = static_cast<uint8_t>(10 + i);
+    h.step(frame(c, kVip4, binding(mint(kCluster, 2, 0x7000 + i))),
+           i < kMax ? kNewFlow : Expect{XDP_DROP, RTCE_XDP_SOURCE_PREFIX_FLOW_LIMIT});
+  }
+  // The next /24 is another prefix.
+  Ep other = kClient4;
+  other.addr[2] ^= 1;
+  h.step(frame(other, kVip4, binding(mint(kCluster, 2, 0x7100))), kNewFlow);
+  // IPv6: addresses that differ past bit 56 share the prefix; in bit 56 or before, not.
+  for (uint32_t i = 0; i < 5; i++) {
+    Ep c = kClient6;
+    c.addr[7] = static_cast<uint8_t>(i);  // bits 56..63
+    c.addr[15] = static_cast<uint8_t>(i);
+    h.step(frame(c, kVip6, binding(mint(kCluster, 3, 0x7200 + i))),
+           i < kMax ? kNewFlow : Expect{XDP_DROP, RTCE_XDP_SOURCE_PREFIX_FLOW_LIMIT});
+  }
+  Ep other6 = kClient6;
+  other6.addr[6] ^= 1;  // bits 48..55
+  h.step(frame(other6, kVip6, binding(mint(kCluster, 3, 0x7300))), kNewFlow);
+}
+
+void default_flow_limits(Harness& h) {
+  h.set_flow_limits(0, 0);  // as a loader that has not synced yet: the defaults
+  const Bytes replayed = binding(mint(kCluster, 2, 0x5eed0009));
+  for (uint32_t i = 0; i < RTCE_FLOW_LIMIT_DEFAULT_PER_HINT + 4; i++)
+    h.step(frame(spoofed4(i), kVip4, replayed),
+           i < RTCE_FLOW_LIMIT_DEFAULT_PER_HINT ? kNewFlow : Expect{XDP_DROP, RTCE_XDP_HINT_FLOW_LIMIT});
+  EXPECT_EQ(h.flow_count(), RTCE_FLOW_LIMIT_DEFAULT_PER_HINT);
+}
+
 void ring_buffer_overflow_is_counted(Harness& h) {
   const int n = RTCE_XDP_EVENTS_BYTES / static_cast<int>(sizeof(rtce_xdp_flow_event) + 8) + 10;
   const auto before = h.counters();
@@ -1009,6 +1135,9 @@ const std::vector<NamedCase>& cases() {
       {"ZeroUdpChecksum", zero_udp_checksum},
       {"NoRelayAddressForFamily", no_relay_address_for_family},
       {"NewFlowBudget", new_flow_budget},
+      {"HintFlowLimit", hint_flow_limit},
+      {"SourcePrefixFlowLimit", source_prefix_flow_limit},
+      {"DefaultFlowLimits", default_flow_limits},
       {"RingBufferOverflowIsCounted", ring_buffer_overflow_is_counted},
       {"MutationTable", mutation_table},
       {"NewFlowRecordsLastSeen", new_flow_records_last_seen},
@@ -1068,6 +1197,9 @@ TEST(XdpNames, TableMatchesEnum) {
   EXPECT_STREQ(rtce_xdp_reason_names[RTCE_XDP_HINT_REJECTED], "hint_rejected");
   EXPECT_STREQ(rtce_xdp_reason_names[RTCE_XDP_RETURN_WRONG_SENDER], "return_wrong_sender");
   EXPECT_STREQ(rtce_xdp_reason_names[RTCE_XDP_EVENT_LOST], "event_lost");
+  // The userspace relay's DropReason names of the same drops (metric labels).
+  EXPECT_STREQ(rtce_xdp_reason_names[RTCE_XDP_HINT_FLOW_LIMIT], "hint_flow_limit");
+  EXPECT_STREQ(rtce_xdp_reason_names[RTCE_XDP_SOURCE_PREFIX_FLOW_LIMIT], "source_prefix_flow_limit");
 }
 
 // ------------------------------------------------------------------ fib lookups

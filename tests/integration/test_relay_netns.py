@@ -11,7 +11,8 @@ non-STUN packets follow it, replies reach the client from the VIP (a bound VIP a
 wildcard listener answering from the address the client used), forged hints, unknown
 endpoints and stray packets create no flow and are counted by reason, and forged
 return-path datagrams reach no client; over IPv4 and IPv6. Also SIGHUP reload of the
-endpoint table keeping flows, idle expiry, the flow-table bound, and a clean SIGTERM exit.
+endpoint table keeping flows, idle expiry, the flow-table bound, the flows-per-hint bound
+against a replayed hint, and a clean SIGTERM exit.
 
 Every such test class runs twice (unittest names end in _userspace / _xdp): with the
 userspace relay, and with the XDP program attached natively to the relay namespace's veths
@@ -75,7 +76,7 @@ PIN_PATH = "%s/%s%d" % (nt.BPFFS, nt.NS_PREFIX, os.getpid())  # unique per run
 C2T, T2C = "client_to_transceiver", "transceiver_to_client"
 # The XDP reasons whose packets also count in the shared rtcedge_relay_received_packets_total.
 XDP_FOLDED = ("forwarded", "forwarded_new_flow", "hint_rejected", "return_malformed", "return_no_flow",
-              "return_wrong_sender")
+              "return_wrong_sender", "hint_flow_limit", "source_prefix_flow_limit")
 
 STATE = {}  # tmpdir, key file, pwds, per-data-path environments: set by setUpModule / env_for
 
@@ -1104,6 +1105,47 @@ class TableBoundTest(RelayTestCase):
         self.assertEqual(prom_metrics.delta(m0, self.relay.metrics(), "rtcedge_relay_flows_created_total"), 2)
 
 
+class HintFlowLimitTest(RelayTestCase):
+    """Issue 15 #4: one valid hint replayed from many sources creates at most
+    flows.max_per_hint flows (one worker here, so the bound is exact on both data paths);
+    other hints still get flows, and the replay's own flows keep forwarding."""
+
+    MAX = 3
+
+    @classmethod
+    def setUpClass(cls):
+        cls.relay = cls.start_relay("hintlimit", workers=1, endpoints=(1, 2),
+                                    extra=["--flows-max-per-hint", str(cls.MAX), "--flows-idle-timeout", "120s"])
+
+    def test_replayed_hint_creates_at_most_the_bound(self):
+        replays = 20
+        for family in FAMILIES:
+            with self.subTest(family=family):
+                vip = self.relay.vip(family)
+                _, req = stun_codec.binding_request(mint(1), CLIENT_UFRAG, PWD)
+                clients = [self.client(family) for _ in range(replays)]
+                before = self.relay.metrics()
+                for c in clients:
+                    c.send(vip, req)
+                after = self.relay.wait_metrics(
+                    lambda m: prom_metrics.delta(before, m, "rtcedge_relay_flows_created_total")
+                    + m.dropped("hint_flow_limit") - before.dropped("hint_flow_limit") >= replays,
+                    "every replay created a flow or was dropped as hint_flow_limit")
+                self.assertEqual(prom_metrics.delta(before, after, "rtcedge_relay_flows_created_total"), self.MAX)
+                self.assert_only_drop(before, after, {"hint_flow_limit": replays - self.MAX})
+                if self.xdp:  # the program dropped them; userspace saw none of the replay
+                    self.assertEqual(self.xdp_delta(before, after, "hint_flow_limit"), replays - self.MAX)
+                    self.assertEqual(self.xdp_delta(before, after, "forwarded_new_flow"), self.MAX)
+                    self.assertEqual(self.userspace_received(after, C2T), self.userspace_received(before, C2T))
+                # Exactly MAX of the replaying clients got a STUN answer (their flows exist).
+                answered = [c for c in clients if c.pending(timeout=0.05)]
+                self.assertEqual(len(answered), self.MAX)
+                self.check_media_follows(answered[0], vip, 1, n=1)
+                # A new call (another hint) is not affected.
+                c, v = self.establish(family, 2)
+                self.check_media_follows(c, v, 2, n=1)
+
+
 class ShutdownTest(RelayTestCase):
     def test_sigterm_exits_zero_promptly(self):
         relay = self.new_relay("shutdown", workers=2, endpoints=(1, 2))
@@ -1561,8 +1603,8 @@ def per_data_path(*classes):
         del globals()[base.__name__]
 
 
-per_data_path(RoutingTest, ReloadTest, IdleExpiryTest, TableBoundTest, ShutdownTest, ChromeCaptureReplayTest,
-              FlowRecoveryTest)
+per_data_path(RoutingTest, ReloadTest, IdleExpiryTest, TableBoundTest, HintFlowLimitTest, ShutdownTest,
+              ChromeCaptureReplayTest, FlowRecoveryTest)
 
 
 def main():

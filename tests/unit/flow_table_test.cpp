@@ -136,4 +136,83 @@ TEST(FlowTable, MatchesAReferenceMapUnderRandomChurn) {
   }
 }
 
+// ------------------------------------------------------------------ FlowLimitTable
+
+rtce_hint_limit_key hint_key(uint32_t nonce) {
+  rtce_hint_limit_key k{};
+  k.nonce = nonce;
+  k.endpoint_id = 1;
+  return k;
+}
+
+TEST(FlowLimitTable, AllowsMaxPerWindowThenOpensANewWindow) {
+  rtce::FlowLimitTable t(64, 3, 10 * kSecond);
+  for (int i = 0; i < 3; i++) {
+    ASSERT_TRUE(t.allows(hint_key(7), kSecond));
+    t.charge(hint_key(7), kSecond);
+  }
+  EXPECT_FALSE(t.allows(hint_key(7), kSecond));
+  EXPECT_FALSE(t.allows(hint_key(7), 11 * kSecond - 1)) << "the window runs from the first flow";
+  EXPECT_TRUE(t.allows(hint_key(8), kSecond)) << "keys are independent";
+  EXPECT_TRUE(t.allows(hint_key(7), 11 * kSecond));
+  t.charge(hint_key(7), 11 * kSecond);
+  t.charge(hint_key(7), 12 * kSecond);
+  t.charge(hint_key(7), 13 * kSecond);
+  EXPECT_FALSE(t.allows(hint_key(7), 13 * kSecond)) << "the new window counts from 1";
+}
+
+TEST(FlowLimitTable, NoLimitKeepsNoState) {
+  rtce::FlowLimitTable t(1 << 20, RTCE_FLOW_LIMIT_NONE, kSecond);
+  EXPECT_FALSE(t.enabled());
+  for (int i = 0; i < 100; i++) t.charge(hint_key(1), 0);
+  EXPECT_TRUE(t.allows(hint_key(1), 0));
+}
+
+TEST(FlowLimitTable, BoundedMemoryForgetsTheOldestLiveWindowNotAnother) {
+  // 8 windows fit (one set). A 9th key replaces the oldest live one, which then starts over
+  // (fails open for that key), and the forget is counted; the rest stay bounded.
+  rtce::FlowLimitTable t(8, 1, 100 * kSecond);
+  for (uint32_t k = 0; k < 8; k++) t.charge(hint_key(k), (k + 1) * kSecond);
+  for (uint32_t k = 0; k < 8; k++) EXPECT_FALSE(t.allows(hint_key(k), 10 * kSecond)) << k;
+  t.charge(hint_key(100), 10 * kSecond);
+  EXPECT_EQ(t.forgotten(), 1u);
+  EXPECT_TRUE(t.allows(hint_key(0), 10 * kSecond)) << "the oldest was forgotten";
+  for (uint32_t k = 1; k < 8; k++) EXPECT_FALSE(t.allows(hint_key(k), 10 * kSecond)) << k;
+  EXPECT_FALSE(t.allows(hint_key(100), 10 * kSecond));
+  // A window that is over is reused before any live one is forgotten.
+  t.charge(hint_key(200), 102 * kSecond);  // key 1's window (from 2 s) ended at 102 s
+  EXPECT_EQ(t.forgotten(), 1u);
+}
+
+TEST(FlowLimitTable, PrefixKeysMaskTheHostBits) {
+  rtce_flow_key a{}, b{}, c{};
+  a.family = b.family = c.family = 6;
+  const uint8_t base[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0x12, 0x34, 1, 2, 3, 4, 5, 6, 7, 8};
+  std::memcpy(a.client_addr, base, 16);
+  std::memcpy(b.client_addr, base, 16);
+  std::memcpy(c.client_addr, base, 16);
+  b.client_addr[7] = 0xff;  // bits 56..63: inside a /56
+  c.client_addr[6] = 0x13;  // bits 48..55: another /56
+  rtce_prefix_limit_key ka{}, kb{}, kc{};
+  rtce_prefix_limit_key_of(&a, 56, &ka);
+  rtce_prefix_limit_key_of(&b, 56, &kb);
+  rtce_prefix_limit_key_of(&c, 56, &kc);
+  EXPECT_EQ(std::memcmp(&ka, &kb, sizeof ka), 0);
+  EXPECT_NE(std::memcmp(&ka, &kc, sizeof ka), 0);
+  EXPECT_EQ(ka.prefix_len, 56);
+  for (int i = 7; i < 16; i++) EXPECT_EQ(ka.addr[i], 0) << i;
+  // IPv4 /20: a nibble of the third byte; a prefix longer than 32 is clamped.
+  rtce_flow_key v4{};
+  v4.family = 4;
+  const uint8_t addr4[4] = {198, 18, 0xab, 7};
+  std::memcpy(v4.client_addr, addr4, 4);
+  rtce_prefix_limit_key k4{};
+  rtce_prefix_limit_key_of(&v4, 20, &k4);
+  EXPECT_EQ(k4.addr[2], 0xa0);
+  EXPECT_EQ(k4.addr[3], 0);
+  rtce_prefix_limit_key_of(&v4, 99, &k4);
+  EXPECT_EQ(k4.prefix_len, 32);
+  EXPECT_EQ(k4.addr[3], 7);
+}
+
 }  // namespace

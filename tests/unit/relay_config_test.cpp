@@ -191,4 +191,40 @@ TEST(SocketAddresses, ParseFormatAndMap) {
   EXPECT_EQ(mapped.unmapped().to_string(), "198.18.0.1:3478");
 }
 
+TEST(RelayConfig, FlowLimitsDefaultAndLayer) {
+  ConfigLayers c = layers();
+  c.load_yaml_text("hint_key_file: " + kKeyFile, "test");
+  const FlowLimits d = resolve_relay_config(c).flow_limits;
+  EXPECT_EQ(d.max_per_hint, 8u);
+  EXPECT_EQ(d.max_per_source_prefix, 1024u);
+  EXPECT_EQ(d.window, 10'000'000'000);
+  EXPECT_EQ(d.source_prefix_v4, 24);
+  EXPECT_EQ(d.source_prefix_v6, 56);
+
+  ConfigLayers f = layers();
+  CLI::App app;
+  f.add_flags(app);
+  f.load_yaml_text("hint_key_file: " + kKeyFile +
+                       "\nflows:\n  max_per_hint: 4\n  max_per_source_prefix: 0\n  limit_window: 30s\n"
+                       "  source_prefix_v4: 20\n  source_prefix_v6: 64\n",
+                   "file");
+  const char* argv[] = {"relay", "--flows-max-per-hint", "6"};
+  app.parse(3, const_cast<char**>(argv));
+  f.apply_flags();
+  const FlowLimits l = resolve_relay_config(f).flow_limits;
+  EXPECT_EQ(l.max_per_hint, 6u) << "flag beats file";
+  EXPECT_EQ(l.max_per_source_prefix, 0u) << "0 = no limit";
+  EXPECT_EQ(l.window, 30'000'000'000);
+  EXPECT_EQ(l.source_prefix_v4, 20);
+  EXPECT_EQ(l.source_prefix_v6, 64);
+}
+
+TEST(RelayConfig, FlowLimitErrorsNameTheKey) {
+  const std::string base = "hint_key_file: " + kKeyFile + "\nflows:\n";
+  EXPECT_NE(error_of(base + "  source_prefix_v4: 33\n").find("flows.source_prefix_v4"), std::string::npos);
+  EXPECT_NE(error_of(base + "  source_prefix_v6: 0\n").find("flows.source_prefix_v6"), std::string::npos);
+  EXPECT_NE(error_of(base + "  limit_window: 0s\n").find("flows.limit_window"), std::string::npos);
+  EXPECT_NE(error_of(base + "  max_per_hint: -1\n").find("flows.max_per_hint"), std::string::npos);
+}
+
 }  // namespace

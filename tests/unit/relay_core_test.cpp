@@ -641,4 +641,131 @@ TEST_F(RelayCoreTest, WithoutAFlowStoreANonStunMissIsANoFlowDrop) {
   EXPECT_EQ(dropped(DropReason::flow_lookup_timeout), 0u);
 }
 
+// ------------------------------------------------------------------ flows per hint / prefix
+// Issue 15 #4: anyone gets a valid hint by POSTing an offer; replaying its Binding request
+// from spoofed sources filled all 65 536 slots and new calls failed with flow_table_full.
+
+class RelayCoreFlowLimitTest : public RelayCoreTest {
+ protected:
+  static FlowTable::Options big_table() {
+    FlowTable::Options o;  // the production default: 65 536 slots
+    o.idle_timeout = 30 * kSecond;
+    o.evict_idle_after = 5 * kSecond;
+    return o;
+  }
+  // A spoofed IPv4 source: every one in its own /24, so only the per-hint bound applies.
+  static std::string spoofed(uint32_t i) {
+    return std::to_string(10 + (i >> 16)) + "." + std::to_string((i >> 8) & 0xff) + "." +
+           std::to_string(i & 0xff) + ".7:" + std::to_string(1024 + (i % 60000));
+  }
+  std::optional<ToTransceiver> send(RelayCore& core, const std::string& ufrag, const std::string& client,
+                                    Nanos now) {
+    uint8_t* pkt = binding_request(ufrag);
+    return core.on_client_packet(*SocketAddress::parse(client), vip_, 0, pkt, len_, now);
+  }
+  static uint64_t drops(const RelayCore& core, DropReason r) {
+    return core.counters().dropped[static_cast<size_t>(r)].get();
+  }
+};
+
+TEST_F(RelayCoreFlowLimitTest, OneHintReplayedFromSpoofedSourcesCannotFillTheTable) {
+  RelayCore core(big_table(), routing(keys_, 0));  // default limits: 8 per hint
+  const std::string replayed = mint_ufrag(keys_, 0, 1);
+  constexpr uint32_t kReplays = 70'000;  // more than the table holds
+  uint32_t forwarded = 0;
+  for (uint32_t i = 0; i < kReplays; i++)
+    if (send(core, replayed, spoofed(i), kSecond + i * 1000)) forwarded++;
+  EXPECT_EQ(forwarded, RTCE_FLOW_LIMIT_DEFAULT_PER_HINT);
+  EXPECT_EQ(core.counters().flows_created.get(), RTCE_FLOW_LIMIT_DEFAULT_PER_HINT);
+  EXPECT_EQ(core.flows().size(), RTCE_FLOW_LIMIT_DEFAULT_PER_HINT);
+  EXPECT_EQ(drops(core, DropReason::hint_flow_limit), kReplays - RTCE_FLOW_LIMIT_DEFAULT_PER_HINT);
+  EXPECT_EQ(drops(core, DropReason::flow_table_full), 0u);
+
+  // New calls do not fail: other hints (other sessions) get their flows, IPv4 and IPv6.
+  EXPECT_TRUE(send(core, mint_ufrag(keys_, 0, 1), "198.18.0.10:50000", 2 * kSecond));
+  EXPECT_TRUE(send(core, mint_ufrag(keys_, 0, 2), "[2001:db8:1::10]:50000", 2 * kSecond));
+  // Calls already up keep their audio: the replayed hint's own flows still forward.
+  EXPECT_TRUE(core.on_client_packet(*SocketAddress::parse(spoofed(0)), vip_, 0, load({0x80, 0x6f, 0, 1}), 4,
+                                    2 * kSecond));
+}
+
+TEST_F(RelayCoreFlowLimitTest, TheBoundIsConfiguredAndEachHintHasItsOwn) {
+  FlowLimits limits;
+  limits.max_per_hint = 3;
+  RelayCore core(big_table(), routing(keys_, 0), limits);
+  const std::string a = mint_ufrag(keys_, 0, 1);
+  const std::string b = mint_ufrag(keys_, 0, 1);
+  for (uint32_t i = 0; i < 10; i++) send(core, a, spoofed(i), kSecond);
+  for (uint32_t i = 10; i < 20; i++) send(core, b, spoofed(i), kSecond);
+  EXPECT_EQ(core.counters().flows_created.get(), 6u) << "3 per hint";
+  EXPECT_EQ(drops(core, DropReason::hint_flow_limit), 14u);
+}
+
+TEST_F(RelayCoreFlowLimitTest, ARefusedHintGetsFlowsAgainAWindowLater) {
+  FlowLimits limits;
+  limits.max_per_hint = 2;
+  limits.window = 10 * kSecond;
+  RelayCore core(big_table(), routing(keys_, 0), limits);
+  const std::string hint = mint_ufrag(keys_, 0, 1);
+  // A real call: two candidate pairs, then a NAT rebind 3 s in is refused only because the
+  // bound is 2 here; a rebind after the window gets its flow.
+  EXPECT_TRUE(send(core, hint, "198.18.0.10:50000", kSecond));
+  EXPECT_TRUE(send(core, hint, "[2001:db8:1::10]:50000", kSecond));
+  EXPECT_FALSE(send(core, hint, "198.18.0.10:50001", 4 * kSecond));
+  EXPECT_FALSE(send(core, hint, "198.18.0.10:50001", 10 * kSecond + kSecond - 1)) << "window still open";
+  EXPECT_TRUE(send(core, hint, "198.18.0.10:50001", 11 * kSecond)) << "a new window";
+  EXPECT_EQ(drops(core, DropReason::hint_flow_limit), 2u);
+}
+
+TEST_F(RelayCoreFlowLimitTest, ManyHintsFromOnePrefixAreBoundedPerPrefix) {
+  FlowLimits limits;
+  limits.max_per_source_prefix = 4;
+  RelayCore core(big_table(), routing(keys_, 0), limits);
+  // One real address range POSTing many offers: a fresh hint per flow, one /24.
+  for (int i = 0; i < 10; i++)
+    send(core, mint_ufrag(keys_, 0, 1), "198.18.7." + std::to_string(i + 1) + ":5000", kSecond);
+  EXPECT_EQ(core.counters().flows_created.get(), 4u);
+  EXPECT_EQ(drops(core, DropReason::source_prefix_flow_limit), 6u);
+  EXPECT_TRUE(send(core, mint_ufrag(keys_, 0, 1), "198.18.8.1:5000", kSecond))
+      << "the next /24 is another prefix";
+  // IPv6 by /56: the same /56 shares the bound, the next /56 does not.
+  for (int i = 0; i < 6; i++)
+    send(core, mint_ufrag(keys_, 0, 2), "[2001:db8:0:" + std::to_string(i) + "::1]:5000", kSecond);
+  EXPECT_EQ(drops(core, DropReason::source_prefix_flow_limit), 8u) << "2001:db8:0:0..5::/64 are one /56";
+  EXPECT_TRUE(send(core, mint_ufrag(keys_, 0, 2), "[2001:db8:0:100::1]:5000", kSecond));
+}
+
+TEST_F(RelayCoreFlowLimitTest, ZeroMeansNoLimit) {
+  FlowLimits limits;
+  limits.max_per_hint = 0;
+  limits.max_per_source_prefix = 0;
+  RelayCore core(big_table(), routing(keys_, 0), limits);
+  const std::string hint = mint_ufrag(keys_, 0, 1);
+  for (uint32_t i = 0; i < 100; i++)
+    EXPECT_TRUE(send(core, hint, "198.18.0.10:" + std::to_string(2000 + i), kSecond));
+  EXPECT_EQ(drops(core, DropReason::hint_flow_limit) + drops(core, DropReason::source_prefix_flow_limit), 0u);
+}
+
+TEST_F(RelayCoreFlowLimitTest, RefusedFirstPacketsDoNotChargeTheBound) {
+  FlowLimits limits;
+  limits.max_per_hint = 2;
+  FlowTable::Options tiny = big_table();
+  tiny.capacity = 1;
+  tiny.idle_timeout = 2 * kSecond;
+  RelayCore core(tiny, routing(keys_, 0), limits);  // window: the default 10 s
+  const std::string hint = mint_ufrag(keys_, 0, 1);
+  EXPECT_TRUE(send(core, hint, "198.18.0.10:50000", kSecond));
+  EXPECT_FALSE(send(core, hint, "198.18.0.10:50001", kSecond)) << "table full";
+  EXPECT_EQ(drops(core, DropReason::flow_table_full), 1u);
+  core.expire(3 * kSecond, 1);
+  ASSERT_EQ(core.flows().size(), 0u);
+  EXPECT_TRUE(send(core, hint, "198.18.0.10:50001", 3 * kSecond)) << "the refused flow did not count";
+  EXPECT_EQ(drops(core, DropReason::hint_flow_limit), 0u);
+}
+
+TEST(DropReasonNames, FlowLimitReasonsMatchTheXdpLabels) {
+  EXPECT_STREQ(drop_reason_name(DropReason::hint_flow_limit), "hint_flow_limit");
+  EXPECT_STREQ(drop_reason_name(DropReason::source_prefix_flow_limit), "source_prefix_flow_limit");
+}
+
 }  // namespace

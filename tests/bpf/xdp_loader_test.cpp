@@ -1,0 +1,125 @@
+// xdp_loader_test.cpp — XdpDataPath against real pins (needs root; the program is attached
+// in generic mode to the loopback of a private network namespace, with its own pin
+// directory): an upgrade over counter maps of an older layout, and the flow limits it
+// writes for the program.
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "xdp_data_path.h"
+
+namespace {
+
+constexpr rtce::Nanos kSecond = 1'000'000'000;
+
+class XdpLoader : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (CAP_BPF/CAP_NET_ADMIN)";
+    if (unshare(CLONE_NEWNET) != 0) GTEST_SKIP() << "unshare(CLONE_NEWNET): " << std::strerror(errno);
+    config_.mode = "xdp";
+    config_.xdp_interfaces = {"lo"};
+    config_.xdp_allow_generic = true;
+    config_.xdp_pin_path = "/sys/fs/bpf/rtce-loader-test-" + std::to_string(getpid());
+  }
+  void TearDown() override {
+    xdp_.reset();
+    rtce::XdpDataPath::detach(config_.xdp_pin_path, {});
+    std::error_code ec;
+    std::filesystem::remove_all(config_.xdp_pin_path, ec);
+  }
+  // Starts the loader; false (and the test skipped) when XDP cannot run here.
+  bool start() {
+    try {
+      xdp_ = std::make_unique<rtce::XdpDataPath>(config_);
+    } catch (const rtce::XdpError& e) {
+      skip_reason_ = e.what();
+      return false;
+    }
+    return true;
+  }
+  static bpf_map_info pinned_info(const std::string& path) {
+    bpf_map_info info{};
+    uint32_t len = sizeof info;
+    const int fd = bpf_obj_get(path.c_str());
+    EXPECT_GE(fd, 0) << path << ": " << std::strerror(errno);
+    if (fd >= 0) {
+      EXPECT_EQ(bpf_obj_get_info_by_fd(fd, &info, &len), 0);
+      close(fd);
+    }
+    return info;
+  }
+
+  rtce::RelayConfig config_;
+  std::unique_ptr<rtce::XdpDataPath> xdp_;
+  std::string skip_reason_;
+};
+
+TEST_F(XdpLoader, CounterPinsOfAnOlderLayoutAreReplacedNotRefused) {
+  // Can XDP run here at all? (Then a refusal below is the layout's fault, not the host's.)
+  if (!start()) GTEST_SKIP() << "XDP unavailable here: " << skip_reason_;
+  xdp_.reset();
+  rtce::XdpDataPath::detach(config_.xdp_pin_path, {});
+
+  // A loader from before the flow-limit reasons pinned `counters` with fewer slots.
+  const std::string maps = config_.xdp_pin_path + "/maps";
+  std::filesystem::create_directories(maps);
+  const uint32_t old_slots = RTCE_XDP_COUNTER_SLOTS - 2 * RTCE_XDP_DIR_COUNT;
+  const int old_fd = bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "counters", sizeof(uint32_t),
+                                    sizeof(rtce_xdp_counter), old_slots, nullptr);
+  ASSERT_GE(old_fd, 0) << "bpf_map_create: " << std::strerror(errno);
+  ASSERT_EQ(bpf_obj_pin(old_fd, (maps + "/counters").c_str()), 0) << std::strerror(errno);
+  close(old_fd);
+
+  ASSERT_TRUE(start()) << "the loader refused the old pin: " << skip_reason_;
+  EXPECT_EQ(pinned_info(maps + "/counters").max_entries, static_cast<uint32_t>(RTCE_XDP_COUNTER_SLOTS))
+      << "the pin now holds this build's counters";
+  EXPECT_EQ(xdp_->read_counters().packets[RTCE_XDP_HINT_FLOW_LIMIT][0], 0u);
+}
+
+TEST_F(XdpLoader, SyncWritesTheWorkersFlowLimits) {
+  config_.flow_limits.max_per_hint = 5;
+  config_.flow_limits.max_per_source_prefix = 0;  // no limit
+  config_.flow_limits.window = 3 * kSecond;
+  config_.flow_limits.source_prefix_v4 = 20;
+  config_.flow_limits.source_prefix_v6 = 48;
+  if (!start()) GTEST_SKIP() << "XDP unavailable here: " << skip_reason_;
+  rtce::RoutingTable routing;
+  xdp_->sync(config_, routing);
+
+  const int fd = bpf_obj_get((config_.xdp_pin_path + "/maps/flow_limit_config").c_str());
+  ASSERT_GE(fd, 0) << "flow_limit_config is pinned: " << std::strerror(errno);
+  rtce_xdp_flow_limit_config c{};
+  const uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_lookup_elem(fd, &zero, &c), 0);
+  close(fd);
+  EXPECT_EQ(c.max_per_hint, 5u);
+  EXPECT_EQ(c.max_per_source_prefix, RTCE_FLOW_LIMIT_NONE) << "0 = no limit, not the program's default";
+  EXPECT_EQ(c.window_ns, 3'000'000'000u);
+  EXPECT_EQ(c.prefix_len4, 20);
+  EXPECT_EQ(c.prefix_len6, 48);
+  for (const char* name : {"hint_flow_limits", "prefix_flow_limits"})
+    EXPECT_EQ(pinned_info(config_.xdp_pin_path + "/maps/" + name).type,
+              static_cast<uint32_t>(BPF_MAP_TYPE_LRU_HASH))
+        << name;
+
+  // A reload cannot change them (the workers keep theirs until a restart): same bounds.
+  rtce::RelayConfig next = config_;
+  next.flow_limits.max_per_hint = 50;
+  xdp_->sync(next, routing);
+  const int fd2 = bpf_obj_get((config_.xdp_pin_path + "/maps/flow_limit_config").c_str());
+  ASSERT_GE(fd2, 0);
+  ASSERT_EQ(bpf_map_lookup_elem(fd2, &zero, &c), 0);
+  close(fd2);
+  EXPECT_EQ(c.max_per_hint, 5u);
+}
+
+}  // namespace

@@ -213,7 +213,23 @@ async def run(args, result):
         if recorder is not None:
             recorder.cancel()
         result["frames_received"] = frames["count"]
-        if session_url:
+        if session_url and args.hang_up_first:
+            # What WHIP clients do on hang-up: close the PeerConnection (DTLS close_notify ends
+            # the session on the server), then DELETE the session URL: 200 with the final state.
+            await asyncio.wait_for(pc.close(), 5)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                status, _, body = await http("GET", session_url, args.api_key, timeout=3)
+                if status == 200 and json.loads(body).get("state") == "ended":
+                    break
+                await asyncio.sleep(0.05)  # poll interval of a deadline-bounded wait
+            status, _, body = await http("DELETE", session_url, args.api_key, timeout=3)
+            result["delete_status"] = status
+            try:
+                result["session"] = json.loads(body) if status == 200 else {"http_status": status}
+            except ValueError:
+                result["session"] = {"http_status": status, "body": body.decode("utf-8", "replace")[:200]}
+        elif session_url:
             status, _, body = await http("GET", session_url, args.api_key, timeout=3)
             try:
                 result["session"] = json.loads(body) if status == 200 else {"http_status": status}
@@ -242,6 +258,8 @@ def main():
     ap.add_argument("--expect-echo", action="store_true", help="require the tone to come back")
     ap.add_argument("--min-snr-db", type=float, default=10.0)
     ap.add_argument("--connect-timeout-s", type=float, default=10.0)
+    ap.add_argument("--hang-up-first", action="store_true",
+                    help="close the PeerConnection, then DELETE: require 200 with the ended state (peer_closed)")
     ap.add_argument("--offer-without-candidates", action="store_true",
                     help="strip a=candidate lines from the offer (a client that does not wait for gathering)")
     ap.add_argument("--include-loopback", choices=["auto", "yes", "no"], default="auto",
@@ -272,6 +290,11 @@ def main():
             hz is not None and abs(hz - args.tone_hz) <= 0.03 * args.tone_hz
             and (result.get("tone_snr_db") or -1e9) >= args.min_snr_db)
         ok = ok and result["echo_ok"]
+    if args.hang_up_first:
+        session = result.get("session") or {}
+        result["delete_after_close_ok"] = (result.get("delete_status") == 200 and session.get("state") == "ended"
+                                           and session.get("end_reason") == "peer_closed")
+        ok = ok and result["delete_after_close_ok"]
     result["passed"] = bool(ok)
     print(json.dumps(result, indent=2))
     return 0 if ok else 1

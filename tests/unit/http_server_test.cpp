@@ -104,8 +104,8 @@ TEST_F(HttpServerLimits, LongTargetIs414AndLargeHeaderIs431) {
                   .starts_with("HTTP/1.1 414 "));
   EXPECT_TRUE(round_trip(port, "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(8000, 'b') + "\r\n\r\n")
                   .starts_with("HTTP/1.1 431 "));
-  EXPECT_TRUE(
-      round_trip(port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").starts_with("HTTP/1.1 200 "));
+  EXPECT_TRUE(round_trip(port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                  .starts_with("HTTP/1.1 200 "));
 }
 
 TEST_F(HttpServerLimits, AtTheCapANewConnectionClosesTheIdlest) {
@@ -120,8 +120,8 @@ TEST_F(HttpServerLimits, AtTheCapANewConnectionClosesTheIdlest) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));  // between checks of a deadline-bounded wait
     ASSERT_EQ(server_->stats().connections_open.load(), expected);
   }
-  EXPECT_TRUE(
-      round_trip(port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").starts_with("HTTP/1.1 200 "));
+  EXPECT_TRUE(round_trip(port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                  .starts_with("HTTP/1.1 200 "));
   EXPECT_EQ(read_until_closed(idle[0], 5000), "<closed>");  // the oldest idle one made room
   EXPECT_EQ(read_until_closed(idle[1], 200), "");           // the others stay open
   EXPECT_GE(server_->stats().evicted_at_cap.load(), 1u);

@@ -261,6 +261,8 @@ def main():
     ap.add_argument("--mock", action="store_true", help="use mock_transceiver.py (aiortc) instead of the binaries")
     ap.add_argument("--client", choices=["browser", "aiortc", "both"], default="browser")
     ap.add_argument("--passthrough", action="store_true", help="Opus passthrough mode (no transcoding)")
+    ap.add_argument("--hang-up-first", action="store_true",
+                    help="the aiortc client closes its PeerConnection, then DELETEs (expects 200 + final state)")
     ap.add_argument("--offer-without-candidates", action="store_true",
                     help="the aiortc client POSTs an offer with no a=candidate line")
     ap.add_argument("--backend", choices=["echo", "python"], default="echo",
@@ -327,6 +329,8 @@ def main():
                 restarter.start()
             if args.offer_without_candidates:
                 argv.append("--offer-without-candidates")
+            if args.hang_up_first:
+                argv.append("--hang-up-first")
             try:
                 passed, summary = run_client("aiortc_client", argv, 90)
             finally:

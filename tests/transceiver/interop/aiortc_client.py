@@ -222,7 +222,23 @@ async def run(args, result):
         arrivals = frames["arrivals"]
         if len(arrivals) >= 2:  # the longest silence between echoed frames: a path's outage
             result["max_gap_ms"] = round(max(b - a for a, b in zip(arrivals, arrivals[1:])) * 1000)
-        if session_url:
+        if session_url and args.hang_up_first:
+            # What WHIP clients do on hang-up: close the PeerConnection (DTLS close_notify ends
+            # the session on the server), then DELETE the session URL: 200 with the final state.
+            await asyncio.wait_for(pc.close(), 5)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                status, _, body = await http("GET", session_url, args.api_key, timeout=3)
+                if status == 200 and json.loads(body).get("state") == "ended":
+                    break
+                await asyncio.sleep(0.05)  # poll interval of a deadline-bounded wait
+            status, _, body = await http("DELETE", session_url, args.api_key, timeout=3)
+            result["delete_status"] = status
+            try:
+                result["session"] = json.loads(body) if status == 200 else {"http_status": status}
+            except ValueError:
+                result["session"] = {"http_status": status, "body": body.decode("utf-8", "replace")[:200]}
+        elif session_url:
             status, _, body = await http("GET", session_url, args.api_key, timeout=3)
             try:
                 result["session"] = json.loads(body) if status == 200 else {"http_status": status}
@@ -254,6 +270,8 @@ def main():
                     help="require >= 1 s of echoed frames arriving this long after connecting (audio "
                          "survived whatever happened before, e.g. a relay restart)")
     ap.add_argument("--connect-timeout-s", type=float, default=10.0)
+    ap.add_argument("--hang-up-first", action="store_true",
+                    help="close the PeerConnection, then DELETE: require 200 with the ended state (peer_closed)")
     ap.add_argument("--offer-without-candidates", action="store_true",
                     help="strip a=candidate lines from the offer (a client that does not wait for gathering)")
     ap.add_argument("--include-loopback", choices=["auto", "yes", "no"], default="auto",
@@ -286,6 +304,11 @@ def main():
         ok = ok and result["echo_ok"]
     if args.expect_frames_after_s is not None:
         ok = ok and result.get("frames_after_s", 0) >= 50  # 1 s of 20 ms frames
+    if args.hang_up_first:
+        session = result.get("session") or {}
+        result["delete_after_close_ok"] = (result.get("delete_status") == 200 and session.get("state") == "ended"
+                                           and session.get("end_reason") == "peer_closed")
+        ok = ok and result["delete_after_close_ok"]
     result["passed"] = bool(ok)
     print(json.dumps(result, indent=2))
     return 0 if ok else 1

@@ -1275,11 +1275,14 @@ class XdpTest(RelayTestCase):
                                    stderr=subprocess.STDOUT, text=True)
         try:
             out, _ = second.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            out = None
         finally:
             if second.poll() is None:
                 second.kill()
-                second.wait()
+                second.communicate()
             nt.forget_process(second)
+        self.assertIsNotNone(out, "the second loader was not refused: it ran on the first one's interfaces")
         self.assertEqual(second.returncode, 1, out)
         self.assertRegex(out, r"cannot start: XDP interface %s is already served by another rtcedge-relay "
                               r"\(pid %d\)" % (XDP_IFACES[0], first.proc.pid))

@@ -93,6 +93,11 @@ for bin in relay transceiver; do
   run_bounded 5 "$exe" --hint-key-file "$work/map-secret.yaml"
   check "$bin: a non-scalar secret is a configuration error" 2 $code "$out" "configuration error: .*secret: must be 32 hex characters"
 done
+run_bounded 5 "$transceiver" --dtls-certificate /dev/zero --dtls-private-key "$work/fifo"
+check "transceiver: DTLS certificate /dev/zero refused" 2 $code "$out" "configuration error: DTLS certificate file '/dev/zero': is a character device"
+: >"$work/cert.pem"
+run_bounded 5 "$transceiver" --dtls-certificate "$work/cert.pem" --dtls-private-key "$work/fifo"
+check "transceiver: DTLS private key FIFO refused" 2 $code "$out" "configuration error: DTLS private key file .*fifo': is a FIFO"
 echo "keys: [{id: 1, secret: 0011}]" >"$work/bad.yaml"
 run_bounded 5 "$relay" --hint-key-file "$work/bad.yaml" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$(free_udp_port)"
 check "relay: bad key file is a configuration error (exit 2, not 1)" 2 $code "$out" "rtcedge-relay: configuration error: hint key file .*32 hex characters"

@@ -7,9 +7,8 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
+#include "config_file.h"
 #include "error.h"
 
 namespace rtce {
@@ -118,11 +117,9 @@ void ConfigLayers::apply_env(char** env) {
 }
 
 void ConfigLayers::load_yaml_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError("config file '" + path + "': cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  load_yaml_text(text.str(), "config file '" + path + "'");
+  // Bounded and regular files only; "cannot open" carries the errno text.
+  load_yaml_text(read_config_file(path, "config file", kMaxConfigFileBytes).text,
+                 "config file '" + path + "'");
 }
 
 void ConfigLayers::load_yaml_text(std::string_view text, std::string_view origin_view) {

@@ -3,12 +3,9 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
+#include "config_file.h"
 #include "error.h"
 #include "random.h"
 
@@ -34,12 +31,12 @@ std::string to_hex(const uint8_t* p, size_t n) {
 
 }  // namespace
 
-HintKeys HintKeys::load_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError("hint key file '" + path + "': cannot open: " + std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse(text.str(), "hint key file '" + path + "'");
+HintKeys HintKeys::load_file(const std::string& path, std::vector<std::string>* warnings) {
+  const ConfigFileText file = read_config_file(path, "hint key file", kMaxHintKeyFileBytes);
+  if (warnings != nullptr)
+    if (auto warning = secret_file_mode_warning(path, "hint key file", file.mode))
+      warnings->push_back(*warning);
+  return parse(file.text, "hint key file '" + path + "'");
 }
 
 HintKeys HintKeys::parse(std::string_view yaml_text, std::string_view origin) {
@@ -52,6 +49,11 @@ HintKeys HintKeys::parse(std::string_view yaml_text, std::string_view origin) {
   }
   if (!root.IsMap() || !root["keys"] || !root["keys"].IsSequence())
     throw ConfigError(where + ": expected a map with a 'keys' list");
+  // Unknown fields are errors, as in the configuration: a misspelt field must not be
+  // silently ignored in the file that decides which hints are valid.
+  for (const auto& field : root)
+    if (field.first.Scalar() != "keys")
+      throw ConfigError(where + ": unknown field '" + field.first.Scalar() + "' (expected 'keys')");
   const YAML::Node list = root["keys"];
   if (list.size() == 0) throw ConfigError(where + ": 'keys' is empty; run 'rtcedge-relay hint keygen'");
   if (list.size() > RTCE_HINT_MAX_KEYS)
@@ -63,6 +65,10 @@ HintKeys HintKeys::parse(std::string_view yaml_text, std::string_view origin) {
     const std::string at = where + ": keys[" + std::to_string(i) + "]";
     const YAML::Node k = list[i];
     if (!k.IsMap() || !k["id"] || !k["secret"]) throw ConfigError(at + ": needs 'id' and 'secret'");
+    for (const auto& field : k)
+      if (field.first.Scalar() != "id" && field.first.Scalar() != "secret")
+        throw ConfigError(at + ": unknown field '" + field.first.Scalar() + "' (expected 'id', 'secret')");
+    if (!k["secret"].IsScalar()) throw ConfigError(at + ".secret: must be 32 hex characters (16 bytes)");
     int id = -1;
     try {
       id = k["id"].as<int>();

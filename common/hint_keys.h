@@ -25,8 +25,10 @@ struct HintKey {
 
 class HintKeys {
  public:
-  // Throws ConfigError naming the file and the problem.
-  static HintKeys load_file(const std::string& path);
+  // Throws ConfigError naming the file and the problem: not a regular file, larger than
+  // kMaxHintKeyFileBytes, not valid, an unknown field. `warnings` (when given) receives a
+  // warning when other users can read or write the file.
+  static HintKeys load_file(const std::string& path, std::vector<std::string>* warnings = nullptr);
   static HintKeys parse(std::string_view yaml_text, std::string_view origin);
   static HintKeys generate(uint8_t id);
 

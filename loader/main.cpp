@@ -32,6 +32,22 @@ rtce::RelayConfig resolve(rtce::ConfigLayers& layers, const std::string& config_
   return rtce::resolve_relay_config(layers);
 }
 
+void log_key_file_warnings(const std::vector<std::string>& warnings) {
+  for (const auto& warning : warnings) spdlog::warn("{}", warning);
+}
+
+int check_hint_key_file(const rtce::RelayConfig& config) {
+  std::vector<std::string> warnings;
+  try {
+    rtce::HintKeys::load_file(config.hint_key_file, &warnings);
+  } catch (const rtce::ConfigError& e) {
+    std::cerr << "rtcedge-relay: configuration error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  log_key_file_warnings(warnings);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,6 +97,9 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   rtce::setup_logging(config.log_format, config.log_level);
+  // The key file is read here, with SIGTERM still acting, so that a bad one is a
+  // configuration error (exit 2) like every other bad setting, and its mode is checked.
+  if (int code = check_hint_key_file(config); code != 0) return code;
 
   // Block the signals before any thread starts so that only sigwait below sees them.
   sigset_t signals;
@@ -93,6 +112,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<rtce::RelayService> service;
   try {
     service = std::make_unique<rtce::RelayService>(config);
+  } catch (const rtce::ConfigError& e) {
+    std::cerr << "rtcedge-relay: configuration error: " << e.what() << "\n";
+    return kExitUsage;
   } catch (const std::exception& e) {
     spdlog::error("cannot start: {}", e.what());
     return 1;
@@ -128,6 +150,9 @@ int main(int argc, char** argv) {
       std::lock_guard lock(routing_mutex);
       try {
         rtce::RelayConfig next = resolve(layers, config_file);
+        std::vector<std::string> key_file_warnings;
+        rtce::HintKeys::load_file(next.hint_key_file, &key_file_warnings);  // throws before anything changes
+        log_key_file_warnings(key_file_warnings);
         current = next;
         next.endpoints = rtce::merge_endpoints(current.endpoints, registry_endpoints);
         for (const auto& warning : service->reload(next)) spdlog::warn("reload: {}", warning);

@@ -72,6 +72,9 @@ void declare_relay_config(ConfigLayers& c) {
   c.declare("xdp.relay_address6", K::scalar, "this relay's IPv6 address towards transceivers");
   c.declare("xdp.return_port", K::scalar, "UDP port XDP forwards from and takes replies on (default 3479)");
   c.declare("xdp.new_flow_budget", K::scalar, "new flows per CPU per millisecond XDP may create (0 = 64)");
+  c.declare("join_existing", K::scalar,
+            "start even if another relay serves these VIPs (or XDP interfaces, pin path) here, joining its "
+            "SO_REUSEPORT group and taking a share of its flows (default false: refuse)");
 }
 
 std::vector<EndpointConfig> parse_endpoints(const std::vector<std::string>& items, const std::string& where) {
@@ -214,6 +217,7 @@ RelayConfig resolve_relay_config(const ConfigLayers& c) {
                         std::to_string(last) + " (return_listen)");
   }
   cfg.xdp_new_flow_budget = static_cast<uint32_t>(c.get_uint("xdp.new_flow_budget", 0, 0, 1u << 20));
+  cfg.join_existing = c.get_bool("join_existing", false);
   if (cfg.mode == "xdp" && cfg.xdp_interfaces.empty())
     throw ConfigError(c.where("xdp.interfaces") + ": mode xdp needs at least one interface");
   return cfg;

@@ -51,6 +51,9 @@ struct RelayConfig {
   std::string xdp_relay_address6;
   uint16_t xdp_return_port = 3479;
   uint32_t xdp_new_flow_budget = 0;  // 0 = the program's default
+  // Start even when another relay serves the same VIPs (or XDP interfaces, pin path) in
+  // this network namespace, joining its SO_REUSEPORT group; refused by default.
+  bool join_existing = false;
 };
 
 void declare_relay_config(ConfigLayers& layers);

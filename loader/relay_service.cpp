@@ -14,8 +14,55 @@ unsigned default_worker_count() {
   return 1;
 }
 
+std::vector<std::unique_ptr<InstanceLock>> take_instance_locks(const RelayConfig& config) {
+  std::vector<std::pair<std::string, std::string>> wanted;  // (lock name, what it stands for)
+  for (const auto& vip : config.listen)
+    wanted.emplace_back(vip_lock_name(vip.to_string()), "VIP " + vip.to_string());
+  if (config.mode != "userspace") {
+    for (const auto& interface : config.xdp_interfaces)
+      wanted.emplace_back(xdp_interface_lock_name(interface), "XDP interface " + interface);
+    wanted.emplace_back(xdp_pin_path_lock_name(config.xdp_pin_path), "XDP pin path " + config.xdp_pin_path);
+  }
+  std::vector<std::unique_ptr<InstanceLock>> locks;
+  for (const auto& [name, what] : wanted) {
+    auto on_join = [what = what](pid_t joiner) {
+      spdlog::warn(
+          "another rtcedge-relay (pid {}) joined {} (join_existing): the kernel now splits flows between "
+          "the instances, and flows that move lose their packets unless both use the same flow store",
+          joiner, what);
+    };
+    std::unique_ptr<InstanceLock> lock;
+    std::optional<pid_t> holder;
+    // Twice: a holder that exits between our bind and our question leaves the name free.
+    for (int attempt = 0; attempt < 2 && !lock && !holder; ++attempt) {
+      lock = InstanceLock::try_acquire(name, on_join);
+      if (!lock) holder = InstanceLock::holder(name, config.join_existing);
+    }
+    if (lock) {
+      locks.push_back(std::move(lock));
+      continue;
+    }
+    const std::string by =
+        holder ? "another rtcedge-relay (pid " + std::to_string(*holder) + ")" : "another rtcedge-relay";
+    if (!config.join_existing)
+      throw std::runtime_error(what + " is already served by " + by +
+                               " in this network namespace; a second instance would silently take a share "
+                               "of its live flows. Stop that one first, or set join_existing "
+                               "(--join-existing true) to join it on purpose");
+    spdlog::warn(
+        "JOINING: {} is already served by {}; join_existing is set, so this instance joins its "
+        "SO_REUSEPORT group and the kernel moves a share of the live flows here (they lose their packets "
+        "unless both instances use the same flow_store.redis_url)",
+        what, by);
+  }
+  return locks;
+}
+
 RelayService::RelayService(const RelayConfig& config)
-    : config_(config), routing_(build_routing_table(config)), admin_(config.admin_listen) {
+    : config_(config),
+      instance_locks_(take_instance_locks(config)),
+      routing_(build_routing_table(config)),
+      admin_(config.admin_listen) {
   if (config_.workers == 0) config_.workers = default_worker_count();
   if (config_.mode != "userspace") {
     try {

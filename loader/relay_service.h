@@ -10,6 +10,7 @@
 
 #include "admin_server.h"
 #include "flow_sync.h"
+#include "instance_lock.h"
 #include "relay_config.h"
 #include "udp_worker.h"
 #include "xdp_data_path.h"
@@ -18,7 +19,9 @@ namespace rtce {
 
 class RelayService {
  public:
-  // Opens every socket and the admin server; throws with a clear message on failure.
+  // Opens every socket and the admin server; throws with a clear message on failure,
+  // and refuses (throws) when another relay already serves one of the VIPs, XDP
+  // interfaces or the pin path in this network namespace, unless config.join_existing.
   explicit RelayService(const RelayConfig& config);
   ~RelayService();
 
@@ -37,6 +40,8 @@ class RelayService {
 
  private:
   RelayConfig config_;
+  // Taken before any socket is opened; released last (declared first).
+  std::vector<std::unique_ptr<InstanceLock>> instance_locks_;
   std::shared_ptr<const RoutingTable> routing_;
   std::vector<std::unique_ptr<UdpWorker>> workers_;
   // Declared after workers_ so it is destroyed first: its thread wakes workers.
@@ -52,5 +57,10 @@ class RelayService {
 };
 
 unsigned default_worker_count();
+
+// One lock per VIP (and, unless mode is userspace, per XDP interface and the pin path).
+// A name another relay holds: throws, or with config.join_existing logs a warning, tells
+// the holder (which logs too) and goes on without that lock.
+std::vector<std::unique_ptr<InstanceLock>> take_instance_locks(const RelayConfig& config);
 
 }  // namespace rtce

@@ -156,7 +156,7 @@ void MemoryRegistry::resync() {
     std::lock_guard lock(backend_->mutex_);
     live = backend_->live_locked();
   }
-  diff_.apply(live, [this](const RegistryEvent& event) { on_change_(event); });
+  diff_.apply(live, backend_->clock_(), [this](const RegistryEvent& event) { on_change_(event); });
 }
 
 }  // namespace rtce

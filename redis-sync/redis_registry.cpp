@@ -1,6 +1,8 @@
 // redis_registry.cpp — the registry's Lua scripts and the watch loop.
 #include "redis_registry.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <array>
 #include <boost/asio/post.hpp>
@@ -109,6 +111,7 @@ RedisRegistry::RedisRegistry(asio::io_context& io, RedisOptions redis, RegistryO
       options_(options),
       schema_(options.cluster),
       commands_(std::make_unique<RedisConnection>(io, redis_, counters_)),
+      diff_(std::chrono::duration_cast<std::chrono::nanoseconds>(options.endpoint_ttl).count()),
       relist_timer_(io) {
   commands_->start();
 }
@@ -225,12 +228,29 @@ void RedisRegistry::relist() {
     return;
   }
   relist_in_flight_ = true;
-  list([this, life = std::weak_ptr<int>(life_)](std::optional<std::vector<EndpointRecord>> records) {
+  const Nanos asked_at = monotonic_now();
+  list([this, asked_at,
+        life = std::weak_ptr<int>(life_)](std::optional<std::vector<EndpointRecord>> records) {
     if (life.expired()) return;
     relist_in_flight_ = false;
-    // Unreachable store: keep what we know rather than report every endpoint removed.
+    const Nanos now = monotonic_now();
+    const Millis stall =
+        options_.stall_threshold.count() > 0 ? options_.stall_threshold : options_.endpoint_ttl / 3;
+    // Unreachable store: keep what we know rather than report every endpoint removed. A
+    // failed or stalled answer also starts the outage grace for the snapshots that follow.
+    if (!records || now - asked_at > std::chrono::duration_cast<std::chrono::nanoseconds>(stall).count())
+      diff_.store_unavailable();
     if (records && on_change_) {
-      diff_.apply(*records, [this](const RegistryEvent& event) { on_change_(event); });
+      diff_.apply(*records, now, [this](const RegistryEvent& event) { on_change_(event); });
+      if (diff_.held_removals() > 0 && !reported_held_) {
+        reported_held_ = true;
+        spdlog::warn(
+            "registry: the store answers again after an outage; {} endpoint(s) missing from it are kept for "
+            "{} ms so that their transceivers can register again",
+            diff_.held_removals(), (diff_.holding_removals_until() - now) / 1'000'000);
+      } else if (diff_.held_removals() == 0) {
+        reported_held_ = false;
+      }
     }
     if (relist_again_) {
       relist_again_ = false;

@@ -19,6 +19,10 @@ struct RegistryOptions {
   uint8_t cluster = 0;
   Millis endpoint_ttl{3000};     // a record not heartbeated for this long disappears
   Millis relist_interval{1000};  // watch: full re-list period (bounds the lag of TTL expiry)
+  // watch: a re-list that fails, or is answered later than this, means transceivers may not
+  // have been able to heartbeat: removals are then held for one endpoint_ttl (watch_diff.h).
+  // 0 = a third of endpoint_ttl (the transceivers' heartbeat period).
+  Millis stall_threshold{0};
 };
 
 class RedisRegistry final : public Registry {
@@ -49,6 +53,7 @@ class RedisRegistry final : public Registry {
   std::unique_ptr<RedisConnection> events_;
   WatchCallback on_change_;
   EndpointSetDiff diff_;
+  bool reported_held_ = false;  // the outage grace's log line, once per outage
   bool relist_in_flight_ = false;
   bool relist_again_ = false;
   boost::asio::steady_timer relist_timer_;

@@ -36,7 +36,9 @@ class Registry {
   // One watcher per object (a second call replaces the first). It first receives kAdded
   // for every live endpoint, then every change: immediately for explicit changes, within
   // the re-list interval for TTL expiry and for notifications that were lost. While the
-  // store is unreachable the last known set is kept (no mass kRemoved on an outage).
+  // store is unreachable the last known set is kept (no mass kRemoved on an outage), and
+  // after it answers again a record missing from it is removed only once its owner has had
+  // one endpoint TTL to register again (records all expire while a store is frozen).
   virtual void watch(WatchCallback on_change) = 0;
   // `count` contiguous ids for a pod; the same pod identity gets the same base back (as
   // long as it asks for no more ids than the first time), other pods never overlap.

@@ -1300,6 +1300,38 @@ class XdpTest(RelayTestCase):
         self.check_fallback(relay, "native XDP attach on rx0 failed")
         self.assertEqual(self.topo.xdp_attached(self.topo.relay, "rx0"), foreign, "the foreign program was touched")
 
+    def test_second_loader_on_the_same_interfaces_is_refused(self):
+        # Issue 15 item 14: a second XDP instance on interfaces (and pins) that a running
+        # loader owns would replace its program and rewrite its maps. It is refused before it
+        # touches either, even on other VIP ports, and the first one forwards on.
+        first = self.new_relay("xdp-lock-a", workers=1)
+        client, vip = self.establish(4, 1, relay=first)
+        links_before = {dev: self.topo.xdp_attached(self.topo.relay, dev) for dev in XDP_IFACES}
+        argv = [RELAY_BIN, "--mode", "xdp", "--listen", "%s:%d" % (nt.VIP_V4, first.vip_port + 50),
+                "--return-listen", "[::]:%d" % (first.return_port + 50), "--workers", "1",
+                "--cluster-id", str(CLUSTER), "--hint-key-file", STATE["keys"],
+                "--admin-listen", "127.0.0.1:%d" % (first.admin_port + 5),
+                "--xdp-interfaces", ",".join(XDP_IFACES), "--xdp-pin-path", PIN_PATH,
+                "--xdp-relay-address4", nt.RELAY_XCVR_V4, "--xdp-return-port", str(first.xdp_return_port + 50)]
+        second = nt.start_in_netns(self.topo.relay, argv, keep_mounts=True, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+        try:
+            out, _ = second.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            out = None
+        finally:
+            if second.poll() is None:
+                second.kill()
+                second.communicate()
+            nt.forget_process(second)
+        self.assertIsNotNone(out, "the second loader was not refused: it ran on the first one's interfaces")
+        self.assertEqual(second.returncode, 1, out)
+        self.assertRegex(out, r"cannot start: XDP interface %s is already served by another rtcedge-relay "
+                              r"\(pid %d\)" % (XDP_IFACES[0], first.proc.pid))
+        self.assertEqual({dev: self.topo.xdp_attached(self.topo.relay, dev) for dev in XDP_IFACES}, links_before,
+                         "the refused loader touched the attached program")
+        self.check_media_follows(client, vip, 1, n=2)
+
     def test_bpftool_dumps_flows_with_named_fields(self):
         if not os.access(BPFTOOL, os.X_OK):
             self.skipTest("%s not installed" % BPFTOOL)
@@ -1507,7 +1539,9 @@ class FlowRecoveryTest(RelayTestCase):
         def replace():
             # A second instance joins the VIPs' SO_REUSEPORT group, as a load balancer would add
             # a relay; then the first dies and the kernel re-hashes its flows to the second.
-            second = self.new_relay("fs-second-b", workers=1, vip_ports_of=first, extra=self.store_args())
+            # Joining a served VIP is refused unless asked for (docs/operations.md).
+            second = self.new_relay("fs-second-b", workers=1, vip_ports_of=first,
+                                    extra=self.store_args() + ["--join-existing", "true"])
             first.stop(signal.SIGKILL)
             return second
 

@@ -77,6 +77,45 @@ TEST(MemoryRegistry, TtlAndWatchFollowTheDrivenClock) {
   EXPECT_EQ(events[2].record.id, 9);
 }
 
+// The outage grace (watch_diff.h) on a driven clock: after the store was unavailable,
+// records missing from the next snapshots are kept for one grace period from the first
+// answer, then removed; a record that comes back in time is never removed.
+TEST(EndpointSetDiff, HoldsRemovalsForOneGraceAfterTheStoreWasUnavailable) {
+  constexpr Nanos kGrace = 3'000'000'000;
+  EndpointSetDiff diff(kGrace);
+  std::vector<RegistryEvent> events;
+  auto emit = [&](const RegistryEvent& e) { events.push_back(e); };
+  const EndpointRecord a{1, addr("10.0.0.1:1"), 1, 0, false};
+  const EndpointRecord b{2, addr("10.0.0.2:1"), 1, 0, false};
+  Nanos now = 1'000'000'000;
+  diff.apply({a, b}, now, emit);
+  ASSERT_EQ(events.size(), 2u);
+
+  // A normal departure (no outage) is reported at once.
+  diff.apply({a}, now += 100'000'000, emit);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[2].change, RegistryChange::kRemoved);
+  diff.apply({a, b}, now += 100'000'000, emit);
+  ASSERT_EQ(events.size(), 4u);
+
+  diff.store_unavailable();
+  now += 10'000'000'000;  // the outage
+  const Nanos back = now;
+  diff.apply({}, now, emit);  // the store answers with everything expired
+  EXPECT_EQ(events.size(), 4u) << "a store back from an outage is not a mass departure";
+  EXPECT_EQ(diff.held_removals(), 2u);
+  diff.apply({a}, now = back + 1'000'000'000, emit);  // a registers again
+  EXPECT_EQ(events.size(), 4u) << "a, kept and unchanged, needs no event";
+  EXPECT_EQ(diff.held_removals(), 1u);
+  diff.apply({a}, now = back + kGrace - 1, emit);
+  EXPECT_EQ(events.size(), 4u);
+  diff.apply({a}, now = back + kGrace, emit);  // the grace is over: b really left
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(events[4].change, RegistryChange::kRemoved);
+  EXPECT_EQ(events[4].record.id, 2);
+  EXPECT_EQ(diff.held_removals(), 0u);
+}
+
 TEST(RedisSchema, KeysShareOneHashTagPerCluster) {
   const RedisSchema schema(7);
   const FlowKey key{addr("198.51.100.7:50000"), addr("203.0.113.1:3478")};

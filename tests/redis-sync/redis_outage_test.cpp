@@ -157,8 +157,9 @@ TEST_F(RedisOutage, FrozenServerTimesOutPipelinedBatchesPerCommandAndBoundsThem)
 }
 
 TEST_F(RedisOutage, RegistryKeepsItsWatchedSetDuringAnOutageAndResyncsAfter) {
-  const RegistryOptions registry_options{.cluster = 3, .endpoint_ttl = 60'000ms, .relist_interval = 200ms};
-  RedisRegistry transceiver(io_, options_, registry_options);
+  // The relay's TTL sets its outage grace; the transceiver's records outlive the test.
+  const RegistryOptions registry_options{.cluster = 3, .endpoint_ttl = 1500ms, .relist_interval = 200ms};
+  RedisRegistry transceiver(io_, options_, RegistryOptions{.cluster = 3, .endpoint_ttl = 60'000ms});
   RedisRegistry relay(io_, options_, registry_options);
   std::vector<RegistryEvent> events;
   relay.watch([&](const RegistryEvent& event) { events.push_back(event); });
@@ -178,18 +179,84 @@ TEST_F(RedisOutage, RegistryKeepsItsWatchedSetDuringAnOutageAndResyncsAfter) {
   run_for(io_, 600ms);  // several re-list periods while down
   EXPECT_EQ(events.size(), 1u) << "an outage must not look like every endpoint leaving";
 
+  const auto back = Clock::now();
   ASSERT_TRUE(server_->start());  // comes back empty
   ASSERT_TRUE(run_until(
       io_, [&] { return transceiver.connected() && relay.connected(); }, 4000ms));
-  // Truth is Redis again: the old endpoint is gone, a new registration is seen.
+  // Truth is Redis again: a new registration is seen at once; the old endpoint, which
+  // never registers again, leaves once it has had one TTL to do so (the outage grace).
   transceiver.register_endpoint(EndpointRecord{2, addr("10.0.0.2:1000"), 10, 0, false});
   ASSERT_TRUE(run_until(
-      io_, [&] { return events.size() == 3; }, 2000ms));
-  EXPECT_EQ(events[1].change, RegistryChange::kRemoved);
-  EXPECT_EQ(events[1].record.id, 1);
-  EXPECT_EQ(events[2].change, RegistryChange::kAdded);
-  EXPECT_EQ(events[2].record.id, 2);
+      io_, [&] { return events.size() == 3; }, 4000ms));
+  EXPECT_EQ(events[1].change, RegistryChange::kAdded);
+  EXPECT_EQ(events[1].record.id, 2);
+  EXPECT_EQ(events[2].change, RegistryChange::kRemoved);
+  EXPECT_EQ(events[2].record.id, 1);
+  EXPECT_GE(Clock::now() - back, registry_options.endpoint_ttl);
   EXPECT_GE(relay.counters().reconnects.get(), 1u);
+}
+
+// Issue 15 item 6: Redis frozen (SIGSTOP) for longer than the registry TTL, as a call
+// goes on. When it resumes, every record has expired because no transceiver could
+// heartbeat into it. The relay's watch must not report a mass departure: a live
+// transceiver re-registers within one TTL and is never removed; one that really stopped
+// leaves one TTL (plus a re-list) after Redis came back, not sooner.
+TEST_F(RedisOutage, RegistryFrozenLongerThanTheTtlKeepsEndpointsThatRegisterAgain) {
+  constexpr Millis kTtl = 1200ms;
+  constexpr Millis kRelist = 100ms;
+  options_.backoff_max = 200ms;  // both sides reconnect promptly after SIGCONT
+  const RegistryOptions registry_options{.cluster = 6, .endpoint_ttl = kTtl, .relist_interval = kRelist};
+  RedisRegistry transceivers(io_, options_, registry_options);
+  RedisRegistry relay(io_, options_, registry_options);
+  std::vector<std::pair<Clock::time_point, RegistryEvent>> events;
+  relay.watch([&](const RegistryEvent& event) { events.emplace_back(Clock::now(), event); });
+
+  // Endpoint 1 is a live transceiver: it heartbeats every TTL/3 and registers again when
+  // its record is gone (what RegistryAgent does). Endpoint 2 dies during the freeze.
+  const EndpointRecord alive{1, addr("10.0.0.1:40000"), 10, 0, false};
+  const EndpointRecord dies{2, addr("10.0.0.2:40000"), 10, 0, false};
+  bool endpoint2_heartbeats = true;
+  boost::asio::steady_timer heartbeat(io_);
+  std::function<void()> beat = [&] {
+    transceivers.heartbeat(alive.id, 0, false, [&](bool ok) {
+      if (!ok) transceivers.register_endpoint(alive);
+    });
+    if (endpoint2_heartbeats) transceivers.heartbeat(dies.id, 0, false);
+    heartbeat.expires_after(kTtl / 3);
+    heartbeat.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) beat();
+    });
+  };
+  transceivers.register_endpoint(alive);
+  transceivers.register_endpoint(dies);
+  beat();
+  ASSERT_TRUE(run_until(io_, [&] { return events.size() == 2; }));
+
+  server_->pause();
+  endpoint2_heartbeats = false;
+  run_for(io_, 2 * kTtl + 500ms);  // every record's TTL runs out inside the frozen server
+  EXPECT_EQ(events.size(), 2u) << "a frozen store must not look like endpoints leaving";
+  server_->resume();
+  const auto resumed = Clock::now();
+
+  auto removed = [&](EndpointId id) {
+    return std::find_if(events.begin(), events.end(), [id](const auto& e) {
+      return e.second.change == RegistryChange::kRemoved && e.second.record.id == id;
+    });
+  };
+  ASSERT_TRUE(run_until(
+      io_, [&] { return removed(2) != events.end(); }, kTtl + 3000ms))
+      << "an endpoint that stopped heartbeating must still leave after Redis returns";
+  const auto left_after = removed(2)->first - resumed;
+  EXPECT_GE(left_after, kTtl) << "removed before it had one TTL to register again";
+  EXPECT_LT(left_after, kTtl + kRelist + 1500ms);
+  run_for(io_, kTtl);  // and well past the grace: the live one stays
+  EXPECT_EQ(removed(1), events.end()) << "the live transceiver was dropped after the freeze";
+  auto listed = await<std::optional<std::vector<EndpointRecord>>>(io_, [&](auto cb) { relay.list(cb); });
+  ASSERT_TRUE(listed && *listed);
+  ASSERT_EQ((*listed)->size(), 1u);
+  EXPECT_EQ((**listed)[0].id, 1) << "the live transceiver registered again";
+  heartbeat.cancel();
 }
 
 TEST_F(RedisOutage, NoServerAtAllCountsConnectErrorsAndBacksOff) {

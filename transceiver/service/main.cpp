@@ -7,7 +7,9 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "config_file.h"
 #include "error.h"
+#include "hint_keys.h"
 #include "http_server.h"
 #include "logging.h"
 #include "transceiver_config.h"
@@ -42,6 +44,25 @@ int main(int argc, char** argv) {
     return 2;
   }
   rtce::setup_logging(config.log_format, config.log_level);
+  // The secret and certificate files are checked here, with SIGTERM still acting: regular
+  // files of bounded size (a FIFO or /dev/zero must not hang start-up), secrets private.
+  std::vector<std::string> warnings;
+  try {
+    if (!config.hint_key_file.empty()) rtce::HintKeys::load_file(config.hint_key_file, &warnings);
+    if (!config.dtls_certificate.empty())
+      rtce::read_config_file(config.dtls_certificate, "DTLS certificate file", rtce::kMaxConfigFileBytes);
+    if (!config.dtls_private_key.empty()) {
+      const auto key =
+          rtce::read_config_file(config.dtls_private_key, "DTLS private key file", rtce::kMaxConfigFileBytes);
+      if (auto warning =
+              rtce::secret_file_mode_warning(config.dtls_private_key, "DTLS private key file", key.mode))
+        warnings.push_back(*warning);
+    }
+  } catch (const rtce::ConfigError& e) {
+    std::cerr << "rtcedge-transceiver: configuration error: " << e.what() << "\n";
+    return 2;
+  }
+  for (const auto& warning : warnings) spdlog::warn("{}", warning);
 
   // Signals are taken synchronously by this thread; workers never see them.
   sigset_t signals;

@@ -74,7 +74,15 @@ Session::Session(SessionPlan plan, SessionEnvironment env, Nanos now)
     pcm_scratch_.resize(kMaxDecodedSamples);
   }
   DtlsTransport::Callbacks callbacks;
-  callbacks.send = [this](std::span<const uint8_t> d) { send(d); };
+  callbacks.send = [this](std::span<const uint8_t> d) {
+    // The first flight, while the client's ICE may not be connected yet: kept to re-send
+    // the moment it nominates (see on_ice_progress).
+    if (!ice_was_connected_ && early_flight_len_ == 0 && d.size() <= early_flight_.size()) {
+      std::memcpy(early_flight_.data(), d.data(), d.size());
+      early_flight_len_ = d.size();
+    }
+    send(d);
+  };
   callbacks.on_connected = [this](const SrtpKeys& keys) { on_dtls_connected(keys, now_); };
   callbacks.on_failed = [this](std::string_view reason) {
     dtls_failure_ = reason;
@@ -128,7 +136,7 @@ Session::StunVerdict Session::handle_stun(std::span<const uint8_t> request, cons
     env_.sender.send(path, {packet_scratch_.data(), n});
     env_.metrics.ice_triggered_checks.add();
   }
-  maybe_start_dtls(now);
+  on_ice_progress(now);
   return StunVerdict::accepted;
 }
 
@@ -136,14 +144,21 @@ bool Session::handle_stun_response(std::span<const uint8_t> response) {
   return !ended_ && ice_.handle_response(response);
 }
 
-void Session::maybe_start_dtls(Nanos now) {
-  // As DTLS client, start once ICE is connected (nominated, or the nomination fallback):
-  // full-ICE clients such as Pion drop DTLS that arrives before their ICE is connected, and
-  // a dropped ClientHello costs a 100 ms retransmission. Browsers nominate on the check after
-  // their first success, so they lose nothing.
+void Session::on_ice_progress(Nanos now) {
+  // As DTLS client, the ClientHello goes out on the first authenticated check: browsers
+  // accept it before they nominate, and that saves them a round trip. Full-ICE clients
+  // such as Pion drop DTLS that arrives before their own ICE is connected, so when the
+  // session becomes connected (nomination, or the fallback) and the client has sent no DTLS
+  // yet, the same first flight goes out again at once instead of after the 100 ms
+  // retransmission timer. A duplicate is harmless: DTLS discards a repeated record.
   if (plan_.dtls_role == DtlsTransport::Role::client && dtls_->state() == DtlsTransport::State::idle &&
-      has_path_ && ice_.state() == IceLiteSession::State::connected)
+      has_path_)
     dtls_->start(now);
+  if (ice_was_connected_ || ice_.state() != IceLiteSession::State::connected) return;
+  ice_was_connected_ = true;
+  if (early_flight_len_ > 0 && dtls_->state() == DtlsTransport::State::connecting &&
+      dtls_->stats().datagrams_received == 0)
+    send({early_flight_.data(), early_flight_len_});
 }
 
 void Session::switch_media_path(const MediaPath& path) {
@@ -320,7 +335,7 @@ void Session::tick(Nanos now) {
   if (ended_) return;
   ice_.on_timer(now);
   if (ice_.state() == IceLiteSession::State::disconnected) return end(SessionEnd::consent_expired, now);
-  maybe_start_dtls(now);  // after the nomination fallback
+  on_ice_progress(now);  // after the nomination fallback
   if (!connected_at_ && now - plan_.offer_received_at > env_.config.connect_timeout)
     return end(SessionEnd::connect_timeout, now);
   if (auto t = dtls_->next_timeout(now); t && *t <= now) dtls_->on_timer(now);

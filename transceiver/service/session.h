@@ -101,7 +101,7 @@ class Session final : public BackendListener {
  private:
   void send(std::span<const uint8_t> payload);
   void on_dtls_connected(const SrtpKeys& keys, Nanos now);
-  void maybe_start_dtls(Nanos now);
+  void on_ice_progress(Nanos now);
   // The packet on `path` authenticated: consent, relay-hop following, candidate promotion.
   void on_authenticated(const MediaPath& path, Nanos now);
   void switch_media_path(const MediaPath& path);
@@ -135,6 +135,10 @@ class Session final : public BackendListener {
   static constexpr size_t kMaxCandidatePaths = 4;
   std::array<MediaPath, kMaxCandidatePaths> candidates_{};
   size_t candidate_count_ = 0;
+  // The DTLS client's first flight, re-sent once when ICE connects (on_ice_progress).
+  std::array<uint8_t, 1500> early_flight_{};
+  size_t early_flight_len_ = 0;
+  bool ice_was_connected_ = false;
   Nanos now_ = 0;  // time of the event being handled, for callbacks without a `now`
 
   // RTP/RTCP

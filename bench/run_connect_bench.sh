@@ -27,6 +27,8 @@
 #   --clients LIST       subset of: loadgen-pion loadgen-browser aiortc chromium (default all available)
 #   --modes LIST         subset of: direct relay (default "direct relay")
 #   --consent-timeout S  sessions.consent_timeout of the long-call check (default 3)
+#   --long-call-consent M  the long-call client's --consent-checks (default none; periodic is the
+#                        control that shows the check can pass)
 #   --out DIR            results (default /tmp/rtce-connect-bench): one JSON per point, table.md
 #
 # long-call: one pion-profile session with --consent-checks none for 2 x consent-timeout;
@@ -45,6 +47,7 @@ MODES="direct relay"
 CONSENT_TIMEOUT=3
 LONG_CALL=0
 LONG_MODE=direct
+LONG_CONSENT=none
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -58,6 +61,7 @@ while [[ $# -gt 0 ]]; do
     --modes) MODES="$2"; shift 2 ;;
     --mode) LONG_MODE="$2"; shift 2 ;;
     --consent-timeout) CONSENT_TIMEOUT="$2"; shift 2 ;;
+    --long-call-consent) LONG_CONSENT="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     long-call) LONG_CALL=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -140,7 +144,7 @@ long_call() {  # bin mode label -> exit status 0 = survived
   local bin="$1" mode="$2" label="$3" rc=0
   start_stack "$bin" "$mode" --sessions-consent-timeout "${CONSENT_TIMEOUT}s"
   timeout 60 "$LOADGEN" --url "$URL" --sessions 1 --seconds $(( 2 * CONSENT_TIMEOUT )) --warmup 0 \
-    --client-profile pion --consent-checks none --expect-alive-at-end --transceiver-pid "$TX_PID" \
+    --client-profile pion --consent-checks "$LONG_CONSENT" --expect-alive-at-end --transceiver-pid "$TX_PID" \
     --json-out "$OUT/$label.json" --label "$label" > "$OUT/$label.txt" 2> "$OUT/$label.err" || rc=$?
   stop_stack
   [[ -s "$OUT/$label.json" ]] || { log "$label: no result (loadgen exit $rc): $(tail -3 "$OUT/$label.err")"; return 1; }
@@ -152,10 +156,10 @@ long_call() {  # bin mode label -> exit status 0 = survived
 
 if (( LONG_CALL )); then
   if long_call "$BEFORE" "$LONG_MODE" "long-call-$LONG_MODE"; then
-    log "PASS: the session outlived sessions.consent_timeout=${CONSENT_TIMEOUT}s with media both ways and no STUN"
+    log "PASS: the session outlived sessions.consent_timeout=${CONSENT_TIMEOUT}s with media both ways (client consent checks: $LONG_CONSENT)"
     exit 0
   fi
-  log "FAIL: the session did not survive $(( 2 * CONSENT_TIMEOUT )) s without STUN (consent_timeout ${CONSENT_TIMEOUT}s)"
+  log "FAIL: the session did not survive $(( 2 * CONSENT_TIMEOUT )) s (consent_timeout ${CONSENT_TIMEOUT}s, client consent checks: $LONG_CONSENT)"
   exit 1
 fi
 

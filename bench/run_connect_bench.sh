@@ -191,7 +191,8 @@ measure() {
       for i in $(seq "$SLOW_RUNS"); do
         timeout 60 /usr/bin/python3 "$AIORTC" --url "$URL" --seconds 1.2 --skip-s 1.0 > "$WORK/aiortc.json" \
           2>> "$OUT/$point.err" || true
-        jq -r '"\(.post_to_connected_ms // "-") -"' "$WORK/aiortc.json" >> "$samples" 2>/dev/null || echo "- -" >> "$samples"
+        # aiortc exposes no RTP arrival hook: no first-echo figure (n/a, not a failure).
+        jq -r '"\(.post_to_connected_ms // "-") n/a"' "$WORK/aiortc.json" >> "$samples" 2>/dev/null || echo "- n/a" >> "$samples"
         cat "$WORK/aiortc.json" >> "$OUT/$point.json" 2>/dev/null || true
       done
       ;;
@@ -211,21 +212,22 @@ for line in open(sys.argv[1]):
     f = line.split()
     if len(f) < 2: continue
     v = f[int(sys.argv[2])]
+    if v == "n/a": continue
     try: vals.append(float(v))
     except ValueError: failed += 1
 def pct(q):
     s = sorted(vals)
     return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
-out = f"{pct(0.5):.1f} / {pct(0.99):.1f} (n={len(vals)})" if vals else "-"
+out = f"{pct(0.5):.1f} / {pct(0.99):.1f} (n={len(vals)})" if vals else ("-" if failed else "n/a")
 if failed: out += f", {failed} failed"
 print(out)
 EOF
 }
 
-MACHINE="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs, $(uname -r)"
+MACHINE="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 log "machine: $MACHINE"
 log "results in $OUT"
-declare -A CONNECTED ECHO
+declare -A CONNECTED ECHO PHASES
 BINS=(before)
 [[ -n "$AFTER" ]] && BINS+=(after)
 AVAILABLE=""
@@ -243,6 +245,10 @@ for which in "${BINS[@]}"; do
       CONNECTED[$point]=$(stats "$OUT/$point.samples" 0)
       ECHO[$point]=$(stats "$OUT/$point.samples" 1)
       log "$point: connected ${CONNECTED[$point]} ms, first echo ${ECHO[$point]} ms"
+      if [[ "$client" == loadgen-pion && -s "$OUT/$point.json" ]]; then
+        PHASES[$point]=$(jq -r '"first STUN success \(.time_to_ice_ms.p50 * 10 | round / 10), ICE connected (nominated) \(.time_to_ice_connected_ms.p50 * 10 | round / 10), DTLS connected \(.time_to_connected_ms.p50 * 10 | round / 10); DTLS datagrams dropped before ICE connected: \(.dtls_dropped_before_ice) over \(.sessions_requested) calls; STUN sent after ICE connected: \(.stun_sent_after_ice_connected); server checks answered: \(.stun_requests_answered)"' "$OUT/$point.json")
+        log "$point phases (p50 ms): ${PHASES[$point]}"
+      fi
     done
     stop_stack
   done
@@ -270,6 +276,12 @@ done
       row="| $client | $mode | ${CONNECTED[before-$mode-$client]} | ${ECHO[before-$mode-$client]} |"
       [[ -n "$AFTER" ]] && row+=" ${CONNECTED[after-$mode-$client]} | ${ECHO[after-$mode-$client]} |"
       echo "$row"
+    done
+  done
+  echo
+  for which in "${BINS[@]}"; do
+    for mode in $MODES; do
+      [[ -n "${PHASES[$which-$mode-loadgen-pion]:-}" ]] && echo "- loadgen-pion, $which, $mode, p50 ms: ${PHASES[$which-$mode-loadgen-pion]}"
     done
   done
   echo

@@ -2,8 +2,8 @@
 // chromium_connect.mjs — time to connected of headless Chromium against an rtcedge
 // transceiver, for bench/run_connect_bench.sh. One browser, one page on the transceiver's
 // own origin (GET /, so the POSTs are same-origin), then --runs sequential calls, each: a
-// fresh RTCPeerConnection with the fake microphone, offer after ICE gathering (what the demo
-// page does), POST /v1/sessions, answer; timed from the POST to connectionState
+// fresh RTCPeerConnection with the fake microphone, offer after ICE gathering completes (so
+// it names the client candidates), POST /v1/sessions, answer; timed from the POST to connectionState
 // "connected" and to the first received RTP packet (getStats inbound-rtp, polled every 5 ms);
 // then close and DELETE.
 //

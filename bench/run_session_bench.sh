@@ -29,6 +29,8 @@
 #   --modes LIST        subset of: relay direct (default "relay direct")
 #   --phases LIST       subset of: capacity setups profile (default all)
 #   --quick             fewer bisection steps (coarser N)
+#   --client-profile P  browser (default) | pion: how the load generator's clients run ICE
+#                       (bench/session_loadgen/client_ice_agent.h)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,6 +45,7 @@ SMOKE=0
 BURST=500
 TX_CPU=0
 LG_CPU=1
+CLIENT_PROFILE=browser
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -53,6 +56,7 @@ while [[ $# -gt 0 ]]; do
     --modes) MODES="$2"; shift 2 ;;
     --phases) PHASES="$2"; shift 2 ;;
     --quick) QUICK=1; shift ;;
+    --client-profile) CLIENT_PROFILE="$2"; shift 2 ;;
     smoke) SMOKE=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
@@ -138,7 +142,8 @@ run_point() {
   start_stack "$mode" "$audio"
   local rate=$(( n > 400 ? 400 : (n < 50 ? 50 : n) ))
   local lg=(taskset -c "$LG_CPU" "$LOADGEN" --url "$URL" --sessions "$n" --seconds "$SECONDS_PER_POINT" --warmup 2
-            --setup-rate "$rate" --setup-concurrency 4 --transceiver-pid "$TX_PID" --json-out "$JSON" --label "$label")
+            --setup-rate "$rate" --setup-concurrency 4 --client-profile "$CLIENT_PROFILE"
+            --transceiver-pid "$TX_PID" --json-out "$JSON" --label "$label")
   [[ -n "$RELAY_PID" ]] && lg+=(--relay-pid "$RELAY_PID")
   timeout 90 "${lg[@]}" "$@" > "$OUT/$label.txt" 2> "$OUT/$label.err" || true
   cp "$WORK/transceiver.log" "$OUT/$label.transceiver.log" 2>/dev/null || true
@@ -195,7 +200,8 @@ if (( SMOKE )); then
   start_stack relay transcoding
   rc=0
   timeout 60 "$LOADGEN" --url "$URL" --sessions 3 --seconds 3 --warmup 1 --expect-all-connected \
-    --transceiver-pid "$TX_PID" --relay-pid "$RELAY_PID" --label smoke || rc=$?
+    --client-profile "$CLIENT_PROFILE" --transceiver-pid "$TX_PID" --relay-pid "$RELAY_PID" \
+    --label "smoke-$CLIENT_PROFILE" || rc=$?
   exit $rc
 fi
 

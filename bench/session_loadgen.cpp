@@ -14,8 +14,15 @@
 // Phases: setup (until every session connected or failed) -> warm-up -> measurement window
 // (only frames arriving inside it count) -> DELETE every session. Everything is bounded by
 // --connect-timeout, --warmup and --seconds. Output: a table on stdout and, with
-// --json-out, the same figures as JSON. Exit status 0, or 1 with --expect-all-connected
-// when a session failed to connect or received no authenticated echo.
+// --json-out, the same figures as JSON (with each session's setup phases). Exit status 0,
+// or 1 with --expect-all-connected when a session failed to connect or received no
+// authenticated echo, or with --expect-alive-at-end when a connected session stopped
+// echoing before the end of the window.
+//
+// --client-profile browser|pion picks how the clients run ICE (session_loadgen/
+// client_ice_agent.h): Chrome-like (every check nominates, consent every 2.5 s) or Pion-like
+// (regular nomination on a 200 ms tick, DTLS only after ICE is connected, and with
+// --consent-checks none no STUN at all once connected).
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -70,6 +77,9 @@ struct Options {
   std::string label;
   std::string srtp_profile = "any";
   bool expect_all_connected = false;
+  bool expect_alive_at_end = false;
+  std::string client_profile = "browser";
+  std::string consent_checks;  // empty: the profile's own (browser periodic, pion on-silence)
   bool send_audio = true;
   bool delete_sessions = true;
   double interval_target_ms = 20, interval_tolerance_ms = 5;
@@ -401,7 +411,7 @@ class EventLoop {
           ev.data.u32 = r.index;
           epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, client->fd(), &ev);
           client->start(now);
-          next_timer_[r.index] = now + config_.check_retransmit;
+          next_timer_[r.index] = client->next_wakeup(now);
           out_.clients[r.index] = std::move(client);
           continue;
         } catch (const std::exception& e) {
@@ -477,9 +487,11 @@ class EventLoop {
         }
         c.handle_datagram({buffers_[i], msgs_[i].msg_len}, arrival, now);
       }
-      observe(index, now);
       if (static_cast<size_t>(n) < kRecvBatch) break;
     }
+    // A datagram may have moved a deadline earlier (a DTLS flight sent, ICE connected).
+    next_timer_[index] = std::min(next_timer_[index], c.next_wakeup(now));
+    observe(index, now);
   }
 
   const Options& opt_;
@@ -522,7 +534,16 @@ nlohmann::json summarize(const Options& opt, const ClientConfig& config, LoopRes
   j["label"] = opt.label;
   j["sessions_requested"] = opt.sessions;
   uint32_t connected = 0, failed = 0;
-  std::vector<double> ttc_ms, answer_ms, ice_ms;
+  std::vector<double> ttc_ms, answer_ms, ice_ms, ice_connected_ms, first_echo_ms;
+  json per_session = json::array();
+  uint32_t alive_at_end = 0;
+  uint64_t stun_after_connected = 0, stun_requests_answered = 0, stun_requests_refused = 0,
+           role_conflicts = 0, dtls_dropped_before_ice = 0;
+  // Alive at the end: an authenticated echo within the last second of the window.
+  const Nanos alive_since = r.window_end - kSecond;
+  auto ms_since_post = [](const WebRtcClient& c, Nanos t) -> json {
+    return t ? json(static_cast<double>(t - c.post_started()) * 1e-6) : json();
+  };
   std::map<std::string, uint32_t> failures;
   for (const auto& f : r.setup_failures) ++failures[f.error.substr(0, 80)];
   std::vector<float> pooled;
@@ -536,11 +557,36 @@ nlohmann::json summarize(const Options& opt, const ClientConfig& config, LoopRes
   const double hi = opt.interval_target_ms + opt.interval_tolerance_ms;
   for (auto& c : r.clients) {
     if (!c) continue;
+    const ClientStats& st = c->stats();
+    per_session.push_back(
+        {{"index", c->index()},
+         {"state", to_string(c->state())},
+         {"failure", c->failure()},
+         {"answer_ms", ms_since_post(*c, c->answered_at())},
+         {"ice_success_ms", ms_since_post(*c, c->ice_ok_at())},
+         {"ice_connected_ms", ms_since_post(*c, c->ice_connected_at())},
+         {"dtls_connected_ms", ms_since_post(*c, c->connected_at())},
+         {"first_echo_ms", ms_since_post(*c, c->first_echo_at())},
+         {"alive_at_end", c->last_echo_at() >= alive_since && c->state() == WebRtcClient::State::connected},
+         {"stun_sent", st.stun_sent},
+         {"stun_sent_after_ice_connected", st.stun_sent_after_ice_connected},
+         {"stun_requests_answered", st.stun_requests_answered},
+         {"dtls_dropped_before_ice", st.dtls_dropped_before_ice}});
+    stun_after_connected += st.stun_sent_after_ice_connected;
+    stun_requests_answered += st.stun_requests_answered;
+    stun_requests_refused += st.stun_requests_refused;
+    role_conflicts += st.role_conflicts;
+    dtls_dropped_before_ice += st.dtls_dropped_before_ice;
     if (c->connected_at() == 0) {
       ++failed;
       ++failures[c->failure().substr(0, 80)];
       continue;
     }
+    if (c->last_echo_at() >= alive_since && c->state() == WebRtcClient::State::connected) ++alive_at_end;
+    if (c->ice_connected_at())
+      ice_connected_ms.push_back(static_cast<double>(c->ice_connected_at() - c->post_started()) * 1e-6);
+    if (c->first_echo_at())
+      first_echo_ms.push_back(static_cast<double>(c->first_echo_at() - c->post_started()) * 1e-6);
     ++connected;
     ++profiles[c->srtp_profile()];
     ttc_ms.push_back(static_cast<double>(c->connected_at() - c->post_started()) * 1e-6);
@@ -583,6 +629,22 @@ nlohmann::json summarize(const Options& opt, const ClientConfig& config, LoopRes
   // The phases of time to connected, each from POST start: answer received, first STUN success.
   j["time_to_answer_ms"] = {{"p50", percentile_d(answer_ms, 0.5)}, {"p99", percentile_d(answer_ms, 0.99)}};
   j["time_to_ice_ms"] = {{"p50", percentile_d(ice_ms, 0.5)}, {"p99", percentile_d(ice_ms, 0.99)}};
+  j["time_to_ice_connected_ms"] = {{"p50", percentile_d(ice_connected_ms, 0.5)},
+                                   {"p99", percentile_d(ice_connected_ms, 0.99)}};
+  // POST start -> DTLS connected and the first authenticated echoed RTP: what a caller waits.
+  j["time_to_first_echo_ms"] = {
+      {"p50", percentile_d(first_echo_ms, 0.5)},
+      {"p99", percentile_d(first_echo_ms, 0.99)},
+      {"max", first_echo_ms.empty() ? NAN : *std::max_element(first_echo_ms.begin(), first_echo_ms.end())}};
+  j["client_profile"] = to_string(config.profile);
+  j["consent_checks"] = to_string(config.consent);
+  j["sessions_alive_at_end"] = alive_at_end;
+  j["stun_sent_after_ice_connected"] = stun_after_connected;
+  j["stun_requests_answered"] = stun_requests_answered;
+  j["stun_requests_refused"] = stun_requests_refused;
+  j["role_conflicts"] = role_conflicts;
+  j["dtls_dropped_before_ice"] = dtls_dropped_before_ice;
+  j["sessions"] = std::move(per_session);
   j["cpu_setup"] = cpu_between(opt, r.cpu_setup_start, r.cpu_setup_end);
   const double window_s = static_cast<double>(r.window_end - r.window_start) * 1e-9;
   j["window_s"] = window_s;
@@ -624,6 +686,7 @@ nlohmann::json summarize(const Options& opt, const ClientConfig& config, LoopRes
   j["transceiver_metrics"] = std::move(metrics);
   exit_code = 0;
   if (opt.expect_all_connected && (failed > 0 || no_echo > 0 || r.failed_after_connect > 0)) exit_code = 1;
+  if (opt.expect_alive_at_end && (failed > 0 || alive_at_end < connected)) exit_code = 1;
   return j;
 }
 
@@ -648,8 +711,18 @@ void print_table(const nlohmann::json& j) {
                                                      fmt(num("sessions_connected"), 0) + " / " +
                                                      fmt(num("sessions_failed"), 0));
   row("setup rate (sessions/s)", fmt(num("setup_rate_per_s")));
+  row("client profile / consent checks",
+      j.value("client_profile", "") + " / " + j.value("consent_checks", ""));
+  row("time to ICE connected p50 / p99 (ms)",
+      fmt(num("time_to_ice_connected_ms", "p50")) + " / " + fmt(num("time_to_ice_connected_ms", "p99")));
   row("time to connected p50 / p99 (ms)",
       fmt(num("time_to_connected_ms", "p50")) + " / " + fmt(num("time_to_connected_ms", "p99")));
+  row("time to first echo p50 / p99 (ms)",
+      fmt(num("time_to_first_echo_ms", "p50")) + " / " + fmt(num("time_to_first_echo_ms", "p99")));
+  row("sessions echoing at the end / failed after connect",
+      fmt(num("sessions_alive_at_end"), 0) + " / " + fmt(num("sessions_failed_after_connect"), 0));
+  row("STUN sent after ICE connected / server checks answered",
+      fmt(num("stun_sent_after_ice_connected"), 0) + " / " + fmt(num("stun_requests_answered"), 0));
   row("frame interval p50 / p99 / max (ms)", fmt(num("frame_interval_ms", "p50"), 2) + " / " +
                                                  fmt(num("frame_interval_ms", "p99"), 2) + " / " +
                                                  fmt(num("frame_interval_ms", "max"), 2));
@@ -685,6 +758,17 @@ int run(const Options& opt) {
   config.opus_frame = encode_tone_frame();
   config.send_audio = opt.send_audio;
   config.connect_timeout = static_cast<Nanos>(opt.connect_timeout * kSecond);
+  const auto profile = parse_client_profile(opt.client_profile);
+  if (!profile) throw std::runtime_error("--client-profile: browser | pion");
+  config.profile = *profile;
+  if (opt.consent_checks.empty()) {
+    config.consent =
+        config.profile == ClientProfile::pion ? ConsentChecks::on_silence : ConsentChecks::periodic;
+  } else {
+    const auto consent = parse_consent_checks(opt.consent_checks);
+    if (!consent) throw std::runtime_error("--consent-checks: periodic | none | on-silence");
+    config.consent = *consent;
+  }
   if (opt.srtp_profile == "gcm")
     config.srtp_profiles = {SrtpProfile::aead_aes_128_gcm};
   else if (opt.srtp_profile == "cm")
@@ -769,6 +853,14 @@ int main(int argc, char** argv) {
                  "band around 20 ms for the p99 criterion");
   app.add_flag("--expect-all-connected", opt.expect_all_connected,
                "exit 1 unless every session connected and received authenticated echo");
+  app.add_flag("--expect-alive-at-end", opt.expect_alive_at_end,
+               "exit 1 unless every session connected and still echoed in the window's last second");
+  app.add_option("--client-profile", opt.client_profile,
+                 "browser (every check nominates, consent every 2.5 s) | pion (regular nomination on a "
+                 "200 ms tick, DTLS after ICE connected)");
+  app.add_option("--consent-checks", opt.consent_checks,
+                 "after ICE connected: periodic (2.5 s) | none | on-silence (after 2 s without traffic); "
+                 "default browser periodic, pion on-silence");
   app.add_flag("!--no-audio", opt.send_audio, "connect only; send no RTP (setup-rate runs)");
   app.add_flag("!--no-delete", opt.delete_sessions, "leave the sessions on the transceiver at the end");
   CLI11_PARSE(app, argc, argv);

@@ -157,7 +157,9 @@ WebRtcClient::WebRtcClient(uint32_t index, const ClientConfig& config, ClientOff
       location_(std::move(location)),
       post_started_(post_started),
       answered_at_(answered_at),
+      ice_(config.profile, config.consent, config.ice_timing),
       checker_(answer_.ice_ufrag, answer_.ice_pwd, offer_.ice_ufrag),
+      responder_(offer_.ice_ufrag, offer_.ice_pwd, answer_.ice_ufrag),
       seq_(random_value<uint16_t>()),
       timestamp_(random_value<uint32_t>()) {
   fd_ = ::socket(answer_.candidate.family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -207,34 +209,44 @@ void WebRtcClient::send_datagram(std::span<const uint8_t> data) {
 
 void WebRtcClient::start(Nanos now) {
   now_ = now;
-  dtls_->start(now);
-  send_check(now);
+  // A browser's DTLS server is ready at once; Pion starts DTLS only once ICE is connected.
+  if (config_.profile == ClientProfile::browser) dtls_->start(now);
+  send_check(ice_.start(now), now);
 }
 
-void WebRtcClient::send_check(Nanos now) {
+void WebRtcClient::send_check(const ClientIceAgent::Check& check, Nanos now) {
   uint8_t buf[512];
-  const size_t len = checker_.build_request(buf);
+  IceClientChecker::RequestOptions options;
+  options.use_candidate = check.use_candidate;
+  options.controlling = check.controlling;
+  const size_t len = checker_.build_request(buf, options);
   if (len == 0) return fail("ice: cannot build a Binding request");
   if (check_outstanding_) ++stats_.stun_failed;  // the previous one got no answer
   check_outstanding_ = true;
   ++stats_.stun_sent;
+  stats_.stun_sent_after_ice_connected = ice_.checks_after_connected();
   send_datagram({buf, len});
-  next_check_at_ = now + (ice_ok_ ? config_.consent_interval : config_.check_retransmit);
+  now_ = now;
 }
 
 Nanos WebRtcClient::on_timer(Nanos now) {
   now_ = now;
   if (state_ == State::failed) return INT64_MAX;
   if (state_ == State::connecting && now - post_started_ > config_.connect_timeout) {
-    fail(ice_ok_ ? "connect timeout (ICE ok, DTLS not connected)" : "connect timeout (no STUN success)");
+    fail(ice_.connected()        ? "connect timeout (ICE connected, DTLS not connected)"
+         : ice_.pair_succeeded() ? "connect timeout (STUN success, never nominated)"
+                                 : "connect timeout (no STUN success)");
     return INT64_MAX;
   }
-  if (now >= next_check_at_) send_check(now);
-  Nanos next = next_check_at_;
-  if (auto t = dtls_->next_timeout(now)) {
-    if (*t <= now) dtls_->on_timer(now);
-    if (auto again = dtls_->next_timeout(now)) next = std::min(next, *again);
-  }
+  if (auto check = ice_.poll(now)) send_check(*check, now);
+  if (auto t = dtls_->next_timeout(now); t && *t <= now) dtls_->on_timer(now);
+  return next_wakeup(now);
+}
+
+Nanos WebRtcClient::next_wakeup(Nanos now) const {
+  if (state_ == State::failed) return INT64_MAX;
+  Nanos next = ice_.next_deadline();
+  if (auto t = dtls_->next_timeout(now)) next = std::min(next, *t);
   if (state_ == State::connecting) next = std::min(next, post_started_ + config_.connect_timeout + 1);
   return next;
 }
@@ -253,21 +265,16 @@ void WebRtcClient::on_dtls_connected(const SrtpKeys& keys) {
 void WebRtcClient::handle_datagram(std::span<uint8_t> d, Nanos arrival, Nanos now) {
   now_ = now;
   if (d.empty() || state_ == State::failed) return;
+  ice_.on_traffic(now);
   const uint8_t first = d[0];
   if (first <= 3) {
-    const auto response = checker_.process_response(d);
-    if (response.verdict == IceClientChecker::Verdict::success) {
-      check_outstanding_ = false;
-      ++stats_.stun_ok;
-      if (!ice_ok_) {
-        ice_ok_ = true;
-        ice_ok_at_ = now;
-        next_check_at_ = now + config_.consent_interval;
-      }
-    } else if (response.verdict != IceClientChecker::Verdict::unmatched) {
-      ++stats_.stun_failed;
-    }
+    handle_stun(d, now);
   } else if (first >= 20 && first <= 63) {
+    // Pion's DTLS is not listening before ICE is connected: an early flight is lost.
+    if (config_.profile == ClientProfile::pion && !ice_.connected()) {
+      ++stats_.dtls_dropped_before_ice;
+      return;
+    }
     dtls_->handle_datagram(d, now);
   } else if (first >= 128 && first <= 191 && srtp_in_) {
     if (is_rtcp(d)) {
@@ -284,6 +291,57 @@ void WebRtcClient::handle_datagram(std::span<uint8_t> d, Nanos arrival, Nanos no
   }
 }
 
+void WebRtcClient::handle_stun(std::span<uint8_t> d, Nanos now) {
+  if (IceBindingResponder::is_request(d)) {
+    uint8_t reply[512];
+    bool controlling = ice_.controlling();
+    const auto answered = responder_.answer(d, answer_.candidate, controlling, checker_.tie_breaker(), reply);
+    if (answered.reply_len > 0) send_datagram({reply, answered.reply_len});
+    switch (answered.outcome) {
+      case IceBindingResponder::Outcome::role_switched:
+        ++stats_.role_conflicts;
+        ice_.on_role_switched(controlling);
+        [[fallthrough]];
+      case IceBindingResponder::Outcome::success:
+        ++stats_.stun_requests_answered;
+        if (auto check = ice_.on_peer_request(now)) send_check(*check, now);
+        break;
+      case IceBindingResponder::Outcome::role_conflict:
+        ++stats_.role_conflicts;
+        ++stats_.stun_requests_refused;
+        break;
+      default: ++stats_.stun_requests_refused; break;
+    }
+    return;
+  }
+  const auto response = checker_.process_response(d);
+  switch (response.verdict) {
+    case IceClientChecker::Verdict::success: {
+      check_outstanding_ = false;
+      ++stats_.stun_ok;
+      const bool was_connected = ice_.connected();
+      ice_.on_check_success(now);
+      if (!was_connected && ice_.connected()) on_ice_connected(now);
+      break;
+    }
+    case IceClientChecker::Verdict::error_response:
+      check_outstanding_ = false;
+      if (response.error_code == 487) {
+        ++stats_.role_conflicts;
+        if (auto check = ice_.on_role_conflict_response(now)) send_check(*check, now);
+      } else {
+        ++stats_.stun_failed;
+      }
+      break;
+    case IceClientChecker::Verdict::unmatched: break;  // an answer to a check we gave up on
+    default: ++stats_.stun_failed; break;
+  }
+}
+
+void WebRtcClient::on_ice_connected(Nanos now) {
+  if (config_.profile == ClientProfile::pion) dtls_->start(now);
+}
+
 void WebRtcClient::handle_rtp(std::span<uint8_t> packet, Nanos arrival) {
   size_t len = packet.size();
   if (srtp_in_->unprotect_rtp(packet.data(), len) != SrtpError::ok) {
@@ -296,6 +354,8 @@ void WebRtcClient::handle_rtp(std::span<uint8_t> packet, Nanos arrival) {
     return;
   }
   ++stats_.rtp_received;
+  if (first_echo_at_ == 0) first_echo_at_ = now_;
+  last_echo_at_ = now_;
   if (rtp->payload.size() == config_.opus_frame.size() &&
       std::memcmp(rtp->payload.data(), config_.opus_frame.data(), rtp->payload.size()) == 0)
     ++stats_.payload_identical;

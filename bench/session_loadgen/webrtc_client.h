@@ -1,6 +1,7 @@
 // webrtc_client.h — one load-generator WebRTC audio client, built from the transceiver's own
 // components: a Chrome-like audio offer, the answer's few facts, ICE checks
-// (IceClientChecker, USE-CANDIDATE, consent refresh), DTLS-SRTP as the DTLS server (the
+// (IceClientChecker; when to check and nominate per client profile: ClientIceAgent; answers
+// to the server's own checks: IceBindingResponder), DTLS-SRTP as the DTLS server (the
 // transceiver answers setup:active), and Opus RTP at 50 packets/s that resends one
 // pre-encoded frame with fresh sequence numbers and timestamps. It owns one connected UDP
 // socket (the transceiver and the relay key a flow by the client's address:port) and is
@@ -16,9 +17,11 @@
 #include <string_view>
 #include <vector>
 
+#include "client_ice_agent.h"
 #include "clock.h"
 #include "dtls/dtls_transport.h"
 #include "ice/ice_client.h"
+#include "ice_responder.h"
 #include "net_address.h"
 #include "srtp/srtp_session.h"
 
@@ -54,8 +57,9 @@ struct ClientConfig {
   std::vector<uint8_t> opus_frame;  // the one 20 ms Opus payload every packet carries
   uint8_t payload_type = 111;
   bool send_audio = true;
-  Nanos check_retransmit = 100'000'000;  // until the first success
-  Nanos consent_interval = 2'500'000'000;
+  ClientProfile profile = ClientProfile::browser;
+  ConsentChecks consent = ConsentChecks::periodic;
+  ClientIceTiming ice_timing;
   Nanos connect_timeout = 10'000'000'000;  // POST start -> DTLS connected
   std::vector<SrtpProfile> srtp_profiles = {SrtpProfile::aead_aes_128_gcm, SrtpProfile::aes128_cm_sha1_80};
 };
@@ -63,6 +67,11 @@ struct ClientConfig {
 // Media counters and the arrival record of one client.
 struct ClientStats {
   uint64_t stun_sent = 0, stun_ok = 0, stun_failed = 0;
+  uint64_t stun_sent_after_ice_connected = 0;  // consent checks (pion + none: must stay 0)
+  uint64_t stun_requests_answered = 0;         // the server's checks, answered 200
+  uint64_t stun_requests_refused = 0;          // answered with an error or dropped
+  uint64_t role_conflicts = 0;                 // 487 sent or received, or our role switched
+  uint64_t dtls_dropped_before_ice = 0;        // pion: DTLS before ICE connected is dropped
   uint64_t rtp_sent = 0, send_errors = 0;
   uint64_t rtp_received = 0;       // authenticated SRTP (whole run)
   uint64_t rtp_auth_failed = 0;    // did not unprotect
@@ -95,7 +104,10 @@ class WebRtcClient {
   Nanos post_started() const { return post_started_; }
   Nanos connected_at() const { return connected_at_; }
   Nanos answered_at() const { return answered_at_; }
-  Nanos ice_ok_at() const { return ice_ok_at_; }
+  Nanos ice_ok_at() const { return ice_.succeeded_at(); }         // first STUN success
+  Nanos ice_connected_at() const { return ice_.connected_at(); }  // nominated and succeeded
+  Nanos first_echo_at() const { return first_echo_at_; }          // first authenticated RTP
+  Nanos last_echo_at() const { return last_echo_at_; }
   const ClientStats& stats() const { return stats_; }
   const char* srtp_profile() const;
 
@@ -106,6 +118,9 @@ class WebRtcClient {
   // Check retransmission and consent, DTLS timers, the connect deadline. Returns when it
   // next needs to run.
   Nanos on_timer(Nanos now);
+  // When on_timer next needs to run, without running anything (after a datagram moved a
+  // deadline: a DTLS flight sent, ICE connected).
+  Nanos next_wakeup(Nanos now) const;
   // One RTP packet with the shared Opus frame.
   void send_frame(Nanos now);
   // Frames arriving in [start, end) are measured; reserves the interval record up front.
@@ -113,7 +128,9 @@ class WebRtcClient {
   void fail(std::string reason);
 
  private:
-  void send_check(Nanos now);
+  void send_check(const ClientIceAgent::Check& check, Nanos now);
+  void handle_stun(std::span<uint8_t> datagram, Nanos now);
+  void on_ice_connected(Nanos now);
   void send_datagram(std::span<const uint8_t> data);
   void on_dtls_connected(const SrtpKeys& keys);
   void handle_rtp(std::span<uint8_t> packet, Nanos arrival);
@@ -125,18 +142,19 @@ class WebRtcClient {
   std::string location_;
   Nanos post_started_;
   Nanos answered_at_;
-  Nanos ice_ok_at_ = 0;
   int fd_ = -1;
 
   State state_ = State::connecting;
   std::string failure_;
   Nanos connected_at_ = 0;
+  Nanos first_echo_at_ = 0, last_echo_at_ = 0;
   Nanos now_ = 0;
 
+  ClientIceAgent ice_;
   IceClientChecker checker_;
-  bool ice_ok_ = false;
+  IceBindingResponder responder_;
+  bool controlling_ = true;
   bool check_outstanding_ = false;
-  Nanos next_check_at_ = 0;
   std::unique_ptr<DtlsTransport> dtls_;
   std::optional<SrtpSession> srtp_out_, srtp_in_;
 

@@ -121,9 +121,10 @@ start_stack() {
     local vip_port admin_port
     vip_port=$(free_port udp); admin_port=$(free_port tcp)
     RELAY_ADMIN="http://127.0.0.1:$admin_port"
+    # Every load-generator session comes from 127.0.0.1: no per-prefix flow bound here.
     taskset -c "$LG_CPU" "$RELAY" --hint-key-file "$WORK/hint-keys.yaml" --listen "127.0.0.1:$vip_port" \
       --endpoints "1=127.0.0.1:$media_port" --admin-listen "127.0.0.1:$admin_port" --workers 1 \
-      --pin-cpus false --log-level warn > "$WORK/relay.log" 2>&1 &
+      --pin-cpus false --flows-max-per-source-prefix 0 --log-level warn > "$WORK/relay.log" 2>&1 &
     RELAY_PID=$!
     wait_http "http://127.0.0.1:$admin_port/healthz" "$RELAY_PID"
     tx+=(--relay-vips "127.0.0.1:$vip_port")

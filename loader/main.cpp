@@ -6,12 +6,10 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
-#include <mutex>
 
 #include "error.h"
 #include "hint_tool.h"
 #include "logging.h"
-#include "registry_sync.h"
 #include "relay_config.h"
 #include "relay_service.h"
 #include "xdp_data_path.h"
@@ -120,45 +118,19 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  // Endpoints from the shared registry join the configured ones; a registry change and a
-  // SIGHUP both rebuild the routing from (configuration, registry), one at a time.
-  std::mutex routing_mutex;
-  rtce::RelayConfig current = config;
-  std::vector<rtce::EndpointConfig> registry_endpoints;
-  std::unique_ptr<rtce::RegistrySync> registry;
-  if (!config.registry_redis_url.empty()) {
-    rtce::RegistryOptions options;
-    options.cluster = config.cluster_id;
-    options.endpoint_ttl =
-        std::chrono::duration_cast<rtce::Millis>(std::chrono::nanoseconds(config.registry_ttl));
-    registry = std::make_unique<rtce::RegistrySync>(
-        *rtce::RedisOptions::from_url(config.registry_redis_url), options,
-        [&](std::vector<rtce::EndpointConfig> endpoints) {
-          std::lock_guard lock(routing_mutex);
-          registry_endpoints = std::move(endpoints);
-          rtce::RelayConfig next = current;
-          next.endpoints = rtce::merge_endpoints(current.endpoints, registry_endpoints);
-          service->reload(next);
-          spdlog::info("registry: routing updated ({} endpoints)", next.endpoints.size());
-        });
-  }
-
   for (;;) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) {
-      std::lock_guard lock(routing_mutex);
       try {
         rtce::RelayConfig next = resolve(layers, config_file);
         std::vector<std::string> key_file_warnings;
         rtce::HintKeys::load_file(next.hint_key_file, &key_file_warnings);  // throws before anything changes
         log_key_file_warnings(key_file_warnings);
-        current = next;
-        next.endpoints = rtce::merge_endpoints(current.endpoints, registry_endpoints);
-        for (const auto& warning : service->reload(next)) spdlog::warn("reload: {}", warning);
+        for (const auto& warning : service->reconfigure(next)) spdlog::warn("reload: {}", warning);
         service->count_reload(true);
-        spdlog::info("reload: routing updated ({} endpoints, cluster {}); flows kept", next.endpoints.size(),
-                     next.cluster_id);
+        spdlog::info("reload: routing updated ({} endpoints, cluster {}); flows kept",
+                     service->endpoint_count(), next.cluster_id);
       } catch (const std::exception& e) {
         service->count_reload(false);
         spdlog::error("reload failed, keeping the running configuration: {}", e.what());
@@ -166,7 +138,6 @@ int main(int argc, char** argv) {
       continue;
     }
     spdlog::info("signal {}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    registry.reset();
     service->stop();
     spdlog::info("stopped");
     return 0;

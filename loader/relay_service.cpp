@@ -62,7 +62,8 @@ RelayService::RelayService(const RelayConfig& config)
     : config_(config),
       instance_locks_(take_instance_locks(config)),
       routing_(build_routing_table(config)),
-      admin_(config.admin_listen) {
+      admin_(config.admin_listen),
+      configured_(config) {
   if (config_.workers == 0) config_.workers = default_worker_count();
   if (config_.mode != "userspace") {
     try {
@@ -115,6 +116,7 @@ RelayService::RelayService(const RelayConfig& config)
     });
   }
   ready_ = true;
+  start_registry();
 
   std::string vips;
   for (const auto& v : config_.listen) vips += (vips.empty() ? "" : ", ") + v.to_string();
@@ -131,7 +133,38 @@ RelayService::RelayService(const RelayConfig& config)
 
 RelayService::~RelayService() { stop(); }
 
+void RelayService::start_registry() {
+  if (config_.registry_redis_url.empty()) return;
+  RegistryOptions options;
+  options.cluster = config_.cluster_id;
+  options.endpoint_ttl = std::chrono::duration_cast<Millis>(std::chrono::nanoseconds(config_.registry_ttl));
+  registry_ = std::make_unique<RegistrySync>(
+      *RedisOptions::from_url(config_.registry_redis_url), options,
+      [this](std::vector<EndpointConfig> endpoints) {
+        std::lock_guard lock(routing_mutex_);
+        registry_endpoints_ = std::move(endpoints);
+        RelayConfig next = configured_;
+        next.endpoints = merge_endpoints(configured_.endpoints, registry_endpoints_);
+        try {
+          reload(next);
+          spdlog::info("registry: routing updated ({} endpoints)", next.endpoints.size());
+        } catch (const std::exception& e) {  // e.g. the key file went bad since the last reload
+          spdlog::error("registry: routing not updated, keeping the running one: {}", e.what());
+        }
+      });
+}
+
+std::vector<std::string> RelayService::reconfigure(const RelayConfig& next) {
+  std::lock_guard lock(routing_mutex_);
+  RelayConfig merged = next;
+  merged.endpoints = merge_endpoints(next.endpoints, registry_endpoints_);
+  auto warnings = reload(merged);  // throws before anything changes
+  configured_ = next;
+  return warnings;
+}
+
 void RelayService::stop() {
+  registry_.reset();  // no routing change after this
   ready_ = false;
   stopping_ = true;
   if (xdp_events_.joinable()) xdp_events_.join();

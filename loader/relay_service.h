@@ -1,9 +1,11 @@
-// relay_service.h — the running userspace relay: its workers, the admin endpoints, and
-// reloads. Owns everything a relay process has beyond its configuration.
+// relay_service.h — the running relay: its workers, the XDP data path, the flow store,
+// the registry of transceivers, the admin endpoints, and reloads. Owns everything a relay
+// process has beyond its configuration.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "admin_server.h"
 #include "flow_sync.h"
 #include "instance_lock.h"
+#include "registry_sync.h"
 #include "relay_config.h"
 #include "udp_worker.h"
 #include "xdp_data_path.h"
@@ -25,9 +28,12 @@ class RelayService {
   explicit RelayService(const RelayConfig& config);
   ~RelayService();
 
-  // Applies a new configuration's routing (keys, cluster, endpoints) without dropping
-  // flows. Keys that need a restart are reported in the returned warnings.
-  std::vector<std::string> reload(const RelayConfig& next);
+  // A re-read configuration (SIGHUP): its endpoints, merged with the registry's (the
+  // configured ones win on the same id), replace the routing without dropping flows.
+  // Keys that need a restart are reported in the returned warnings. Serialized with
+  // registry changes. Throws (nothing changed) on a bad key file.
+  std::vector<std::string> reconfigure(const RelayConfig& next);
+  size_t endpoint_count() const { return endpoint_count_; }
   void stop();
 
   std::string metrics_text() const;
@@ -39,6 +45,12 @@ class RelayService {
   const char* mode() const { return xdp_ ? "xdp" : "userspace"; }
 
  private:
+  // Applies a configuration's routing (keys, cluster, endpoints) to the XDP maps and the
+  // workers; caller holds routing_mutex_.
+  std::vector<std::string> reload(const RelayConfig& next);
+  // Endpoints from the shared registry (registry.redis_url) join the configured ones.
+  void start_registry();
+
   RelayConfig config_;
   // Taken before any socket is opened; released last (declared first).
   std::vector<std::unique_ptr<InstanceLock>> instance_locks_;
@@ -54,6 +66,13 @@ class RelayService {
   std::atomic<uint64_t> reloads_failed_{0};
   std::atomic<size_t> endpoint_count_{0};
   std::atomic<bool> ready_{false};
+  // A registry change and a SIGHUP both rebuild the routing from (configuration,
+  // registry), one at a time.
+  std::mutex routing_mutex_;
+  RelayConfig configured_;                          // the last configuration, as read
+  std::vector<EndpointConfig> registry_endpoints_;  // the registry's last set
+  // Declared last, so destroyed first: its thread calls reload().
+  std::unique_ptr<RegistrySync> registry_;
 };
 
 unsigned default_worker_count();

@@ -317,6 +317,7 @@ class Differential {
     const XdpProgram::Run r = xdp_.run(frame);
     const std::vector<uint64_t> now_counters = xdp_.counters();
     std::optional<uint32_t> exit;
+    uint32_t exit_dir = RTCE_XDP_DIR_TO_TRANSCEIVER;
     std::string counter_errors;
     for (uint32_t reason = 0; reason < RTCE_XDP_REASON_COUNT; reason++) {
       if (reason == RTCE_XDP_EVENT_LOST) continue;  // side counter, not an exit
@@ -327,6 +328,7 @@ class Differential {
         if (moved != 1 || exit)
           counter_errors += std::string(" ") + rtce_xdp_reason_names[reason] + "+" + std::to_string(moved);
         exit = reason;
+        exit_dir = dir;
       }
     }
     last_counters_ = now_counters;
@@ -351,6 +353,8 @@ class Differential {
       return reason;
     }
     t.compared++;
+    EXPECT_EQ(exit_dir, static_cast<uint32_t>(RTCE_XDP_DIR_TO_TRANSCEIVER))
+        << name << ": a client datagram counted on the return path";
 
     const std::optional<ParsedFrame> p = parse_udp_frame(frame);
     if (!p) {
@@ -360,6 +364,10 @@ class Differential {
     }
 
     // The userspace relay, given what its VIP socket would receive.
+    if (p->payload.size() > buffer_.size() - kFramingHeadroom) {
+      ADD_FAILURE() << name << ": a " << p->payload.size() << "-byte datagram does not fit the test's buffer";
+      return reason;
+    }
     const RelayCounters& uc = core_->counters();
     std::array<uint64_t, static_cast<size_t>(DropReason::count)> drops_before{};
     for (size_t i = 0; i < drops_before.size(); i++) drops_before[i] = uc.dropped[i].get();
@@ -394,6 +402,7 @@ class Differential {
     } else {
       xdp_says = std::string("drop ") + drop_reason_name(twin.drop);
       if (xdp_hint_failure) xdp_says += std::string("/") + hint_failure_name(*xdp_hint_failure);
+      if (!events.empty()) xdp_says += " (but created a flow)";
     }
     if (out) {
       user_says = "forward to endpoint " + (user_flow ? std::to_string(user_flow->value.endpoint_id) : "?") +
@@ -401,6 +410,7 @@ class Differential {
     } else {
       user_says = std::string("drop ") + (user_drop ? drop_reason_name(*user_drop) : "(uncounted)");
       if (user_hint_failure) user_says += std::string("/") + hint_failure_name(*user_hint_failure);
+      if (user_created) user_says += " (but created a flow)";
     }
     bool same = xdp_says == user_says;
     if (same && out) same = check_same_flow(name, key, xdp_flow, user_flow, events, *out, r);
@@ -408,7 +418,9 @@ class Differential {
       t.mismatches++;
       if (t.mismatches <= kMaxReported)
         ADD_FAILURE() << name << ":\n  XDP      " << rtce_xdp_reason_names[reason] << " -> " << xdp_says
-                      << "\n  RelayCore " << user_says;
+                      << "\n  RelayCore " << user_says
+                      << (xdp_says == user_says ? "\n  (the same decision, but not the same flow: above)"
+                                                : "");
       // Neither side keeps the flow, so that one disagreement is not reported again as
       // every later packet of that client.
       if (xdp_flow) bpf_map__delete_elem(xdp_.skel()->maps.flows, &key, sizeof key, 0);
@@ -423,8 +435,6 @@ class Differential {
     }
     return reason;
   }
-
-  RelayCore& core() { return *core_; }
 
  private:
   static constexpr uint32_t kMaxFlows = 65536;
@@ -506,7 +516,8 @@ class Differential {
     const size_t key_size = bpf_map__key_size(map);
     if (array) {
       const int ncpu = libbpf_num_possible_cpus();
-      std::vector<uint8_t> zero(bpf_map__value_size(map) * static_cast<size_t>(ncpu));
+      // Per-CPU values: one per possible CPU, each rounded up to 8 bytes.
+      std::vector<uint8_t> zero((bpf_map__value_size(map) + 7) / 8 * 8 * static_cast<size_t>(ncpu));
       for (uint32_t k = 0; k < bpf_map__max_entries(map); k++)
         EXPECT_EQ(bpf_map_update_elem(bpf_map__fd(map), &k, zero.data(), BPF_ANY), 0) << bpf_map__name(map);
       return;

@@ -17,7 +17,7 @@ packages=(
   # running and testing the data path
   libnice-dev libsrtp2-dev libopus-dev libusrsctp-dev libhiredis-dev
   # running and testing the data path, the transceiver's peers (Redis, aiortc, Chromium)
-  bpftool redis-server redis-tools python3-aiortc python3-websockets python3-numpy chromium jq
+  bpftool redis-server redis-tools python3-aiortc python3-websockets python3-numpy python3-yaml chromium jq
   util-linux mount iproute2 ethtool nftables nginx-light libnginx-mod-stream python3 curl procps
   ca-certificates
   # the Helm chart's offline checks: a renderer built from Go's text/template and sprig

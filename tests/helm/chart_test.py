@@ -423,6 +423,20 @@ def check_value_set(name, manifests, values, tools, binaries, live, work, render
         check(r.returncode == 0 and r.stdout.strip(),
               tag + "rtcedge-%s --check-config on the rendered config: exit %d\n%s%s" % (comp, r.returncode,
                                                                                          r.stdout, r.stderr))
+        # The environment layer reached the resolved config: the pod's own facts.
+        if comp == "relay" and values["relay"]["mode"] != "userspace" and values["relay"]["xdp"]["relayAddressFromNodeIP"]:
+            check('relay_address4: "%s"' % FAKE_HOST_IP in r.stdout, tag + "xdp.relay_address4 is the node's IP")
+        if comp == "transceiver":
+            check('listen: "%s"' % FAKE_POD_IP in r.stdout, tag + "media.listen is the pod's IP")
+            if values["redis"]["url"] or values["redis"]["inChart"]["enabled"]:
+                check('pod_identity: "rtcedge-transceiver-0"' in r.stdout, tag + "registry.pod_identity is the pod name")
+            if include_keys(values):
+                check('api_keys: ["<redacted>"]' in r.stdout, tag + "http.api_keys come from the Secret")
+
+
+def include_keys(values):
+    k = values["transceiver"]["apiKeys"]
+    return bool(k["keys"] or k["existingSecret"])
 
 
 def check_probes(tag, component, container, served_port, live):

@@ -466,6 +466,28 @@ def check_checksums(renderer, tag):
               % wname)
 
 
+def check_readme_values(render_bin):
+    """The chart README lists every value with its default: `| \`key\` | \`<JSON>\` |`."""
+    readme = open(os.path.join(CHART, "README.md")).read()
+    defaults = values_of(render_bin, [])
+    leaves = []
+
+    def walk(prefix, v):
+        if isinstance(v, dict) and v:
+            for k in v:
+                walk(prefix + [k], v[k])
+        else:
+            leaves.append((".".join(prefix), v))
+    walk([], defaults)
+    for key, v in leaves:
+        row = "| `%s` | `%s` |" % (key, json.dumps(v, separators=(", ", ": ")))
+        check(row in readme, "[README] helm/rtcedge/README.md lacks the row %s" % row)
+    listed = set(re.findall(r"^\| `([a-zA-Z0-9_.]+)` \| `", readme, re.M))
+    for key in listed - {k for k, _ in leaves}:
+        if "." in key:
+            check(False, "[README] lists %s, which values.yaml does not have" % key)
+
+
 def check_extra_config_is_checked(renderer, args, work):
     """extraConfig is free-form in the schema: --check-config is what catches a typo there."""
     for comp, extra, key in (("relay", "relay:\n  extraConfig: {flows: {capcity: 5}}\n", "flows.capcity"),
@@ -533,6 +555,7 @@ def main():
             check_value_set(name, ms, values_of(args.render, files), args.tools,
                             {"relay": args.relay, "transceiver": args.transceiver}, live, work, args.render)
             print("%s %s: %d objects" % ("ok  " if len(failures) == before else "FAIL", name, len(ms)), flush=True)
+        check_readme_values(args.render)
         check_checksums(renderer, "[checksums] ")
         check_extra_config_is_checked(renderer, args, work)
         for bad_name, extra, patterns in BAD_VALUES:

@@ -466,6 +466,22 @@ def check_checksums(renderer, tag):
               % wname)
 
 
+def check_validator_catches_typos(renderer, tools, work):
+    """validate.mjs refuses what the API server would: a wrong type, and an unknown field
+    (a misspelt probe would otherwise pass every schema and leave the pod unprobed)."""
+    ms, _ = renderer.render(BASE)
+    for o in by_kind(ms, "StatefulSet"):
+        c = o["spec"]["template"]["spec"]["containers"][0]
+        c["readinesProbe"] = c.pop("readinessProbe")
+        o["spec"]["replicas"] = "two"
+    path = os.path.join(work, "typos.json")
+    with open(path, "w") as f:
+        json.dump(ms, f)
+    r = subprocess.run(["node", os.path.join(tools, "validate.mjs"), path], capture_output=True, text=True)
+    check(r.returncode == 1 and "containers/0/readinesProbe" in r.stdout and "/spec/replicas must be integer"
+          in r.stdout, "[validator] refuses an unknown field and a wrong type:\n" + r.stdout + r.stderr)
+
+
 def check_readme_values(render_bin):
     """The chart README lists every value with its default: `| \`key\` | \`<JSON>\` |`."""
     readme = open(os.path.join(CHART, "README.md")).read()
@@ -555,6 +571,7 @@ def main():
             check_value_set(name, ms, values_of(args.render, files), args.tools,
                             {"relay": args.relay, "transceiver": args.transceiver}, live, work, args.render)
             print("%s %s: %d objects" % ("ok  " if len(failures) == before else "FAIL", name, len(ms)), flush=True)
+        check_validator_catches_typos(renderer, args.tools, work)
         check_readme_values(args.render)
         check_checksums(renderer, "[checksums] ")
         check_extra_config_is_checked(renderer, args, work)

@@ -524,18 +524,20 @@ def check_extra_config_is_checked(renderer, args, work):
 
 
 BAD_VALUES = [
-    # (name, extra values, patterns the error must contain)
-    ("wrong type", "relay:\n  workers: two\n", [r"relay\.workers", r"integer"]),
-    ("unknown key", "relay:\n  flows:\n    capcity: 10\n", [r"relay\.flows", r"capcity"]),
+    # (name, extra values, patterns the error must contain). Paths match both schema
+    # validators' wording (Helm before 3.18: relay.workers; after: /relay/workers).
+    ("wrong type", "relay:\n  workers: two\n", [r"relay[./]workers", r"integer"]),
+    ("unknown key", "relay:\n  flows:\n    capcity: 10\n", [r"relay[./]flows", r"capcity"]),
     ("unknown top-level key", "relais:\n  mode: xdp\n", [r"relais"]),
-    ("mode that does not exist", "relay:\n  mode: turbo\n", [r"relay\.mode", r"auto.*xdp.*userspace"]),
-    ("network that does not exist", "transceiver:\n  network: overlay\n", [r"transceiver\.network"]),
+    ("mode that does not exist", "relay:\n  mode: turbo\n", [r"relay[./]mode", r"auto.*xdp.*userspace"]),
+    ("network that does not exist", "transceiver:\n  network: overlay\n", [r"transceiver[./]network"]),
     ("grace period shorter than the drain",
      "transceiver:\n  sessions:\n    drainTimeoutSeconds: 600\n  terminationGracePeriodSeconds: 60\n",
      [r"terminationGracePeriodSeconds must exceed"]),
     ("xdp on a wildcard VIP only", "relay:\n  mode: xdp\n", [r"relay\.listen"]),
+    ("a VIP port no relay listens on", "vip:\n  service:\n    port: 3479\n", [r"vip\.service\.port"]),
     ("a hint key that is not 16 bytes of hex", "hintKeys:\n  keys: [{id: 1, secret: short}]\n",
-     [r"hintKeys\.keys\.0\.secret"]),
+     [r"hintKeys[./]keys[./]0[./]secret"]),
 ]
 
 

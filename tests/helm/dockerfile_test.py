@@ -85,15 +85,21 @@ def stages(path):
     return result
 
 
-def owner(path):
-    for candidate in {path, os.path.realpath(path), path.replace("/usr/lib/", "/lib/", 1),
-                      os.path.realpath(path).replace("/usr/lib/", "/lib/", 1)}:
-        r = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True)
-        for line in r.stdout.splitlines():
-            pkg, _, p = line.partition(": ")
-            if p == candidate and not line.startswith("diversion"):
-                return pkg.split(",")[0].split(":")[0]
-    return None
+def owners(paths):
+    """{library path: Debian package} for the paths dpkg knows, in one dpkg -S call (each
+    path is also tried as its /usr-merged twin and its resolved target)."""
+    candidates = {}
+    for p in paths:
+        real = os.path.realpath(p)
+        for c in (p, real, p.replace("/usr/lib/", "/lib/", 1), real.replace("/usr/lib/", "/lib/", 1)):
+            candidates.setdefault(c, p)
+    r = subprocess.run(["dpkg", "-S"] + sorted(candidates), capture_output=True, text=True)
+    out = {}
+    for line in r.stdout.splitlines():
+        pkg, _, path = line.partition(": ")
+        if path in candidates and not line.startswith("diversion"):
+            out.setdefault(candidates[path], pkg.split(",")[0].split(":")[0])
+    return out
 
 
 def closure(packages):
@@ -189,8 +195,10 @@ def main():
         allowed = closure(final["apt"])
         for binary in copied_binaries:
             pkgs = {}
-            for lib in libraries(binary):
-                pkgs.setdefault(owner(lib), []).append(lib)
+            libs = libraries(binary)
+            owner = owners(libs)
+            for lib in libs:
+                pkgs.setdefault(owner.get(lib), []).append(lib)
             check(None not in pkgs, tag + "libraries of no package: %s" % pkgs.get(None))
             base = base_packages({p for p in pkgs if p})
             for pkg, libs in sorted((p, l) for p, l in pkgs.items() if p):

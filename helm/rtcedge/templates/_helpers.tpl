@@ -81,6 +81,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- if and (not (include "rtcedge.hasApiKeys" .)) (not .Values.transceiver.http.allowPublicWithoutKeys) -}}
 {{- fail "transceiver.apiKeys: signaling listens on the pod network; set apiKeys.keys or apiKeys.existingSecret (or transceiver.http.allowPublicWithoutKeys behind an authenticating gateway)" -}}
 {{- end -}}
+{{- $port := printf ":%d" (.Values.vip.service.port | int) -}}
+{{- $listened := false -}}
+{{- range .Values.relay.listen }}{{ if hasSuffix $port . }}{{ $listened = true }}{{ end }}{{ end -}}
+{{- if not $listened -}}
+{{- fail (printf "vip.service.port: %d is not a port of relay.listen; the VIP Service would send to a port no relay binds" (.Values.vip.service.port | int)) -}}
+{{- end -}}
 {{- if eq .Values.relay.mode "xdp" -}}
 {{- $exact := false -}}
 {{- range .Values.relay.listen -}}

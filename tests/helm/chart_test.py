@@ -340,6 +340,7 @@ def check_value_set(name, manifests, values, tools, binaries, live, work, render
                 if m.get("mountPropagation") == "Bidirectional":
                     check(c.get("securityContext", {}).get("privileged") is True,
                           tag + "%s: Bidirectional propagation needs a privileged container" % c["name"])
+        check_relay_scripts(tag, spec, work)
         check(relays[0]["spec"]["updateStrategy"].get("rollingUpdate", {}).get("maxSurge") in (None, 0),
               tag + "relay updateStrategy has no surge (two relays cannot serve one node's VIP)")
 
@@ -432,6 +433,36 @@ def check_value_set(name, manifests, values, tools, binaries, live, work, render
                 check('pod_identity: "rtcedge-transceiver-0"' in r.stdout, tag + "registry.pod_identity is the pod name")
             if include_keys(values):
                 check('api_keys: ["<redacted>"]' in r.stdout, tag + "http.api_keys come from the Secret")
+
+
+def check_relay_scripts(tag, spec, work):
+    """Runs the relay pod's shell snippets here, with stubs for what they start: the wrapper
+    must hand the relay the interface that holds the node's IP (127.0.0.1 -> lo), and the
+    init container must not mount bpffs where it is mounted already."""
+    stubs = os.path.join(work, "stubs")
+    os.makedirs(stubs, exist_ok=True)
+    calls = os.path.join(work, "stub-calls")
+    for name in ("rtcedge-relay", "mount"):
+        with open(os.path.join(stubs, name), "w") as f:
+            f.write('#!/bin/sh\necho "%s interfaces=$RTCEDGE_RELAY_XDP_INTERFACES args=$*" >> %s\n' % (name, calls))
+        os.chmod(os.path.join(stubs, name), 0o755)
+    env = dict(os.environ, HOST_IP="127.0.0.1", PATH=stubs + ":" + os.environ["PATH"])
+    for c in spec["containers"] + spec.get("initContainers", []):
+        if c.get("command", [""])[0] != "/bin/sh":
+            continue
+        script = " ".join(c["args"]).replace("/usr/local/bin/rtcedge-relay", os.path.join(stubs, "rtcedge-relay"))
+        if os.path.exists(calls):
+            os.remove(calls)
+        r = subprocess.run(["/bin/sh", "-ec", script], env=env, capture_output=True, text=True, timeout=10)
+        out = open(calls).read() if os.path.exists(calls) else ""
+        if c["name"] == "relay":
+            check(r.returncode == 0 and "rtcedge-relay interfaces=lo args=--config /etc/rtcedge/relay.yaml" in out,
+                  tag + "the relay wrapper finds the node IP's interface: exit %d %r %s" % (r.returncode, out,
+                                                                                         r.stderr))
+        elif c["name"] == "mount-bpffs" and " /sys/fs/bpf bpf " in open("/proc/mounts").read():
+            check(r.returncode == 0 and "mount" not in out,
+                  tag + "the init container leaves a mounted bpffs alone: exit %d %r %s" % (r.returncode, out,
+                                                                                         r.stderr))
 
 
 def include_keys(values):

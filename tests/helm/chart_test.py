@@ -23,10 +23,12 @@ otherwise by tests/helm/render (Go text/template + sprig, built by the caller)."
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -497,6 +499,62 @@ def check_checksums(renderer, tag):
               % wname)
 
 
+def check_prestop_drains(renderer, transceiver, work):
+    """The transceiver's preStop hook, run as the kubelet would (in the container's PID
+    namespace, where the transceiver is PID 1): it must start the drain with one SIGTERM and
+    return only once the process has exited, so that the kubelet's own SIGTERM (sent after
+    the hook) is never a second signal."""
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("nsenter"):
+        print("note: preStop check needs root, unshare and nsenter; skipped")
+        return
+    ms, _ = renderer.render(BASE)
+    hook = by_kind(ms, "StatefulSet")[0]["spec"]["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]
+    log_path = os.path.join(work, "prestop-transceiver.log")
+    log = open(log_path, "w")
+    port = free_port()
+    # One session that never connects keeps the drain busy for its connect timeout (2 s).
+    ns = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", transceiver, "--http-listen",
+                           "127.0.0.1:%d" % port, "--workers", "1", "--media-base-port", "0",
+                           "--sessions-connect-timeout", "2s", "--sessions-drain-timeout", "20s"],
+                          stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def child():
+            try:
+                return open("/proc/%d/task/%d/children" % (ns.pid, ns.pid)).read().split()[0]
+            except (OSError, IndexError):
+                return None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (child() and "signaling on" in open(log_path).read()):
+            time.sleep(0.05)
+        pid1 = child()
+        if not check(pid1 is not None, "[preStop] the transceiver started as PID 1 of its namespace"):
+            return
+        offer = open(os.path.join(ROOT, "tests", "transceiver", "sdp", "fixtures", "chrome_audio_offer.sdp"), "rb").read()
+        req = urllib.request.Request("http://127.0.0.1:%d/v1/sessions" % port, data=offer, method="POST",
+                                     headers={"Content-Type": "application/sdp"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            check(resp.status == 201, "[preStop] a session to drain")
+        started = time.monotonic()
+        r = subprocess.run(["nsenter", "-t", pid1, "-p", "-m", "--"] + hook["exec"]["command"], capture_output=True,
+                           text=True, timeout=30)
+        took = time.monotonic() - started
+        # The kubelet's own SIGTERM follows the hook: it must find nothing left to signal.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid1), signal.SIGTERM)
+        code = ns.wait(timeout=30)
+        text = open(log_path).read()
+        # The hook cannot return by itself: when PID 1 exits the kernel kills what is left in
+        # the namespace, the hook included (-9 here; the kubelet sees exit 137).
+        check(r.returncode in (0, -9, 137) and code == 0 and "signal 15: draining" in text and
+              "second signal" not in text,
+              "[preStop] the hook drains with one signal and returns after the exit (hook exit %d in %.1fs, "
+              "transceiver exit %s):\n%s" % (r.returncode, took, code, text))
+    finally:
+        if ns.poll() is None:
+            ns.kill()
+            ns.wait()
+
+
 def check_validator_catches_typos(renderer, tools, work):
     """validate.mjs refuses what the API server would: a wrong type, and an unknown field
     (a misspelt probe would otherwise pass every schema and leave the pod unprobed)."""
@@ -605,6 +663,7 @@ def main():
                             {"relay": args.relay, "transceiver": args.transceiver}, live, work, args.render)
             print("%s %s: %d objects" % ("ok  " if len(failures) == before else "FAIL", name, len(ms)), flush=True)
         check_validator_catches_typos(renderer, args.tools, work)
+        check_prestop_drains(renderer, args.transceiver, work)
         check_readme_values(args.render)
         check_checksums(renderer, "[checksums] ")
         check_extra_config_is_checked(renderer, args, work)

@@ -106,6 +106,12 @@ def check_dashboard(metrics, dash):
                 if label != "job" and label not in metrics[name]:
                     failures.append("panel %r: %s has no label %r (it has %s)" % (title, name, label,
                                                                                  sorted(metrics[name])))
+        # Grouping labels (`by (reason)`) must be carried by a metric of the expression.
+        names = [n for n in re.findall(r'\b(rtcedge_[a-zA-Z0-9_]+)', expr) if n in metrics]
+        for group in re.findall(r'\bby\s*\(([^)]*)\)', expr):
+            for label in (x.strip() for x in group.split(",")):
+                if label and label not in ("instance", "job") and not any(label in metrics[n] for n in names):
+                    failures.append("panel %r: groups by %r, which none of %s has" % (title, label, names))
     for section, name in REQUIRED.items():
         if name not in used:
             failures.append("the dashboard shows no %s (%s)" % (section, name))
@@ -179,9 +185,10 @@ def main():
         # metric does not have, must both be reported.
         dash["panels"].append({"title": "selftest", "targets": [
             {"expr": "rate(rtcedge_relay_no_such_metric_total[5m])"},
-            {"expr": 'rate(rtcedge_relay_dropped_packets_total{colour="red"}[5m])'}]})
+            {"expr": 'rate(rtcedge_relay_dropped_packets_total{colour="red"}[5m])'},
+            {"expr": 'sum by (colour) (rate(rtcedge_relay_dropped_packets_total[5m]))'}]})
         selftest, _ = check_dashboard(metrics, dash)
-        if len(selftest) != len(failures) + 2:
+        if len(selftest) != len(failures) + 3:
             failures.append("the checker missed a planted bad metric or label: %s" % selftest)
             print("FAIL " + failures[-1])
         print("%d metric names in the dashboard, %d exported by the running relay (xdp, flow store) and "

@@ -624,6 +624,8 @@ BAD_VALUES = [
      "transceiver:\n  sessions:\n    drainTimeoutSeconds: 600\n  terminationGracePeriodSeconds: 60\n",
      [r"terminationGracePeriodSeconds must exceed"]),
     ("xdp on a wildcard VIP only", "relay:\n  mode: xdp\n", [r"relay\.listen"]),
+    ("a hint key id out of range", "hintKeys:\n  keys: [{id: 16, secret: 000102030405060708090a0b0c0d0e0f}]\n",
+     [r"hintKeys[./]keys[./]0[./]id"]),
     ("a VIP port no relay listens on", "vip:\n  service:\n    port: 3479\n", [r"vip\.service\.port"]),
     ("a hint key that is not 16 bytes of hex", "hintKeys:\n  keys: [{id: 1, secret: short}]\n",
      [r"hintKeys[./]keys[./]0[./]secret"]),

@@ -261,11 +261,18 @@ func render(chartDir string, chart, values map[string]interface{}, name, namespa
 	var out []Manifest
 	for _, p := range paths {
 		base := filepath.Base(p)
+		rel, _ := filepath.Rel(chartDir, p)
+		tname := filepath.Join(chart["name"].(string), rel)
+		if base == "NOTES.txt" {
+			// Helm prints it after an install: it must execute, its text is not a manifest.
+			if err := root.ExecuteTemplate(&bytes.Buffer{}, tname, top); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if strings.HasPrefix(base, "_") || !strings.HasSuffix(base, ".yaml") {
 			continue
 		}
-		rel, _ := filepath.Rel(chartDir, p)
-		tname := filepath.Join(chart["name"].(string), rel)
 		var buf bytes.Buffer
 		if err := root.ExecuteTemplate(&buf, tname, top); err != nil {
 			return nil, err

@@ -10,7 +10,12 @@ rtcedge-transceiver in relay mode registered in the same Redis. Their /metrics a
 and every rtcedge_* name in a panel's expression must be a sample name (histograms count as
 their _bucket/_sum/_count series), and every label matcher in {...} a label of that metric.
 It also fails when a dashboard section (sessions, setup time, drops, XDP vs userspace, flow
-store) loses its metric. Needs root (exit 77 = skipped without it). Standard library only."""
+store) loses its metric.
+
+With the XDP relay's pins at hand it also runs the bpftool commands docs/kubernetes.md gives
+for a relay pod, under exactly the capabilities the chart grants (setpriv): those must work,
+and `map dump` must fail for want of SYS_ADMIN as the guide says. Needs root (exit 77 =
+skipped without it). Standard library only."""
 
 import argparse
 import json
@@ -118,6 +123,29 @@ def check_dashboard(metrics, dash):
     return failures, len(used)
 
 
+def check_pod_bpftool(pin):
+    """The guide's in-pod bpftool commands, with the relay pod's capabilities only."""
+    import chart_test  # the README's capability table, parsed once for both tests
+    caps = sorted(c for c, when in chart_test.documented_capabilities() if when in ("always", "xdp, auto"))
+    spec = ",".join(["-all"] + ["+" + c.lower() for c in caps])
+    setpriv = ["setpriv", "--inh-caps=" + spec, "--ambient-caps=" + spec, "--bounding-set=" + spec]
+    failures = []
+    key = " ".join(["00"] * 40)
+    for cmd, want_ok, pattern in (
+            (["link", "show", "pinned", pin + "/links/hd0"], True, r"xdp\s+prog"),
+            (["map", "show", "pinned", pin + "/maps/flows"], True, r"name flows"),
+            (["map", "getnext", "pinned", pin + "/maps/endpoints"], True, r"next key"),
+            (["map", "delete", "pinned", pin + "/maps/flows", "key", "hex"] + key.split(), False,
+             r"No such file"),  # permitted; there is no such flow
+            (["map", "dump", "pinned", pin + "/maps/flows"], False, r"failed to get btf")):
+        r = run(setpriv + ["bpftool"] + cmd, check=False)
+        out = r.stdout + r.stderr
+        if (r.returncode == 0) != want_ok or not re.search(pattern, out):
+            failures.append("bpftool %s under %s: exit %d, want %s matching /%s/: %s" % (
+                " ".join(cmd[:3]), caps, r.returncode, "success" if want_ok else "failure", pattern, out.strip()))
+    return failures
+
+
 def wait_for(fn, seconds, what):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -191,6 +219,10 @@ def main():
         if len(selftest) != len(failures) + 3:
             failures.append("the checker missed a planted bad metric or label: %s" % selftest)
             print("FAIL " + failures[-1])
+        pod = check_pod_bpftool(PIN)
+        for f in pod:
+            print("FAIL " + f)
+        failures += pod
         print("%d metric names in the dashboard, %d exported by the running relay (xdp, flow store) and "
               "transceiver; %d problems" % (used, len(metrics), len(failures)))
         return 1 if failures else 0

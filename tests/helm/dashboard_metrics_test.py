@@ -6,7 +6,8 @@ Some families exist only in some configurations (the XDP counters in XDP mode, t
 store's with a Redis), so the binaries run the way the chart runs them, inside a network
 namespace this test creates (addresses from 198.18.0.0/15): redis-server on the namespace's
 loopback, rtcedge-relay in XDP mode on a veth with the registry and the flow store, and
-rtcedge-transceiver in relay mode registered in the same Redis. Their /metrics are scraped
+rtcedge-transceiver in relay mode registered in the same Redis — each the way the chart runs
+it: the relay with only the chart's capabilities, the transceiver as user 10001 with none. Their /metrics are scraped
 and every rtcedge_* name in a panel's expression must be a sample name (histograms count as
 their _bucket/_sum/_count series), and every label matcher in {...} a label of that metric.
 It also fails when a dashboard section (sessions, setup time, drops, XDP vs userspace, flow
@@ -199,9 +200,17 @@ def main():
                         "--xdp-relay-address4", ADDR, "--listen", ADDR + ":3478", "--return-listen", "[::]:3480",
                         "--workers", "1", "--pin-cpus", "false", "--hint-key-file", keys, "--admin-listen",
                         "127.0.0.1:9478", "--registry-redis-url", redis, "--flow-store-redis-url", redis])
-        start("transceiver", [args.transceiver, "--http-listen", "127.0.0.1:8080", "--workers", "1",
+        # The transceiver runs as the chart runs it: user and group 10001, no capabilities,
+        # reading the key file the way the Secret volume gives it (root:10001, 0440).
+        os.chmod(work, 0o711)
+        tx_keys = os.path.join(work, "tx-keys.yaml")
+        shutil.copy(keys, tx_keys)
+        os.chown(tx_keys, 0, 10001)
+        os.chmod(tx_keys, 0o440)
+        start("transceiver", ["setpriv", "--reuid", "10001", "--regid", "10001", "--clear-groups", "--inh-caps=-all",
+                              "--bounding-set=-all", "--", args.transceiver, "--http-listen", "127.0.0.1:8080", "--workers", "1",
                               "--media-listen", PEER, "--media-base-port", "20000", "--relay-vips", ADDR + ":3478",
-                              "--relay-sources", ADDR, "--hint-key-file", keys, "--registry-redis-url", redis])
+                              "--relay-sources", ADDR, "--hint-key-file", tx_keys, "--registry-redis-url", redis])
         relay_text = wait_for(lambda: scrape(9478), 15, "the relay's /metrics (log: %s)" % os.path.join(work, "relay.log"))
         tx_text = wait_for(lambda: scrape(8080), 15, "the transceiver's /metrics")
         for name, p in procs:

@@ -35,27 +35,6 @@ std::string scalar_text(const YAML::Node& node) { return node.Scalar(); }
 
 }  // namespace
 
-Nanos parse_duration(std::string_view text) {
-  double number = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
-  if (ec != std::errc() || number < 0) return -1;
-  std::string_view unit(end, static_cast<size_t>(text.data() + text.size() - end));
-  double scale = 1e9;
-  if (unit.empty() || unit == "s")
-    scale = 1e9;
-  else if (unit == "ms")
-    scale = 1e6;
-  else if (unit == "us")
-    scale = 1e3;
-  else if (unit == "m")
-    scale = 60e9;
-  else if (unit == "h")
-    scale = 3600e9;
-  else
-    return -1;
-  return static_cast<Nanos>(number * scale);
-}
-
 void ConfigLayers::declare(std::string name, Kind kind, std::string help) {
   keys_.push_back(Key{std::move(name), kind, std::move(help)});
 }
@@ -243,28 +222,8 @@ std::vector<std::string> ConfigLayers::get_list(std::string_view key,
   return it == values_.end() ? fallback : it->second.items;
 }
 
-void declare_logging_keys(ConfigLayers& c) {
-  c.declare("log.format", ConfigLayers::Kind::scalar, "text | json (default text)");
-  c.declare("log.level", ConfigLayers::Kind::scalar, "trace | debug | info | warn | error (default info)");
-}
-
-void resolve_logging_keys(const ConfigLayers& c, std::string& format, std::string& level) {
-  format = c.get_string("log.format", "text");
-  if (format != "text" && format != "json")
-    throw ConfigError(c.where("log.format") + ": '" + format + "' is not text or json");
-  level = c.get_string("log.level", "info");
-  if (level != "trace" && level != "debug" && level != "info" && level != "warn" && level != "error")
-    throw ConfigError(c.where("log.level") + ": '" + level + "' is not trace/debug/info/warn/error");
-}
-
-void declare_http_server_keys(ConfigLayers& c) {
-  c.declare("http.max_connections", ConfigLayers::Kind::scalar,
-            "open connections per HTTP server (signaling, admin); at the cap a new connection closes the "
-            "idlest one (default 1000)");
-}
-
 uint64_t resolve_http_max_connections(const ConfigLayers& c) {
-  return c.get_uint("http.max_connections", kDefaultHttpMaxConnections, 1, 1'000'000);
+  return c.get_uint("http.max_connections", kDefaultHttpMaxConnections, 1, kMaxHttpMaxConnections);
 }
 
 }  // namespace rtce

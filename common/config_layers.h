@@ -1,6 +1,7 @@
 // config_layers.h — layered configuration shared by every rtcedge binary.
 //
-// Keys are dotted paths ("flows.capacity"). A value comes from, in rising precedence:
+// Keys are dotted paths ("flows.capacity"), declared from a binary's key table
+// (config_keys.h). A value comes from, in rising precedence:
 // the built-in default, the YAML file, the environment (RTCEDGE_FLOWS_CAPACITY) and the
 // command line (--flows-capacity). Every typed read validates and throws a ConfigError that
 // names the key, where the value came from and what is wrong with it. Unknown keys in the
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "config_validators.h"
 
 namespace CLI {
 class App;
@@ -77,16 +79,11 @@ class ConfigLayers {
   std::map<std::string, std::vector<std::string>> flag_lists_;
 };
 
-Nanos parse_duration(std::string_view text);  // -1 when malformed
-
-// The log.format / log.level keys every rtcedge binary has: declared and validated once.
-void declare_logging_keys(ConfigLayers& layers);
-void resolve_logging_keys(const ConfigLayers& layers, std::string& format, std::string& level);
-
-// The http.max_connections key every rtcedge binary's HTTP servers share (signaling and admin):
-// declared and validated once. Applied by configure_http_servers (http_server.h).
+// http.max_connections, the key every rtcedge binary's HTTP servers share (signaling and
+// admin): its table entry is http_max_connections_key (config_keys.h), and
+// configure_http_servers (http_server.h) reads it through this.
 inline constexpr uint64_t kDefaultHttpMaxConnections = 1000;
-void declare_http_server_keys(ConfigLayers& layers);
+inline constexpr uint64_t kMaxHttpMaxConnections = 1'000'000;
 uint64_t resolve_http_max_connections(const ConfigLayers& layers);
 
 }  // namespace rtce

@@ -57,6 +57,13 @@ int main(int argc, char** argv) {
   rtce::ConfigLayers layers("RTCEDGE_RELAY_");
   rtce::declare_relay_config(layers);
   layers.add_flags(app);
+  bool check_config = false;
+  bool print_reference = false;
+  app.add_flag("--check-config", check_config,
+               "resolve and validate the configuration (file, env, flags, defaults), print it as YAML "
+               "(secrets redacted) and exit: 0 when valid, 2 when not; opens no socket");
+  app.add_flag("--print-config-reference", print_reference,
+               "print the Markdown key table of docs/configuration.md and exit");
   rtce::HintTool hint_tool(app);
   auto* detach = app.add_subcommand("detach", "remove the XDP program: unpin its links and maps");
   std::string detach_pin_path = "/sys/fs/bpf/rtcedge";
@@ -74,6 +81,10 @@ int main(int argc, char** argv) {
     std::cerr << "rtcedge-relay: " << e.what() << "\nRun with --help for usage.\n";
     return kExitUsage;
   }
+  if (print_reference) {
+    std::cout << rtce::relay_config_reference();
+    return 0;
+  }
   if (int code = hint_tool.run_selected(); code >= 0) return code;
   if (detach->parsed()) {
     try {
@@ -89,10 +100,23 @@ int main(int argc, char** argv) {
   rtce::RelayConfig config;
   try {
     config = resolve(layers, config_file);
-    rtce::configure_http_servers(layers);  // http.max_connections, RLIMIT_NOFILE
+    if (!check_config) rtce::configure_http_servers(layers);  // http.max_connections, RLIMIT_NOFILE
   } catch (const rtce::ConfigError& e) {
     std::cerr << "rtcedge-relay: configuration error: " << e.what() << "\n";
     return kExitUsage;
+  }
+  if (check_config) {
+    // The key file as a start reads it; its warnings go to stderr, stdout stays YAML.
+    std::vector<std::string> warnings;
+    try {
+      rtce::HintKeys::load_file(config.hint_key_file, &warnings);
+    } catch (const rtce::ConfigError& e) {
+      std::cerr << "rtcedge-relay: configuration error: " << e.what() << "\n";
+      return kExitUsage;
+    }
+    for (const auto& warning : warnings) std::cerr << "rtcedge-relay: warning: " << warning << "\n";
+    std::cout << rtce::relay_config_yaml(config);
+    return 0;
   }
   rtce::setup_logging(config.log_format, config.log_level);
   // The key file is read here, with SIGTERM still acting, so that a bad one is a

@@ -1,11 +1,13 @@
-// relay_config.h — rtcedge-relay's configuration: declared keys, defaults, validation.
-// docs/configuration.md is the reference; keep the two in step.
+// relay_config.h — rtcedge-relay's configuration: the resolved struct, and the operations
+// its key table (relay_config_keys.cpp) derives: declaration, resolution, the restart diff,
+// the --check-config YAML and the reference of docs/configuration.md.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "config_keys.h"
 #include "config_layers.h"
 #include "hint_keys.h"
 #include "net_address.h"
@@ -41,6 +43,7 @@ struct RelayConfig {
   Nanos flow_evict_idle_after = 5'000'000'000;
   FlowLimits flow_limits;  // flows.max_per_hint, flows.max_per_source_prefix, ...
   SocketAddress admin_listen;
+  uint64_t http_max_connections = kDefaultHttpMaxConnections;  // applied by configure_http_servers
   std::string log_format = "text";
   std::string log_level = "info";
   // XDP data path (mode xdp|auto).
@@ -56,9 +59,17 @@ struct RelayConfig {
   bool join_existing = false;
 };
 
+// Every key: name, default, range, help, reference text, reloadable or restart-only.
+const ConfigTable<RelayConfig>& relay_config_keys();
 void declare_relay_config(ConfigLayers& layers);
 // Validates every key; throws ConfigError naming the first bad key.
 RelayConfig resolve_relay_config(const ConfigLayers& layers);
+// The restart-only keys whose values differ: a reload warns that each takes effect on restart.
+std::vector<std::string> relay_restart_only_changes(const RelayConfig& running, const RelayConfig& next);
+// --check-config: the resolved configuration as YAML, secrets redacted.
+std::string relay_config_yaml(const RelayConfig& config);
+// --print-config-reference: the Markdown key table of docs/configuration.md.
+std::string relay_config_reference();
 std::vector<EndpointConfig> parse_endpoints(const std::vector<std::string>& items, const std::string& where);
 // Loads the key file and builds the routing table the workers use.
 std::shared_ptr<const RoutingTable> build_routing_table(const RelayConfig& config);

@@ -176,32 +176,8 @@ void RelayService::stop() {
 std::vector<std::string> RelayService::reload(const RelayConfig& next) {
   std::vector<std::string> warnings;
   auto routing = build_routing_table(next);  // throws on a bad key file: nothing changes
-  auto differs = [&](bool changed, const char* key) {
-    if (changed) warnings.push_back(std::string(key) + " changed; it takes effect on restart");
-  };
-  differs(next.listen.size() != config_.listen.size() ||
-              !std::equal(next.listen.begin(), next.listen.end(), config_.listen.begin()),
-          "listen");
-  differs(!(next.return_listen == config_.return_listen), "return_listen");
-  differs(next.mode != config_.mode, "mode");
-  differs(next.workers != 0 && next.workers != config_.workers, "workers");
-  differs(next.pin_cpus != config_.pin_cpus, "pin_cpus");
-  differs(next.batch_size != config_.batch_size, "batch_size");
-  differs(next.socket_buffer_bytes != config_.socket_buffer_bytes, "socket_buffer_bytes");
-  differs(next.flow_capacity != config_.flow_capacity, "flows.capacity");
-  differs(next.flow_idle_timeout != config_.flow_idle_timeout, "flows.idle_timeout");
-  differs(next.flow_evict_idle_after != config_.flow_evict_idle_after, "flows.evict_idle_after");
-  differs(next.flow_limits != config_.flow_limits,
-          "flows.max_per_hint/max_per_source_prefix/limit_window/source_prefix_v4/source_prefix_v6");
-  differs(!(next.admin_listen == config_.admin_listen), "admin.listen");
-  differs(next.flow_store_redis_url != config_.flow_store_redis_url ||
-              next.flow_store_ttl != config_.flow_store_ttl ||
-              next.flow_store_refresh_interval != config_.flow_store_refresh_interval ||
-              next.flow_store_lookup_timeout != config_.flow_store_lookup_timeout ||
-              next.flow_store_lookups_per_second != config_.flow_store_lookups_per_second,
-          "flow_store.*");
-  differs(next.log_format != config_.log_format || next.log_level != config_.log_level,
-          "log.format/log.level");
+  for (const auto& key : relay_restart_only_changes(config_, next))
+    warnings.push_back(key + " changed; it takes effect on restart");
   if (xdp_) xdp_->sync(next, *routing);
   for (auto& w : workers_) w->post_routing(routing);
   routing_ = routing;

@@ -17,9 +17,12 @@ packages=(
   # running and testing the data path
   libnice-dev libsrtp2-dev libopus-dev libusrsctp-dev libhiredis-dev
   # running and testing the data path, the transceiver's peers (Redis, aiortc, Chromium)
-  bpftool redis-server redis-tools python3-aiortc python3-websockets python3-numpy chromium jq
+  bpftool redis-server redis-tools python3-aiortc python3-websockets python3-numpy python3-yaml chromium jq
   util-linux mount iproute2 ethtool nftables nginx-light libnginx-mod-stream python3 curl procps
   ca-certificates
+  # the Helm chart's offline checks: a renderer built from Go's text/template and sprig
+  golang-go golang-github-masterminds-sprig-dev golang-github-xeipuuv-gojsonschema-dev
+  golang-gopkg-yaml.v3-dev
   # benchmarks (perf is optional there, but a benchmark run should not depend on the machine)
   linux-perf
 )
@@ -33,8 +36,12 @@ command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nod
 # playwright-core drives headless Chromium in the browser tests (npm registry). It is pinned
 # to the last release that runs on Node 18 (1.62 needs Node 20). Reinstalled whenever the
 # lock file changed since the last install, so an old tree never hides a version bump.
-tools="$(cd "$(dirname "$0")/.." && pwd)/tests/golden/tools"
-if ! cmp -s "$tools/package-lock.json" "$tools/node_modules/.rtcedge-installed-lock.json"; then
-  (cd "$tools" && npm ci --no-audit --no-fund --silent)
-  cp "$tools/package-lock.json" "$tools/node_modules/.rtcedge-installed-lock.json"
-fi
+# kubernetes-models validates the rendered Helm chart; pinned to 4.x, the last that runs on
+# Node 18 (5.x needs Node 22).
+for tools in tests/golden/tools tests/helm/tools; do
+  tools="$(cd "$(dirname "$0")/.." && pwd)/$tools"
+  if ! cmp -s "$tools/package-lock.json" "$tools/node_modules/.rtcedge-installed-lock.json"; then
+    (cd "$tools" && npm ci --no-audit --no-fund --silent)
+    cp "$tools/package-lock.json" "$tools/node_modules/.rtcedge-installed-lock.json"
+  fi
+done

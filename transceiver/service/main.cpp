@@ -25,6 +25,13 @@ int main(int argc, char** argv) {
   rtce::ConfigLayers layers("RTCEDGE_TRANSCEIVER_");
   rtce::declare_transceiver_config(layers);
   layers.add_flags(app);
+  bool check_config = false;
+  bool print_reference = false;
+  app.add_flag("--check-config", check_config,
+               "resolve and validate the configuration (file, env, flags, defaults), print it as YAML "
+               "(secrets redacted) and exit: 0 when valid, 2 when not; opens no socket");
+  app.add_flag("--print-config-reference", print_reference,
+               "print the Markdown key table of docs/configuration.md and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -32,18 +39,22 @@ int main(int argc, char** argv) {
     std::cerr << "rtcedge-transceiver: " << e.what() << "\nRun with --help for usage.\n";
     return 2;
   }
+  if (print_reference) {
+    std::cout << rtce::transceiver_config_reference();
+    return 0;
+  }
   rtce::TransceiverConfig config;
   try {
     if (!config_file.empty()) layers.load_yaml_file(config_file);
     layers.apply_env(environ);
     layers.apply_flags();
     config = rtce::resolve_transceiver_config(layers);
-    rtce::configure_http_servers(layers);
+    if (!check_config) rtce::configure_http_servers(layers);
   } catch (const rtce::ConfigError& e) {
     std::cerr << "rtcedge-transceiver: configuration error: " << e.what() << "\n";
     return 2;
   }
-  rtce::setup_logging(config.log_format, config.log_level);
+  if (!check_config) rtce::setup_logging(config.log_format, config.log_level);
   // The secret and certificate files are checked here, with SIGTERM still acting: regular
   // files of bounded size (a FIFO or /dev/zero must not hang start-up), secrets private.
   std::vector<std::string> warnings;
@@ -61,6 +72,12 @@ int main(int argc, char** argv) {
   } catch (const rtce::ConfigError& e) {
     std::cerr << "rtcedge-transceiver: configuration error: " << e.what() << "\n";
     return 2;
+  }
+  if (check_config) {
+    // Warnings go to stderr so that stdout stays YAML.
+    for (const auto& warning : warnings) std::cerr << "rtcedge-transceiver: warning: " << warning << "\n";
+    std::cout << rtce::transceiver_config_yaml(config);
+    return 0;
   }
   for (const auto& warning : warnings) spdlog::warn("{}", warning);
 

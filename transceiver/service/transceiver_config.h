@@ -1,6 +1,7 @@
-// transceiver_config.h — every setting of rtcedge-transceiver: the keys (declared once
-// for YAML, RTCEDGE_TRANSCEIVER_* environment and --flags) and their validated values.
-// docs/configuration.md lists the same keys.
+// transceiver_config.h — every setting of rtcedge-transceiver: the resolved struct, and the
+// operations its key table (transceiver_config_keys.cpp) derives: declaration (YAML,
+// RTCEDGE_TRANSCEIVER_* environment, --flags), resolution, the --check-config YAML and the
+// reference of docs/configuration.md.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "config_keys.h"
 #include "config_layers.h"
 #include "net_address.h"
 
@@ -20,6 +22,7 @@ struct TransceiverConfig {
   bool allow_public_without_keys = false;
   std::vector<std::string> cors_origins;
   size_t max_body_bytes = 64 * 1024;
+  uint64_t http_max_connections = kDefaultHttpMaxConnections;  // applied by configure_http_servers
 
   // Media workers: worker i binds media_listen:(media_base_port + i).
   uint32_t workers = 0;  // resolved: >= 1
@@ -72,8 +75,14 @@ struct TransceiverConfig {
   bool relay_mode() const { return !relay_vips.empty(); }
 };
 
+// Every key: name, default, range, help, reference text.
+const ConfigTable<TransceiverConfig>& transceiver_config_keys();
 void declare_transceiver_config(ConfigLayers& layers);
 // Throws ConfigError naming the key, where its value came from, and what is wrong.
 TransceiverConfig resolve_transceiver_config(const ConfigLayers& layers);
+// --check-config: the resolved configuration as YAML, secrets redacted.
+std::string transceiver_config_yaml(const TransceiverConfig& config);
+// --print-config-reference: the Markdown key table of docs/configuration.md.
+std::string transceiver_config_reference();
 
 }  // namespace rtce

@@ -1,0 +1,307 @@
+// relay_config_keys.cpp — the table of rtcedge-relay's configuration keys: each key's name,
+// default, range, help, reference text and whether SIGHUP applies it, written once. The flags,
+// env vars, YAML keys, validation, restart diff, --check-config output and the key table of
+// docs/configuration.md all come from here (config_keys.h).
+#include <algorithm>
+
+#include "error.h"
+#include "relay_config.h"
+
+namespace rtce {
+namespace {
+
+using namespace keys;
+using C = RelayConfig;
+constexpr Nanos ms = 1'000'000, s = 1'000'000'000, day = 86'400 * s;
+
+std::string address_list(const std::vector<SocketAddress>& list) {
+  std::vector<std::string> items;
+  for (const auto& a : list) items.push_back(a.to_string());
+  return yaml_string_list(items);
+}
+
+ConfigTable<C> build() {
+  ConfigTable<C> t;
+  t.push_back(
+      enum_key<C>("mode", &C::mode, "userspace", {"userspace", "xdp", "auto"},
+                  {.help = "data path",
+                   .doc = "data path: `userspace`; `xdp` (attach the XDP program to `xdp.interfaces`, fail "
+                          "to start if that is impossible); `auto` (try XDP, and when it cannot attach log "
+                          "why and run the userspace relay; `rtcedge_relay_mode` says which). The userspace "
+                          "workers run in every mode: in XDP mode they take what the program passes up."}));
+  t.push_back(custom_key<C>(
+      "listen", ConfigLayers::Kind::list,
+      {.help = "VIP address:port list the clients send to",
+       .doc = "VIP address:port list (IPv4 and IPv6, at most 16). `0.0.0.0:P` / `[::]:P` take every address; "
+              "replies still leave from the exact address the client used (`IP_PKTINFO`). IPv6 sockets are "
+              "v6-only so both wildcards can coexist.",
+       .default_text = "[\"127.0.0.1:3478\"]"},
+      [](const ConfigLayers& c, C& cfg) {
+        cfg.listen.clear();
+        for (const auto& text : c.get_list("listen", {"127.0.0.1:3478"})) {
+          auto addr = check_socket_address(text, c.where("listen"), {.need_port = true});
+          if (std::find(cfg.listen.begin(), cfg.listen.end(), addr) != cfg.listen.end())
+            throw ConfigError(c.where("listen") + ": '" + text + "' is listed twice");
+          cfg.listen.push_back(addr);
+        }
+        if (cfg.listen.empty())
+          throw ConfigError(c.where("listen") + ": at least one VIP address is required");
+        if (cfg.listen.size() > 16) throw ConfigError(c.where("listen") + ": at most 16 VIPs");
+      },
+      [](const C& cfg) { return address_list(cfg.listen); }));
+  t.push_back(custom_key<C>(
+      "return_listen", ConfigLayers::Kind::scalar,
+      {.help = "address transceivers send replies to; port 0 = one ephemeral port per worker",
+       .doc = "where transceivers send their replies. Dual-stack IPv6 (IPv4 transceivers too). Port 0: one "
+              "ephemeral port per worker; port P: worker *i* uses P+*i*.",
+       .default_text = "[::]:0"},
+      [](const ConfigLayers& c, C& cfg) {
+        cfg.return_listen =
+            check_socket_address(c.get_string("return_listen", "[::]:0"), c.where("return_listen"));
+        if (cfg.return_listen.is_v4())
+          throw ConfigError(
+              c.where("return_listen") +
+              ": must be an IPv6 address ([::]:0 is dual-stack and takes IPv4 transceivers too)");
+      },
+      [](const C& cfg) { return yaml_quote(cfg.return_listen.to_string()); }));
+  {
+    auto workers =
+        uint_key<C>("workers", &C::workers, 0, 0, 256,
+                    {.help = "worker threads, each with its own SO_REUSEPORT sockets (0 = one per CPU)",
+                     .doc = "worker threads; 0 = one per CPU the process may run on. Each has its own "
+                            "SO_REUSEPORT socket per VIP and its own return socket."});
+    // The running service holds the resolved count; 0 asks for the same again.
+    workers.same = [](const C& running, const C& next) {
+      return next.workers == 0 || next.workers == running.workers;
+    };
+    t.push_back(std::move(workers));
+  }
+  t.push_back(
+      bool_key<C>("pin_cpus", &C::pin_cpus, true,
+                  {.help = "pin worker i to CPU i", .doc = "pin worker *i* to the *i*-th allowed CPU."}));
+  t.push_back(uint_key<C>("batch_size", &C::batch_size, 32, 1, 1024,
+                          {.help = "datagrams per recvmmsg/sendmmsg call",
+                           .doc = "datagrams per `recvmmsg`/`sendmmsg` (1..1024)."}));
+  t.push_back(uint_key<C>(
+      "socket_buffer_bytes", &C::socket_buffer_bytes, 4 << 20, 65536, 1u << 30,
+      {.help = "SO_RCVBUF/SO_SNDBUF per socket",
+       .doc = "`SO_RCVBUF`/`SO_SNDBUF` per socket (the kernel caps it at `net.core.rmem_max`/`wmem_max`)."}));
+  t.push_back(uint_key<C>(
+      "cluster_id", &C::cluster_id, 0, 0, 255,
+      {.help = "this relay's cluster id; hints for other clusters are rejected",
+       .doc = "this relay's cluster (0..255); hints for other clusters are rejected (`wrong_cluster`).",
+       .reloadable = true}));
+  t.push_back(string_key<C>(
+      "hint_key_file", &C::hint_key_file, "",
+      {.help = "routing-hint key file (rtcedge-relay hint keygen); required",
+       .doc = "routing-hint key file, see [wire-format.md](wire-format.md#key-file-and-rotation).",
+       .default_text = "— (required)",
+       .reloadable = true}));
+  t.push_back(custom_key<C>(
+      "endpoints", ConfigLayers::Kind::list,
+      {.help = "transceiver endpoints, id=address:port (e.g. 1=198.18.2.2:40000)",
+       .doc = "transceiver endpoints. File: a list of `{id: N, address: \"ip:port\"}`; flags/env: "
+              "`1=198.18.2.2:40000,2=[2001:db8::2]:40000`. Ids 0..65535, unique.",
+       .default_text = "[]",
+       .reloadable = true},
+      [](const ConfigLayers& c, C& cfg) {
+        cfg.endpoints = parse_endpoints(c.get_list("endpoints", {}), c.where("endpoints"));
+      },
+      [](const C& cfg) {
+        std::string out = "[";
+        for (const auto& e : cfg.endpoints)
+          out += (out.size() > 1 ? ", " : "") + std::string("{id: ") + std::to_string(e.id) +
+                 ", address: " + yaml_quote(e.address.to_string()) + "}";
+        return out + "]";
+      }));
+  t.push_back(redis_url_key<C>(
+      "registry.redis_url", &C::registry_redis_url,
+      {.help = "redis://host:port of the shared registry; its transceiver endpoints join "
+               "`endpoints` (default none)",
+       .doc = "`redis://host:port` of the shared registry ([redis.md](redis.md)). Its live transceiver "
+              "endpoints join `endpoints` (a configured id wins) within about 1 s of a change; an endpoint "
+              "whose heartbeats stop leaves within `registry.ttl` plus 1 s. Redis down: the last known set "
+              "is kept, and when Redis answers again after an outage (down, or frozen longer than a third of "
+              "`registry.ttl`) an endpoint missing from it is kept for one more `registry.ttl` so that its "
+              "transceiver can register again (records all expire while Redis is frozen). Flows on an "
+              "endpoint that left are removed (its sessions went with it); flows of an endpoint whose "
+              "address changed follow it."}));
+  t.push_back(duration_key<C>(
+      "registry.ttl", &C::registry_ttl, 3 * s, 300 * ms, 300 * s,
+      {.help = "must match the transceivers' registry.ttl",
+       .doc = "the TTL the transceivers heartbeat against (300ms..300s); set it like theirs."}));
+  t.push_back(redis_url_key<C>(
+      "flow_store.redis_url", &C::flow_store_redis_url,
+      {.help = "redis://host:port of the shared flow store: new flows are written there, "
+               "and a flow this relay does not know is looked up there on its first "
+               "non-STUN packet (default none)",
+       .doc =
+           "`redis://host:port` of the shared flow store ([redis.md](redis.md#flow-recovery-in-the-relay)). "
+           "Every new flow is written there (`SET … PX flow_store.ttl`); a non-STUN datagram of a flow this "
+           "relay does not have waits while the store is asked, and the flow is installed (and, in XDP mode, "
+           "put into the flows map). Usually the same Redis as `registry.redis_url`. Redis down: established "
+           "flows and new sessions are unaffected; recovery falls back to the next STUN consent check."}));
+  t.push_back(duration_key<C>(
+      "flow_store.ttl", &C::flow_store_ttl, 120 * s, 3 * s, day,
+      {.help = "how long the store keeps a flow without a refresh",
+       .doc =
+           "3s..1d; how long the store keeps a flow nobody refreshes. Keep it above `flows.idle_timeout`."}));
+  {
+    // Its default follows flow_store.ttl, read just before.
+    auto refresh = duration_key<C>(
+        "flow_store.refresh_interval", &C::flow_store_refresh_interval, 0, 100 * ms, day,
+        {.help = "an active flow is rewritten this often (default a third of flow_store.ttl)",
+         .doc = "100ms..1d, at most half the TTL; a flow with client packets since its last write is written "
+                "again this often (bounded per worker; the XDP loader refreshes from its idle sweep). Also "
+                "how soon a Redis that lost its data has the live flows back.",
+         .default_text = "a third of `flow_store.ttl`"});
+    refresh.read = [](const ConfigLayers& c, C& cfg) {
+      cfg.flow_store_refresh_interval =
+          c.get_duration("flow_store.refresh_interval", cfg.flow_store_ttl / 3, 100 * ms, day);
+      if (cfg.flow_store_refresh_interval * 2 > cfg.flow_store_ttl)
+        throw ConfigError(c.where("flow_store.refresh_interval") +
+                          ": must be at most half of flow_store.ttl, or active flows expire from the store");
+    };
+    t.push_back(std::move(refresh));
+  }
+  t.push_back(duration_key<C>("flow_store.lookup_timeout", &C::flow_store_lookup_timeout, 500 * ms, 1 * ms,
+                              10 * s,
+                              {.help = "how long the packets of an unknown flow wait for the store's answer",
+                               .doc = "1ms..10s; how long the packets of an unknown flow wait for the store "
+                                      "(at most 8 per flow, 512 per worker, 1500 bytes each)."}));
+  t.push_back(
+      uint_key<C>("flow_store.lookups_per_second", &C::flow_store_lookups_per_second, 2000, 1, 1'000'000,
+                  {.help = "lookups each worker may start per second; misses beyond it are dropped",
+                   .doc = "per worker; a flood of non-STUN packets from spoofed sources costs at most this "
+                          "many Redis reads (the rest count as `flow_lookup_rate_limited`). A flow the store "
+                          "does not have is not asked again for 1 s."}));
+  t.push_back(uint_key<C>(
+      "flows.capacity", &C::flow_capacity, 65536, 1, 1u << 26,
+      {.help = "maximum flows, split evenly across workers",
+       .doc = "maximum flows, split evenly across workers (each worker gets ⌈capacity/workers⌉)."}));
+  t.push_back(duration_key<C>(
+      "flows.idle_timeout", &C::flow_idle_timeout, 30 * s, 1 * ms, day,
+      {.help = "a flow with no client packet for this long expires",
+       .doc = "a flow with no packet **from the client** for this long expires. 30 s matches the ICE consent "
+              "timeout (RFC 7675): browsers send a consent check every ~5 s even in silence."}));
+  t.push_back(duration_key<C>(
+      "flows.evict_idle_after", &C::flow_evict_idle_after, 5 * s, 0, day,
+      {.help = "when full, a new flow may replace one idle at least this long",
+       .doc = "when a worker's table is full, a new flow replaces the least recently active of 16 sampled "
+              "flows if it has been idle at least this long; otherwise the new flow is refused "
+              "(`flow_table_full`). A call sends media every 20 ms and is never evicted."}));
+  t.push_back(uint_key<C>(
+      "flows.max_per_hint", [](auto& c) -> auto& { return c.flow_limits.max_per_hint; },
+      RTCE_FLOW_LIMIT_DEFAULT_PER_HINT, 0, 1'000'000,
+      {.help = "flows one hint (one session's server ufrag) may create per flows.limit_window, in each "
+               "worker and "
+               "in XDP; further first packets are dropped as hint_flow_limit (0 = no limit)",
+       .doc =
+           "0..1000000; flows one hint (one session's server ufrag) may create per `flows.limit_window`; "
+           "further first packets are dropped as `hint_flow_limit`. Anyone gets a valid hint by POSTing an "
+           "offer, so without this one replayed Binding request from spoofed sources fills the table. A real "
+           "call makes 1–4 flows per hint. The userspace relay applies it per worker (a hint spread over all "
+           "workers gets at most workers × this), the XDP program across all CPUs. 0 = no limit."}));
+  t.push_back(uint_key<C>(
+      "flows.max_per_source_prefix", [](auto& c) -> auto& { return c.flow_limits.max_per_source_prefix; },
+      RTCE_FLOW_LIMIT_DEFAULT_PER_SOURCE_PREFIX, 0, 1u << 26,
+      {.help =
+           "flows one client prefix (flows.source_prefix_v4/v6) may create per flows.limit_window, in each "
+           "worker and in XDP; further first packets are dropped as source_prefix_flow_limit (0 = no limit)",
+       .doc = "0..2^26; flows one client prefix (`flows.source_prefix_v4`/`_v6`) may create per "
+              "`flows.limit_window`, whatever the hints; further first packets are dropped as "
+              "`source_prefix_flow_limit`. Per worker in userspace, across CPUs in XDP. Raise it for large "
+              "carrier-grade NATs. 0 = no limit."}));
+  t.push_back(
+      duration_key<C>("flows.limit_window", [](auto& c) -> auto& { return c.flow_limits.window; },
+                      static_cast<Nanos>(RTCE_FLOW_LIMIT_DEFAULT_WINDOW_NS), 1 * ms, day,
+                      {.help = "the window of flows.max_per_hint and flows.max_per_source_prefix",
+                       .doc = "1ms..1d; the window of both limits: it starts at a key's first flow, and a "
+                              "key that was refused gets flows again once it ends (a NAT rebind late in a "
+                              "call; an ICE restart brings a new hint with a window of its own)."}));
+  t.push_back(uint_key<C>("flows.source_prefix_v4",
+                          [](auto& c) -> auto& { return c.flow_limits.source_prefix_v4; },
+                          RTCE_FLOW_LIMIT_DEFAULT_PREFIX_V4, 1, 32,
+                          {.help = "IPv4 prefix length flows.max_per_source_prefix counts by",
+                           .doc = "1..32; IPv4 prefix length `flows.max_per_source_prefix` counts by."}));
+  t.push_back(uint_key<C>("flows.source_prefix_v6",
+                          [](auto& c) -> auto& { return c.flow_limits.source_prefix_v6; },
+                          RTCE_FLOW_LIMIT_DEFAULT_PREFIX_V6, 1, 128,
+                          {.help = "IPv6 prefix length flows.max_per_source_prefix counts by",
+                           .doc = "1..128; IPv6 prefix length `flows.max_per_source_prefix` counts by (/56 "
+                                  "is a typical end-site delegation; /64 for one LAN)."}));
+  t.push_back(custom_key<C>(
+      "admin.listen", ConfigLayers::Kind::scalar,
+      {.help = "address:port of /metrics, /healthz, /readyz",
+       .doc = "`/metrics`, `/healthz`, `/readyz`.",
+       .default_text = "127.0.0.1:9478"},
+      [](const ConfigLayers& c, C& cfg) {
+        cfg.admin_listen =
+            check_socket_address(c.get_string("admin.listen", "127.0.0.1:9478"), c.where("admin.listen"));
+      },
+      [](const C& cfg) { return yaml_quote(cfg.admin_listen.to_string()); }));
+  for (auto& k : logging_keys<C>(&C::log_format, &C::log_level)) t.push_back(std::move(k));
+  t.push_back(http_max_connections_key<C>(
+      &C::http_max_connections,
+      "open connections the admin server (`admin.listen`) keeps, 1..1000000; the same key as the "
+      "transceiver's (declared once for every binary). At the cap a new connection closes the idlest idle "
+      "one. Takes effect on restart."));
+  t.push_back(string_list_key<C>(
+      "xdp.interfaces", &C::xdp_interfaces, {},
+      {.help = "NICs the XDP program attaches to: the VIP side and the transceiver side",
+       .doc = "NICs to attach the XDP program to: the one the VIPs arrive on and the one towards the "
+              "transceivers (the same NIC or two). Required for `mode: xdp`."}));
+  t.push_back(string_key<C>("xdp.pin_path", &C::xdp_pin_path, "/sys/fs/bpf/rtcedge",
+                            {.help = "bpffs directory for pinned maps and links",
+                             .doc = "bpffs directory: `maps/<name>` and `links/<ifname>` are pinned there."},
+                            [](const std::string& path, const std::string& where) {
+                              if (path.empty() || path.front() != '/')
+                                throw ConfigError(where + ": must be an absolute path on a bpf filesystem");
+                            }));
+  t.push_back(bool_key<C>("xdp.allow_generic", &C::xdp_allow_generic, false,
+                          {.help = "fall back to generic (skb) XDP when native attach fails",
+                           .doc = "accept generic (skb) XDP when native attach fails, with a warning."}));
+  t.push_back(string_key<C>(
+      "xdp.relay_address4", &C::xdp_relay_address4, "",
+      {.help = "this relay's IPv4 address towards transceivers (XDP source, return path)",
+       .doc = "this relay's IPv4 address towards transceivers: the source of what XDP forwards and the "
+              "destination of their replies. Without it, flows to IPv4 endpoints are passed to userspace.",
+       .reloadable = true},
+      [](const std::string& ip, const std::string& where) { check_concrete_ip(ip, where, AF_INET); }));
+  t.push_back(string_key<C>(
+      "xdp.relay_address6", &C::xdp_relay_address6, "",
+      {.help = "this relay's IPv6 address towards transceivers",
+       .doc = "the same for IPv6.",
+       .reloadable = true},
+      [](const std::string& ip, const std::string& where) { check_concrete_ip(ip, where, AF_INET6); }));
+  t.push_back(uint_key<C>("xdp.return_port", &C::xdp_return_port, 3479, 1, 65535,
+                          {.help = "UDP port XDP forwards from and takes replies on",
+                           .doc = "UDP port XDP forwards from and takes replies on. Must differ from the "
+                                  "userspace return ports (`return_listen`).",
+                           .reloadable = true}));
+  t.push_back(uint_key<C>("xdp.new_flow_budget", &C::xdp_new_flow_budget, 0, 0, 1u << 20,
+                          {.help = "new flows per CPU per millisecond XDP may create (0 = 64)",
+                           .doc = "new flows per CPU per millisecond the program may create (0 = 64); over "
+                                  "budget, first packets go to userspace.",
+                           .reloadable = true}));
+  t.push_back(bool_key<C>(
+      "join_existing", &C::join_existing, false,
+      {.help = "start even if another relay serves these VIPs (or XDP interfaces, pin path) "
+               "here, joining its SO_REUSEPORT group and taking a share of its flows "
+               "(false: refuse)",
+       .doc = "start even though another relay already serves one of the `listen` VIPs (or, outside `mode: "
+              "userspace`, one of the `xdp.interfaces` or the `xdp.pin_path`) in this network namespace. By "
+              "default that is refused (exit 1, naming the other relay's pid): a second instance joins the "
+              "SO_REUSEPORT group and takes a share of the live flows. With `true` both instances log the "
+              "join; see [operations.md](operations.md#one-relay-per-vip)."}));
+  return t;
+}
+
+}  // namespace
+
+const ConfigTable<RelayConfig>& relay_config_keys() {
+  static const ConfigTable<RelayConfig> table = build();
+  return table;
+}
+
+}  // namespace rtce

@@ -1,0 +1,688 @@
+#!/usr/bin/env python3
+"""chart_test.py — renders helm/rtcedge for every value set in tests/helm/values/ and checks
+what a cluster would only find out at run time (standard library only):
+
+- every object is valid against the Kubernetes OpenAPI schemas (tools/validate.mjs);
+- the relay is hostNetwork with ClusterFirstWithHostNet, the host's bpffs mounted outside
+  userspace mode, Bidirectional propagation only on a privileged container, and exactly
+  the capabilities the chart README's "Capabilities" table documents for the values;
+- every probe is an httpGet on a named container port whose number is the port the rendered
+  config serves, at a path the real binary answers 200 on (the binaries are started);
+- the transceivers' grace period exceeds their drain timeout; the PDB selects the
+  transceiver pods and nothing else; every Service selects pods of a workload;
+- every Secret and ConfigMap a pod references exists (or is the existingSecret named in the
+  values), with the key it names;
+- the rendered relay.yaml and transceiver.yaml, with the pod's environment, pass
+  `rtcedge-relay --check-config` and `rtcedge-transceiver --check-config`;
+- a config change changes the pod template's checksum (pods roll);
+- bad values (wrong types, unknown keys, a mode that does not exist, a grace period shorter
+  than the drain) fail with a message naming the value.
+
+With `helm` on PATH the chart is rendered by `helm template` (and `helm lint` runs);
+otherwise by tests/helm/render (Go text/template + sprig, built by the caller)."""
+
+import argparse
+import base64
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CHART = os.path.join(ROOT, "helm", "rtcedge")
+VALUES = os.path.join(HERE, "values")
+BASE = os.path.join(VALUES, "minimal.yaml")
+FAKE_HOST_IP = "198.18.0.10"
+FAKE_POD_IP = "198.18.0.11"
+
+failures = []
+passes = 0
+
+
+def check(cond, what):
+    global passes
+    if cond:
+        passes += 1
+    else:
+        failures.append(what)
+        print("FAIL " + what, flush=True)
+    return cond
+
+
+class Renderer:
+    def __init__(self, render_bin, work):
+        self.render_bin = render_bin
+        # helm is optional (Debian has no package; package_coverage_test.sh skips it): used
+        # whenever it is on PATH.
+        optional_helm = "helm"
+        self.helm = shutil.which(optional_helm)
+        self.work = work
+
+    def render(self, *values_files, extra=None):
+        """Returns (manifests, error text): manifests is [{source, object}] or None."""
+        files = list(values_files)
+        if extra is not None:
+            path = os.path.join(self.work, "extra-%d.yaml" % len(os.listdir(self.work)))
+            with open(path, "w") as f:
+                f.write(extra)
+            files.append(path)
+        if self.helm:
+            cmd = [self.helm, "template", "rtcedge", CHART, "--namespace", "rtcedge"]
+            for f in files:
+                cmd += ["-f", f]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                return None, r.stderr
+            out = os.path.join(self.work, "helm-out.yaml")
+            with open(out, "w") as f:
+                f.write(r.stdout)
+            r = subprocess.run([self.render_bin, "yaml2json", out], capture_output=True, text=True)
+        else:
+            cmd = [self.render_bin, "-chart", CHART, "-name", "rtcedge", "-namespace", "rtcedge"]
+            for f in files:
+                cmd += ["-f", f]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            return None, r.stderr
+        return json.loads(r.stdout), ""
+
+    def lint(self, *values_files):
+        if not self.helm:
+            return True, "helm not on PATH: lint skipped"
+        cmd = [self.helm, "lint", CHART]
+        for f in values_files:
+            cmd += ["-f", f]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        return r.returncode == 0, r.stdout + r.stderr
+
+
+def yaml_to_obj(render_bin, text, work):
+    path = os.path.join(work, "doc.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    r = subprocess.run([render_bin, "yaml2json", path], capture_output=True, text=True, check=True)
+    docs = json.loads(r.stdout)
+    return docs[0]["object"] if docs else {}
+
+
+def values_of(render_bin, files):
+    """The merged values (always through the Go renderer: helm has no such command)."""
+    cmd = [render_bin, "-chart", CHART, "-values"]
+    for f in files:
+        cmd += ["-f", f]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)
+
+
+def documented_capabilities():
+    """The README's Capabilities table: [(capability, condition)], condition one of
+    'always', 'xdp' (modes xdp and auto), or a value path that must be true."""
+    text = open(os.path.join(CHART, "README.md")).read()
+    section = text.split("## Capabilities", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        m = re.match(r"^\|\s*`([A-Z_]+)`\s*\|\s*([^|]+?)\s*\|", line)
+        if m:
+            cond = m.group(2).strip().strip("`")
+            rows.append((m.group(1), cond))
+    return rows
+
+
+def expected_capabilities(values):
+    relay = values["relay"]
+    caps = set()
+    for cap, cond in documented_capabilities():
+        if cond == "always":
+            caps.add(cap)
+        elif cond == "xdp, auto":
+            if relay["mode"] != "userspace":
+                caps.add(cap)
+        else:
+            node = values
+            for part in cond.split("."):
+                node = node.get(part, {}) if isinstance(node, dict) else {}
+            if node is True and relay["mode"] != "userspace":
+                caps.add(cap)
+    return caps
+
+
+def by_kind(manifests, kind):
+    return [m["object"] for m in manifests if m["object"]["kind"] == kind]
+
+
+def pod_specs(manifests):
+    """(workload object, pod template) for every workload."""
+    out = []
+    for m in manifests:
+        o = m["object"]
+        if o["kind"] in ("DaemonSet", "StatefulSet", "Deployment"):
+            out.append((o, o["spec"]["template"]))
+    return out
+
+
+def selects(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def free_port(kind=socket.SOCK_STREAM):
+    s = socket.socket(socket.AF_INET, kind)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def http_status(url):
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
+
+
+def wait_status(url, want, seconds):
+    deadline = time.monotonic() + seconds
+    got = None
+    while time.monotonic() < deadline:
+        got = http_status(url)
+        if got == want:
+            return got
+        time.sleep(0.05)
+    return got
+
+
+class LiveBinaries:
+    """The real relay (userspace, loopback, one static endpoint so that it is ready) and
+    transceiver (loopback, direct mode), to GET the paths the chart's probes name."""
+
+    def __init__(self, relay, transceiver, work):
+        self.procs = []
+        keys = os.path.join(work, "live-keys.yaml")
+        with open(keys, "w") as f:
+            f.write(subprocess.run([relay, "hint", "keygen", "--id", "1"], capture_output=True, text=True,
+                                   check=True).stdout)
+        os.chmod(keys, 0o600)
+        self.relay_admin = free_port()
+        self.tx_http = free_port()
+        self.procs.append(subprocess.Popen(
+            [relay, "--mode", "userspace", "--listen", "127.0.0.1:%d" % free_port(socket.SOCK_DGRAM),
+             "--return-listen", "[::1]:0", "--workers", "1", "--pin-cpus", "false", "--hint-key-file", keys,
+             "--endpoints", "1=127.0.0.1:40000", "--admin-listen", "127.0.0.1:%d" % self.relay_admin],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "relay.log"), "w")))
+        self.procs.append(subprocess.Popen(
+            [transceiver, "--http-listen", "127.0.0.1:%d" % self.tx_http, "--workers", "1", "--media-base-port",
+             "0"], stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "transceiver.log"), "w")))
+        self.urls = {"relay": "http://127.0.0.1:%d" % self.relay_admin,
+                     "transceiver": "http://127.0.0.1:%d" % self.tx_http}
+        for component, url in self.urls.items():
+            if wait_status(url + "/healthz", 200, 10) != 200:
+                self.stop()
+                raise RuntimeError("%s did not start; its log: %s" % (component, open(os.path.join(
+                    work, component + ".log")).read()))
+
+    def status(self, component, path):
+        return wait_status(self.urls[component] + path, 200, 5)
+
+    def stop(self):
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def resolve_env(container, secrets, existing, work):
+    """The container's environment as the kubelet would set it, with fake node and pod IPs;
+    secretKeyRefs read the rendered Secret (a stand-in value for a user's existing one)."""
+    env = {}
+    for e in container.get("env", []):
+        name = e["name"]
+        if "value" in e:
+            env[name] = re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m.group(1), m.group(0)),
+                               e["value"])
+        elif "fieldRef" in e["valueFrom"]:
+            path = e["valueFrom"]["fieldRef"]["fieldPath"]
+            env[name] = {"status.hostIP": FAKE_HOST_IP, "status.podIP": FAKE_POD_IP,
+                         "metadata.name": "rtcedge-transceiver-0"}.get(path, "unknown")
+        elif "secretKeyRef" in e["valueFrom"]:
+            ref = e["valueFrom"]["secretKeyRef"]
+            if ref["name"] in secrets:
+                env[name] = base64.b64decode(secrets[ref["name"]]["data"][ref["key"]]).decode()
+            elif ref["name"] in existing:
+                env[name] = "stand-in-key-for-an-existing-secret"
+    return env
+
+
+def check_value_set(name, manifests, values, tools, binaries, live, work, render_bin):
+    tag = "[%s] " % name
+    # 1. Kubernetes schemas.
+    path = os.path.join(work, name + ".json")
+    with open(path, "w") as f:
+        json.dump(manifests, f)
+    r = subprocess.run(["node", os.path.join(tools, "validate.mjs"), path], capture_output=True, text=True)
+    check(r.returncode == 0, tag + "kubernetes-models validation:\n" + r.stdout + r.stderr)
+
+    objs = [m["object"] for m in manifests]
+    secrets = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Secret"}
+    configmaps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
+    existing = {s for s in (values["hintKeys"]["existingSecret"], values["transceiver"]["apiKeys"]["existingSecret"])
+                if s}
+    configs = {}
+
+    # 2. References: every Secret and ConfigMap a pod names exists, with the key it names.
+    for workload, tmpl in pod_specs(manifests):
+        spec = tmpl["spec"]
+        wname = "%s/%s" % (workload["kind"], workload["metadata"]["name"])
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for v in volumes.values():
+            if "secret" in v:
+                sname = v["secret"]["secretName"]
+                check(sname in secrets or sname in existing, tag + "%s: volume %s names Secret %s, which is neither "
+                      "rendered nor an existingSecret of the values" % (wname, v["name"], sname))
+            if "configMap" in v:
+                check(v["configMap"]["name"] in configmaps,
+                      tag + "%s: volume %s names a ConfigMap that is not rendered" % (wname, v["name"]))
+        for c in spec.get("containers", []) + spec.get("initContainers", []):
+            for m in c.get("volumeMounts", []):
+                check(m["name"] in volumes, tag + "%s/%s mounts undeclared volume %s" % (wname, c["name"], m["name"]))
+                v = volumes.get(m["name"], {})
+                if "subPath" in m and "configMap" in v and v["configMap"]["name"] in configmaps:
+                    data = configmaps[v["configMap"]["name"]]["data"]
+                    if check(m["subPath"] in data, tag + "%s: subPath %s not in ConfigMap" % (wname, m["subPath"])):
+                        configs[(workload["metadata"]["name"], m["mountPath"])] = data[m["subPath"]]
+            for e in c.get("env", []):
+                ref = e.get("valueFrom", {}).get("secretKeyRef")
+                if ref and ref["name"] not in existing:
+                    check(ref["name"] in secrets and ref["key"] in secrets[ref["name"]].get("data", {}),
+                          tag + "%s: env %s names Secret %s key %s, not rendered" % (wname, e["name"], ref["name"],
+                                                                                    ref["key"]))
+
+    # 3. The relay.
+    relays = [o for o in by_kind(manifests, "DaemonSet") if o["metadata"]["name"].endswith("-relay")]
+    if check(len(relays) == 1, tag + "one relay DaemonSet"):
+        spec = relays[0]["spec"]["template"]["spec"]
+        check(spec.get("hostNetwork") is True, tag + "relay hostNetwork")
+        check(spec.get("dnsPolicy") == "ClusterFirstWithHostNet", tag + "relay dnsPolicy ClusterFirstWithHostNet")
+        relay = [c for c in spec["containers"] if c["name"] == "relay"][0]
+        caps = relay["securityContext"]["capabilities"]
+        check(caps.get("drop") == ["ALL"], tag + "relay drops ALL capabilities")
+        want = expected_capabilities(values)
+        check(set(caps.get("add", [])) == want and len(caps.get("add", [])) == len(want),
+              tag + "relay capabilities %s, README documents %s for these values" % (caps.get("add"), sorted(want)))
+        check(not relay["securityContext"].get("privileged"), tag + "the relay container is not privileged")
+        xdp = values["relay"]["mode"] != "userspace"
+        bpffs = [v for v in spec.get("volumes", []) if v.get("hostPath", {}).get("path") == "/sys/fs/bpf"]
+        mounts = [m for m in relay.get("volumeMounts", []) if m["mountPath"] == "/sys/fs/bpf"]
+        if xdp:
+            check(len(bpffs) == 1 and len(mounts) == 1, tag + "relay mounts the host's /sys/fs/bpf")
+            if values["relay"]["xdp"]["mountBpffs"]:
+                init = [c for c in spec.get("initContainers", []) if any(
+                    m["mountPath"] == "/sys/fs/bpf" and m.get("mountPropagation") == "Bidirectional"
+                    for m in c.get("volumeMounts", []))]
+                check(len(init) == 1, tag + "an init container mounts bpffs with Bidirectional propagation")
+        else:
+            check(not bpffs and not mounts, tag + "userspace relay has no bpffs")
+        # The API server refuses Bidirectional on an unprivileged container.
+        for c in spec["containers"] + spec.get("initContainers", []):
+            for m in c.get("volumeMounts", []):
+                if m.get("mountPropagation") == "Bidirectional":
+                    check(c.get("securityContext", {}).get("privileged") is True,
+                          tag + "%s: Bidirectional propagation needs a privileged container" % c["name"])
+        check_relay_scripts(tag, spec, work)
+        check(relays[0]["spec"]["updateStrategy"].get("rollingUpdate", {}).get("maxSurge") in (None, 0),
+              tag + "relay updateStrategy has no surge (two relays cannot serve one node's VIP)")
+
+    # 4. The transceivers.
+    stss = by_kind(manifests, "StatefulSet")
+    if check(len(stss) == 1, tag + "one transceiver StatefulSet"):
+        sts = stss[0]
+        tspec = sts["spec"]["template"]["spec"]
+        tx = tspec["containers"][0]
+        check(tspec["securityContext"].get("runAsNonRoot") is True and tspec["securityContext"].get("runAsUser", 0) != 0,
+              tag + "transceiver runs as non-root")
+        check(tx["securityContext"]["capabilities"].get("drop") == ["ALL"] and
+              not tx["securityContext"]["capabilities"].get("add"), tag + "transceiver has no capabilities")
+        check(tspec.get("hostNetwork", False) == (values["transceiver"]["network"] == "hostNetwork"),
+              tag + "transceiver hostNetwork follows transceiver.network")
+        headless = [s for s in by_kind(manifests, "Service") if s["metadata"]["name"] == sts["spec"]["serviceName"]]
+        check(len(headless) == 1 and headless[0]["spec"].get("clusterIP") == "None",
+              tag + "the StatefulSet's serviceName is a rendered headless Service")
+        pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+        pdbs = by_kind(manifests, "PodDisruptionBudget")
+        if check(len(pdbs) == 1, tag + "a PodDisruptionBudget"):
+            sel = pdbs[0]["spec"]["selector"]["matchLabels"]
+            check(selects(sel, pod_labels), tag + "the PDB selects the transceiver pods")
+            for w, t in pod_specs(manifests):
+                if w is not sts:
+                    check(not selects(sel, t["metadata"]["labels"]), tag + "the PDB selects %s too" % w["kind"])
+        txcfg_text = configs.get((sts["metadata"]["name"], "/etc/rtcedge/transceiver.yaml"))
+        if check(txcfg_text is not None, tag + "transceiver.yaml mounted at /etc/rtcedge/transceiver.yaml"):
+            txcfg = yaml_to_obj(render_bin, txcfg_text, work)
+            drain = txcfg["sessions"]["drain_timeout"]
+            m = re.match(r"^(\d+)s$", drain)
+            if check(m is not None, tag + "drain_timeout %r in seconds" % drain):
+                check(tspec["terminationGracePeriodSeconds"] > int(m.group(1)),
+                      tag + "grace period %d exceeds the drain timeout %s" % (tspec["terminationGracePeriodSeconds"],
+                                                                            drain))
+            http_port = int(txcfg["http"]["listen"].rsplit(":", 1)[1])
+            check_probes(tag, "transceiver", tx, http_port, live)
+        if values["transceiver"]["preStop"]:
+            hook = tx.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+            check("kill -TERM 1" in " ".join(hook), tag + "preStop sends the drain signal")
+
+    # 5. Services select pods of some workload; the VIP is UDP with Local traffic policy.
+    for svc in by_kind(manifests, "Service"):
+        sel = svc["spec"].get("selector", {})
+        check(any(selects(sel, t["metadata"]["labels"]) for _, t in pod_specs(manifests)),
+              tag + "Service %s selects no pods" % svc["metadata"]["name"])
+        if svc["metadata"]["name"].endswith("-vip"):
+            check(all(p["protocol"] == "UDP" for p in svc["spec"]["ports"]), tag + "VIP Service is UDP")
+            if svc["spec"]["type"] != "ClusterIP":
+                check(svc["spec"].get("externalTrafficPolicy") == "Local", tag + "VIP externalTrafficPolicy Local")
+
+    # 6. The rendered configs pass --check-config with the pods' environment.
+    for workload, tmpl in pod_specs(manifests):
+        if workload["kind"] == "Deployment":
+            continue
+        c = tmpl["spec"]["containers"][0]
+        comp = "relay" if workload["kind"] == "DaemonSet" else "transceiver"
+        text = configs.get((workload["metadata"]["name"], "/etc/rtcedge/%s.yaml" % comp))
+        if not check(text is not None, tag + "%s config mounted" % comp):
+            continue
+        if comp == "relay":
+            admin_port = int(yaml_to_obj(render_bin, text, work)["admin"]["listen"].rsplit(":", 1)[1])
+            check_probes(tag, "relay", c, admin_port, live)
+        cfg_path = os.path.join(work, "%s-%s.yaml" % (name, comp))
+        with open(cfg_path, "w") as f:
+            f.write(text)
+        keys_path = os.path.join(work, "%s-keys.yaml" % name)
+        hint_secret = secrets.get("rtcedge-hint-keys")
+        with open(keys_path, "w") as f:
+            f.write(base64.b64decode(hint_secret["data"]["hint-keys.yaml"]).decode() if hint_secret else
+                    "keys:\n  - {id: 1, secret: 000102030405060708090a0b0c0d0e0f}\n")
+        os.chmod(keys_path, 0o600)
+        env = dict(os.environ)
+        env.update(resolve_env(c, secrets, existing, work))
+        prefix = "RTCEDGE_RELAY_" if comp == "relay" else "RTCEDGE_TRANSCEIVER_"
+        env[prefix + "HINT_KEY_FILE"] = keys_path  # the Secret's mount point, here
+        if comp == "relay" and c["command"][0] == "/bin/sh":
+            env["RTCEDGE_RELAY_XDP_INTERFACES"] = "lo"  # what the wrapper finds from the node IP
+        r = subprocess.run([binaries[comp], "--check-config", "--config", cfg_path], capture_output=True, text=True,
+                           env=env, timeout=20)
+        check(r.returncode == 0 and r.stdout.strip(),
+              tag + "rtcedge-%s --check-config on the rendered config: exit %d\n%s%s" % (comp, r.returncode,
+                                                                                         r.stdout, r.stderr))
+        # The environment layer reached the resolved config: the pod's own facts.
+        if comp == "relay" and values["relay"]["mode"] != "userspace" and values["relay"]["xdp"]["relayAddressFromNodeIP"]:
+            check('relay_address4: "%s"' % FAKE_HOST_IP in r.stdout, tag + "xdp.relay_address4 is the node's IP")
+        if comp == "transceiver":
+            check('listen: "%s"' % FAKE_POD_IP in r.stdout, tag + "media.listen is the pod's IP")
+            if values["redis"]["url"] or values["redis"]["inChart"]["enabled"]:
+                check('pod_identity: "rtcedge-transceiver-0"' in r.stdout, tag + "registry.pod_identity is the pod name")
+            if include_keys(values):
+                check('api_keys: ["<redacted>"]' in r.stdout, tag + "http.api_keys come from the Secret")
+
+
+def check_relay_scripts(tag, spec, work):
+    """Runs the relay pod's shell snippets here, with stubs for what they start: the wrapper
+    must hand the relay the interface that holds the node's IP (127.0.0.1 -> lo), and the
+    init container must not mount bpffs where it is mounted already."""
+    stubs = os.path.join(work, "stubs")
+    os.makedirs(stubs, exist_ok=True)
+    calls = os.path.join(work, "stub-calls")
+    for name in ("rtcedge-relay", "mount"):
+        with open(os.path.join(stubs, name), "w") as f:
+            f.write('#!/bin/sh\necho "%s interfaces=$RTCEDGE_RELAY_XDP_INTERFACES args=$*" >> %s\n' % (name, calls))
+        os.chmod(os.path.join(stubs, name), 0o755)
+    env = dict(os.environ, HOST_IP="127.0.0.1", PATH=stubs + ":" + os.environ["PATH"])
+    for c in spec["containers"] + spec.get("initContainers", []):
+        if c.get("command", [""])[0] != "/bin/sh":
+            continue
+        script = " ".join(c["args"]).replace("/usr/local/bin/rtcedge-relay", os.path.join(stubs, "rtcedge-relay"))
+        if os.path.exists(calls):
+            os.remove(calls)
+        r = subprocess.run(["/bin/sh", "-ec", script], env=env, capture_output=True, text=True, timeout=10)
+        out = open(calls).read() if os.path.exists(calls) else ""
+        if c["name"] == "relay":
+            check(r.returncode == 0 and "rtcedge-relay interfaces=lo args=--config /etc/rtcedge/relay.yaml" in out,
+                  tag + "the relay wrapper finds the node IP's interface: exit %d %r %s" % (r.returncode, out,
+                                                                                         r.stderr))
+        elif c["name"] == "mount-bpffs" and " /sys/fs/bpf bpf " in open("/proc/mounts").read():
+            check(r.returncode == 0 and "mount" not in out,
+                  tag + "the init container leaves a mounted bpffs alone: exit %d %r %s" % (r.returncode, out,
+                                                                                         r.stderr))
+
+
+def include_keys(values):
+    k = values["transceiver"]["apiKeys"]
+    return bool(k["keys"] or k["existingSecret"])
+
+
+def check_probes(tag, component, container, served_port, live):
+    ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+    for kind in ("readinessProbe", "livenessProbe"):
+        probe = container.get(kind)
+        if not check(probe and "httpGet" in probe, tag + "%s has an httpGet %s" % (component, kind)):
+            continue
+        get = probe["httpGet"]
+        port = ports.get(get["port"], get["port"])
+        check(port == served_port, tag + "%s %s port %s is the served port %d" % (component, kind, get["port"],
+                                                                                  served_port))
+        status = live.status(component, get["path"])
+        check(status == 200, tag + "%s %s path %s: the real binary answers %s" % (component, kind, get["path"], status))
+
+
+def check_checksums(renderer, tag):
+    a, _ = renderer.render(BASE)
+    b, _ = renderer.render(BASE, extra="relay:\n  flows:\n    capacity: 1000\ntransceiver:\n  workers: 3\n")
+
+    def sums(ms):
+        return {w["metadata"]["name"]: t["metadata"].get("annotations", {}).get("checksum/config")
+                for w, t in pod_specs(ms)}
+    sa, sb = sums(a), sums(b)
+    for wname in ("rtcedge-relay", "rtcedge-transceiver"):
+        check(sa.get(wname) and sa.get(wname) != sb.get(wname), tag + "%s checksum/config changes with its config"
+              % wname)
+
+
+def check_prestop_drains(renderer, transceiver, work):
+    """The transceiver's preStop hook, run as the kubelet would (in the container's PID
+    namespace, where the transceiver is PID 1): it must start the drain with one SIGTERM and
+    return only once the process has exited, so that the kubelet's own SIGTERM (sent after
+    the hook) is never a second signal."""
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("nsenter"):
+        print("note: preStop check needs root, unshare and nsenter; skipped")
+        return
+    ms, _ = renderer.render(BASE)
+    hook = by_kind(ms, "StatefulSet")[0]["spec"]["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]
+    log_path = os.path.join(work, "prestop-transceiver.log")
+    log = open(log_path, "w")
+    port = free_port()
+    # One session that never connects keeps the drain busy for its connect timeout (2 s).
+    ns = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", transceiver, "--http-listen",
+                           "127.0.0.1:%d" % port, "--workers", "1", "--media-base-port", "0",
+                           "--sessions-connect-timeout", "2s", "--sessions-drain-timeout", "20s"],
+                          stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def child():
+            try:
+                return open("/proc/%d/task/%d/children" % (ns.pid, ns.pid)).read().split()[0]
+            except (OSError, IndexError):
+                return None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (child() and "signaling on" in open(log_path).read()):
+            time.sleep(0.05)
+        pid1 = child()
+        if not check(pid1 is not None, "[preStop] the transceiver started as PID 1 of its namespace"):
+            return
+        offer = open(os.path.join(ROOT, "tests", "transceiver", "sdp", "fixtures", "chrome_audio_offer.sdp"), "rb").read()
+        req = urllib.request.Request("http://127.0.0.1:%d/v1/sessions" % port, data=offer, method="POST",
+                                     headers={"Content-Type": "application/sdp"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            check(resp.status == 201, "[preStop] a session to drain")
+        started = time.monotonic()
+        r = subprocess.run(["nsenter", "-t", pid1, "-p", "-m", "--"] + hook["exec"]["command"], capture_output=True,
+                           text=True, timeout=30)
+        took = time.monotonic() - started
+        # The kubelet's own SIGTERM follows the hook: it must find nothing left to signal.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid1), signal.SIGTERM)
+        code = ns.wait(timeout=30)
+        text = open(log_path).read()
+        # The hook cannot return by itself: when PID 1 exits the kernel kills what is left in
+        # the namespace, the hook included (-9 here; the kubelet sees exit 137).
+        check(r.returncode in (0, -9, 137) and code == 0 and "signal 15: draining" in text and
+              "second signal" not in text,
+              "[preStop] the hook drains with one signal and returns after the exit (hook exit %d in %.1fs, "
+              "transceiver exit %s):\n%s" % (r.returncode, took, code, text))
+    finally:
+        if ns.poll() is None:
+            ns.kill()
+            ns.wait()
+
+
+def check_validator_catches_typos(renderer, tools, work):
+    """validate.mjs refuses what the API server would: a wrong type, and an unknown field
+    (a misspelt probe would otherwise pass every schema and leave the pod unprobed)."""
+    ms, _ = renderer.render(BASE)
+    for o in by_kind(ms, "StatefulSet"):
+        c = o["spec"]["template"]["spec"]["containers"][0]
+        c["readinesProbe"] = c.pop("readinessProbe")
+        o["spec"]["replicas"] = "two"
+    path = os.path.join(work, "typos.json")
+    with open(path, "w") as f:
+        json.dump(ms, f)
+    r = subprocess.run(["node", os.path.join(tools, "validate.mjs"), path], capture_output=True, text=True)
+    check(r.returncode == 1 and "containers/0/readinesProbe" in r.stdout and "/spec/replicas must be integer"
+          in r.stdout, "[validator] refuses an unknown field and a wrong type:\n" + r.stdout + r.stderr)
+
+
+def check_readme_values(render_bin):
+    """The chart README lists every value with its default: `| \`key\` | \`<JSON>\` |`."""
+    readme = open(os.path.join(CHART, "README.md")).read()
+    defaults = values_of(render_bin, [])
+    leaves = []
+
+    def walk(prefix, v):
+        if isinstance(v, dict) and v:
+            for k in v:
+                walk(prefix + [k], v[k])
+        else:
+            leaves.append((".".join(prefix), v))
+    walk([], defaults)
+    for key, v in leaves:
+        row = "| `%s` | `%s` |" % (key, json.dumps(v, separators=(", ", ": ")))
+        check(row in readme, "[README] helm/rtcedge/README.md lacks the row %s" % row)
+    listed = set(re.findall(r"^\| `([a-zA-Z0-9_.]+)` \| `", readme, re.M))
+    for key in listed - {k for k, _ in leaves}:
+        if "." in key:
+            check(False, "[README] lists %s, which values.yaml does not have" % key)
+
+
+def check_extra_config_is_checked(renderer, args, work):
+    """extraConfig is free-form in the schema: --check-config is what catches a typo there."""
+    for comp, extra, key in (("relay", "relay:\n  extraConfig: {flows: {capcity: 5}}\n", "flows.capcity"),
+                             ("transceiver", "transceiver:\n  extraConfig: {sessions: {max_per_workr: 5}}\n",
+                              "sessions.max_per_workr")):
+        ms, err = renderer.render(BASE, extra=extra)
+        if not check(ms is not None, "[extraConfig %s] renders: %s" % (comp, err)):
+            continue
+        cm = [o for o in by_kind(ms, "ConfigMap") if o["metadata"]["name"] == "rtcedge-" + comp][0]
+        path = os.path.join(work, "typo-%s.yaml" % comp)
+        with open(path, "w") as f:
+            f.write(list(cm["data"].values())[0])
+        r = subprocess.run([getattr(args, comp), "--check-config", "--config", path], capture_output=True, text=True,
+                           timeout=20)
+        check(r.returncode == 2 and key in r.stderr,
+              "[extraConfig %s] a typo is refused by --check-config (exit 2 naming %s): exit %d %s" % (
+                  comp, key, r.returncode, r.stderr.strip()))
+
+
+BAD_VALUES = [
+    # (name, extra values, patterns the error must contain). Paths match both schema
+    # validators' wording (Helm before 3.18: relay.workers; after: /relay/workers).
+    ("wrong type", "relay:\n  workers: two\n", [r"relay[./]workers", r"integer"]),
+    ("unknown key", "relay:\n  flows:\n    capcity: 10\n", [r"relay[./]flows", r"capcity"]),
+    ("unknown top-level key", "relais:\n  mode: xdp\n", [r"relais"]),
+    ("mode that does not exist", "relay:\n  mode: turbo\n", [r"relay[./]mode", r"auto.*xdp.*userspace"]),
+    ("network that does not exist", "transceiver:\n  network: overlay\n", [r"transceiver[./]network"]),
+    ("grace period shorter than the drain",
+     "transceiver:\n  sessions:\n    drainTimeoutSeconds: 600\n  terminationGracePeriodSeconds: 60\n",
+     [r"terminationGracePeriodSeconds must exceed"]),
+    ("xdp on a wildcard VIP only", "relay:\n  mode: xdp\n", [r"relay\.listen"]),
+    ("a hint key id out of range", "hintKeys:\n  keys: [{id: 16, secret: 000102030405060708090a0b0c0d0e0f}]\n",
+     [r"hintKeys[./]keys[./]0[./]id"]),
+    ("a VIP port no relay listens on", "vip:\n  service:\n    port: 3479\n", [r"vip\.service\.port"]),
+    ("a hint key that is not 16 bytes of hex", "hintKeys:\n  keys: [{id: 1, secret: short}]\n",
+     [r"hintKeys[./]keys[./]0[./]secret"]),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--render", required=True, help="tests/helm/render binary")
+    ap.add_argument("--relay", required=True)
+    ap.add_argument("--transceiver", required=True)
+    ap.add_argument("--tools", default=os.path.join(HERE, "tools"))
+    args = ap.parse_args()
+    if not os.path.isdir(os.path.join(args.tools, "node_modules", "kubernetes-models")):
+        print("FAIL %s/node_modules is missing: run scripts/install-deps.sh" % args.tools)
+        return 1
+    work = tempfile.mkdtemp(prefix="rtce-helm-")
+    renderer = Renderer(args.render, work)
+    print("renderer: %s" % ("helm template (%s)" % renderer.helm if renderer.helm else args.render))
+    live = LiveBinaries(args.relay, args.transceiver, work)
+    try:
+        # The bare defaults name what every install must set.
+        ms, err = renderer.render()
+        check(ms is None and "hintKeys" in err, "bare defaults fail naming hintKeys: %s" % err.strip())
+
+        sets = sorted(f for f in os.listdir(VALUES) if f.endswith(".yaml"))
+        for f in sets:
+            files = [BASE] if f == "minimal.yaml" else [BASE, os.path.join(VALUES, f)]
+            name = f[:-5]
+            ms, err = renderer.render(*files)
+            if not check(ms is not None, "[%s] renders: %s" % (name, err.strip())):
+                continue
+            ok, text = renderer.lint(*files)
+            check(ok, "[%s] helm lint:\n%s" % (name, text))
+            before = len(failures)
+            check_value_set(name, ms, values_of(args.render, files), args.tools,
+                            {"relay": args.relay, "transceiver": args.transceiver}, live, work, args.render)
+            print("%s %s: %d objects" % ("ok  " if len(failures) == before else "FAIL", name, len(ms)), flush=True)
+        check_validator_catches_typos(renderer, args.tools, work)
+        check_prestop_drains(renderer, args.transceiver, work)
+        check_readme_values(args.render)
+        check_checksums(renderer, "[checksums] ")
+        check_extra_config_is_checked(renderer, args, work)
+        for bad_name, extra, patterns in BAD_VALUES:
+            ms, err = renderer.render(BASE, extra=extra)
+            check(ms is None, "[bad values: %s] must fail to render" % bad_name)
+            for p in patterns:
+                check(re.search(p, err) is not None,
+                      "[bad values: %s] error names /%s/:\n%s" % (bad_name, p, err.strip()))
+            if ms is None:
+                print("ok   bad values (%s): %s" % (bad_name, err.strip().splitlines()[-1]))
+    finally:
+        live.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print("%d checks passed, %d failed" % (passes, len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

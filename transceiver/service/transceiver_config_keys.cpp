@@ -1,0 +1,345 @@
+// transceiver_config_keys.cpp — the table of rtcedge-transceiver's configuration keys: each
+// key's name, default, range, help and reference text, written once. The flags, env vars,
+// YAML keys, validation, --check-config output and the key table of docs/configuration.md
+// all come from here (config_keys.h).
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "error.h"
+#include "transceiver_config.h"
+
+namespace rtce {
+namespace {
+
+using namespace keys;
+using C = TransceiverConfig;
+constexpr Nanos ms = 1'000'000, s = 1'000'000'000;
+
+std::string hostname() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+template <class T>
+std::string string_list(const std::vector<T>& list) {
+  std::vector<std::string> items;
+  for (const auto& item : list) items.push_back(item.to_string());
+  return yaml_string_list(items);
+}
+
+ConfigTable<C> build() {
+  ConfigTable<C> t;
+  t.push_back(custom_key<C>(
+      "http.listen", ConfigLayers::Kind::scalar,
+      {.help = "signaling API, demo page and metrics",
+       .doc = "signaling API, demo page (`/`), `/metrics`, `/healthz`, `/readyz`. A non-loopback address "
+              "requires `http.api_keys` or `http.allow_public_without_keys`.",
+       .default_text = "127.0.0.1:8080"},
+      [](const ConfigLayers& c, C& cfg) {
+        cfg.http_listen =
+            check_socket_address(c.get_string("http.listen", "127.0.0.1:8080"), c.where("http.listen"));
+      },
+      [](const C& cfg) { return yaml_quote(cfg.http_listen.to_string()); }));
+  t.push_back(
+      string_list_key<C>("http.api_keys", &C::api_keys, {},
+                         {.help = "bearer API keys accepted by /v1/sessions (none = open, warned)",
+                          .doc = "bearer keys for `/v1/sessions` (`Authorization: Bearer <key>`), each ≥ 16 "
+                                 "characters. Empty: no authentication (a warning at start).",
+                          .secret = true},
+                         [](const std::string& key, const std::string& where) {
+                           if (key.size() < 16)
+                             throw ConfigError(where + ": an API key must be at least 16 characters");
+                         }));
+  t.push_back(bool_key<C>("http.allow_public_without_keys", &C::allow_public_without_keys, false,
+                          {.help = "allow a non-loopback http.listen without API keys",
+                           .doc = "allow a non-loopback `http.listen` without keys."}));
+  t.push_back(string_list_key<C>(
+      "http.cors_origins", &C::cors_origins, {"*"},
+      {.help = "origins allowed by CORS", .doc = "origins that get CORS headers; `*` = any."}));
+  t.push_back(uint_key<C>("http.max_body_bytes", &C::max_body_bytes, 64 * 1024, 1024, 1 << 20,
+                          {.help = "largest SDP offer accepted, the one size limit of an offer",
+                           .doc = "largest request body (SDP offer); larger → 413. 1024..1048576. The one "
+                                  "size limit of an offer: the SDP parser takes whatever this lets through "
+                                  "(its line-count and line-length caps still apply)."}));
+  t.push_back(http_max_connections_key<C>(
+      &C::http_max_connections,
+      "open HTTP connections, 1..1000000 (the relay's admin server has the same key). At the cap a new "
+      "connection closes the idlest idle one, so `/healthz` always gets through."));
+  {
+    auto workers = uint_key<C>(
+        "workers", &C::workers, 0, 0, 64,
+        {.help = "media worker threads, one endpoint each (0 = one per CPU)",
+         .doc = "media worker threads, one socket and one endpoint id each; 0 = one per CPU. 0..64."});
+    workers.read = [](const ConfigLayers& c, C& cfg) {
+      cfg.workers = static_cast<uint32_t>(c.get_uint("workers", 0, 0, 64));
+      if (cfg.workers == 0) cfg.workers = std::max(1u, std::thread::hardware_concurrency());
+    };
+    t.push_back(std::move(workers));
+  }
+  t.push_back(bool_key<C>(
+      "pin_cpus", &C::pin_cpus, false,
+      {.help = "pin worker i to CPU i", .doc = "pin worker *i* to CPU *i* (modulo the CPU count)."}));
+  t.push_back(custom_key<C>(
+      "media.listen", ConfigLayers::Kind::scalar,
+      {.help = "IP the worker sockets bind",
+       .doc = "IP (no port) the worker sockets bind; `::` is dual-stack.",
+       .default_text = "127.0.0.1"},
+      [](const ConfigLayers& c, C& cfg) {
+        const auto ip = c.get_string("media.listen", "127.0.0.1");
+        auto media = SocketAddress::parse(ip.find(':') != std::string::npos ? "[" + ip + "]:0" : ip + ":0");
+        if (!media) throw ConfigError(c.where("media.listen") + ": '" + ip + "' is not an IP address");
+        cfg.media_listen = *media;
+      },
+      [](const C& cfg) { return yaml_quote(cfg.media_listen.ip_string()); }));
+  {
+    auto base_port = uint_key<C>(
+        "media.base_port", &C::media_base_port, 40000, 0, 65535,
+        {.help = "worker i binds base_port+i; 0 = ephemeral",
+         .doc = "worker *i* binds `base_port + i`; 0 = an ephemeral port per worker (direct mode only: "
+                "relays need fixed endpoint addresses). `base_port + workers - 1` ≤ 65535."});
+    base_port.read = [read = base_port.read](const ConfigLayers& c, C& cfg) {
+      read(c, cfg);
+      if (cfg.media_base_port != 0 && cfg.media_base_port + cfg.workers - 1 > 65535)
+        throw ConfigError(c.where("media.base_port") + ": base_port + workers exceeds 65535");
+    };
+    t.push_back(std::move(base_port));
+  }
+  {
+    auto advertise = string_key<C>(
+        "media.advertise_address", &C::advertise_address, "",
+        {.help = "IP put in the direct-mode candidate (default: media.listen when concrete)",
+         .doc = "IP put in the direct-mode candidate (e.g. the public address in front of a 1:1 NAT). "
+                "Required when `media.listen` is a wildcard and `relay.vips` is unset.",
+         .default_text = "`media.listen`"});
+    advertise.read = [](const ConfigLayers& c, C& cfg) {
+      cfg.advertise_address = c.get_string("media.advertise_address", "");
+      if (!cfg.advertise_address.empty()) return;
+      if (cfg.media_listen.is_unspecified() && !c.has("relay.vips"))
+        throw ConfigError(c.where("media.advertise_address") +
+                          ": required when media.listen is a wildcard address (clients need a concrete IP)");
+      cfg.advertise_address = cfg.media_listen.ip_string();
+    };
+    t.push_back(std::move(advertise));
+  }
+  {
+    auto direct = bool_key<C>(
+        "direct.enabled", &C::direct_enabled, true,
+        {.help = "accept unframed datagrams straight from clients (default: true without relay.vips)",
+         .doc = "accept unframed datagrams straight from clients; when off they are dropped "
+                "(`direct_disabled`).",
+         .default_text = "`true` without `relay.vips`, else `false`"});
+    // Its default follows relay.vips, which parses to one VIP per item (or fails).
+    direct.read = [](const ConfigLayers& c, C& cfg) {
+      cfg.direct_enabled = c.get_bool("direct.enabled", c.get_list("relay.vips", {}).empty());
+    };
+    t.push_back(std::move(direct));
+  }
+  t.push_back(custom_key<C>(
+      "relay.vips", ConfigLayers::Kind::list,
+      {.help = "relay VIPs (address:port) offered as candidates; set = relay mode",
+       .doc = "relay VIPs (`ip:port`, concrete address and port) offered as candidates, in this order. Set = "
+              "relay mode.",
+       .default_text = "[]"},
+      [](const ConfigLayers& c, C& cfg) {
+        cfg.relay_vips.clear();
+        for (const auto& text : c.get_list("relay.vips", {}))
+          cfg.relay_vips.push_back(check_socket_address(text, c.where("relay.vips"), {.concrete = true}));
+      },
+      [](const C& cfg) { return string_list(cfg.relay_vips); }));
+  t.push_back(custom_key<C>(
+      "relay.sources", ConfigLayers::Kind::list,
+      {.help = "address ranges framed datagrams are accepted from",
+       .doc = "address ranges (`10.0.2.0/24`, `fd00::/8`, or one address) framed datagrams are accepted "
+              "from: the relays' addresses towards this transceiver. Framed datagrams from elsewhere are "
+              "dropped (`untrusted_relay`).",
+       .default_text = "[\"127.0.0.0/8\", \"::1/128\"]"},
+      [](const ConfigLayers& c, C& cfg) {
+        cfg.relay_sources.clear();
+        for (const auto& text : c.get_list("relay.sources", {"127.0.0.0/8", "::1/128"}))
+          cfg.relay_sources.push_back(IpPrefix::parse_or_throw(text, c.where("relay.sources")));
+      },
+      [](const C& cfg) { return string_list(cfg.relay_sources); }));
+  {
+    auto key_file = string_key<C>(
+        "hint.key_file", &C::hint_key_file, "",
+        {.help = "routing-hint key file shared with the relays (required with relays)",
+         .doc =
+             "the routing-hint key file shared with the relays "
+             "([wire-format.md](wire-format.md#key-file-and-rotation)). Required with `relay.vips`; without "
+             "it a random key is generated at each start (direct mode needs no relay to verify hints)."});
+    key_file.read = [read = key_file.read](const ConfigLayers& c, C& cfg) {
+      read(c, cfg);
+      if (cfg.relay_mode() && cfg.hint_key_file.empty())
+        throw ConfigError(
+            c.where("hint.key_file") +
+            ": required with relay.vips (the relays must verify the hints this transceiver mints)");
+    };
+    t.push_back(std::move(key_file));
+  }
+  t.push_back(
+      uint_key<C>("hint.cluster_id", &C::cluster_id, 0, 0, 255,
+                  {.help = "cluster id in the hints",
+                   .doc = "cluster id written into hints; must equal the relays' `cluster_id`. 0..255."}));
+  {
+    auto base_id = uint_key<C>(
+        "hint.endpoint_base_id", &C::endpoint_base_id, 1, 0, 65535,
+        {.help = "endpoint id of worker 0; worker i is base+i",
+         .doc = "endpoint id of worker 0; worker *i* is base + *i*. `base + workers - 1` ≤ 65535."});
+    base_id.read = [read = base_id.read](const ConfigLayers& c, C& cfg) {
+      read(c, cfg);
+      if (cfg.endpoint_base_id + cfg.workers - 1 > 65535)
+        throw ConfigError(c.where("hint.endpoint_base_id") + ": base + workers exceeds 65535");
+    };
+    t.push_back(std::move(base_id));
+  }
+  t.push_back(uint_key<C>("sessions.max_per_worker", &C::max_sessions_per_worker, 1000, 1, 100000,
+                          {.help = "live sessions per worker",
+                           .doc = "live sessions per worker (placed, connecting or connected); a full "
+                                  "transceiver answers 503. 1..100000."}));
+  t.push_back(
+      uint_key<C>("sessions.setup_rate", &C::setup_rate, 100, 1, 1000000,
+                  {.help = "new sessions per second, token bucket",
+                   .doc = "new sessions per second (token bucket, integer); over it → 429. 1..1000000."}));
+  t.push_back(
+      uint_key<C>("sessions.setup_burst", &C::setup_burst, 100, 1, 1000000,
+                  {.help = "token bucket depth", .doc = "token bucket depth (starts full). 1..1000000."}));
+  t.push_back(duration_key<C>("sessions.connect_timeout", &C::connect_timeout, 10 * s, 100 * ms, 300 * s,
+                              {.help = "ICE and DTLS must complete within",
+                               .doc = "ICE and DTLS must complete within this time of the offer, or the "
+                                      "session ends (`connect_timeout`). 100ms..300s."}));
+  t.push_back(
+      duration_key<C>("sessions.consent_timeout", &C::consent_timeout, 30 * s, 1 * s, 3600 * s,
+                      {.help = "no authenticated packet (valid STUN check, SRTP/SRTCP that verifies) for "
+                               "this long ends a session",
+                       .doc = "no authenticated packet of the session (a valid STUN check, or SRTP/SRTCP "
+                              "that verifies) for this long ends it (`consent_expired`, RFC 7675). Clients "
+                              "that send no checks while media flows stay up. 1s..3600s."}));
+  t.push_back(uint_key<C>(
+      "sessions.stun_error_replies_per_second", &C::stun_error_replies_per_second, 5, 0, 1000,
+      {.help = "STUN error replies (400/401) per session per second; 0 = silent",
+       .doc = "error replies (400/401) to checks that fail authentication, per session per second (a burst "
+              "of as many); the rest are counted and left unanswered. 0 = never answer them. 0..1000."}));
+  t.push_back(duration_key<C>("sessions.drain_timeout", &C::drain_timeout, 30 * s, 0, 86400 * s,
+                              {.help = "on SIGTERM, live sessions may continue this long",
+                               .doc = "on SIGTERM/SIGINT, live sessions may continue this long "
+                                      "([operations.md](operations.md#draining)). 0..86400s."}));
+  t.push_back(string_key<C>(
+      "dtls.certificate", &C::dtls_certificate, "",
+      {.help = "PEM certificate (ECDSA P-256); default: generated at start",
+       .doc = "PEM certificate file (ECDSA P-256). Unset: a self-signed one is generated at each start (the "
+              "fingerprint is logged). Set together with `dtls.private_key`."}));
+  t.push_back(string_key<C>("dtls.private_key", &C::dtls_private_key, "",
+                            {.help = "PEM private key for dtls.certificate",
+                             .doc = "PEM private key file for `dtls.certificate`."}));
+  {
+    auto rate = uint_key<C>("audio.sample_rate", &C::sample_rate, 16000, 8000, 48000,
+                            {.help = "PCM rate to and from the backend: 16000 | 24000 | 48000",
+                             .doc = "PCM rate to and from the backend: `16000`, `24000` or `48000`."});
+    rate.read = [read = rate.read](const ConfigLayers& c, C& cfg) {
+      read(c, cfg);
+      if (cfg.sample_rate != 16000 && cfg.sample_rate != 24000 && cfg.sample_rate != 48000)
+        throw ConfigError(c.where("audio.sample_rate") + ": must be 16000, 24000 or 48000");
+    };
+    t.push_back(std::move(rate));
+  }
+  t.push_back(uint_key<C>("audio.opus_complexity", &C::opus_complexity, 5, 0, 10,
+                          {.help = "Opus encoder complexity", .doc = "Opus encoder complexity, 0..10."}));
+  t.push_back(uint_key<C>(
+      "audio.opus_bitrate", &C::opus_bitrate, 32000, 6000, 510000,
+      {.help = "Opus encoder bitrate in bit/s", .doc = "Opus encoder bitrate, bit/s, 6000..510000."}));
+  t.push_back(duration_key<C>(
+      "audio.jitter_delay", &C::jitter_delay, 40 * ms, 0, 500 * ms,
+      {.help = "jitter buffer target delay", .doc = "jitter buffer target delay, 0..500ms."}));
+  t.push_back(bool_key<C>("audio.opus_passthrough", &C::opus_passthrough, false,
+                          {.help = "send and take Opus packets to/from the backend",
+                           .doc = "exchange Opus packets with the backend instead of PCM (no transcoding; "
+                                  "[backend-protocol.md](backend-protocol.md))."}));
+  t.push_back(string_key<C>(
+      "backend.url", &C::backend_url, "",
+      {.help = "backend WebSocket URL (ws://host:port/path); empty = embedded echo",
+       .doc = "backend WebSocket URL, `ws://` only (terminate TLS in a sidecar). Unset: the embedded echo "
+              "backend."},
+      [](const std::string& url, const std::string& where) {
+        if (url.rfind("ws://", 0) != 0)
+          throw ConfigError(
+              where + ": '" + url +
+              "' must start with ws:// (wss:// is not supported yet; terminate TLS in a sidecar)");
+      }));
+  t.push_back(enum_key<C>("backend.echo_mode", &C::echo_mode, "loopback", {"loopback", "parrot"},
+                          {.help = "embedded echo", .doc = "embedded echo: `loopback` or `parrot`."}));
+  t.push_back(duration_key<C>("backend.echo_delay", &C::echo_delay, 500 * ms, 0, 10 * s,
+                              {.help = "loopback echo delay", .doc = "loopback echo delay, 0..10s."}));
+  t.push_back(duration_key<C>("backend.connect_timeout", &C::backend_connect_timeout, 3 * s, 100 * ms, 60 * s,
+                              {.help = "backend connect and handshake timeout",
+                               .doc = "backend resolve + connect + upgrade, 100ms..60s; on expiry the "
+                                      "session ends (`backend_failed`)."}));
+  {
+    auto headers = string_list_key<C>(
+        "backend.headers", &C::backend_headers, {},
+        {.help = "extra handshake headers, 'Name: value'",
+         .doc = "extra upgrade headers, each `Name: value` (no CR/LF)."},
+        [](const std::string& h, const std::string& where) {
+          if (h.find(':') == std::string::npos || h.find_first_of("\r\n") != std::string::npos)
+            throw ConfigError(where + ": '" + h + "' is not 'Name: value'");
+        });
+    // Header values are often credentials (Authorization); the names are not.
+    headers.show_redacted = [](const C& cfg) {
+      std::vector<std::string> items;
+      for (const auto& h : cfg.backend_headers)
+        items.push_back(h.substr(0, h.find(':')) + ": " + std::string(kRedacted));
+      return yaml_string_list(items);
+    };
+    t.push_back(std::move(headers));
+  }
+  {
+    auto url = redis_url_key<C>(
+        "registry.redis_url", &C::registry_redis_url,
+        {.help = "redis://[[user]:password@]host[:port] of the shared registry; empty = none",
+         .doc = "`redis://[[user]:password@]host[:port][/db]`; the transceiver takes its endpoint ids from "
+                "the registry and registers one record per worker ([redis.md](redis.md)). With a wildcard "
+                "`media.listen`, `media.advertise_address` is required. Redis down at start: ids from "
+                "`hint.endpoint_base_id`, registered when Redis returns."});
+    url.read = [read = url.read](const ConfigLayers& c, C& cfg) {
+      read(c, cfg);
+      if (!cfg.registry_redis_url.empty() && cfg.media_listen.is_unspecified() &&
+          !c.has("media.advertise_address"))
+        throw ConfigError(c.where("media.advertise_address") +
+                          ": required with registry.redis_url when media.listen is a wildcard (relays need a "
+                          "concrete address)");
+    };
+    t.push_back(std::move(url));
+  }
+  {
+    auto identity =
+        string_key<C>("registry.pod_identity", &C::pod_identity, "",
+                      {.help = "this pod's stable name; the same name gets the same endpoint ids back "
+                               "(default: hostname)",
+                       .doc = "1..253 characters; the same identity gets the same endpoint ids back after a "
+                              "restart (use the StatefulSet pod name).",
+                       .default_text = "hostname"});
+    identity.read = [](const ConfigLayers& c, C& cfg) {
+      cfg.pod_identity = c.get_string("registry.pod_identity", hostname());
+      if (cfg.pod_identity.empty() || cfg.pod_identity.size() > 253)
+        throw ConfigError(c.where("registry.pod_identity") + ": must be 1..253 characters");
+    };
+    t.push_back(std::move(identity));
+  }
+  t.push_back(duration_key<C>("registry.ttl", &C::registry_ttl, 3 * s, 300 * ms, 300 * s,
+                              {.help = "an endpoint not heartbeated for this long leaves the registry",
+                               .doc = "300ms..300s; heartbeats every third of it, a record not refreshed for "
+                                      "this long leaves the registry."}));
+  for (auto& k : logging_keys<C>(&C::log_format, &C::log_level)) t.push_back(std::move(k));
+  return t;
+}
+
+}  // namespace
+
+const ConfigTable<TransceiverConfig>& transceiver_config_keys() {
+  static const ConfigTable<TransceiverConfig> table = build();
+  return table;
+}
+
+}  // namespace rtce

@@ -322,6 +322,11 @@ TEST(ByteOrder, BigEndianLoadsAndStores) {
   EXPECT_EQ(load_be24(out), 0x010203u);
   store_be16(out, 0xbeef);
   EXPECT_EQ(load_be16(out), 0xbeef);
+  uint8_t wide[8]{};
+  store_be64(wide, 0x0102030405060708ull);
+  EXPECT_EQ(wide[0], 0x01);
+  EXPECT_EQ(wide[7], 0x08);
+  EXPECT_EQ(load_be64(wide), 0x0102030405060708ull);
 }
 
 TEST(ByteOrder, AgreesWithTheWireHeadersCTwin) {

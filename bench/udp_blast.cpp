@@ -48,11 +48,12 @@
 #include <thread>
 #include <vector>
 
+#include "byte_order.h"
+#include "clock.h"
 #include "error.h"
 #include "hint_keys.h"
 #include "net_address.h"
 #include "random.h"
-#include "clock.h"
 #include "rtce_proxy_v2.h"
 #include "rtce_stun.h"
 
@@ -74,20 +75,11 @@ void sleep_until(Nanos t) {
   }
 }
 
-void store_be16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
-void store_be32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = static_cast<uint8_t>(v >> (24 - 8 * i));
-}
-void store_be64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = static_cast<uint8_t>(v >> (56 - 8 * i));
-}
-uint32_t load_be32(const uint8_t* p) {
-  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
-}
-uint64_t load_be64(const uint8_t* p) { return uint64_t{load_be32(p)} << 32 | load_be32(p + 4); }
+using rtce::load_be32;
+using rtce::load_be64;
+using rtce::store_be16;
+using rtce::store_be32;
+using rtce::store_be64;
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "udp_blast: %s: %s\n", what.c_str(), std::strerror(errno));

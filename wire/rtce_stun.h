@@ -1,7 +1,8 @@
 /* rtce_stun.h — the minimal STUN walk a relay needs (RFC 8489 framing): is this a
  * Binding request, and what server ufrag does its USERNAME ("<server>:<client>", RFC 8445
  * section 7.2.2) carry? Nothing else of STUN is read here; the transceiver checks
- * MESSAGE-INTEGRITY and FINGERPRINT with libnice.
+ * MESSAGE-INTEGRITY and FINGERPRINT with libnice. Also the RFC 7983 first-byte
+ * classification every demultiplexer of a shared ICE port uses.
  *
  * The attribute walk is bounded by RTCE_STUN_MAX_ATTRS so that it is a bounded loop for
  * the BPF verifier and constant work for hostile input. */
@@ -31,12 +32,41 @@ enum rtce_stun_result {
 	RTCE_STUN_RESULT_COUNT
 };
 
+/* RFC 7983 section 7: what the first byte of a datagram on a shared ICE port says it is.
+ * Every demultiplexer (the relay's STUN walk, the XDP program, the transceiver's media
+ * worker) asks this one function, so the ranges are written once. The relay framing's
+ * first byte (0x0d) is deliberately OTHER. */
+enum rtce_first_byte {
+	RTCE_FIRST_BYTE_STUN = 0,     /* 0..3 */
+	RTCE_FIRST_BYTE_ZRTP,	      /* 16..19 */
+	RTCE_FIRST_BYTE_DTLS,	      /* 20..63 */
+	RTCE_FIRST_BYTE_TURN_CHANNEL, /* 64..79 */
+	RTCE_FIRST_BYTE_RTP,	      /* 128..191: RTP or RTCP */
+	RTCE_FIRST_BYTE_OTHER,	      /* unassigned: 4..15, 80..127, 192..255 */
+	RTCE_FIRST_BYTE_COUNT
+};
+
+RTCE_INLINE enum rtce_first_byte rtce_classify_first_byte(__u8 b)
+{
+	if (b <= 3)
+		return RTCE_FIRST_BYTE_STUN;
+	if (b >= 16 && b <= 19)
+		return RTCE_FIRST_BYTE_ZRTP;
+	if (b >= 20 && b <= 63)
+		return RTCE_FIRST_BYTE_DTLS;
+	if (b >= 64 && b <= 79)
+		return RTCE_FIRST_BYTE_TURN_CHANNEL;
+	if (b >= 128 && b <= 191)
+		return RTCE_FIRST_BYTE_RTP;
+	return RTCE_FIRST_BYTE_OTHER;
+}
+
 /* Checks the 20-byte header against a datagram of len bytes. */
 RTCE_INLINE enum rtce_stun_result rtce_stun_check_header(const __u8 *p, __u32 len)
 {
 	__u32 msg_len;
 
-	if (len < 1 || p[0] > 3)
+	if (len < 1 || rtce_classify_first_byte(p[0]) != RTCE_FIRST_BYTE_STUN)
 		return RTCE_STUN_NOT_STUN;
 	if (len < RTCE_STUN_HEADER_LEN)
 		return RTCE_STUN_TRUNCATED;

@@ -6,6 +6,9 @@
 
 #include <cstring>
 
+#include "byte_order.h"
+#include "rtce_stun.h"
+
 namespace rtce::loadgen {
 namespace {
 
@@ -51,11 +54,8 @@ IceBindingResponder::IceBindingResponder(std::string local_ufrag, std::string lo
 IceBindingResponder::~IceBindingResponder() = default;
 
 bool IceBindingResponder::is_request(std::span<const uint8_t> d) {
-  if (d.size() < 20 || d[0] > 3) return false;
-  const uint32_t cookie = static_cast<uint32_t>(d[4]) << 24 | static_cast<uint32_t>(d[5]) << 16 |
-                          static_cast<uint32_t>(d[6]) << 8 | d[7];
-  const uint16_t type = static_cast<uint16_t>(d[0] << 8 | d[1]);
-  return cookie == kMagicCookie && (type & 0x0110) == 0;
+  if (d.size() < 20 || rtce_classify_first_byte(d[0]) != RTCE_FIRST_BYTE_STUN) return false;
+  return load_be32(d.data() + 4) == kMagicCookie && (load_be16(d.data()) & 0x0110) == 0;
 }
 
 IceBindingResponder::Result IceBindingResponder::answer(std::span<const uint8_t> request,

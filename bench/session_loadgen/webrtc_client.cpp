@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "random.h"
+#include "rtce_stun.h"
 #include "rtp/rtp.h"
 
 namespace rtce::loadgen {
@@ -266,17 +267,17 @@ void WebRtcClient::handle_datagram(std::span<uint8_t> d, Nanos arrival, Nanos no
   now_ = now;
   if (d.empty() || state_ == State::failed) return;
   ice_.on_traffic(now);
-  const uint8_t first = d[0];
-  if (first <= 3) {
+  const rtce_first_byte kind = rtce_classify_first_byte(d[0]);
+  if (kind == RTCE_FIRST_BYTE_STUN) {
     handle_stun(d, now);
-  } else if (first >= 20 && first <= 63) {
+  } else if (kind == RTCE_FIRST_BYTE_DTLS) {
     // Pion's DTLS is not listening before ICE is connected: an early flight is lost.
     if (config_.profile == ClientProfile::pion && !ice_.connected()) {
       ++stats_.dtls_dropped_before_ice;
       return;
     }
     dtls_->handle_datagram(d, now);
-  } else if (first >= 128 && first <= 191 && srtp_in_) {
+  } else if (kind == RTCE_FIRST_BYTE_RTP && srtp_in_) {
     if (is_rtcp(d)) {
       size_t len = d.size();
       if (srtp_in_->unprotect_rtcp(d.data(), len) == SrtpError::ok)

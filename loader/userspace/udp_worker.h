@@ -17,6 +17,7 @@
 #include "flow_sync.h"
 #include "relay_config.h"
 #include "relay_core.h"
+#include "unique_fd.h"
 
 namespace rtce {
 
@@ -59,7 +60,7 @@ class UdpWorker {
  private:
   struct Batch;
   struct VipSocket {
-    int fd = -1;
+    UniqueFd fd;
     SocketAddress bound;
     bool wildcard = false;
   };
@@ -78,10 +79,10 @@ class UdpWorker {
   RelayCore core_;
   RoutingMailbox mailbox_;
   std::vector<VipSocket> vips_;
-  int return_fd_ = -1;
+  UniqueFd return_fd_;
   SocketAddress return_address_;
-  int epoll_fd_ = -1;
-  int wake_fd_ = -1;
+  UniqueFd epoll_fd_;
+  UniqueFd wake_fd_;
   std::atomic<bool> stop_{false};
   std::unique_ptr<Batch> batch_;
   FlowSync* flow_sync_ = nullptr;

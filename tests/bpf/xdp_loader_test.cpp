@@ -1,20 +1,30 @@
 // xdp_loader_test.cpp — XdpDataPath against real pins (needs root; the program is attached
 // in generic mode to the loopback of a private network namespace, with its own pin
-// directory): an upgrade over counter maps of an older layout, and the flow limits it
-// writes for the program.
+// directory): an upgrade over counter maps of an older layout, the flow limits it writes
+// for the program, an attach attempt that is undone unless committed, and the map walk
+// the map sync and the sweep share.
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <gtest/gtest.h>
+#include <linux/if_link.h>
+#include <net/if.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "unique_fd.h"
+#include "xdp_attach.h"
 #include "xdp_data_path.h"
+#include "xdp_map_sync.h"
 
 namespace {
 
@@ -32,8 +42,9 @@ class XdpLoader : public ::testing::Test {
   }
   void TearDown() override {
     xdp_.reset();
-    rtce::XdpDataPath::detach(config_.xdp_pin_path, {});
     std::error_code ec;
+    if (std::filesystem::exists(config_.xdp_pin_path, ec))
+      rtce::XdpDataPath::detach(config_.xdp_pin_path, {});
     std::filesystem::remove_all(config_.xdp_pin_path, ec);
   }
   // Starts the loader; false (and the test skipped) when XDP cannot run here.
@@ -120,6 +131,85 @@ TEST_F(XdpLoader, SyncWritesTheWorkersFlowLimits) {
   ASSERT_EQ(bpf_map_lookup_elem(fd2, &zero, &c), 0);
   close(fd2);
   EXPECT_EQ(c.max_per_hint, 5u);
+}
+
+// The program attached to lo in this test's namespace (0: none).
+uint32_t lo_prog_id() {
+  uint32_t id = 0;
+  bpf_xdp_query_id(static_cast<int>(if_nametoindex("lo")), 0, &id);
+  return id;
+}
+
+// A link whose last pin goes is released after an RCU grace period, not at the unlink.
+bool lo_detached_within(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (lo_prog_id() != 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+TEST_F(XdpLoader, AnAttachAttemptWithoutCommitLeavesNothingAttachedOrPinned) {
+  {
+    rtce::XdpAttach attempt(config_);
+    try {
+      attempt.load();
+      ASSERT_EQ(attempt.attach_all(), std::vector<std::string>{"lo=generic"});
+    } catch (const rtce::XdpError& e) {
+      GTEST_SKIP() << "XDP unavailable here: " << e.what();
+    }
+    EXPECT_NE(lo_prog_id(), 0u);
+    EXPECT_TRUE(std::filesystem::exists(config_.xdp_pin_path + "/links/lo"));
+  }  // a start that fails after attaching, e.g. in the ring buffer, ends like this
+  EXPECT_TRUE(lo_detached_within(std::chrono::seconds(5)))
+      << "the link pinned by the attempt is gone, and the program with it";
+  EXPECT_FALSE(std::filesystem::exists(config_.xdp_pin_path)) << "fresh pins are removed";
+}
+
+TEST_F(XdpLoader, ACommittedAttachKeepsItsPinsAndARestartReplacesThroughThem) {
+  uint32_t first_prog = 0;
+  {
+    rtce::XdpAttach attempt(config_);
+    try {
+      attempt.load();
+      attempt.attach_all();
+    } catch (const rtce::XdpError& e) {
+      GTEST_SKIP() << "XDP unavailable here: " << e.what();
+    }
+    rtce::XdpSkeleton skel = attempt.commit();
+    first_prog = lo_prog_id();
+    EXPECT_NE(first_prog, 0u);
+  }  // the skeleton is closed: the pinned link keeps the program attached
+  EXPECT_EQ(lo_prog_id(), first_prog);
+  rtce::XdpAttach again(config_);
+  again.load();
+  EXPECT_EQ(again.attach_all(), std::vector<std::string>{"lo=replaced"});
+  EXPECT_NE(lo_prog_id(), first_prog) << "the new program took the link's place";
+  auto skel = again.commit();
+}
+
+TEST_F(XdpLoader, ForEachKeyWalksEveryKeyOnceResumesAfterAKeyAndStopsAtTheLimit) {
+  LIBBPF_OPTS(bpf_map_create_opts, opts);
+  const rtce::UniqueFd fd(bpf_map_create(BPF_MAP_TYPE_HASH, "walk_test", 4, 4, 256, &opts));
+  if (!fd) GTEST_SKIP() << "bpf_map_create: " << std::strerror(errno);
+  for (uint32_t k = 0; k < 100; k++) ASSERT_EQ(bpf_map_update_elem(fd.get(), &k, &k, BPF_ANY), 0);
+
+  std::vector<uint32_t> all;
+  EXPECT_EQ(rtce::for_each_key<uint32_t>(fd.get(), [&](const uint32_t& k) { all.push_back(k); }), 100u);
+  EXPECT_EQ(std::set<uint32_t>(all.begin(), all.end()).size(), 100u) << "each key once";
+  EXPECT_EQ(rtce::map_keys<uint32_t>(fd.get()), all) << "the kernel's order, both ways";
+
+  // In two parts: the first 30, then from after the 30th; together the same walk.
+  std::vector<uint32_t> parts;
+  EXPECT_EQ(rtce::for_each_key<uint32_t>(
+                fd.get(), [&](const uint32_t& k) { parts.push_back(k); }, 30),
+            30u);
+  const uint32_t resume = parts.back();
+  EXPECT_EQ(rtce::for_each_key<uint32_t>(
+                fd.get(), [&](const uint32_t& k) { parts.push_back(k); }, UINT32_MAX, &resume),
+            70u);
+  EXPECT_EQ(parts, all);
 }
 
 }  // namespace

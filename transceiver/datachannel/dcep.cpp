@@ -4,7 +4,7 @@
 #include <array>
 #include <cstring>
 
-#include "rtp/byte_io.h"
+#include "byte_order.h"
 
 namespace rtce {
 namespace {
@@ -47,8 +47,8 @@ DcepMessage parse_dcep(std::span<const uint8_t> bytes) {
     m.error = DcepError::unknown_channel_type;
     return m;
   }
-  const size_t label_len = byte_io::load16(p + 8);
-  const size_t protocol_len = byte_io::load16(p + 10);
+  const size_t label_len = load_be16(p + 8);
+  const size_t protocol_len = load_be16(p + 10);
   if (label_len > kDcepMaxLabelBytes || protocol_len > kDcepMaxLabelBytes) {
     m.error = DcepError::label_too_long;
     return m;
@@ -63,8 +63,8 @@ DcepMessage parse_dcep(std::span<const uint8_t> bytes) {
     return m;
   }
   m.open.channel_type = static_cast<DcepChannelType>(p[1]);
-  m.open.priority = byte_io::load16(p + 2);
-  m.open.reliability = byte_io::load32(p + 4);
+  m.open.priority = load_be16(p + 2);
+  m.open.reliability = load_be32(p + 4);
   m.open.label = std::string_view(reinterpret_cast<const char*>(p + kDcepOpenHeaderBytes), label_len);
   m.open.protocol =
       std::string_view(reinterpret_cast<const char*>(p + kDcepOpenHeaderBytes + label_len), protocol_len);
@@ -78,10 +78,10 @@ size_t write_dcep_open(const DcepOpen& open, std::span<uint8_t> out) {
   uint8_t* p = out.data();
   p[0] = kDcepOpen;
   p[1] = static_cast<uint8_t>(open.channel_type);
-  byte_io::store16(p + 2, open.priority);
-  byte_io::store32(p + 4, open.reliability);
-  byte_io::store16(p + 8, static_cast<uint16_t>(open.label.size()));
-  byte_io::store16(p + 10, static_cast<uint16_t>(open.protocol.size()));
+  store_be16(p + 2, open.priority);
+  store_be32(p + 4, open.reliability);
+  store_be16(p + 8, static_cast<uint16_t>(open.label.size()));
+  store_be16(p + 10, static_cast<uint16_t>(open.protocol.size()));
   std::memcpy(p + kDcepOpenHeaderBytes, open.label.data(), open.label.size());
   std::memcpy(p + kDcepOpenHeaderBytes + open.label.size(), open.protocol.data(), open.protocol.size());
   return total;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "byte_order.h"
 #include "random.h"
 #include "rtce_stun.h"
 
@@ -76,15 +77,11 @@ size_t build_error(StunAgent* agent, StunMessage& request, std::span<uint8_t> ou
   return stun_agent_finish_message(agent, &reply, nullptr, 0);
 }
 
-uint16_t load_be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-
 }  // namespace
 
 bool looks_like_stun(std::span<const uint8_t> d) {
-  if (d.size() < RTCE_STUN_HEADER_LEN || d[0] > 3) return false;
-  uint32_t cookie = static_cast<uint32_t>(d[4]) << 24 | static_cast<uint32_t>(d[5]) << 16 |
-                    static_cast<uint32_t>(d[6]) << 8 | d[7];
-  return cookie == RTCE_STUN_MAGIC_COOKIE;
+  return d.size() >= RTCE_STUN_HEADER_LEN && rtce_classify_first_byte(d[0]) == RTCE_FIRST_BYTE_STUN &&
+         load_be32(d.data() + 4) == RTCE_STUN_MAGIC_COOKIE;
 }
 
 std::optional<std::string_view> stun_request_server_ufrag(std::span<const uint8_t> datagram) {

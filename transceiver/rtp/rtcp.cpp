@@ -4,12 +4,10 @@
 #include <algorithm>
 #include <ctime>
 
-#include "byte_io.h"
+#include "byte_order.h"
 
 namespace rtce {
 namespace {
-
-using namespace byte_io;
 
 constexpr uint32_t kNtpUnixOffsetSeconds = 2'208'988'800u;  // 1900-01-01 to 1970-01-01
 constexpr size_t kHeaderSize = 4;
@@ -19,27 +17,27 @@ constexpr uint8_t kSdesCname = 1;
 
 RtcpReportBlock read_report_block(const uint8_t* p) {
   RtcpReportBlock b;
-  b.ssrc = load32(p);
+  b.ssrc = load_be32(p);
   b.fraction_lost = p[4];
-  uint32_t lost = load24(p + 5);
+  uint32_t lost = load_be24(p + 5);
   if (lost & 0x800000) lost |= 0xFF000000u;  // sign-extend the 24-bit field
   b.cumulative_lost = static_cast<int32_t>(lost);
-  b.ext_highest_seq = load32(p + 8);
-  b.jitter = load32(p + 12);
-  b.lsr = load32(p + 16);
-  b.dlsr = load32(p + 20);
+  b.ext_highest_seq = load_be32(p + 8);
+  b.jitter = load_be32(p + 12);
+  b.lsr = load_be32(p + 16);
+  b.dlsr = load_be32(p + 20);
   return b;
 }
 
 void write_report_block(uint8_t* p, const RtcpReportBlock& b) {
-  store32(p, b.ssrc);
+  store_be32(p, b.ssrc);
   p[4] = b.fraction_lost;
   const int32_t lost = std::clamp<int32_t>(b.cumulative_lost, -0x800000, 0x7FFFFF);
-  store24(p + 5, static_cast<uint32_t>(lost) & 0xFFFFFF);
-  store32(p + 8, b.ext_highest_seq);
-  store32(p + 12, b.jitter);
-  store32(p + 16, b.lsr);
-  store32(p + 20, b.dlsr);
+  store_be24(p + 5, static_cast<uint32_t>(lost) & 0xFFFFFF);
+  store_be32(p + 8, b.ext_highest_seq);
+  store_be32(p + 12, b.jitter);
+  store_be32(p + 16, b.lsr);
+  store_be32(p + 20, b.dlsr);
 }
 
 void add_blocks(const uint8_t* p, size_t count, RtcpCompound& out) {
@@ -57,7 +55,7 @@ RtcpParseError parse_sdes(std::span<const uint8_t> body, size_t chunk_count, Rtc
   size_t pos = 0;
   for (size_t chunk = 0; chunk < chunk_count; ++chunk) {
     if (body.size() - pos < 4) return RtcpParseError::bad_length;
-    const uint32_t ssrc = load32(&body[pos]);
+    const uint32_t ssrc = load_be32(&body[pos]);
     pos += 4;
     for (;;) {
       if (pos >= body.size()) return RtcpParseError::bad_length;
@@ -90,7 +88,7 @@ void parse_payload_feedback(uint8_t fmt, std::span<const uint8_t> body, RtcpComp
       // 6-bit exponent and 18-bit mantissa.
       if (body.size() >= 16 && body[8] == 'R' && body[9] == 'E' && body[10] == 'M' && body[11] == 'B') {
         const uint8_t exponent = body[13] >> 2;
-        const uint64_t mantissa = (static_cast<uint64_t>(body[13] & 0x03) << 16) | load16(&body[14]);
+        const uint64_t mantissa = (static_cast<uint64_t>(body[13] & 0x03) << 16) | load_be16(&body[14]);
         // A mantissa of 18 bits shifted by up to 63 overflows; such a bitrate is garbage.
         if (exponent <= 46) out.remb_bitrate_bps = mantissa << exponent;
         return;
@@ -108,8 +106,8 @@ size_t write_sdes_cname(std::span<uint8_t> out, uint32_t ssrc, std::string_view 
   std::fill_n(out.begin(), size, uint8_t{0});
   out[0] = 0x81;  // V=2, one chunk
   out[1] = rtcp_type::kSdes;
-  store16(&out[2], static_cast<uint16_t>(size / 4 - 1));
-  store32(&out[4], ssrc);
+  store_be16(&out[2], static_cast<uint16_t>(size / 4 - 1));
+  store_be32(&out[4], ssrc);
   out[8] = kSdesCname;
   out[9] = static_cast<uint8_t>(cname.size());
   std::copy(cname.begin(), cname.end(), out.begin() + 10);
@@ -147,7 +145,7 @@ RtcpParseError parse_rtcp_compound(std::span<const uint8_t> datagram, RtcpCompou
     const bool padded = (h[0] & 0x20) != 0;
     const uint8_t count = h[0] & 0x1F;  // RC, SC or FMT
     const uint8_t type = h[1];
-    const size_t length = (static_cast<size_t>(load16(h + 2)) + 1) * 4;
+    const size_t length = (static_cast<size_t>(load_be16(h + 2)) + 1) * 4;
     if (length > remaining) return RtcpParseError::truncated;
     size_t body_length = length - kHeaderSize;
     if (padded) {
@@ -165,11 +163,11 @@ RtcpParseError parse_rtcp_compound(std::span<const uint8_t> datagram, RtcpCompou
         ++out.sr_count;
         if (!out.sender_info) {
           RtcpSenderInfo info;
-          info.ssrc = load32(&body[0]);
-          info.ntp = {load32(&body[4]), load32(&body[8])};
-          info.rtp_timestamp = load32(&body[12]);
-          info.packet_count = load32(&body[16]);
-          info.octet_count = load32(&body[20]);
+          info.ssrc = load_be32(&body[0]);
+          info.ntp = {load_be32(&body[4]), load_be32(&body[8])};
+          info.rtp_timestamp = load_be32(&body[12]);
+          info.packet_count = load_be32(&body[16]);
+          info.octet_count = load_be32(&body[20]);
           out.sender_info = info;
           if (out.sr_count + out.rr_count == 1) out.reporter_ssrc = info.ssrc;
         }
@@ -179,7 +177,7 @@ RtcpParseError parse_rtcp_compound(std::span<const uint8_t> datagram, RtcpCompou
       case rtcp_type::kReceiverReport: {
         if (body.size() < 4 + count * kReportBlockSize) return RtcpParseError::bad_length;
         ++out.rr_count;
-        if (out.sr_count + out.rr_count == 1) out.reporter_ssrc = load32(&body[0]);
+        if (out.sr_count + out.rr_count == 1) out.reporter_ssrc = load_be32(&body[0]);
         add_blocks(&body[4], count, out);
         break;
       }
@@ -192,7 +190,7 @@ RtcpParseError parse_rtcp_compound(std::span<const uint8_t> datagram, RtcpCompou
         if (body.size() < count * size_t{4}) return RtcpParseError::bad_length;
         ++out.bye_count;
         for (size_t i = 0; i < count && out.bye_ssrc_count < RtcpCompound::kMaxByeSsrcs; ++i)
-          out.bye_ssrcs[out.bye_ssrc_count++] = load32(&body[i * 4]);
+          out.bye_ssrcs[out.bye_ssrc_count++] = load_be32(&body[i * 4]);
         break;
       }
       case rtcp_type::kTransportFeedback:
@@ -226,13 +224,13 @@ size_t build_sr_sdes(std::span<uint8_t> out, const RtcpSenderInfo& info, const R
   uint8_t* p = out.data();
   p[0] = static_cast<uint8_t>(0x80 | block_count);
   p[1] = rtcp_type::kSenderReport;
-  store16(p + 2, static_cast<uint16_t>(sr_size / 4 - 1));
-  store32(p + 4, info.ssrc);
-  store32(p + 8, info.ntp.seconds);
-  store32(p + 12, info.ntp.fraction);
-  store32(p + 16, info.rtp_timestamp);
-  store32(p + 20, info.packet_count);
-  store32(p + 24, info.octet_count);
+  store_be16(p + 2, static_cast<uint16_t>(sr_size / 4 - 1));
+  store_be32(p + 4, info.ssrc);
+  store_be32(p + 8, info.ntp.seconds);
+  store_be32(p + 12, info.ntp.fraction);
+  store_be32(p + 16, info.rtp_timestamp);
+  store_be32(p + 20, info.packet_count);
+  store_be32(p + 24, info.octet_count);
   if (block != nullptr) write_report_block(p + 28, *block);
   const size_t sdes_size = write_sdes_cname(out.subspan(sr_size), info.ssrc, cname);
   return sdes_size == 0 ? 0 : sr_size + sdes_size;
@@ -246,8 +244,8 @@ size_t build_rr_sdes(std::span<uint8_t> out, uint32_t sender_ssrc, const RtcpRep
   uint8_t* p = out.data();
   p[0] = static_cast<uint8_t>(0x80 | block_count);
   p[1] = rtcp_type::kReceiverReport;
-  store16(p + 2, static_cast<uint16_t>(rr_size / 4 - 1));
-  store32(p + 4, sender_ssrc);
+  store_be16(p + 2, static_cast<uint16_t>(rr_size / 4 - 1));
+  store_be32(p + 4, sender_ssrc);
   if (block != nullptr) write_report_block(p + 8, *block);
   const size_t sdes_size = write_sdes_cname(out.subspan(rr_size), sender_ssrc, cname);
   return sdes_size == 0 ? 0 : rr_size + sdes_size;

@@ -1,7 +1,7 @@
 // rtp.cpp — RTP header parse/write; see rtp.h.
 #include "rtp.h"
 
-#include "byte_io.h"
+#include "byte_order.h"
 
 namespace rtce {
 namespace {
@@ -50,7 +50,6 @@ bool walk_extensions(uint16_t profile, std::span<const uint8_t> block, uint8_t w
 }  // namespace
 
 std::optional<RtpView> parse_rtp(std::span<const uint8_t> packet, std::optional<uint8_t> audio_level_ext_id) {
-  using namespace byte_io;
   if (packet.size() < kRtpHeaderSize) return std::nullopt;
   const uint8_t b0 = packet[0];
   if ((b0 >> 6) != 2) return std::nullopt;
@@ -61,16 +60,16 @@ std::optional<RtpView> parse_rtp(std::span<const uint8_t> packet, std::optional<
   RtpView view;
   view.marker = (packet[1] & 0x80) != 0;
   view.payload_type = packet[1] & 0x7F;
-  view.seq = load16(&packet[2]);
-  view.timestamp = load32(&packet[4]);
-  view.ssrc = load32(&packet[8]);
+  view.seq = load_be16(&packet[2]);
+  view.timestamp = load_be32(&packet[4]);
+  view.ssrc = load_be32(&packet[8]);
 
   size_t pos = kRtpHeaderSize + 4 * csrc_count;
   if (pos > packet.size()) return std::nullopt;
   if (has_extension) {
     if (packet.size() - pos < 4) return std::nullopt;
-    const uint16_t profile = load16(&packet[pos]);
-    const size_t ext_len = static_cast<size_t>(load16(&packet[pos + 2])) * 4;
+    const uint16_t profile = load_be16(&packet[pos]);
+    const size_t ext_len = static_cast<size_t>(load_be16(&packet[pos + 2])) * 4;
     pos += 4;
     if (ext_len > packet.size() - pos) return std::nullopt;
     // An id of 0 is reserved for padding, so "no id wanted" can never match an element.
@@ -90,13 +89,12 @@ std::optional<RtpView> parse_rtp(std::span<const uint8_t> packet, std::optional<
 
 size_t write_rtp_header(std::span<uint8_t> out, uint8_t payload_type, bool marker, uint16_t seq,
                         uint32_t timestamp, uint32_t ssrc) {
-  using namespace byte_io;
   if (out.size() < kRtpHeaderSize) return 0;
   out[0] = 0x80;
   out[1] = static_cast<uint8_t>((marker ? 0x80 : 0) | (payload_type & 0x7F));
-  store16(&out[2], seq);
-  store32(&out[4], timestamp);
-  store32(&out[8], ssrc);
+  store_be16(&out[2], seq);
+  store_be32(&out[4], timestamp);
+  store_be32(&out[8], ssrc);
   return kRtpHeaderSize;
 }
 

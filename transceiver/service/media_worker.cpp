@@ -6,8 +6,11 @@
 
 #include <cstring>
 
+#include "cpu_affinity.h"
 #include "ice/ice_lite.h"
 #include "rtce_siphash.h"
+#include "rtce_stun.h"
+#include "udp_socket_options.h"
 
 namespace rtce {
 
@@ -16,6 +19,7 @@ namespace asio = boost::asio;
 namespace {
 constexpr Nanos kTickPeriod = 2'000'000;  // 2 ms: pacing within +-2 ms of the 20 ms grid
 constexpr size_t kEndedKept = 256;
+constexpr int kSocketBufferBytes = 4 << 20;
 }  // namespace
 
 size_t MediaWorker::PathKeyHash::operator()(const PathKey& k) const {
@@ -38,15 +42,7 @@ MediaWorker::MediaWorker(uint32_t index, uint16_t endpoint_id, const Transceiver
       dtls_(std::move(dtls)),
       metrics_(metrics),
       socket_(io_),
-      tick_timer_(io_),
-      rx_buffers_(kBatch * kMaxDatagram),
-      rx_msgs_(kBatch),
-      rx_iov_(kBatch),
-      rx_addrs_(kBatch),
-      tx_buffers_(kBatch * kMaxDatagram),
-      tx_msgs_(kBatch),
-      tx_iov_(kBatch),
-      tx_addrs_(kBatch) {}
+      tick_timer_(io_) {}
 
 MediaWorker::~MediaWorker() { stop(SessionEnd::drained); }
 
@@ -63,9 +59,7 @@ void MediaWorker::bind() {
     throw std::runtime_error("media worker " + std::to_string(index_) + " on " + addr.to_string() + ": " +
                              ec.message());
   socket_.non_blocking(true);
-  const int buffer = 4 << 20;
-  setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer);
-  setsockopt(socket_.native_handle(), SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer);
+  set_socket_buffers(socket_.native_handle(), kSocketBufferBytes, "media worker " + std::to_string(index_));
   auto local = socket_.local_endpoint();
   local_ = SocketAddress::from_sockaddr(local.data(), static_cast<socklen_t>(local.size()));
 }
@@ -76,12 +70,7 @@ void MediaWorker::start() {
   thread_ = std::thread([this] {
     const std::string name = "rtce-media-" + std::to_string(index_);
     pthread_setname_np(pthread_self(), name.c_str());
-    if (config_.pin_cpus) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(index_ % std::max(1u, std::thread::hardware_concurrency()), &set);
-      pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-    }
+    if (config_.pin_cpus) pin_current_thread(index_, name);
     io_.run();
   });
 }
@@ -89,12 +78,10 @@ void MediaWorker::start() {
 void MediaWorker::stop(SessionEnd reason) {
   if (!thread_.joinable()) return;
   asio::post(io_, [this, reason] {
-    const Nanos now = monotonic_now();
     std::vector<std::string> ids;
     for (auto& [id, session] : sessions_) ids.push_back(id);
     for (auto& id : ids) end_session(id, reason);
     flush_sends();
-    (void)now;
     io_.stop();
   });
   thread_.join();
@@ -155,33 +142,21 @@ void MediaWorker::wait_readable() {
 void MediaWorker::drain_socket() {
   const int fd = socket_.native_handle();
   for (int round = 0; round < 8; ++round) {  // bounded, so timers run under load too
-    for (size_t i = 0; i < kBatch; ++i) {
-      rx_iov_[i] = {rx_buffers_.data() + i * kMaxDatagram, kMaxDatagram};
-      rx_msgs_[i] = {};
-      rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
-      rx_msgs_[i].msg_hdr.msg_iovlen = 1;
-      rx_msgs_[i].msg_hdr.msg_name = &rx_addrs_[i];
-      rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
-    }
-    // MSG_TRUNC: msg_len is the datagram's real length, and msg_flags says it was cut.
-    const int n = recvmmsg(fd, rx_msgs_.data(), kBatch, MSG_DONTWAIT | MSG_TRUNC, nullptr);
-    if (n <= 0) break;
+    const size_t n = rx_.receive(fd);
+    if (n == 0) break;
     const Nanos now = monotonic_now();
-    for (int i = 0; i < n; ++i) {
-      const size_t len = rx_msgs_[i].msg_len;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t len = rx_.length(i);
       metrics_.datagrams_in.add();
       metrics_.bytes_in.add(len);
-      if ((rx_msgs_[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || len > kMaxDatagram) {
+      if (rx_.truncated(i)) {
         metrics_.drops[static_cast<size_t>(DatagramDrop::truncated)].add();
         continue;
       }
-      const auto sender = SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&rx_addrs_[i]),
-                                                       rx_msgs_[i].msg_hdr.msg_namelen)
-                              .unmapped();
-      handle_datagram(rx_buffers_.data() + i * kMaxDatagram, len, sender, now);
+      handle_datagram(rx_.data(i), len, rx_.source_address(i).unmapped(), now);
     }
     flush_sends();
-    if (static_cast<size_t>(n) < kBatch) break;
+    if (n < rx_.capacity()) break;
   }
 }
 
@@ -213,9 +188,9 @@ void MediaWorker::handle_datagram(uint8_t* data, size_t len, const SocketAddress
     path.client = sender;
   }
   if (payload_len == 0) return drop(DatagramDrop::not_webrtc);
-  const uint8_t first = payload[0];
+  const rtce_first_byte kind = rtce_classify_first_byte(payload[0]);
   std::span<uint8_t> bytes(payload, payload_len);
-  if (first <= 3) {  // STUN
+  if (kind == RTCE_FIRST_BYTE_STUN) {
     if (auto ufrag = stun_request_server_ufrag(bytes)) {
       auto it = by_ufrag_.find(*ufrag);
       if (it == by_ufrag_.end()) return drop(DatagramDrop::unknown_ufrag);
@@ -234,9 +209,8 @@ void MediaWorker::handle_datagram(uint8_t* data, size_t len, const SocketAddress
     }
     return drop(DatagramDrop::stun_rejected);
   }
-  const bool dtls = first >= 20 && first <= 63;
-  const bool rtp = first >= 128 && first <= 191;
-  if (!dtls && !rtp) return drop(DatagramDrop::not_webrtc);  // RFC 7983: ZRTP, TURN, unassigned
+  const bool dtls = kind == RTCE_FIRST_BYTE_DTLS;
+  if (!dtls && kind != RTCE_FIRST_BYTE_RTP) return drop(DatagramDrop::not_webrtc);  // ZRTP, TURN, unassigned
   auto it = by_path_.find(PathKey::of(path));
   if (it == by_path_.end()) return drop(DatagramDrop::unknown_tuple);
   Session& session = *it->second;
@@ -254,47 +228,25 @@ void MediaWorker::send(const MediaPath& path, std::span<const uint8_t> payload) 
     metrics_.drops[static_cast<size_t>(DatagramDrop::send_failed)].add();
     return;
   }
-  if (tx_count_ == kBatch) flush_sends();
-  uint8_t* buf = tx_buffers_.data() + tx_count_ * kMaxDatagram;
+  if (tx_.full()) flush_sends();
+  uint8_t* buf = tx_.next_buffer().data();
   std::memcpy(buf, path.framing, path.framing_len);
   std::memcpy(buf + path.framing_len, payload.data(), payload.size());
   // The socket may be dual-stack IPv6: address IPv4 peers as ::ffff:a.b.c.d then.
-  auto& addr = tx_addrs_[tx_count_];
-  socklen_t addr_len;
   if (local_.is_v4() || !path.send_to.is_v4()) {
-    std::memcpy(&addr, path.send_to.sa(), path.send_to.len());
-    addr_len = path.send_to.len();
+    tx_.add(buf, total, path.send_to);
   } else {
     const sockaddr_in6 mapped = path.send_to.to_v6_mapped();
-    std::memcpy(&addr, &mapped, sizeof mapped);
-    addr_len = sizeof mapped;
+    tx_.add(buf, total, reinterpret_cast<const sockaddr*>(&mapped), sizeof mapped);
   }
-  tx_iov_[tx_count_] = {buf, total};
-  tx_msgs_[tx_count_] = {};
-  tx_msgs_[tx_count_].msg_hdr.msg_iov = &tx_iov_[tx_count_];
-  tx_msgs_[tx_count_].msg_hdr.msg_iovlen = 1;
-  tx_msgs_[tx_count_].msg_hdr.msg_name = &addr;
-  tx_msgs_[tx_count_].msg_hdr.msg_namelen = addr_len;
-  ++tx_count_;
   metrics_.datagrams_out.add();
   metrics_.bytes_out.add(total);
 }
 
 void MediaWorker::flush_sends() {
-  size_t sent = 0;
-  while (sent < tx_count_) {
-    const int n = sendmmsg(socket_.native_handle(), tx_msgs_.data() + sent,
-                           static_cast<unsigned>(tx_count_ - sent), MSG_DONTWAIT);
-    if (n <= 0) {
-      // The socket buffer is full or the destination unreachable: this datagram is lost,
-      // the rest still go.
-      metrics_.drops[static_cast<size_t>(DatagramDrop::send_failed)].add();
-      ++sent;
-      continue;
-    }
-    sent += static_cast<size_t>(n);
-  }
-  tx_count_ = 0;
+  // A refused datagram (socket buffer full, destination unreachable) is lost; the rest go.
+  const size_t refused = tx_.flush(socket_.native_handle());
+  if (refused) metrics_.drops[static_cast<size_t>(DatagramDrop::send_failed)].add(refused);
 }
 
 void MediaWorker::schedule_tick() {

@@ -5,8 +5,6 @@
 // every session's timers from one periodic tick.
 #pragma once
 
-#include <sys/socket.h>
-
 #include <boost/asio.hpp>
 #include <deque>
 #include <functional>
@@ -21,6 +19,7 @@
 #include "media_path.h"
 #include "session.h"
 #include "transceiver_config.h"
+#include "udp_batch.h"
 #include "worker_metrics.h"
 
 namespace rtce {
@@ -91,18 +90,12 @@ class MediaWorker final : public DatagramSender, public PathRouter {
   std::unordered_map<PathKey, Session*, PathKeyHash> by_path_;
   std::deque<nlohmann::json> ended_;  // snapshots of recently ended sessions, for GET
 
-  // Batched I/O, allocated once.
+  // Batched I/O, allocated once. Sends are copied into the batch: a session's payload
+  // buffer is reused before the batch is flushed.
   static constexpr size_t kBatch = 32;
   static constexpr size_t kMaxDatagram = 2048;
-  std::vector<uint8_t> rx_buffers_;
-  std::vector<mmsghdr> rx_msgs_;
-  std::vector<iovec> rx_iov_;
-  std::vector<sockaddr_storage> rx_addrs_;
-  std::vector<uint8_t> tx_buffers_;
-  std::vector<mmsghdr> tx_msgs_;
-  std::vector<iovec> tx_iov_;
-  std::vector<sockaddr_storage> tx_addrs_;
-  size_t tx_count_ = 0;
+  UdpReceiveBatch rx_{kBatch, kMaxDatagram};
+  UdpSendBatch tx_{kBatch, kMaxDatagram};
 };
 
 }  // namespace rtce

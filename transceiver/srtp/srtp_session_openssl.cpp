@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/byte_order.h"
 #include "transceiver/srtp/srtp_session.h"
 
 namespace rtce {
@@ -52,16 +53,6 @@ enum Label : uint8_t {
   kRtcpSalt = 5
 };
 
-uint16_t load16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-uint32_t load32(const uint8_t* p) {
-  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
-}
-void store32(uint8_t* p, uint32_t v) {
-  p[0] = static_cast<uint8_t>(v >> 24);
-  p[1] = static_cast<uint8_t>(v >> 16);
-  p[2] = static_cast<uint8_t>(v >> 8);
-  p[3] = static_cast<uint8_t>(v);
-}
 // XORs the low `bytes` bytes of v, big-endian, into p.
 void xor_be(uint8_t* p, uint64_t v, size_t bytes) {
   for (size_t i = 0; i < bytes; ++i) p[bytes - 1 - i] ^= static_cast<uint8_t>(v >> (8 * i));
@@ -222,7 +213,7 @@ size_t rtp_header_length(const uint8_t* buf, size_t len) {
   size_t header = kRtpHeaderLength + 4 * size_t{buf[0] & 0x0fu};
   if ((buf[0] & 0x10) != 0) {
     if (header + 4 > len) return 0;
-    header += 4 + 4 * size_t{load16(buf + header + 2)};
+    header += 4 + 4 * size_t{load_be16(buf + header + 2)};
   }
   return header <= len ? header : 0;
 }
@@ -345,7 +336,7 @@ struct SrtpSession::Impl {
     if (header == 0) return SrtpError::bad_packet;
     const size_t trailer = gcm ? kGcmTagLength : kCmTagLength;
     if (capacity < len || capacity - len < trailer || len + trailer > INT_MAX) return SrtpError::no_space;
-    const uint32_t ssrc = load32(buf + 8);
+    const uint32_t ssrc = load_be32(buf + 8);
     SsrcState* stream = find(ssrc);
     if (stream == nullptr) {
       stream = free_slot();
@@ -355,7 +346,7 @@ struct SrtpSession::Impl {
       stream->in_use = true;
     }
     uint64_t index = 0;
-    const int64_t delta = estimate_rtp_index(stream->rtp.highest, load16(buf + 2), index);
+    const int64_t delta = estimate_rtp_index(stream->rtp.highest, load_be16(buf + 2), index);
     if (stream->rtp.is_replay(delta)) return SrtpError::replay;
     stream->rtp.accept(delta);
 
@@ -371,7 +362,7 @@ struct SrtpSession::Impl {
       cm_iv(rtp_salt, ssrc, index, iv);
       if (!ctr_xor(rtp_cipher.get(), iv, payload, payload_length)) return SrtpError::other;
       uint8_t roc[4];
-      store32(roc, static_cast<uint32_t>(index >> 16));
+      store_be32(roc, static_cast<uint32_t>(index >> 16));
       uint8_t tag[SHA_DIGEST_LENGTH];
       rtp_auth.mac(buf, len, roc, sizeof(roc), tag);
       std::memcpy(buf + len, tag, kCmTagLength);
@@ -385,13 +376,13 @@ struct SrtpSession::Impl {
     const size_t body = len - trailer;  // callers checked len >= 12 + trailer
     const size_t header = rtp_header_length(buf, body);
     if (header == 0) return SrtpError::bad_packet;
-    const uint32_t ssrc = load32(buf + 8);
+    const uint32_t ssrc = load_be32(buf + 8);
     SsrcState* stream = find(ssrc);
     SsrcState fresh;  // a new SSRC takes a slot only once a packet authenticates
     if (stream == nullptr && free_slot() == nullptr) return SrtpError::bad_packet;
     const ReplayWindow& window = stream != nullptr ? stream->rtp : fresh.rtp;
     uint64_t index = 0;
-    const int64_t delta = estimate_rtp_index(window.highest, load16(buf + 2), index);
+    const int64_t delta = estimate_rtp_index(window.highest, load_be16(buf + 2), index);
     if (window.is_replay(delta)) return SrtpError::replay;
 
     uint8_t* payload = buf + header;
@@ -403,7 +394,7 @@ struct SrtpSession::Impl {
         return SrtpError::auth_failed;
     } else {
       uint8_t roc[4];
-      store32(roc, static_cast<uint32_t>(index >> 16));
+      store_be32(roc, static_cast<uint32_t>(index >> 16));
       uint8_t tag[SHA_DIGEST_LENGTH];
       rtp_auth.mac(buf, body, roc, sizeof(roc), tag);
       if (CRYPTO_memcmp(tag, buf + body, kCmTagLength) != 0) return SrtpError::auth_failed;
@@ -425,7 +416,7 @@ struct SrtpSession::Impl {
   SrtpError protect_rtcp(uint8_t* buf, size_t& len, size_t capacity) {
     const size_t trailer = gcm ? kGcmTagLength + kSrtcpIndexLength : kSrtcpIndexLength + kCmTagLength;
     if (capacity < len || capacity - len < trailer || len + trailer > INT_MAX) return SrtpError::no_space;
-    const uint32_t ssrc = load32(buf + 4);
+    const uint32_t ssrc = load_be32(buf + 4);
     SsrcState* stream = find(ssrc);
     if (stream == nullptr) {
       stream = free_slot();
@@ -437,7 +428,7 @@ struct SrtpSession::Impl {
     if (stream->last_rtcp_sent >= kMaxSrtcpIndex) return SrtpError::other;  // needs rekeying
     const uint32_t index = ++stream->last_rtcp_sent;
     uint8_t e_index[kSrtcpIndexLength];
-    store32(e_index, kSrtcpEncryptedFlag | index);
+    store_be32(e_index, kSrtcpEncryptedFlag | index);
 
     uint8_t* encrypted = buf + kRtcpHeaderLength;
     const size_t encrypted_length = len - kRtcpHeaderLength;
@@ -465,10 +456,10 @@ struct SrtpSession::Impl {
     const size_t trailer = gcm ? kGcmTagLength + kSrtcpIndexLength : kSrtcpIndexLength + kCmTagLength;
     const size_t body = len - trailer;  // callers checked len >= 8 + trailer
     const uint8_t* e_index = gcm ? buf + len - kSrtcpIndexLength : buf + body;
-    const uint32_t e_and_index = load32(e_index);
+    const uint32_t e_and_index = load_be32(e_index);
     const bool encrypted = (e_and_index & kSrtcpEncryptedFlag) != 0;
     const uint32_t index = e_and_index & kMaxSrtcpIndex;
-    const uint32_t ssrc = load32(buf + 4);
+    const uint32_t ssrc = load_be32(buf + 4);
     SsrcState* stream = find(ssrc);
     SsrcState fresh;
     if (stream == nullptr && free_slot() == nullptr) return SrtpError::bad_packet;

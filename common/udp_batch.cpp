@@ -1,0 +1,126 @@
+// udp_batch.cpp — see udp_batch.h.
+#include "udp_batch.h"
+
+#include <cstring>
+
+#include "rtce_proxy_v2.h"
+
+namespace rtce {
+
+UdpReceiveBatch::UdpReceiveBatch(size_t capacity, size_t max_datagram, size_t headroom)
+    : max_datagram_(max_datagram),
+      headroom_(headroom),
+      stride_(headroom + max_datagram),
+      storage_(capacity * stride_),
+      msgs_(capacity),
+      iov_(capacity),
+      addrs_(capacity),
+      control_(capacity) {
+  for (size_t i = 0; i < capacity; i++) {
+    iov_[i] = {data(i), max_datagram_};
+    msgs_[i].msg_hdr.msg_iov = &iov_[i];
+    msgs_[i].msg_hdr.msg_iovlen = 1;
+    msgs_[i].msg_hdr.msg_name = &addrs_[i];
+    msgs_[i].msg_hdr.msg_control = control_[i].bytes;
+  }
+}
+
+size_t UdpReceiveBatch::receive(int fd) {
+  // The kernel shrinks these to what it wrote; restore them for every slot it may fill.
+  for (auto& m : msgs_) {
+    m.msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+    m.msg_hdr.msg_controllen = kUdpControlBytes;
+    m.msg_hdr.msg_flags = 0;
+  }
+  // MSG_TRUNC: msg_len is the datagram's real length, and msg_flags says it was cut.
+  const int n =
+      recvmmsg(fd, msgs_.data(), static_cast<unsigned>(msgs_.size()), MSG_DONTWAIT | MSG_TRUNC, nullptr);
+  return n > 0 ? static_cast<size_t>(n) : 0;
+}
+
+std::optional<SocketAddress> UdpReceiveBatch::destination(size_t i, uint16_t port) const {
+  // CMSG_NXTHDR takes a non-const msghdr; this one is only read.
+  auto& h = const_cast<msghdr&>(msgs_[i].msg_hdr);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+      in_pktinfo info;
+      std::memcpy(&info, CMSG_DATA(c), sizeof info);
+      return SocketAddress::from_bytes(RTCE_FAMILY_V4, reinterpret_cast<const uint8_t*>(&info.ipi_addr),
+                                       port);
+    }
+    if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+      in6_pktinfo info;
+      std::memcpy(&info, CMSG_DATA(c), sizeof info);
+      return SocketAddress::from_bytes(RTCE_FAMILY_V6, info.ipi6_addr.s6_addr, port);
+    }
+  }
+  return std::nullopt;
+}
+
+UdpSendBatch::UdpSendBatch(size_t capacity, size_t copy_bytes)
+    : copy_bytes_(copy_bytes),
+      storage_(capacity * copy_bytes),
+      msgs_(capacity),
+      iov_(capacity),
+      addrs_(capacity),
+      control_(capacity) {
+  for (size_t i = 0; i < capacity; i++) {
+    msgs_[i].msg_hdr.msg_iov = &iov_[i];
+    msgs_[i].msg_hdr.msg_iovlen = 1;
+    msgs_[i].msg_hdr.msg_name = &addrs_[i];
+  }
+}
+
+bool UdpSendBatch::add(const uint8_t* data, size_t len, const sockaddr* to, socklen_t to_len,
+                       const SocketAddress* source) {
+  if (full() || to_len > sizeof(sockaddr_storage)) return false;
+  const size_t k = count_++;
+  std::memcpy(&addrs_[k], to, to_len);
+  iov_[k] = {const_cast<uint8_t*>(data), len};
+  msghdr& h = msgs_[k].msg_hdr;
+  h.msg_namelen = to_len;
+  h.msg_control = nullptr;
+  h.msg_controllen = 0;
+  if (source) {
+    uint8_t addr[16];
+    source->to_bytes(addr);
+    h.msg_control = control_[k].bytes;
+    h.msg_controllen = kUdpControlBytes;
+    cmsghdr* c = CMSG_FIRSTHDR(&h);
+    if (source->is_v4()) {
+      in_pktinfo info{};
+      std::memcpy(&info.ipi_spec_dst, addr, 4);
+      c->cmsg_level = IPPROTO_IP;
+      c->cmsg_type = IP_PKTINFO;
+      c->cmsg_len = CMSG_LEN(sizeof info);
+      std::memcpy(CMSG_DATA(c), &info, sizeof info);
+      h.msg_controllen = CMSG_SPACE(sizeof info);
+    } else {
+      in6_pktinfo info{};
+      std::memcpy(&info.ipi6_addr, addr, 16);
+      c->cmsg_level = IPPROTO_IPV6;
+      c->cmsg_type = IPV6_PKTINFO;
+      c->cmsg_len = CMSG_LEN(sizeof info);
+      std::memcpy(CMSG_DATA(c), &info, sizeof info);
+      h.msg_controllen = CMSG_SPACE(sizeof info);
+    }
+  }
+  return true;
+}
+
+size_t UdpSendBatch::flush(int fd) {
+  size_t sent = 0, refused = 0;
+  while (sent < count_) {
+    const int n = sendmmsg(fd, msgs_.data() + sent, static_cast<unsigned>(count_ - sent), MSG_DONTWAIT);
+    if (n <= 0) {
+      refused++;  // skip the one the kernel refused
+      sent++;
+    } else {
+      sent += static_cast<size_t>(n);
+    }
+  }
+  count_ = 0;
+  return refused;
+}
+
+}  // namespace rtce

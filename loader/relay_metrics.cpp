@@ -10,7 +10,7 @@
 namespace rtce {
 namespace {
 
-// An XDP reason's column of the wire table, as the C++ enums.
+// An XDP reason's columns of the wire table, as the C++ enums (twin DropReason::count: none).
 DropReason xdp_twin(uint32_t reason) { return static_cast<DropReason>(rtce_xdp_reason_twins[reason]); }
 rtce_xdp_verdict xdp_verdict(uint32_t reason) { return rtce_xdp_reason_verdicts[reason]; }
 

@@ -32,29 +32,18 @@ static_assert(kFramingHeadroom >= RTCE_PP2_LEN_V6);
 
 // The C++ face of the relay's vocabularies (wire/rtce_relay_vocab.h, wire/rtce_hint.h):
 // the same values, so a counter index is the wire enum's value, and the same labels.
-enum class DropReason : uint8_t {
 #define RTCE_DROP_REASON_(E, name) name = RTCE_RELAY_DROP_##E,
-  RTCE_RELAY_DROP_REASONS(RTCE_DROP_REASON_)
-#undef RTCE_DROP_REASON_
-      count = RTCE_RELAY_DROP_COUNT
-};
-
+#define RTCE_HINT_FAILURE_(E, name) name = RTCE_HINT_##E,
+#define RTCE_DIRECTION_(E, name) name = RTCE_XDP_DIR_##E,
+enum class DropReason : uint8_t { RTCE_RELAY_DROP_REASONS(RTCE_DROP_REASON_) count = RTCE_RELAY_DROP_COUNT };
 // Why a first packet's hint was rejected: an error of rtce_hint_open is its own
 // rtce_hint_result value (so value 0, ok, is never counted), then wrong_cluster. The XDP
 // program's hint_failures map has the same layout.
-enum class HintFailure : uint8_t {
-#define RTCE_HINT_FAILURE_(E, name) name = RTCE_HINT_##E,
-  RTCE_HINT_FAILURES(RTCE_HINT_FAILURE_)
+enum class HintFailure : uint8_t { RTCE_HINT_FAILURES(RTCE_HINT_FAILURE_) count = RTCE_HINT_FAILURE_SLOTS };
+enum class Direction : uint8_t { RTCE_RELAY_DIRECTIONS(RTCE_DIRECTION_) count = RTCE_XDP_DIR_COUNT };
+#undef RTCE_DROP_REASON_
 #undef RTCE_HINT_FAILURE_
-      count = RTCE_HINT_FAILURE_SLOTS
-};
-
-enum class Direction : uint8_t {
-#define RTCE_DIRECTION_(E, name) name = RTCE_XDP_DIR_##E,
-  RTCE_RELAY_DIRECTIONS(RTCE_DIRECTION_)
 #undef RTCE_DIRECTION_
-      count = RTCE_XDP_DIR_COUNT
-};
 
 // Every value of each, in order, for the loops that export them.
 #define RTCE_VOCAB_VALUE_(E, name) DropReason::name,

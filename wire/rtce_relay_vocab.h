@@ -55,23 +55,19 @@
 	X(TO_TRANSCEIVER, client_to_transceiver)                                                   \
 	X(TO_CLIENT, transceiver_to_client)
 
-enum rtce_relay_drop_reason {
 #define RTCE_RELAY_DROP_ENUM_(E, name) RTCE_RELAY_DROP_##E,
-	RTCE_RELAY_DROP_REASONS(RTCE_RELAY_DROP_ENUM_)
-#undef RTCE_RELAY_DROP_ENUM_
-		RTCE_RELAY_DROP_COUNT
+enum rtce_relay_drop_reason {
+	RTCE_RELAY_DROP_REASONS(RTCE_RELAY_DROP_ENUM_) RTCE_RELAY_DROP_COUNT
 };
+#undef RTCE_RELAY_DROP_ENUM_
 /* "No userspace twin" in the XDP reason table (rtce_xdp.h). */
 #define RTCE_RELAY_DROP_NONE RTCE_RELAY_DROP_COUNT
 
 /* Named for the XDP program, which counted by direction first; the userspace relay's
  * Direction takes the same values. */
-enum rtce_xdp_direction {
 #define RTCE_RELAY_DIR_ENUM_(E, name) RTCE_XDP_DIR_##E,
-	RTCE_RELAY_DIRECTIONS(RTCE_RELAY_DIR_ENUM_)
+enum rtce_xdp_direction { RTCE_RELAY_DIRECTIONS(RTCE_RELAY_DIR_ENUM_) RTCE_XDP_DIR_COUNT };
 #undef RTCE_RELAY_DIR_ENUM_
-		RTCE_XDP_DIR_COUNT
-};
 
 #ifndef __bpf__
 /* Metric labels, indexed by the enums above. */

@@ -173,7 +173,8 @@ struct rtce_xdp_scratch {
 	X(HINT_REJECTED, hint_rejected, DROP, HINT_REJECTED)                                       \
 	/* userspace may hold a newer endpoint table */                                            \
 	X(UNKNOWN_ENDPOINT, unknown_endpoint, PASS, NONE)                                          \
-	X(FLOW_INSERT_FAILED, flow_insert_failed, PASS, NONE) /* the flows map refused */          \
+	/* the flows map refused the insert */                                                     \
+	X(FLOW_INSERT_FAILED, flow_insert_failed, PASS, NONE)                                      \
 	/* return port datagram without valid PROXY v2 */                                          \
 	X(RETURN_MALFORMED, return_malformed, DROP, RETURN_MALFORMED)                              \
 	X(RETURN_NO_FLOW, return_no_flow, DROP, RETURN_NO_FLOW)                                    \
@@ -183,12 +184,15 @@ struct rtce_xdp_scratch {
 	X(PASS_IP_OPTIONS, pass_ip_options, PASS, NONE) /* IPv4 with options, to a VIP/return */   \
 	X(PASS_IPV6_EXT, pass_ipv6_ext, PASS, NONE) /* IPv6 extension headers, to a VIP/return */  \
 	X(PASS_FRAGMENT, pass_fragment, PASS, NONE) /* first fragment to a VIP/return port */      \
-	X(PASS_BAD_LENGTH, pass_bad_length, PASS, NONE) /* IP/UDP lengths disagree */              \
+	/* IP/UDP lengths disagree (the kernel decides) */                                         \
+	X(PASS_BAD_LENGTH, pass_bad_length, PASS, NONE)                                            \
 	/* Binding request longer than the STUN window */                                          \
 	X(PASS_STUN_TOO_LONG, pass_stun_too_long, PASS, NONE)                                      \
 	X(PASS_ZERO_CSUM, pass_zero_csum, PASS, NONE) /* no UDP checksum, and the output is v6 */  \
-	X(PASS_NO_NEIGH, pass_no_neigh, PASS, NONE)   /* fib lookup found no neighbour */          \
-	X(PASS_FIB_FAILED, pass_fib_failed, PASS, NONE) /* other fib lookup failure */             \
+	/* fib lookup found no neighbour (packet untouched) */                                     \
+	X(PASS_NO_NEIGH, pass_no_neigh, PASS, NONE)                                                \
+	/* other fib lookup failure (packet untouched) */                                          \
+	X(PASS_FIB_FAILED, pass_fib_failed, PASS, NONE)                                            \
 	/* no relay address configured for that family */                                          \
 	X(PASS_NO_RELAY_ADDR, pass_no_relay_addr, PASS, NONE)                                      \
 	X(NEW_FLOW_BUDGET, new_flow_budget, PASS, NONE) /* this CPU's new-flow budget is spent */  \
@@ -213,12 +217,9 @@ enum rtce_xdp_verdict {
 	RTCE_XDP_VERDICT_SIDE_COUNTER,
 };
 
-enum rtce_xdp_reason {
 #define RTCE_XDP_REASON_ENUM_(E, name, verdict, twin) RTCE_XDP_##E,
-	RTCE_XDP_REASONS(RTCE_XDP_REASON_ENUM_)
+enum rtce_xdp_reason { RTCE_XDP_REASONS(RTCE_XDP_REASON_ENUM_) RTCE_XDP_REASON_COUNT };
 #undef RTCE_XDP_REASON_ENUM_
-		RTCE_XDP_REASON_COUNT
-};
 
 #define RTCE_XDP_COUNTER_SLOTS ((int)RTCE_XDP_REASON_COUNT * (int)RTCE_XDP_DIR_COUNT)
 

@@ -8,6 +8,7 @@
 #include "config_file.h"
 #include "error.h"
 #include "random.h"
+#include "vocab.h"
 
 namespace rtce {
 namespace {
@@ -139,16 +140,6 @@ std::string mint_ufrag(const HintKeys& keys, uint8_t cluster_id, uint16_t endpoi
   return std::string(reinterpret_cast<const char*>(chars), RTCE_HINT_CHARS);
 }
 
-const char* hint_result_name(rtce_hint_result r) {
-  switch (r) {
-    case RTCE_HINT_OK: return "ok";
-    case RTCE_HINT_BAD_LENGTH: return "bad_length";
-    case RTCE_HINT_BAD_CHAR: return "bad_char";
-    case RTCE_HINT_BAD_VERSION: return "bad_version";
-    case RTCE_HINT_UNKNOWN_KEY: return "unknown_key";
-    case RTCE_HINT_BAD_MAC: return "bad_mac";
-    default: return "unknown";
-  }
-}
+const char* hint_result_name(rtce_hint_result r) { return vocab_name(rtce_hint_result_names, r); }
 
 }  // namespace rtce

@@ -8,6 +8,7 @@
 #include "rtce_hint.h"
 #include "rtce_proxy_v2.h"
 #include "rtce_stun.h"
+#include "rtce_xdp.h"
 
 __attribute__((section("xdp"), used)) int rtce_wire_check(__u8 *pkt)
 {
@@ -32,6 +33,9 @@ __attribute__((section("xdp"), used)) int rtce_wire_check(__u8 *pkt)
 	rtce_flow_limit_charge(&limit, hint_key.nonce, prefix.addr[1]);
 	if (limit.flows > 1)
 		return 4;
+	if (rtce_xdp_counter_index(RTCE_XDP_EVENT_LOST, RTCE_XDP_DIR_TO_CLIENT) >=
+	    RTCE_XDP_COUNTER_SLOTS)
+		return 5;
 	flow.family = RTCE_FAMILY_V4;
 	rtce_pp2_write(hdr, sizeof(hdr), &flow);
 	return rtce_pp2_parse(hdr, sizeof(hdr), &flow, &payload);

@@ -47,15 +47,41 @@ struct rtce_hint_keyset {
 	struct rtce_hint_key keys[RTCE_HINT_MAX_KEYS];
 };
 
-enum rtce_hint_result {
-	RTCE_HINT_OK = 0,
-	RTCE_HINT_BAD_LENGTH,  /* ufrag is not RTCE_HINT_CHARS long: not one of ours */
-	RTCE_HINT_BAD_CHAR,    /* a character outside the base64 alphabet */
-	RTCE_HINT_BAD_VERSION, /* a format version this build does not speak */
-	RTCE_HINT_UNKNOWN_KEY, /* key id not among the live keys */
-	RTCE_HINT_BAD_MAC,     /* forged, corrupted or signed with a retired key */
-	RTCE_HINT_RESULT_COUNT
+/* What rtce_hint_open says of a ufrag: ok, or why it is not a valid hint. X(ENUMERATOR,
+ * label): the enum rtce_hint_result, its names (`rtcedge-relay hint decode`) and the relay's
+ * hint failure counters all expand from these lists. Append, never reorder: the XDP
+ * program's pinned hint_failures map is indexed by these values. */
+#define RTCE_HINT_ERRORS(X)                                                                        \
+	X(BAD_LENGTH, bad_length)   /* ufrag is not RTCE_HINT_CHARS long: not one of ours */       \
+	X(BAD_CHAR, bad_char)	    /* a character outside the base64 alphabet */                  \
+	X(BAD_VERSION, bad_version) /* a format version this build does not speak */               \
+	X(UNKNOWN_KEY, unknown_key) /* key id not among the live keys */                           \
+	X(BAD_MAC, bad_mac)	    /* forged, corrupted or signed with a retired key */
+#define RTCE_HINT_RESULTS(X) X(OK, ok) RTCE_HINT_ERRORS(X)
+/* A relay also rejects a valid hint minted for another cluster. Its failure counters are
+ * indexed by rtce_hint_result and then these (slot 0, ok, is never counted), so the
+ * codec's result is its own counter index. */
+#define RTCE_HINT_RELAY_ERRORS(X) X(WRONG_CLUSTER, wrong_cluster)
+#define RTCE_HINT_FAILURES(X)	  RTCE_HINT_ERRORS(X) RTCE_HINT_RELAY_ERRORS(X)
+
+#define RTCE_HINT_ENUM_(E, name) RTCE_HINT_##E,
+enum rtce_hint_result { RTCE_HINT_RESULTS(RTCE_HINT_ENUM_) RTCE_HINT_RESULT_COUNT };
+enum rtce_hint_failure_slot {
+	RTCE_HINT_FAILURE_BASE_ = RTCE_HINT_RESULT_COUNT - 1,
+	RTCE_HINT_RELAY_ERRORS(RTCE_HINT_ENUM_) RTCE_HINT_FAILURE_SLOTS
 };
+#undef RTCE_HINT_ENUM_
+
+#ifndef __bpf__
+#define RTCE_HINT_LABEL_(E, name) #name,
+/* Indexed by enum rtce_hint_result. */
+static const char *const rtce_hint_result_names[RTCE_HINT_RESULT_COUNT] = {
+	RTCE_HINT_RESULTS(RTCE_HINT_LABEL_)};
+/* Indexed by hint failure slot: rtce_hint_result, then RTCE_HINT_WRONG_CLUSTER. */
+static const char *const rtce_hint_failure_names[RTCE_HINT_FAILURE_SLOTS] = {
+	RTCE_HINT_RESULTS(RTCE_HINT_LABEL_) RTCE_HINT_RELAY_ERRORS(RTCE_HINT_LABEL_)};
+#undef RTCE_HINT_LABEL_
+#endif
 
 /* Value of one base64 character, or -1. Branches rather than a table so that the BPF
  * verifier sees no variable-offset map or stack access. */

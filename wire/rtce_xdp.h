@@ -1,5 +1,5 @@
-/* rtce_xdp.h — the XDP data path's map layouts and counter reasons, shared by the BPF
- * program (bpf/rtce_xdp.bpf.c) and the C++ loader and tests.
+/* rtce_xdp.h — the XDP data path's map layouts and its table of exit reasons, shared by
+ * the BPF program (bpf/rtce_xdp.bpf.c) and the C++ loader and tests.
  *
  * Every struct here is a BPF map key or value; the program is built with BTF, so
  * `bpftool map dump` prints these field names. Addresses are in network order with IPv4 in
@@ -11,6 +11,7 @@
 #include "rtce_flow.h"
 #include "rtce_flow_limit.h"
 #include "rtce_hint.h"
+#include "rtce_relay_vocab.h"
 #include "rtce_types.h"
 
 /* Map sizes. The loader may resize `flows` before loading (bpf_map__set_max_entries). */
@@ -84,9 +85,8 @@ struct rtce_xdp_flow {
 	__u64 created_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at creation */
 };
 
-/* `events` ring buffer record: a flow the XDP program created. The loader mirrors it into
- * the userspace relay (so packets XDP passes up, e.g. on a missing neighbour, find their
- * flow there) and into the flow store. */
+/* `events` ring buffer record: a flow the XDP program created. The loader puts it into the
+ * flow store (when one is configured). */
 struct rtce_xdp_flow_event {
 	struct rtce_flow_key key;
 	struct rtce_xdp_endpoint endpoint;
@@ -151,51 +151,75 @@ struct rtce_xdp_scratch {
 	__u8 bytes[RTCE_XDP_STUN_SCRATCH];
 };
 
-/* Direction of a counter: client -> transceiver (everything that is not the return path,
- * including traffic that is not ours) and transceiver -> client (the return port). */
-enum rtce_xdp_direction {
-	RTCE_XDP_DIR_TO_TRANSCEIVER = 0,
-	RTCE_XDP_DIR_TO_CLIENT = 1,
-	RTCE_XDP_DIR_COUNT
+/* Why the program returned what it returned. Every exit of the program counts exactly one
+ * reason (event_lost excepted: it is a side counter, not an exit). Directions are
+ * enum rtce_xdp_direction (rtce_relay_vocab.h).
+ *
+ * X(ENUMERATOR, label, verdict, twin): the enum rtce_xdp_reason (RTCE_XDP_<ENUMERATOR>),
+ * the metric label (rtcedge_relay_xdp_packets_total{reason=...}), the verdict the program
+ * returns for it (RTCE_XDP_VERDICT_<verdict>), and the userspace relay's drop reason it is
+ * counted as in rtcedge_relay_dropped_packets_total (RTCE_RELAY_DROP_<twin>; NONE when the
+ * packet is not dropped: forwarded, or passed up to the userspace relay, which counts it
+ * itself). Labels match the userspace drop reason where they mean the same thing. Values
+ * index the pinned counters map: append, never reorder. */
+#define RTCE_XDP_REASONS(X)                                                                        \
+	X(FORWARDED, forwarded, FORWARD, NONE)			 /* flow hit, or return path */    \
+	X(FORWARDED_NEW_FLOW, forwarded_new_flow, FORWARD, NONE) /* first packet, flow created */  \
+	X(NO_FLOW, no_flow, PASS, NONE) /* not STUN, no flow (userspace may have one) */           \
+	X(STUN_MALFORMED, stun_malformed, PASS, NONE) /* truncated STUN, bad length/attribute */   \
+	X(STUN_NOT_BINDING_REQUEST, stun_not_binding_request, PASS, NONE)                          \
+	X(STUN_NO_USERNAME, stun_no_username, PASS, NONE)                                          \
+	/* forged/corrupt hint, unknown key, other cluster */                                      \
+	X(HINT_REJECTED, hint_rejected, DROP, HINT_REJECTED)                                       \
+	/* userspace may hold a newer endpoint table */                                            \
+	X(UNKNOWN_ENDPOINT, unknown_endpoint, PASS, NONE)                                          \
+	/* the flows map refused the insert */                                                     \
+	X(FLOW_INSERT_FAILED, flow_insert_failed, PASS, NONE)                                      \
+	/* return port datagram without valid PROXY v2 */                                          \
+	X(RETURN_MALFORMED, return_malformed, DROP, RETURN_MALFORMED)                              \
+	X(RETURN_NO_FLOW, return_no_flow, DROP, RETURN_NO_FLOW)                                    \
+	/* the flow belongs to another endpoint */                                                 \
+	X(RETURN_WRONG_SENDER, return_wrong_sender, DROP, RETURN_WRONG_SENDER)                     \
+	X(PASS_NOT_OURS, pass_not_ours, PASS, NONE) /* not to a VIP:port nor the return port */    \
+	X(PASS_IP_OPTIONS, pass_ip_options, PASS, NONE) /* IPv4 with options, to a VIP/return */   \
+	X(PASS_IPV6_EXT, pass_ipv6_ext, PASS, NONE) /* IPv6 extension headers, to a VIP/return */  \
+	X(PASS_FRAGMENT, pass_fragment, PASS, NONE) /* first fragment to a VIP/return port */      \
+	/* IP/UDP lengths disagree (the kernel decides) */                                         \
+	X(PASS_BAD_LENGTH, pass_bad_length, PASS, NONE)                                            \
+	/* Binding request longer than the STUN window */                                          \
+	X(PASS_STUN_TOO_LONG, pass_stun_too_long, PASS, NONE)                                      \
+	X(PASS_ZERO_CSUM, pass_zero_csum, PASS, NONE) /* no UDP checksum, and the output is v6 */  \
+	/* fib lookup found no neighbour (packet untouched) */                                     \
+	X(PASS_NO_NEIGH, pass_no_neigh, PASS, NONE)                                                \
+	/* other fib lookup failure (packet untouched) */                                          \
+	X(PASS_FIB_FAILED, pass_fib_failed, PASS, NONE)                                            \
+	/* no relay address configured for that family */                                          \
+	X(PASS_NO_RELAY_ADDR, pass_no_relay_addr, PASS, NONE)                                      \
+	X(NEW_FLOW_BUDGET, new_flow_budget, PASS, NONE) /* this CPU's new-flow budget is spent */  \
+	/* the hint made flows.max_per_hint flows this window */                                   \
+	X(HINT_FLOW_LIMIT, hint_flow_limit, DROP, HINT_FLOW_LIMIT)                                 \
+	/* the client's prefix made flows.max_per_source_prefix flows this window */               \
+	X(SOURCE_PREFIX_FLOW_LIMIT, source_prefix_flow_limit, DROP, SOURCE_PREFIX_FLOW_LIMIT)      \
+	/* valid but unusual (PROXY v2 TLVs, head adjust) */                                       \
+	X(PASS_TO_USERSPACE, pass_to_userspace, PASS, NONE)                                        \
+	/* a helper failed mid-rewrite (a guard; the checks before it make it unreachable) */      \
+	X(ABORTED, aborted, ABORTED, NONE)                                                         \
+	/* ring buffer full, flow still created */                                                 \
+	X(EVENT_LOST, event_lost, SIDE_COUNTER, NONE)
+
+/* What the program returns for a reason: FORWARD is XDP_TX or XDP_REDIRECT; SIDE_COUNTER
+ * is counted besides the exit's own reason. */
+enum rtce_xdp_verdict {
+	RTCE_XDP_VERDICT_FORWARD,
+	RTCE_XDP_VERDICT_PASS,
+	RTCE_XDP_VERDICT_DROP,
+	RTCE_XDP_VERDICT_ABORTED,
+	RTCE_XDP_VERDICT_SIDE_COUNTER,
 };
 
-/* Why the program returned what it returned. Every exit of the program counts exactly one
- * reason (RTCE_XDP_EVENT_LOST excepted: it is a side counter, not an exit). Names match the
- * userspace relay's DropReason (loader/relay_core.h) where they mean the same thing.
- * The verdict of each is fixed; see rtce_xdp_reason_action. */
-enum rtce_xdp_reason {
-	RTCE_XDP_FORWARDED = 0,		   /* TX/REDIRECT: flow hit, or return path */
-	RTCE_XDP_FORWARDED_NEW_FLOW,	   /* TX/REDIRECT: first packet, flow created */
-	RTCE_XDP_NO_FLOW,		   /* PASS: not STUN, no flow (userspace may have one) */
-	RTCE_XDP_STUN_MALFORMED,	   /* PASS: truncated STUN, bad length/attribute/USERNAME */
-	RTCE_XDP_STUN_NOT_BINDING_REQUEST, /* PASS */
-	RTCE_XDP_STUN_NO_USERNAME,	   /* PASS */
-	RTCE_XDP_HINT_REJECTED,	      /* DROP: forged/corrupt hint, unknown key, other cluster */
-	RTCE_XDP_UNKNOWN_ENDPOINT,    /* PASS: userspace may hold a newer endpoint table */
-	RTCE_XDP_FLOW_INSERT_FAILED,  /* PASS: the flows map refused the insert */
-	RTCE_XDP_RETURN_MALFORMED,    /* DROP: return port datagram without valid PROXY v2 */
-	RTCE_XDP_RETURN_NO_FLOW,      /* DROP */
-	RTCE_XDP_RETURN_WRONG_SENDER, /* DROP: the flow belongs to another endpoint */
-	RTCE_XDP_PASS_NOT_OURS,	      /* PASS: not to a VIP:port nor the return port */
-	RTCE_XDP_PASS_IP_OPTIONS,     /* PASS: IPv4 with options, to a VIP or the return port */
-	RTCE_XDP_PASS_IPV6_EXT,	      /* PASS: IPv6 extension headers, to a VIP/return port */
-	RTCE_XDP_PASS_FRAGMENT,	      /* PASS: first fragment to a VIP/return port */
-	RTCE_XDP_PASS_BAD_LENGTH,     /* PASS: IP/UDP lengths disagree (the kernel decides) */
-	RTCE_XDP_PASS_STUN_TOO_LONG,  /* PASS: Binding request longer than the STUN window */
-	RTCE_XDP_PASS_ZERO_CSUM,      /* PASS: no UDP checksum, and the output is IPv6 */
-	RTCE_XDP_PASS_NO_NEIGH,	      /* PASS: fib lookup found no neighbour (packet untouched) */
-	RTCE_XDP_PASS_FIB_FAILED,     /* PASS: other fib lookup failure (packet untouched) */
-	RTCE_XDP_PASS_NO_RELAY_ADDR,  /* PASS: no relay address configured for that family */
-	RTCE_XDP_NEW_FLOW_BUDGET,     /* PASS: this CPU's new-flow budget is spent */
-	RTCE_XDP_HINT_FLOW_LIMIT,     /* DROP: the hint made flows.max_per_hint flows this window */
-	RTCE_XDP_SOURCE_PREFIX_FLOW_LIMIT, /* DROP: the client's prefix made
-					    * flows.max_per_source_prefix flows this window */
-	RTCE_XDP_PASS_TO_USERSPACE, /* PASS: valid but unusual (PROXY v2 TLVs, head adjust) */
-	RTCE_XDP_ABORTED,	    /* ABORTED: a helper failed mid-rewrite (a guard; the
-				     * checks before it make it unreachable) */
-	RTCE_XDP_EVENT_LOST,	    /* side counter: ring buffer full, flow still created */
-	RTCE_XDP_REASON_COUNT
-};
+#define RTCE_XDP_REASON_ENUM_(E, name, verdict, twin) RTCE_XDP_##E,
+enum rtce_xdp_reason { RTCE_XDP_REASONS(RTCE_XDP_REASON_ENUM_) RTCE_XDP_REASON_COUNT };
+#undef RTCE_XDP_REASON_ENUM_
 
 #define RTCE_XDP_COUNTER_SLOTS ((int)RTCE_XDP_REASON_COUNT * (int)RTCE_XDP_DIR_COUNT)
 
@@ -206,9 +230,10 @@ struct rtce_xdp_counter {
 };
 
 /* `hint_failures` per-CPU array (__u64 values): why a hint was rejected, indexed by
- * enum rtce_hint_result (1..5) or RTCE_XDP_HINT_WRONG_CLUSTER; mirrors HintFailure. */
-#define RTCE_XDP_HINT_WRONG_CLUSTER RTCE_HINT_RESULT_COUNT
-#define RTCE_XDP_HINT_FAILURE_SLOTS (RTCE_HINT_RESULT_COUNT + 1)
+ * enum rtce_hint_result (1..5) or RTCE_HINT_WRONG_CLUSTER (rtce_hint.h), as the userspace
+ * relay's HintFailure. */
+#define RTCE_XDP_HINT_WRONG_CLUSTER RTCE_HINT_WRONG_CLUSTER
+#define RTCE_XDP_HINT_FAILURE_SLOTS RTCE_HINT_FAILURE_SLOTS
 
 RTCE_INLINE __u32 rtce_xdp_counter_index(__u32 reason, __u32 direction)
 {
@@ -216,42 +241,20 @@ RTCE_INLINE __u32 rtce_xdp_counter_index(__u32 reason, __u32 direction)
 }
 
 #ifndef __bpf__
-/* Names for metrics and logs, indexed by enum rtce_xdp_reason. */
+/* Indexed by enum rtce_xdp_reason. */
+#define RTCE_XDP_REASON_LABEL_(E, name, verdict, twin) #name,
 static const char *const rtce_xdp_reason_names[RTCE_XDP_REASON_COUNT] = {
-	"forwarded",
-	"forwarded_new_flow",
-	"no_flow",
-	"stun_malformed",
-	"stun_not_binding_request",
-	"stun_no_username",
-	"hint_rejected",
-	"unknown_endpoint",
-	"flow_insert_failed",
-	"return_malformed",
-	"return_no_flow",
-	"return_wrong_sender",
-	"pass_not_ours",
-	"pass_ip_options",
-	"pass_ipv6_ext",
-	"pass_fragment",
-	"pass_bad_length",
-	"pass_stun_too_long",
-	"pass_zero_csum",
-	"pass_no_neigh",
-	"pass_fib_failed",
-	"pass_no_relay_addr",
-	"new_flow_budget",
-	"hint_flow_limit",
-	"source_prefix_flow_limit",
-	"pass_to_userspace",
-	"aborted",
-	"event_lost",
-};
-
-static const char *const rtce_xdp_direction_names[RTCE_XDP_DIR_COUNT] = {
-	"client_to_transceiver",
-	"transceiver_to_client",
-};
+	RTCE_XDP_REASONS(RTCE_XDP_REASON_LABEL_)};
+#undef RTCE_XDP_REASON_LABEL_
+#define RTCE_XDP_REASON_VERDICT_(E, name, verdict, twin) RTCE_XDP_VERDICT_##verdict,
+static const enum rtce_xdp_verdict rtce_xdp_reason_verdicts[RTCE_XDP_REASON_COUNT] = {
+	RTCE_XDP_REASONS(RTCE_XDP_REASON_VERDICT_)};
+#undef RTCE_XDP_REASON_VERDICT_
+/* The userspace relay's drop reason of each, or RTCE_RELAY_DROP_NONE. */
+#define RTCE_XDP_REASON_TWIN_(E, name, verdict, twin) RTCE_RELAY_DROP_##twin,
+static const enum rtce_relay_drop_reason rtce_xdp_reason_twins[RTCE_XDP_REASON_COUNT] = {
+	RTCE_XDP_REASONS(RTCE_XDP_REASON_TWIN_)};
+#undef RTCE_XDP_REASON_TWIN_
 #endif
 
 #endif /* RTCE_XDP_H */

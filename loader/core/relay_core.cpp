@@ -10,48 +10,6 @@
 
 namespace rtce {
 
-const char* drop_reason_name(DropReason r) {
-  switch (r) {
-    case DropReason::no_flow: return "no_flow";
-    case DropReason::stun_malformed: return "stun_malformed";
-    case DropReason::stun_not_binding_request: return "stun_not_binding_request";
-    case DropReason::stun_no_username: return "stun_no_username";
-    case DropReason::hint_rejected: return "hint_rejected";
-    case DropReason::unknown_endpoint: return "unknown_endpoint";
-    case DropReason::flow_table_full: return "flow_table_full";
-    case DropReason::return_malformed: return "return_malformed";
-    case DropReason::return_no_flow: return "return_no_flow";
-    case DropReason::return_wrong_sender: return "return_wrong_sender";
-    case DropReason::oversize: return "oversize";
-    case DropReason::send_error: return "send_error";
-    case DropReason::flow_lookup_queue_full: return "flow_lookup_queue_full";
-    case DropReason::flow_lookup_rate_limited: return "flow_lookup_rate_limited";
-    case DropReason::flow_lookup_timeout: return "flow_lookup_timeout";
-    case DropReason::flow_not_recovered: return "flow_not_recovered";
-    case DropReason::hint_flow_limit: return "hint_flow_limit";
-    case DropReason::source_prefix_flow_limit: return "source_prefix_flow_limit";
-    case DropReason::count: break;
-  }
-  return "unknown";
-}
-
-const char* hint_failure_name(HintFailure f) {
-  switch (f) {
-    case HintFailure::bad_length: return "bad_length";
-    case HintFailure::bad_char: return "bad_char";
-    case HintFailure::bad_version: return "bad_version";
-    case HintFailure::unknown_key: return "unknown_key";
-    case HintFailure::bad_mac: return "bad_mac";
-    case HintFailure::wrong_cluster: return "wrong_cluster";
-    case HintFailure::count: break;
-  }
-  return "unknown";
-}
-
-const char* direction_name(Direction d) {
-  return d == Direction::client_to_transceiver ? "client_to_transceiver" : "transceiver_to_client";
-}
-
 rtce_flow_key make_flow_key(const SocketAddress& client, const SocketAddress& vip) {
   rtce_flow_key key{};
   key.family = client.to_bytes(key.client_addr);
@@ -128,15 +86,7 @@ std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& 
   rtce_hint hint{};
   const rtce_hint_result r = rtce_hint_open(packet + ufrag_off, ufrag_len, &routing.keys, &hint);
   if (r != RTCE_HINT_OK || hint.cluster_id != routing.cluster_id) {
-    HintFailure failure = HintFailure::wrong_cluster;
-    switch (r) {
-      case RTCE_HINT_BAD_LENGTH: failure = HintFailure::bad_length; break;
-      case RTCE_HINT_BAD_CHAR: failure = HintFailure::bad_char; break;
-      case RTCE_HINT_BAD_VERSION: failure = HintFailure::bad_version; break;
-      case RTCE_HINT_UNKNOWN_KEY: failure = HintFailure::unknown_key; break;
-      case RTCE_HINT_BAD_MAC: failure = HintFailure::bad_mac; break;
-      default: break;
-    }
+    const HintFailure failure = r != RTCE_HINT_OK ? static_cast<HintFailure>(r) : HintFailure::wrong_cluster;
     counters_.hint_failures[static_cast<size_t>(failure)].add();
     counters_.drop(DropReason::hint_rejected);
     return std::nullopt;

@@ -20,6 +20,8 @@
 #include "relaxed_counter.h"
 #include "rtce_hint.h"
 #include "rtce_proxy_v2.h"
+#include "rtce_relay_vocab.h"
+#include "vocab.h"
 
 namespace rtce {
 
@@ -28,43 +30,35 @@ namespace rtce {
 inline constexpr size_t kFramingHeadroom = 64;
 static_assert(kFramingHeadroom >= RTCE_PP2_LEN_V6);
 
-enum class DropReason : uint8_t {
-  no_flow,                   // non-STUN packet from a client with no flow
-  stun_malformed,            // truncated STUN, bad length, bad attribute, bad USERNAME
-  stun_not_binding_request,  // STUN, but not a Binding request
-  stun_no_username,          // Binding request without USERNAME
-  hint_rejected,             // server ufrag is not a valid hint (see HintFailure)
-  unknown_endpoint,          // valid hint naming an endpoint this relay does not know
-  flow_table_full,           // table full and no flow idle long enough to evict
-  return_malformed,          // datagram on the return socket without a valid PROXY v2 header
-  return_no_flow,            // framed datagram for a flow this worker does not have
-  return_wrong_sender,       // framed datagram from an address that does not own the flow
-  oversize,                  // datagram larger than the receive buffer (truncated by the kernel)
-  send_error,                // the kernel refused to send (e.g. socket buffer full)
-  flow_lookup_queue_full,    // no flow; waiting for the flow store, but no room left to wait
-  flow_lookup_rate_limited,  // no flow; the flow store lookup budget was spent
-  flow_lookup_timeout,       // waited for the flow store longer than flow_store.lookup_timeout
-  flow_not_recovered,        // waited, and the flow store had no such flow (or was down)
-  hint_flow_limit,           // valid hint, but it made flows.max_per_hint flows this window
-  source_prefix_flow_limit,  // valid hint, but the client's prefix made flows.max_per_source_prefix
-  count
-};
+// The C++ face of the relay's vocabularies (wire/rtce_relay_vocab.h, wire/rtce_hint.h):
+// the same values, so a counter index is the wire enum's value, and the same labels.
+#define RTCE_DROP_REASON_(E, name) name = RTCE_RELAY_DROP_##E,
+#define RTCE_HINT_FAILURE_(E, name) name = RTCE_HINT_##E,
+#define RTCE_DIRECTION_(E, name) name = RTCE_XDP_DIR_##E,
+enum class DropReason : uint8_t { RTCE_RELAY_DROP_REASONS(RTCE_DROP_REASON_) count = RTCE_RELAY_DROP_COUNT };
+// Why a first packet's hint was rejected: an error of rtce_hint_open is its own
+// rtce_hint_result value (so value 0, ok, is never counted), then wrong_cluster. The XDP
+// program's hint_failures map has the same layout.
+enum class HintFailure : uint8_t { RTCE_HINT_FAILURES(RTCE_HINT_FAILURE_) count = RTCE_HINT_FAILURE_SLOTS };
+enum class Direction : uint8_t { RTCE_RELAY_DIRECTIONS(RTCE_DIRECTION_) count = RTCE_XDP_DIR_COUNT };
+#undef RTCE_DROP_REASON_
+#undef RTCE_HINT_FAILURE_
+#undef RTCE_DIRECTION_
 
-enum class HintFailure : uint8_t {
-  bad_length,
-  bad_char,
-  bad_version,
-  unknown_key,
-  bad_mac,
-  wrong_cluster,
-  count
-};
+// Every value of each, in order, for the loops that export them.
+#define RTCE_VOCAB_VALUE_(E, name) DropReason::name,
+inline constexpr DropReason kDropReasons[] = {RTCE_RELAY_DROP_REASONS(RTCE_VOCAB_VALUE_)};
+#undef RTCE_VOCAB_VALUE_
+#define RTCE_VOCAB_VALUE_(E, name) HintFailure::name,
+inline constexpr HintFailure kHintFailures[] = {RTCE_HINT_FAILURES(RTCE_VOCAB_VALUE_)};
+#undef RTCE_VOCAB_VALUE_
+#define RTCE_VOCAB_VALUE_(E, name) Direction::name,
+inline constexpr Direction kDirections[] = {RTCE_RELAY_DIRECTIONS(RTCE_VOCAB_VALUE_)};
+#undef RTCE_VOCAB_VALUE_
 
-enum class Direction : uint8_t { client_to_transceiver, transceiver_to_client, count };
-
-const char* drop_reason_name(DropReason r);
-const char* hint_failure_name(HintFailure f);
-const char* direction_name(Direction d);
+inline const char* drop_reason_name(DropReason r) { return vocab_name(rtce_relay_drop_reason_names, r); }
+inline const char* hint_failure_name(HintFailure f) { return vocab_name(rtce_hint_failure_names, f); }
+inline const char* direction_name(Direction d) { return vocab_name(rtce_xdp_direction_names, d); }
 
 struct RelayCounters {
   std::array<RelaxedCounter, static_cast<size_t>(Direction::count)> received_packets;

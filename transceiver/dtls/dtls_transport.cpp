@@ -24,6 +24,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "common/vocab.h"
+
 namespace rtce {
 namespace {
 
@@ -462,14 +464,10 @@ SrtpProfile DtlsTransport::negotiated_profile() const { return impl_->profile; }
 const DtlsTransport::Stats& DtlsTransport::stats() const { return impl_->stats; }
 
 const char* dtls_state_name(DtlsTransport::State state) {
-  switch (state) {
-    case DtlsTransport::State::idle: return "idle";
-    case DtlsTransport::State::connecting: return "connecting";
-    case DtlsTransport::State::connected: return "connected";
-    case DtlsTransport::State::failed: return "failed";
-    case DtlsTransport::State::closed: return "closed";
-  }
-  return "unknown";
+#define RTCE_DTLS_STATE_LABEL_(name) #name,
+  static constexpr const char* kNames[] = {RTCE_DTLS_STATES(RTCE_DTLS_STATE_LABEL_)};
+#undef RTCE_DTLS_STATE_LABEL_
+  return vocab_name(kNames, state);
 }
 
 }  // namespace rtce

@@ -29,7 +29,10 @@ struct SrtpKeys {
 class DtlsTransport {
  public:
   enum class Role { client, server };
-  enum class State { idle, connecting, connected, failed, closed };
+#define RTCE_DTLS_STATES(X) X(idle) X(connecting) X(connected) X(failed) X(closed)
+#define RTCE_DTLS_STATE_(name) name,
+  enum class State { RTCE_DTLS_STATES(RTCE_DTLS_STATE_) };
+#undef RTCE_DTLS_STATE_
 
   // Called from inside the transport's methods; they must not destroy the transport.
   struct Callbacks {

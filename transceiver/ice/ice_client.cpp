@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "random.h"
+#include "vocab.h"
 
 namespace rtce {
 namespace {
@@ -118,16 +119,10 @@ std::array<uint8_t, 12> IceClientChecker::transaction_id() const {
 uint64_t IceClientChecker::tie_breaker() const { return impl_->tie_breaker; }
 
 const char* to_string(IceClientChecker::Verdict verdict) {
-  using V = IceClientChecker::Verdict;
-  switch (verdict) {
-    case V::success: return "success";
-    case V::error_response: return "error_response";
-    case V::unmatched: return "unmatched";
-    case V::bad_integrity: return "bad_integrity";
-    case V::malformed: return "malformed";
-    case V::no_mapped_address: return "no_mapped_address";
-  }
-  return "?";
+#define RTCE_ICE_LABEL_(name) #name,
+  static constexpr const char* kNames[] = {RTCE_ICE_CLIENT_VERDICTS(RTCE_ICE_LABEL_)};
+#undef RTCE_ICE_LABEL_
+  return vocab_name(kNames, verdict);
 }
 
 }  // namespace rtce

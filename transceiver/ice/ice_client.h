@@ -27,14 +27,16 @@ class IceClientChecker {
     bool controlling = true;  // false sends ICE-CONTROLLED (a lite server answers 487)
     uint32_t priority = kDefaultPriority;
   };
-  enum class Verdict {
-    success,            // 200 with a verified MESSAGE-INTEGRITY and an XOR-MAPPED-ADDRESS
-    error_response,     // an error response for our transaction; see error_code
-    unmatched,          // not a response to the outstanding check (wrong transaction id)
-    bad_integrity,      // MESSAGE-INTEGRITY missing or not keyed with the server pwd
-    malformed,          // not STUN, bad FINGERPRINT, unknown comprehension-required attribute
-    no_mapped_address,  // success response without (XOR-)MAPPED-ADDRESS
-  };
+#define RTCE_ICE_CLIENT_VERDICTS(X)                                                              \
+  X(success)           /* 200 with a verified MESSAGE-INTEGRITY and an XOR-MAPPED-ADDRESS */     \
+  X(error_response)    /* an error response for our transaction; see error_code */               \
+  X(unmatched)         /* not a response to the outstanding check (wrong transaction id) */      \
+  X(bad_integrity)     /* MESSAGE-INTEGRITY missing or not keyed with the server pwd */          \
+  X(malformed)         /* not STUN, bad FINGERPRINT, unknown comprehension-required attribute */ \
+  X(no_mapped_address) /* success response without (XOR-)MAPPED-ADDRESS */
+#define RTCE_ICE_VERDICT_(name) name,
+  enum class Verdict { RTCE_ICE_CLIENT_VERDICTS(RTCE_ICE_VERDICT_) };
+#undef RTCE_ICE_VERDICT_
   struct Response {
     Verdict verdict = Verdict::malformed;
     std::optional<SocketAddress> mapped;

@@ -13,6 +13,7 @@
 #include "byte_order.h"
 #include "random.h"
 #include "rtce_stun.h"
+#include "vocab.h"
 
 namespace rtce {
 namespace {
@@ -341,32 +342,16 @@ std::optional<SocketAddress> IceLiteSession::selected_address() const {
   return selected_;
 }
 
+#define RTCE_ICE_LABEL_(name) #name,
 const char* to_string(IceLiteSession::Outcome outcome) {
-  using O = IceLiteSession::Outcome;
-  switch (outcome) {
-    case O::success: return "success";
-    case O::bad_request: return "bad_request";
-    case O::unauthorized: return "unauthorized";
-    case O::role_conflict: return "role_conflict";
-    case O::not_a_request: return "not_a_request";
-    case O::malformed: return "malformed";
-    case O::wrong_username: return "wrong_username";
-    case O::unknown_attribute: return "unknown_attribute";
-    case O::session_inactive: return "session_inactive";
-    case O::internal_error: return "internal_error";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {RTCE_ICE_LITE_OUTCOMES(RTCE_ICE_LABEL_)};
+  return vocab_name(kNames, outcome);
 }
 
 const char* to_string(IceLiteSession::State state) {
-  using S = IceLiteSession::State;
-  switch (state) {
-    case S::waiting: return "waiting";
-    case S::connected: return "connected";
-    case S::disconnected: return "disconnected";
-    case S::closed: return "closed";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {RTCE_ICE_LITE_STATES(RTCE_ICE_LABEL_)};
+  return vocab_name(kNames, state);
 }
+#undef RTCE_ICE_LABEL_
 
 }  // namespace rtce

@@ -43,24 +43,26 @@ class IceLiteSession {
     std::string remote_ufrag;  // the client's, from the offer
     std::string remote_pwd;    // the client's: keys our triggered checks (empty: none are sent)
   };
-  enum class State {
-    waiting,       // no nominated pair yet
-    connected,     // a pair is selected; media and DTLS may flow to selected_address()
-    disconnected,  // consent lapsed (no authenticated check for consent_timeout)
-    closed,        // close() was called
-  };
-  enum class Outcome {
-    success,            // 200 written
-    bad_request,        // 400 written (USERNAME or MESSAGE-INTEGRITY missing, or not Binding)
-    unauthorized,       // 401 written (MESSAGE-INTEGRITY does not verify with local_pwd)
-    role_conflict,      // 487 written (peer claims ICE-CONTROLLED; a lite agent stays controlled)
-    not_a_request,      // response or indication: nothing written
-    malformed,          // not STUN, bad framing or bad/missing FINGERPRINT: nothing written
-    wrong_username,     // 401 written (USERNAME is not "local_ufrag:remote_ufrag")
-    unknown_attribute,  // 420 written (authenticated, but a comprehension-required attribute we lack)
-    session_inactive,   // disconnected or closed: nothing written (RFC 7675 section 5.1)
-    internal_error,     // libnice could not build the reply (buffer too small): nothing written
-  };
+#define RTCE_ICE_LITE_STATES(X)                                                           \
+  X(waiting)      /* no nominated pair yet */                                             \
+  X(connected)    /* a pair is selected; media and DTLS may flow to selected_address() */ \
+  X(disconnected) /* consent lapsed (no authenticated check for consent_timeout) */       \
+  X(closed)       /* close() was called */
+#define RTCE_ICE_LITE_OUTCOMES(X)                                                                        \
+  X(success)           /* 200 written */                                                                 \
+  X(bad_request)       /* 400 written (USERNAME or MESSAGE-INTEGRITY missing, or not Binding) */         \
+  X(unauthorized)      /* 401 written (MESSAGE-INTEGRITY does not verify with local_pwd) */              \
+  X(role_conflict)     /* 487 written (peer claims ICE-CONTROLLED; a lite agent stays controlled) */     \
+  X(not_a_request)     /* response or indication: nothing written */                                     \
+  X(malformed)         /* not STUN, bad framing or bad/missing FINGERPRINT: nothing written */           \
+  X(wrong_username)    /* 401 written (USERNAME is not "local_ufrag:remote_ufrag") */                    \
+  X(unknown_attribute) /* 420 written (authenticated, but a comprehension-required attribute we lack) */ \
+  X(session_inactive)  /* disconnected or closed: nothing written (RFC 7675 section 5.1) */              \
+  X(internal_error)    /* libnice could not build the reply (buffer too small): nothing written */
+#define RTCE_ICE_ENUMERATOR_(name) name,
+  enum class State { RTCE_ICE_LITE_STATES(RTCE_ICE_ENUMERATOR_) };
+  enum class Outcome { RTCE_ICE_LITE_OUTCOMES(RTCE_ICE_ENUMERATOR_) };
+#undef RTCE_ICE_ENUMERATOR_
   struct Result {
     Outcome outcome = Outcome::malformed;
     size_t reply_len = 0;        // bytes written to out; 0 = send nothing

@@ -8,6 +8,8 @@
 #include <optional>
 #include <utility>
 
+#include "vocab.h"
+
 namespace rtce::sdp {
 namespace {
 
@@ -185,10 +187,13 @@ std::optional<Rtpmap> parse_rtpmap(std::string_view value) {
   return map;
 }
 
+#define RTCE_SDP_SETUP_(name) Setup::name,
+constexpr Setup kSetups[] = {RTCE_SDP_SETUPS(RTCE_SDP_SETUP_)};
+#undef RTCE_SDP_SETUP_
+
 std::variant<Setup, OfferError> parse_setup(const AttrRef& attr) {
-  if (iequals(attr.value, "actpass")) return Setup::actpass;
-  if (iequals(attr.value, "active")) return Setup::active;
-  if (iequals(attr.value, "passive")) return Setup::passive;
+  for (const Setup setup : kSetups)
+    if (iequals(attr.value, to_string(setup))) return setup;
   if (iequals(attr.value, "holdconn")) return error_at(attr.line, "a=setup:holdconn not supported");
   return error_at(attr.line, "unknown a=setup value '" + std::string(attr.value.substr(0, 32)) + "'");
 }
@@ -560,12 +565,10 @@ std::string OfferError::to_string() const {
 }
 
 std::string_view to_string(Setup setup) {
-  switch (setup) {
-    case Setup::actpass: return "actpass";
-    case Setup::active: return "active";
-    case Setup::passive: return "passive";
-  }
-  return "actpass";
+#define RTCE_SDP_SETUP_LABEL_(name) #name,
+  static constexpr const char* kNames[] = {RTCE_SDP_SETUPS(RTCE_SDP_SETUP_LABEL_)};
+#undef RTCE_SDP_SETUP_LABEL_
+  return vocab_name(kNames, setup);
 }
 
 std::variant<ParsedOffer, OfferError> parse_offer(std::string_view sdp, const ParseLimits& limits) {

@@ -30,8 +30,12 @@ struct OfferError {
   std::string to_string() const;
 };
 
-// The DTLS role attribute (RFC 4145 / RFC 8842). holdconn is refused by the parser.
-enum class Setup { actpass, active, passive };
+// The DTLS role attribute (RFC 4145 / RFC 8842): X(value of a=setup). holdconn is refused by
+// the parser.
+#define RTCE_SDP_SETUPS(X) X(actpass) X(active) X(passive)
+#define RTCE_SDP_SETUP_(name) name,
+enum class Setup { RTCE_SDP_SETUPS(RTCE_SDP_SETUP_) };
+#undef RTCE_SDP_SETUP_
 std::string_view to_string(Setup setup);
 
 struct MediaSection {

@@ -12,6 +12,7 @@
 #include "error.h"
 #include "random.h"
 #include "sdp/session_description.h"
+#include "transceiver_metrics.h"
 
 namespace rtce {
 
@@ -350,128 +351,16 @@ void TransceiverService::with_session(const std::string& id, const HttpRequest& 
 }
 
 std::string TransceiverService::metrics_text() const {
-  MetricsText m;
-  using prometheus::MetricType;
-  auto sum = [&](auto getter) {
-    double total = 0;
-    for (auto& w : metrics_) total += static_cast<double>(getter(*w));
-    return total;
-  };
-  auto per_worker_counter = [&](const std::string& name, const std::string& help, auto getter) {
-    auto& f = m.family(name, help, MetricType::Counter);
-    m.add(f, sum(getter));
-  };
-  auto& active =
-      m.family("rtcedge_transceiver_sessions_active", "live sessions per worker endpoint", MetricType::Gauge);
-  for (auto& w : workers_)
-    m.add(active, w->metrics().sessions_active.load(std::memory_order_relaxed),
-          {{"endpoint", std::to_string(w->endpoint_id())}});
-  auto& active_total =
-      m.family("rtcedge_transceiver_sessions_active_total", "live sessions, all workers", MetricType::Gauge);
-  m.add(active_total, static_cast<double>(live_sessions()));
-  per_worker_counter("rtcedge_transceiver_sessions_created_total", "sessions placed on a worker",
-                     [](const WorkerMetrics& w) { return w.sessions_created.get(); });
-  per_worker_counter("rtcedge_transceiver_sessions_connected_total",
-                     "sessions whose DTLS handshake completed",
-                     [](const WorkerMetrics& w) { return w.sessions_connected.get(); });
-  auto& ended =
-      m.family("rtcedge_transceiver_sessions_ended_total", "sessions ended, by reason", MetricType::Counter);
-  for (size_t r = 0; r < static_cast<size_t>(SessionEnd::count); ++r)
-    m.add(ended, sum([r](const WorkerMetrics& w) { return w.sessions_ended[r].get(); }),
-          {{"reason", kSessionEndNames[r]}});
-  auto& rejected = m.family("rtcedge_transceiver_sessions_rejected_total",
-                            "session requests refused, by reason", MetricType::Counter);
-  m.add(rejected, static_cast<double>(rejected_rate_), {{"reason", "rate_limited"}});
-  m.add(rejected, static_cast<double>(rejected_capacity_), {{"reason", "capacity"}});
-  m.add(rejected, static_cast<double>(rejected_sdp_), {{"reason", "bad_sdp"}});
-  m.add(rejected, static_cast<double>(rejected_auth_), {{"reason", "unauthorized"}});
-  auto& drops = m.family("rtcedge_transceiver_datagrams_dropped_total", "datagrams dropped, by reason",
-                         MetricType::Counter);
-  for (size_t r = 0; r < static_cast<size_t>(DatagramDrop::count); ++r)
-    m.add(drops, sum([r](const WorkerMetrics& w) { return w.drops[r].get(); }),
-          {{"reason", kDatagramDropNames[r]}});
-  auto& dir_packets =
-      m.family("rtcedge_transceiver_datagrams_total", "UDP datagrams by direction", MetricType::Counter);
-  m.add(dir_packets, sum([](const WorkerMetrics& w) { return w.datagrams_in.get(); }), {{"direction", "in"}});
-  m.add(dir_packets, sum([](const WorkerMetrics& w) { return w.datagrams_out.get(); }),
-        {{"direction", "out"}});
-  auto& dir_bytes =
-      m.family("rtcedge_transceiver_bytes_total", "UDP payload bytes by direction", MetricType::Counter);
-  m.add(dir_bytes, sum([](const WorkerMetrics& w) { return w.bytes_in.get(); }), {{"direction", "in"}});
-  m.add(dir_bytes, sum([](const WorkerMetrics& w) { return w.bytes_out.get(); }), {{"direction", "out"}});
-  auto& rtp = m.family("rtcedge_transceiver_rtp_packets_total", "RTP and RTCP packets by kind and direction",
-                       MetricType::Counter);
-  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtp_in.get(); }),
-        {{"kind", "rtp"}, {"direction", "in"}});
-  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtp_out.get(); }),
-        {{"kind", "rtp"}, {"direction", "out"}});
-  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtcp_in.get(); }),
-        {{"kind", "rtcp"}, {"direction", "in"}});
-  m.add(rtp, sum([](const WorkerMetrics& w) { return w.rtcp_out.get(); }),
-        {{"kind", "rtcp"}, {"direction", "out"}});
-  auto& jitter = m.family("rtcedge_transceiver_jitter_buffer_frames_total", "jitter buffer outcomes",
-                          MetricType::Counter);
-  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_lost.get(); }), {{"outcome", "lost"}});
-  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_fec.get(); }),
-        {{"outcome", "fec_recovered"}});
-  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_plc.get(); }), {{"outcome", "concealed"}});
-  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_late.get(); }), {{"outcome", "late"}});
-  m.add(jitter, sum([](const WorkerMetrics& w) { return w.jitter_reordered.get(); }),
-        {{"outcome", "reordered"}});
-  per_worker_counter("rtcedge_transceiver_opus_decode_errors_total", "Opus packets that failed to decode",
-                     [](const WorkerMetrics& w) { return w.opus_decode_errors.get(); });
-  per_worker_counter("rtcedge_transceiver_output_frames_dropped_total",
-                     "backend audio frames dropped (output queue full)",
-                     [](const WorkerMetrics& w) { return w.output_frames_dropped.get(); });
-  auto& backend = m.family("rtcedge_transceiver_backend_frames_total", "audio frames to and from backends",
-                           MetricType::Counter);
-  m.add(backend, sum([](const WorkerMetrics& w) { return w.backend.frames_sent.get(); }),
-        {{"direction", "to_backend"}});
-  m.add(backend, sum([](const WorkerMetrics& w) { return w.backend.frames_received.get(); }),
-        {{"direction", "from_backend"}});
-  auto& backend_drops = m.family("rtcedge_transceiver_backend_frames_dropped_total",
-                                 "frames dropped on bounded backend queues", MetricType::Counter);
-  m.add(backend_drops, sum([](const WorkerMetrics& w) { return w.backend.frames_dropped_outbound.get(); }),
-        {{"direction", "to_backend"}});
-  m.add(backend_drops, sum([](const WorkerMetrics& w) { return w.backend.frames_dropped_inbound.get(); }),
-        {{"direction", "from_backend"}});
-  per_worker_counter("rtcedge_transceiver_backend_connect_failures_total", "backend connections that failed",
-                     [](const WorkerMetrics& w) { return w.backend.connect_failures.get(); });
-  per_worker_counter("rtcedge_transceiver_backend_protocol_errors_total", "malformed backend messages",
-                     [](const WorkerMetrics& w) { return w.backend.protocol_errors.get(); });
-  per_worker_counter("rtcedge_transceiver_stun_error_replies_suppressed_total",
-                     "STUN error replies left unsent by sessions.stun_error_replies_per_second",
-                     [](const WorkerMetrics& w) { return w.stun_error_replies_suppressed.get(); });
-  per_worker_counter("rtcedge_transceiver_ice_triggered_checks_total",
-                     "Binding requests sent to clients on their first valid pair (one per pair)",
-                     [](const WorkerMetrics& w) { return w.ice_triggered_checks.get(); });
-  per_worker_counter("rtcedge_transceiver_path_switches_total",
-                     "media moved to a new client address after it proved itself",
-                     [](const WorkerMetrics& w) { return w.path_switches.get(); });
-  per_worker_counter("rtcedge_transceiver_relay_hop_moves_total",
-                     "sessions whose relay hop changed (a relay restarted or re-hashed the flow)",
-                     [](const WorkerMetrics& w) { return w.relay_hop_moves.get(); });
-
-  // Setup time histogram (offer received -> DTLS connected).
-  auto& setup = m.family("rtcedge_transceiver_session_setup_seconds", "offer received to DTLS connected",
-                         MetricType::Histogram);
-  prometheus::ClientMetric hist;
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i <= kSetupBuckets.size(); ++i) {
-    cumulative +=
-        static_cast<uint64_t>(sum([i](const WorkerMetrics& w) { return w.setup_buckets[i].get(); }));
-    prometheus::ClientMetric::Bucket b;
-    b.cumulative_count = cumulative;
-    b.upper_bound = i < kSetupBuckets.size() ? kSetupBuckets[i] : std::numeric_limits<double>::infinity();
-    hist.histogram.bucket.push_back(b);
-  }
-  hist.histogram.sample_count = cumulative;
-  hist.histogram.sample_sum = sum([](const WorkerMetrics& w) { return w.setup_sum_us.get(); }) / 1e6;
-  setup.metric.push_back(hist);
-  auto& ready = m.family("rtcedge_transceiver_draining", "1 while draining (SIGTERM)", MetricType::Gauge);
-  m.add(ready, draining_ ? 1 : 0);
-  add_http_server_metrics(m, "signaling", http_->stats());
-  return m.serialize();
+  TransceiverMetricsSources sources;
+  sources.metrics = &metrics_;
+  sources.workers = &workers_;
+  sources.signaling = &http_->stats();
+  sources.rejected_rate_limited = rejected_rate_;
+  sources.rejected_capacity = rejected_capacity_;
+  sources.rejected_bad_sdp = rejected_sdp_;
+  sources.rejected_unauthorized = rejected_auth_;
+  sources.draining = draining_;
+  return transceiver_metrics_text(sources);
 }
 
 }  // namespace rtce

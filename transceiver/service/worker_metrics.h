@@ -1,6 +1,7 @@
 // worker_metrics.h — the counters one media worker writes (single writer, relaxed) and the
-// /metrics scrape reads. Arrays are indexed by the enums below so that every drop and every
-// session end has exactly one named reason.
+// /metrics scrape reads, and the vocabularies they count by (datagram drops, session ends).
+// Arrays are indexed by those enums so that every drop and every session end has exactly
+// one named reason.
 #pragma once
 
 #include <array>
@@ -9,47 +10,56 @@
 
 #include "backend/backend.h"
 #include "relaxed_counter.h"
+#include "vocab.h"
 
 namespace rtce {
 
-enum class DatagramDrop : uint8_t {
-  untrusted_relay,  // framed datagram from outside relay.sources
-  direct_disabled,  // unframed datagram while direct mode is off
-  bad_framing,      // PROXY v2 header malformed
-  unknown_ufrag,    // STUN for a server ufrag no session owns
-  unknown_tuple,    // DTLS/RTP/RTCP from an address no authenticated check registered
-  not_webrtc,       // first byte outside the RFC 7983 ranges
-  stun_rejected,    // STUN answered with an error or discarded
-  srtp_failed,      // SRTP/SRTCP authentication, replay or format failure
-  not_ready,        // RTP before DTLS completed
-  send_failed,      // sendmmsg error
-  dtls_rejected,    // DTLS-range datagram on a session's path that its DTLS refused
-  truncated,        // longer than the receive buffer (MSG_TRUNC): never parsed
-  stun_replayed,    // authenticated check whose transaction id the session already saw
-                    // from another address: answered, but it moves no path
-  count
-};
-inline constexpr const char* kDatagramDropNames[] = {
-    "untrusted_relay", "direct_disabled", "bad_framing",  "unknown_ufrag", "unknown_tuple",
-    "not_webrtc",      "stun_rejected",   "srtp_failed",  "not_ready",     "send_failed",
-    "dtls_rejected",   "truncated",       "stun_replayed"};
-static_assert(std::size(kDatagramDropNames) == static_cast<size_t>(DatagramDrop::count));
+// Each vocabulary is one X-macro list (common/vocab.h): X(name) expands to the enumerator
+// and to its metric label ({reason="name"}). Append only: the labels are exported.
+#define RTCE_DATAGRAM_DROPS(X)                                                             \
+  X(untrusted_relay) /* framed datagram from outside relay.sources */                      \
+  X(direct_disabled) /* unframed datagram while direct mode is off */                      \
+  X(bad_framing)     /* PROXY v2 header malformed */                                       \
+  X(unknown_ufrag)   /* STUN for a server ufrag no session owns */                         \
+  X(unknown_tuple)   /* DTLS/RTP/RTCP from an address no authenticated check registered */ \
+  X(not_webrtc)      /* first byte outside the RFC 7983 ranges */                          \
+  X(stun_rejected)   /* STUN answered with an error or discarded */                        \
+  X(srtp_failed)     /* SRTP/SRTCP authentication, replay or format failure */             \
+  X(not_ready)       /* RTP before DTLS completed */                                       \
+  X(send_failed)     /* sendmmsg error */                                                  \
+  X(dtls_rejected)   /* DTLS-range datagram on a session's path that its DTLS refused */   \
+  X(truncated)       /* longer than the receive buffer (MSG_TRUNC): never parsed */        \
+  /* authenticated check whose transaction id the session already saw from another         \
+   * address: answered, but it moves no path */                                            \
+  X(stun_replayed)
 
-enum class SessionEnd : uint8_t {
-  deleted,          // DELETE /v1/sessions/{id}
-  connect_timeout,  // ICE or DTLS did not complete in time
-  dtls_failed,      // handshake failure, fingerprint mismatch, alert
-  consent_expired,  // RFC 7675: checks stopped
-  peer_closed,      // DTLS close_notify or RTCP BYE
-  backend_failed,   // backend unreachable or closed
-  backend_ended,    // backend asked to end the session
-  drained,          // drain timeout at shutdown
-  count
-};
-inline constexpr const char* kSessionEndNames[] = {"deleted",         "connect_timeout", "dtls_failed",
-                                                   "consent_expired", "peer_closed",     "backend_failed",
-                                                   "backend_ended",   "drained"};
-static_assert(std::size(kSessionEndNames) == static_cast<size_t>(SessionEnd::count));
+#define RTCE_SESSION_ENDS(X)                                              \
+  X(deleted)         /* DELETE /v1/sessions/{id} */                       \
+  X(connect_timeout) /* ICE or DTLS did not complete in time */           \
+  X(dtls_failed)     /* handshake failure, fingerprint mismatch, alert */ \
+  X(consent_expired) /* RFC 7675: checks stopped */                       \
+  X(peer_closed)     /* DTLS close_notify or RTCP BYE */                  \
+  X(backend_failed)  /* backend unreachable or closed */                  \
+  X(backend_ended)   /* backend asked to end the session */               \
+  X(drained)         /* drain timeout at shutdown */
+
+#define RTCE_VOCAB_ENUMERATOR_(name) name,
+#define RTCE_VOCAB_LABEL_(name) #name,
+enum class DatagramDrop : uint8_t { RTCE_DATAGRAM_DROPS(RTCE_VOCAB_ENUMERATOR_) count };
+inline constexpr const char* kDatagramDropNames[] = {RTCE_DATAGRAM_DROPS(RTCE_VOCAB_LABEL_)};
+enum class SessionEnd : uint8_t { RTCE_SESSION_ENDS(RTCE_VOCAB_ENUMERATOR_) count };
+inline constexpr const char* kSessionEndNames[] = {RTCE_SESSION_ENDS(RTCE_VOCAB_LABEL_)};
+#undef RTCE_VOCAB_ENUMERATOR_
+#undef RTCE_VOCAB_LABEL_
+#define RTCE_VOCAB_VALUE_(name) DatagramDrop::name,
+inline constexpr DatagramDrop kDatagramDrops[] = {RTCE_DATAGRAM_DROPS(RTCE_VOCAB_VALUE_)};
+#undef RTCE_VOCAB_VALUE_
+#define RTCE_VOCAB_VALUE_(name) SessionEnd::name,
+inline constexpr SessionEnd kSessionEnds[] = {RTCE_SESSION_ENDS(RTCE_VOCAB_VALUE_)};
+#undef RTCE_VOCAB_VALUE_
+
+inline const char* datagram_drop_name(DatagramDrop d) { return vocab_name(kDatagramDropNames, d); }
+inline const char* session_end_name(SessionEnd e) { return vocab_name(kSessionEndNames, e); }
 
 // Setup time (offer received -> DTLS connected), seconds.
 inline constexpr std::array<double, 10> kSetupBuckets = {0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10};

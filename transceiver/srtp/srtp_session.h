@@ -12,8 +12,13 @@
 
 namespace rtce {
 
-// The DTLS-SRTP protection profiles we negotiate (RFC 5764, RFC 7714).
-enum class SrtpProfile { aes128_cm_sha1_80, aead_aes_128_gcm };
+// The DTLS-SRTP protection profiles we negotiate (RFC 5764, RFC 7714):
+// X(enumerator, name in the DTLS use_srtp extension).
+#define RTCE_SRTP_PROFILES(X)                  \
+  X(aes128_cm_sha1_80, SRTP_AES128_CM_SHA1_80) \
+  X(aead_aes_128_gcm, SRTP_AEAD_AES_128_GCM)
+#define RTCE_SRTP_ENUMERATOR_(name, ...) name,
+enum class SrtpProfile { RTCE_SRTP_PROFILES(RTCE_SRTP_ENUMERATOR_) };
 
 size_t srtp_master_key_length(SrtpProfile profile);
 size_t srtp_master_salt_length(SrtpProfile profile);
@@ -23,7 +28,9 @@ const char* srtp_profile_name(SrtpProfile profile);
 size_t srtp_rtp_trailer_length(SrtpProfile profile);
 size_t srtp_rtcp_trailer_length(SrtpProfile profile);
 
-enum class SrtpError { ok, auth_failed, replay, bad_packet, no_space, other };
+#define RTCE_SRTP_ERRORS(X) X(ok) X(auth_failed) X(replay) X(bad_packet) X(no_space) X(other)
+enum class SrtpError { RTCE_SRTP_ERRORS(RTCE_SRTP_ENUMERATOR_) };
+#undef RTCE_SRTP_ENUMERATOR_
 const char* srtp_error_name(SrtpError error);
 
 class SrtpSession {

@@ -1,0 +1,21 @@
+// vocab.h — the one way this repository names an enum's values.
+//
+// A vocabulary (drop reasons, session ends, hint results ...) is one X-macro list, in wire/
+// when C or the BPF program shares it. The enum, an array of labels indexed by the enum's
+// value and, where code loops over it, an array of its values all expand from that list, so
+// a value cannot exist without its label. Naming a value is an index into the labels.
+#pragma once
+
+#include <cstddef>
+
+namespace rtce {
+
+// The label of `e` in `names` (indexed by value); "unknown" for a value outside the list
+// (a corrupt or future value read from a pinned map, say).
+template <typename E, size_t N>
+constexpr const char* vocab_name(const char* const (&names)[N], E e) {
+  const auto i = static_cast<size_t>(e);
+  return i < N ? names[i] : "unknown";
+}
+
+}  // namespace rtce

@@ -1,0 +1,28 @@
+// transceiver_metrics.h — the transceiver's /metrics page (every rtcedge_transceiver_*
+// family plus the signaling server's rtcedge_http_*), summed over the media workers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "http_server.h"
+#include "media_worker.h"
+#include "worker_metrics.h"
+
+namespace rtce {
+
+// What one scrape reads. The service fills it; the pointers stay valid for the call.
+struct TransceiverMetricsSources {
+  const std::vector<std::unique_ptr<WorkerMetrics>>* metrics = nullptr;
+  const std::vector<std::unique_ptr<MediaWorker>>* workers = nullptr;  // for the per-endpoint gauge
+  const HttpServer::Stats* signaling = nullptr;
+  // Session requests refused before a worker saw them (counted on the HTTP thread).
+  uint64_t rejected_rate_limited = 0, rejected_capacity = 0, rejected_bad_sdp = 0, rejected_unauthorized = 0;
+  bool draining = false;
+};
+
+std::string transceiver_metrics_text(const TransceiverMetricsSources& sources);
+
+}  // namespace rtce

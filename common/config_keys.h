@@ -240,7 +240,7 @@ std::string config_reference(const ConfigTable<C>& table, const ConfigLayers& la
     const std::string def = d.empty()                                                ? "—"
                             : d.find('`') != std::string::npos || d.starts_with("—") ? d
                                                                                      : "`" + d + "`";
-    out += "| `" + k.name + "` | `" + ConfigLayers::flag_name(k.name) + "` `" + layers.env_name(k.name) +
+    out += "| `" + k.name + "` | `" + ConfigLayers::flag_name(k.name) + "`<br>`" + layers.env_name(k.name) +
            "` | " + def + " | ";
     if (reload_column) out += std::string(k.info.reloadable ? "applied" : "restart") + " | ";
     out += (k.info.doc.empty() ? k.info.help : k.info.doc) + " |\n";

@@ -59,7 +59,8 @@ ConfigKey<C> custom_key(std::string name, ConfigLayers::Kind kind, KeyInfo info,
 template <class C, class Get>
 ConfigKey<C> uint_key(std::string name, Get get, uint64_t def, uint64_t min, uint64_t max, KeyInfo info) {
   if (info.default_text.empty()) info.default_text = std::to_string(def);
-  if (info.help.find("..") == std::string::npos)
+  // The range, unless the help already gives it (or lists the only values).
+  if (info.help.find("..") == std::string::npos && info.help.find(" | ") == std::string::npos)
     info.help += " (" + std::to_string(min) + ".." + std::to_string(max) + ")";
   ConfigKey<C> k{name, ConfigLayers::Kind::scalar, std::move(info), {}, {}, {}, {}};
   k.read = [=](const ConfigLayers& c, C& cfg) {
@@ -82,6 +83,7 @@ ConfigKey<C> bool_key(std::string name, Get get, bool def, KeyInfo info) {
 template <class C, class Get>
 ConfigKey<C> duration_key(std::string name, Get get, Nanos def, Nanos min, Nanos max, KeyInfo info) {
   if (info.default_text.empty()) info.default_text = format_duration(def);
+  info.help += " (" + format_duration(min) + ".." + format_duration(max) + ")";
   ConfigKey<C> k{name, ConfigLayers::Kind::scalar, std::move(info), {}, {}, {}, {}};
   k.read = [=](const ConfigLayers& c, C& cfg) {
     std::invoke(get, cfg) = c.get_duration(name, def, min, max);
@@ -172,7 +174,14 @@ template <class C>
 void declare_keys(ConfigLayers& layers, const ConfigTable<C>& table) {
   for (const auto& k : table) {
     std::string help = k.info.help;
-    if (!k.info.default_text.empty()) help += " (default " + k.info.default_text + ")";
+    const std::string& d = k.info.default_text;
+    // A help that explains its default, or a key without one, gets none appended.
+    if (!d.empty() && !d.starts_with("—") && help.find("(default") == std::string::npos) {
+      std::string plain;
+      for (const char c : d)
+        if (c != '`') plain += c;
+      help += " (default " + plain + ")";
+    }
     layers.declare(k.name, k.kind, help);
   }
 }

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -58,6 +60,13 @@ ConfigKey<C> custom_key(std::string name, ConfigLayers::Kind kind, KeyInfo info,
 
 template <class C, class Get>
 ConfigKey<C> uint_key(std::string name, Get get, uint64_t def, uint64_t min, uint64_t max, KeyInfo info) {
+  using T = std::remove_cvref_t<decltype(std::invoke(get, std::declval<C&>()))>;
+  // A range wider than the member would wrap silently; the table is built at start, so this
+  // stops every run (and every test) of a binary whose table is wrong.
+  bool fits = def >= min && def <= max;
+  if constexpr (std::is_integral_v<T>)
+    fits = fits && max <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  if (!fits) throw std::logic_error("config key " + name + ": default or range does not fit its member");
   if (info.default_text.empty()) info.default_text = std::to_string(def);
   // The range, unless the help already gives it (or lists the only values).
   if (info.help.find("..") == std::string::npos && info.help.find(" | ") == std::string::npos)

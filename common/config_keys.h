@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -58,8 +60,16 @@ ConfigKey<C> custom_key(std::string name, ConfigLayers::Kind kind, KeyInfo info,
 
 template <class C, class Get>
 ConfigKey<C> uint_key(std::string name, Get get, uint64_t def, uint64_t min, uint64_t max, KeyInfo info) {
+  using T = std::remove_cvref_t<decltype(std::invoke(get, std::declval<C&>()))>;
+  // A range wider than the member would wrap silently; the table is built at start, so this
+  // stops every run (and every test) of a binary whose table is wrong.
+  bool fits = def >= min && def <= max;
+  if constexpr (std::is_integral_v<T>)
+    fits = fits && max <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  if (!fits) throw std::logic_error("config key " + name + ": default or range does not fit its member");
   if (info.default_text.empty()) info.default_text = std::to_string(def);
-  if (info.help.find("..") == std::string::npos)
+  // The range, unless the help already gives it (or lists the only values).
+  if (info.help.find("..") == std::string::npos && info.help.find(" | ") == std::string::npos)
     info.help += " (" + std::to_string(min) + ".." + std::to_string(max) + ")";
   ConfigKey<C> k{name, ConfigLayers::Kind::scalar, std::move(info), {}, {}, {}, {}};
   k.read = [=](const ConfigLayers& c, C& cfg) {
@@ -82,6 +92,7 @@ ConfigKey<C> bool_key(std::string name, Get get, bool def, KeyInfo info) {
 template <class C, class Get>
 ConfigKey<C> duration_key(std::string name, Get get, Nanos def, Nanos min, Nanos max, KeyInfo info) {
   if (info.default_text.empty()) info.default_text = format_duration(def);
+  info.help += " (" + format_duration(min) + ".." + format_duration(max) + ")";
   ConfigKey<C> k{name, ConfigLayers::Kind::scalar, std::move(info), {}, {}, {}, {}};
   k.read = [=](const ConfigLayers& c, C& cfg) {
     std::invoke(get, cfg) = c.get_duration(name, def, min, max);
@@ -172,7 +183,14 @@ template <class C>
 void declare_keys(ConfigLayers& layers, const ConfigTable<C>& table) {
   for (const auto& k : table) {
     std::string help = k.info.help;
-    if (!k.info.default_text.empty()) help += " (default " + k.info.default_text + ")";
+    const std::string& d = k.info.default_text;
+    // A help that explains its default, or a key without one, gets none appended.
+    if (!d.empty() && !d.starts_with("—") && help.find("(default") == std::string::npos) {
+      std::string plain;
+      for (const char c : d)
+        if (c != '`') plain += c;
+      help += " (default " + plain + ")";
+    }
     layers.declare(k.name, k.kind, help);
   }
 }
@@ -240,7 +258,7 @@ std::string config_reference(const ConfigTable<C>& table, const ConfigLayers& la
     const std::string def = d.empty()                                                ? "—"
                             : d.find('`') != std::string::npos || d.starts_with("—") ? d
                                                                                      : "`" + d + "`";
-    out += "| `" + k.name + "` | `" + ConfigLayers::flag_name(k.name) + "` `" + layers.env_name(k.name) +
+    out += "| `" + k.name + "` | `" + ConfigLayers::flag_name(k.name) + "`<br>`" + layers.env_name(k.name) +
            "` | " + def + " | ";
     if (reload_column) out += std::string(k.info.reloadable ? "applied" : "restart") + " | ";
     out += (k.info.doc.empty() ? k.info.help : k.info.doc) + " |\n";

@@ -222,6 +222,14 @@ std::vector<std::string> ConfigLayers::get_list(std::string_view key,
   return it == values_.end() ? fallback : it->second.items;
 }
 
+void ConfigCommands::add_flags(CLI::App& app) {
+  app.add_flag("--check-config", check,
+               "resolve and validate the configuration (file, env, flags, defaults), print it as YAML "
+               "(secrets redacted) and exit: 0 when valid, 2 when not; opens no socket");
+  app.add_flag("--print-config-reference", print_reference,
+               "print the Markdown key table of docs/configuration.md and exit");
+}
+
 uint64_t resolve_http_max_connections(const ConfigLayers& c) {
   return c.get_uint("http.max_connections", kDefaultHttpMaxConnections, 1, kMaxHttpMaxConnections);
 }

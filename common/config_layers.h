@@ -79,6 +79,13 @@ class ConfigLayers {
   std::map<std::string, std::vector<std::string>> flag_lists_;
 };
 
+// --check-config and --print-config-reference, the same in every binary.
+struct ConfigCommands {
+  bool check = false;
+  bool print_reference = false;
+  void add_flags(CLI::App& app);
+};
+
 // http.max_connections, the key every rtcedge binary's HTTP servers share (signaling and
 // admin): its table entry is http_max_connections_key (config_keys.h), and
 // configure_http_servers (http_server.h) reads it through this.

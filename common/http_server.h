@@ -83,7 +83,7 @@ class HttpServer {
 };
 
 // The process-wide settings of every HTTP server in this binary (the http.max_connections key,
-// declared for every binary by declare_http_server_keys): call once after the configuration is
+// in every binary's key table through http_max_connections_key): call once after the configuration is
 // resolved and before servers start; throws ConfigError. It also raises RLIMIT_NOFILE to its
 // hard limit, so that the connection cap, not the descriptor limit, is what binds first.
 void configure_http_servers(const ConfigLayers& layers);

@@ -1,6 +1,6 @@
 // main.cpp — rtcedge-relay: the relay process (`--mode=userspace|xdp|auto`) and its
-// operator tools (`hint ...`). Signals: SIGHUP reloads the configuration, SIGTERM/SIGINT
-// stop cleanly.
+// operator tools (`hint ...`, `detach`, `--check-config`). Signals: SIGHUP reloads the
+// configuration, SIGTERM/SIGINT stop cleanly.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -57,13 +57,8 @@ int main(int argc, char** argv) {
   rtce::ConfigLayers layers("RTCEDGE_RELAY_");
   rtce::declare_relay_config(layers);
   layers.add_flags(app);
-  bool check_config = false;
-  bool print_reference = false;
-  app.add_flag("--check-config", check_config,
-               "resolve and validate the configuration (file, env, flags, defaults), print it as YAML "
-               "(secrets redacted) and exit: 0 when valid, 2 when not; opens no socket");
-  app.add_flag("--print-config-reference", print_reference,
-               "print the Markdown key table of docs/configuration.md and exit");
+  rtce::ConfigCommands commands;
+  commands.add_flags(app);
   rtce::HintTool hint_tool(app);
   auto* detach = app.add_subcommand("detach", "remove the XDP program: unpin its links and maps");
   std::string detach_pin_path = "/sys/fs/bpf/rtcedge";
@@ -81,7 +76,7 @@ int main(int argc, char** argv) {
     std::cerr << "rtcedge-relay: " << e.what() << "\nRun with --help for usage.\n";
     return kExitUsage;
   }
-  if (print_reference) {
+  if (commands.print_reference) {
     std::cout << rtce::relay_config_reference();
     return 0;
   }
@@ -100,12 +95,12 @@ int main(int argc, char** argv) {
   rtce::RelayConfig config;
   try {
     config = resolve(layers, config_file);
-    if (!check_config) rtce::configure_http_servers(layers);  // http.max_connections, RLIMIT_NOFILE
+    if (!commands.check) rtce::configure_http_servers(layers);  // http.max_connections, RLIMIT_NOFILE
   } catch (const rtce::ConfigError& e) {
     std::cerr << "rtcedge-relay: configuration error: " << e.what() << "\n";
     return kExitUsage;
   }
-  if (check_config) {
+  if (commands.check) {
     // The key file as a start reads it; its warnings go to stderr, stdout stays YAML.
     std::vector<std::string> warnings;
     try {

@@ -9,6 +9,8 @@
 #include <charconv>
 #include <vector>
 
+#include "config_validators.h"
+
 namespace rtce {
 
 namespace asio = boost::asio;
@@ -126,50 +128,14 @@ class ArgvBuffer {
 }  // namespace
 
 std::optional<RedisOptions> RedisOptions::from_url(std::string_view url) {
-  constexpr std::string_view kScheme = "redis://";
-  if (!url.starts_with(kScheme)) return std::nullopt;
-  url.remove_prefix(kScheme.size());
+  // The grammar lives with the config validators, which check the same URLs at start.
+  const auto parsed = parse_redis_url(url);
+  if (!parsed) return std::nullopt;
   RedisOptions options;
-  if (const auto slash = url.find('/'); slash != std::string_view::npos) url = url.substr(0, slash);
-  if (const auto at = url.rfind('@'); at != std::string_view::npos) {
-    std::string_view credentials = url.substr(0, at);
-    const auto colon = credentials.find(':');
-    if (colon == std::string_view::npos) {
-      options.password = std::string(credentials);
-    } else {
-      options.username = std::string(credentials.substr(0, colon));
-      options.password = std::string(credentials.substr(colon + 1));
-    }
-    url.remove_prefix(at + 1);
-  }
-  std::string_view host = url;
-  std::string_view port_text;
-  bool has_port = false;
-  if (url.starts_with('[')) {  // [v6]:port
-    const auto close = url.find(']');
-    if (close == std::string_view::npos) return std::nullopt;
-    host = url.substr(1, close - 1);
-    const std::string_view rest = url.substr(close + 1);
-    if (!rest.empty() && !rest.starts_with(':')) return std::nullopt;
-    if (!rest.empty()) {
-      port_text = rest.substr(1);
-      has_port = true;
-    }
-  } else if (const auto colon = url.rfind(':'); colon != std::string_view::npos) {
-    host = url.substr(0, colon);
-    port_text = url.substr(colon + 1);
-    has_port = true;
-  }
-  if (has_port) {
-    unsigned port = 0;
-    const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (ec != std::errc{} || end != port_text.data() + port_text.size() || port == 0 || port > 65535) {
-      return std::nullopt;
-    }
-    options.port = static_cast<uint16_t>(port);
-  }
-  if (host.empty()) return std::nullopt;
-  options.host = std::string(host);
+  options.host = parsed->host;
+  options.port = parsed->port;
+  options.username = parsed->username;
+  options.password = parsed->password;
   return options;
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -225,6 +226,115 @@ TEST(RelayConfig, FlowLimitErrorsNameTheKey) {
   EXPECT_NE(error_of(base + "  source_prefix_v6: 0\n").find("flows.source_prefix_v6"), std::string::npos);
   EXPECT_NE(error_of(base + "  limit_window: 0s\n").find("flows.limit_window"), std::string::npos);
   EXPECT_NE(error_of(base + "  max_per_hint: -1\n").find("flows.max_per_hint"), std::string::npos);
+}
+
+}  // namespace
+
+// The key table and what derives from it.
+namespace {
+
+RelayConfig resolve_yaml(const std::string& yaml) {
+  ConfigLayers c = layers();
+  c.load_yaml_text(yaml, "test");
+  return resolve_relay_config(c);
+}
+
+TEST(RelayConfigKeys, EveryKeyIsDeclaredOnceWithItsDefaultInTheHelp) {
+  ConfigLayers c = layers();
+  std::set<std::string> names;
+  for (const auto& k : c.keys()) EXPECT_TRUE(names.insert(k.name).second) << k.name << " is declared twice";
+  EXPECT_EQ(names.size(), relay_config_keys().size());
+  for (const auto& k : c.keys())
+    if (k.name == "flows.capacity") EXPECT_NE(k.help.find("(default 65536)"), std::string::npos) << k.help;
+}
+
+TEST(RelayConfigKeys, StructDefaultsAreTheTableDefaults) {
+  RelayConfig table = resolve_yaml("hint_key_file: x\n");
+  table.hint_key_file.clear();
+  const RelayConfig plain{};
+  // Addresses have no member default (the tests and benchmarks that build a config set them).
+  const std::set<std::string> no_member_default = {"listen", "return_listen", "admin.listen"};
+  for (const auto& k : relay_config_keys()) {
+    if (no_member_default.count(k.name)) continue;
+    EXPECT_EQ(k.show(plain), k.show(table)) << k.name << ": the member default differs from the table's";
+  }
+}
+
+TEST(RelayConfigKeys, CheckConfigYamlHasEveryKeyAndReadsBack) {
+  const RelayConfig cfg =
+      resolve_yaml("hint_key_file: " + kKeyFile +
+                   "\nendpoints: ['1=198.18.2.1:4000']\nflows: {limit_window: 1500ms}\n"
+                   "xdp: {interfaces: [eth0]}\nflow_store: {redis_url: 'redis://:pw@10.0.0.1'}\n");
+  const std::string yaml = relay_config_yaml(cfg);
+  for (const auto& k : relay_config_keys()) {
+    const std::string leaf = k.name.substr(k.name.rfind('.') + 1);
+    EXPECT_NE(yaml.find(leaf + ": "), std::string::npos) << k.name << " missing from\n" << yaml;
+  }
+  EXPECT_EQ(yaml.find(":pw@"), std::string::npos) << "the Redis password is redacted";
+  EXPECT_NE(yaml.find("limit_window: \"1500ms\""), std::string::npos) << yaml;
+  // Read back (the redacted URL is still a URL), it prints the same.
+  EXPECT_EQ(relay_config_yaml(resolve_yaml(yaml)), yaml);
+}
+
+TEST(RelayConfigKeys, RestartDiffNamesEveryRestartOnlyKeyAndNoReloadableOne) {
+  const std::string base = "hint_key_file: " + kKeyFile + "\n";
+  const RelayConfig running = resolve_yaml(base);
+  EXPECT_TRUE(relay_restart_only_changes(running, running).empty());
+  auto changes = [&](const std::string& yaml) {
+    return relay_restart_only_changes(running, resolve_yaml(base + yaml));
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(changes("flows: {capacity: 10}\n"), V{"flows.capacity"});
+  EXPECT_EQ(changes("flows: {max_per_hint: 2}\n"), V{"flows.max_per_hint"});
+  EXPECT_EQ(changes("listen: ['127.0.0.1:4000']\nlog: {level: debug}\n"), (V{"listen", "log.level"}));
+  EXPECT_EQ(changes("registry: {ttl: 5s}\n"), V{"registry.ttl"});
+  EXPECT_EQ(changes("http: {max_connections: 10}\n"), V{"http.max_connections"});
+  EXPECT_EQ(changes("join_existing: true\n"), V{"join_existing"});
+  EXPECT_TRUE(changes("cluster_id: 7\nendpoints: ['1=198.18.2.1:4000']\nxdp: {return_port: 4000}\n").empty())
+      << "applied by a reload";
+  // The service holds the resolved worker count; 0 asks for it again.
+  RelayConfig resolved = running;
+  resolved.workers = 4;
+  EXPECT_TRUE(relay_restart_only_changes(resolved, running).empty());
+  EXPECT_EQ(relay_restart_only_changes(resolved, resolve_yaml(base + "workers: 2\n")), V{"workers"});
+}
+
+TEST(ConfigValidators, DurationsPrintExactly) {
+  for (const Nanos v : {Nanos{0}, Nanos{1'000}, Nanos{500'000'000}, Nanos{1'500'000'000},
+                        Nanos{120'000'000'000}, Nanos{86'400'000'000'000}, Nanos{1'001}})
+    EXPECT_EQ(parse_duration(format_duration(v)), v) << format_duration(v);
+  EXPECT_EQ(format_duration(30'000'000'000), "30s");
+  EXPECT_EQ(format_duration(40'000'000), "40ms");
+}
+
+TEST(ConfigValidators, RedisUrls) {
+  EXPECT_TRUE(parse_redis_url("redis://10.0.0.1"));
+  EXPECT_EQ(parse_redis_url("redis://[::1]:6380/2")->port, 6380);
+  EXPECT_EQ(parse_redis_url("redis://u:p@h:1")->password, "p");
+  EXPECT_FALSE(parse_redis_url("http://x"));
+  EXPECT_FALSE(parse_redis_url("redis://h:0"));
+  EXPECT_FALSE(parse_redis_url("redis://"));
+  EXPECT_EQ(redact_redis_url("redis://u:p@h:1/0"), "redis://u:<redacted>@h:1/0");
+  EXPECT_EQ(redact_redis_url("redis://secret@h"), "redis://<redacted>@h");
+  EXPECT_EQ(redact_redis_url("redis://h:1"), "redis://h:1");
+  EXPECT_THROW(check_redis_url("redis//h", "k"), ConfigError);
+  EXPECT_NO_THROW(check_redis_url("", "k"));
+}
+
+TEST(ConfigValidators, AddressesAndChoices) {
+  EXPECT_THROW(check_socket_address("198.18.0.1:0", "k", {.need_port = true}), ConfigError);
+  EXPECT_THROW(check_socket_address("0.0.0.0:1", "k", {.concrete = true}), ConfigError);
+  EXPECT_EQ(check_socket_address("[::1]:5", "k").port(), 5);
+  EXPECT_THROW(check_concrete_ip("::1", "k", AF_INET), ConfigError);
+  EXPECT_THROW(check_concrete_ip("0.0.0.0", "k", AF_INET), ConfigError);
+  EXPECT_NO_THROW(check_concrete_ip("2001:db8::1", "k", AF_INET6));
+  try {
+    check_one_of("c", "config key 'x'", {"a", "b"});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "config key 'x': 'c' is not one of a, b");
+  }
+  EXPECT_EQ(yaml_quote("a\"b\\c\n"), "\"a\\\"b\\\\c\\x0a\"");
 }
 
 }  // namespace

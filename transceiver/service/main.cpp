@@ -1,6 +1,7 @@
 // main.cpp — rtcedge-transceiver: with no arguments, signaling on http://127.0.0.1:8080 in
 // direct mode with the embedded echo backend. SIGTERM/SIGINT drain (see
-// TransceiverService::drain), a second signal stops at once.
+// TransceiverService::drain), a second signal stops at once. `--check-config` validates and
+// prints the configuration without starting.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -25,13 +26,8 @@ int main(int argc, char** argv) {
   rtce::ConfigLayers layers("RTCEDGE_TRANSCEIVER_");
   rtce::declare_transceiver_config(layers);
   layers.add_flags(app);
-  bool check_config = false;
-  bool print_reference = false;
-  app.add_flag("--check-config", check_config,
-               "resolve and validate the configuration (file, env, flags, defaults), print it as YAML "
-               "(secrets redacted) and exit: 0 when valid, 2 when not; opens no socket");
-  app.add_flag("--print-config-reference", print_reference,
-               "print the Markdown key table of docs/configuration.md and exit");
+  rtce::ConfigCommands commands;
+  commands.add_flags(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -39,7 +35,7 @@ int main(int argc, char** argv) {
     std::cerr << "rtcedge-transceiver: " << e.what() << "\nRun with --help for usage.\n";
     return 2;
   }
-  if (print_reference) {
+  if (commands.print_reference) {
     std::cout << rtce::transceiver_config_reference();
     return 0;
   }
@@ -49,12 +45,12 @@ int main(int argc, char** argv) {
     layers.apply_env(environ);
     layers.apply_flags();
     config = rtce::resolve_transceiver_config(layers);
-    if (!check_config) rtce::configure_http_servers(layers);
+    if (!commands.check) rtce::configure_http_servers(layers);
   } catch (const rtce::ConfigError& e) {
     std::cerr << "rtcedge-transceiver: configuration error: " << e.what() << "\n";
     return 2;
   }
-  if (!check_config) rtce::setup_logging(config.log_format, config.log_level);
+  if (!commands.check) rtce::setup_logging(config.log_format, config.log_level);
   // The secret and certificate files are checked here, with SIGTERM still acting: regular
   // files of bounded size (a FIFO or /dev/zero must not hang start-up), secrets private.
   std::vector<std::string> warnings;
@@ -73,7 +69,7 @@ int main(int argc, char** argv) {
     std::cerr << "rtcedge-transceiver: configuration error: " << e.what() << "\n";
     return 2;
   }
-  if (check_config) {
+  if (commands.check) {
     // Warnings go to stderr so that stdout stays YAML.
     for (const auto& warning : warnings) std::cerr << "rtcedge-transceiver: warning: " << warning << "\n";
     std::cout << rtce::transceiver_config_yaml(config);

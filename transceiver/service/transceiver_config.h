@@ -20,16 +20,16 @@ struct TransceiverConfig {
   SocketAddress http_listen;
   std::vector<std::string> api_keys;
   bool allow_public_without_keys = false;
-  std::vector<std::string> cors_origins;
+  std::vector<std::string> cors_origins = {"*"};
   size_t max_body_bytes = 64 * 1024;
   uint64_t http_max_connections = kDefaultHttpMaxConnections;  // applied by configure_http_servers
 
   // Media workers: worker i binds media_listen:(media_base_port + i).
   uint32_t workers = 0;  // resolved: >= 1
   bool pin_cpus = false;
-  SocketAddress media_listen;     // IP only (port ignored)
-  uint16_t media_base_port = 0;   // 0 = ephemeral per worker
-  std::string advertise_address;  // the direct-mode candidate IP
+  SocketAddress media_listen;        // IP only (port ignored)
+  uint16_t media_base_port = 40000;  // 0 = ephemeral per worker
+  std::string advertise_address;     // the direct-mode candidate IP
   bool direct_enabled = true;
   std::vector<SocketAddress> relay_vips;  // non-empty = relay mode: these are the candidates
   std::vector<IpPrefix> relay_sources;

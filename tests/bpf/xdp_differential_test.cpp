@@ -67,62 +67,56 @@ struct XdpTwin {
 
 constexpr int kNoExit = -1;
 
-// TODO(h1 merge): replace with the wire vocabulary table's twin column
-constexpr std::array<XdpTwin, RTCE_XDP_REASON_COUNT> kTwins = {{
-    {RTCE_XDP_FORWARDED, XDP_TX, Twin::forward, DropReason::count},
-    {RTCE_XDP_FORWARDED_NEW_FLOW, XDP_TX, Twin::forward, DropReason::count},
-    {RTCE_XDP_NO_FLOW, XDP_PASS, Twin::drop, DropReason::no_flow},
-    {RTCE_XDP_STUN_MALFORMED, XDP_PASS, Twin::drop, DropReason::stun_malformed},
-    {RTCE_XDP_STUN_NOT_BINDING_REQUEST, XDP_PASS, Twin::drop, DropReason::stun_not_binding_request},
-    {RTCE_XDP_STUN_NO_USERNAME, XDP_PASS, Twin::drop, DropReason::stun_no_username},
-    {RTCE_XDP_HINT_REJECTED, XDP_DROP, Twin::drop, DropReason::hint_rejected},
-    {RTCE_XDP_UNKNOWN_ENDPOINT, XDP_PASS, Twin::drop, DropReason::unknown_endpoint},
-    // The flows map is an LRU: it does not refuse, so neither twin is reached here.
-    {RTCE_XDP_FLOW_INSERT_FAILED, XDP_PASS, Twin::drop, DropReason::flow_table_full},
-    // The return path: RelayCore::on_transceiver_packet, not a client datagram.
-    {RTCE_XDP_RETURN_MALFORMED, XDP_DROP, Twin::xdp_only, DropReason::count},
-    {RTCE_XDP_RETURN_NO_FLOW, XDP_DROP, Twin::xdp_only, DropReason::count},
-    {RTCE_XDP_RETURN_WRONG_SENDER, XDP_DROP, Twin::xdp_only, DropReason::count},
-    // Parsing before any decision: the kernel, not RelayCore, sees these.
-    {RTCE_XDP_PASS_NOT_OURS, XDP_PASS, Twin::xdp_only, DropReason::count},
-    {RTCE_XDP_PASS_IP_OPTIONS, XDP_PASS, Twin::xdp_only, DropReason::count},
-    {RTCE_XDP_PASS_IPV6_EXT, XDP_PASS, Twin::xdp_only, DropReason::count},
-    {RTCE_XDP_PASS_FRAGMENT, XDP_PASS, Twin::xdp_only, DropReason::count},
-    {RTCE_XDP_PASS_BAD_LENGTH, XDP_PASS, Twin::xdp_only, DropReason::count},
-    // Left to userspace undecided (the walk would exceed the XDP window).
-    {RTCE_XDP_PASS_STUN_TOO_LONG, XDP_PASS, Twin::xdp_only, DropReason::count},
-    // Decided (the flow exists) but not rewritten: userspace sends it with a checksum.
-    {RTCE_XDP_PASS_ZERO_CSUM, XDP_PASS, Twin::forward, DropReason::count},
-    {RTCE_XDP_PASS_NO_NEIGH, XDP_PASS, Twin::xdp_only, DropReason::count},
-    {RTCE_XDP_PASS_FIB_FAILED, XDP_PASS, Twin::xdp_only, DropReason::count},
-    {RTCE_XDP_PASS_NO_RELAY_ADDR, XDP_PASS, Twin::xdp_only, DropReason::count},
-    // XDP's per-CPU rate of new flows; RelayCore has no such budget.
-    {RTCE_XDP_NEW_FLOW_BUDGET, XDP_PASS, Twin::xdp_only, DropReason::count},
-    {RTCE_XDP_HINT_FLOW_LIMIT, XDP_DROP, Twin::drop, DropReason::hint_flow_limit},
-    {RTCE_XDP_SOURCE_PREFIX_FLOW_LIMIT, XDP_DROP, Twin::drop, DropReason::source_prefix_flow_limit},
-    {RTCE_XDP_PASS_TO_USERSPACE, XDP_PASS, Twin::xdp_only, DropReason::count},
-    {RTCE_XDP_ABORTED, XDP_ABORTED, Twin::xdp_only, DropReason::count},
-    {RTCE_XDP_EVENT_LOST, kNoExit, Twin::xdp_only, DropReason::count},
-}};
+// How RelayCore's view of a client datagram to a VIP relates to each XDP exit: this is
+// the test's own knowledge, one word per reason. The verdict comes from the wire table
+// (rtce_xdp_reason_verdicts) and the DropReason from the shared label (rtce_xdp.h: "labels
+// match the userspace drop reason where they mean the same thing"), so neither is written
+// here a second time.
+constexpr std::array<Twin, RTCE_XDP_REASON_COUNT> kViews = [] {
+  std::array<Twin, RTCE_XDP_REASON_COUNT> v{};
+  v.fill(Twin::xdp_only);  // the return path, parsing before any decision, fib, budgets
+  for (uint32_t r : {RTCE_XDP_FORWARDED, RTCE_XDP_FORWARDED_NEW_FLOW,
+                     // Decided (the flow exists) but not rewritten: userspace sends it with a checksum.
+                     RTCE_XDP_PASS_ZERO_CSUM})
+    v[r] = Twin::forward;
+  for (uint32_t r : {RTCE_XDP_NO_FLOW, RTCE_XDP_STUN_MALFORMED, RTCE_XDP_STUN_NOT_BINDING_REQUEST,
+                     RTCE_XDP_STUN_NO_USERNAME, RTCE_XDP_HINT_REJECTED, RTCE_XDP_UNKNOWN_ENDPOINT,
+                     RTCE_XDP_HINT_FLOW_LIMIT, RTCE_XDP_SOURCE_PREFIX_FLOW_LIMIT})
+    v[r] = Twin::drop;
+  // RTCE_XDP_FLOW_INSERT_FAILED stays XDP-only: the flows map is an LRU and never refuses.
+  return v;
+}();
 
-constexpr bool twins_in_enum_order() {
-  for (uint32_t r = 0; r < RTCE_XDP_REASON_COUNT; r++)
-    if (kTwins[r].reason != r) return false;
-  return true;
+int action_of(uint32_t reason) {
+  switch (rtce_xdp_reason_verdicts[reason]) {
+    case RTCE_XDP_VERDICT_FORWARD: return XDP_TX;  // skip-fib mode transmits on the ingress
+    case RTCE_XDP_VERDICT_PASS: return XDP_PASS;
+    case RTCE_XDP_VERDICT_DROP: return XDP_DROP;
+    case RTCE_XDP_VERDICT_ABORTED: return XDP_ABORTED;
+    case RTCE_XDP_VERDICT_SIDE_COUNTER: return kNoExit;
+  }
+  return kNoExit;
 }
-static_assert(twins_in_enum_order(), "kTwins is indexed by enum rtce_xdp_reason");
 
-// The hint_failures slot (enum rtce_hint_result, or RTCE_XDP_HINT_WRONG_CLUSTER) of each
-// HintFailure.
-// TODO(h1 merge): replace with the wire vocabulary table's twin column
-constexpr std::array<uint32_t, static_cast<size_t>(HintFailure::count)> kHintFailureSlot = {
-    RTCE_HINT_BAD_LENGTH,   // bad_length
-    RTCE_HINT_BAD_CHAR,     // bad_char
-    RTCE_HINT_BAD_VERSION,  // bad_version
-    RTCE_HINT_UNKNOWN_KEY,  // unknown_key
-    RTCE_HINT_BAD_MAC,      // bad_mac
-    RTCE_XDP_HINT_WRONG_CLUSTER,
-};
+// The userspace drop reason with the same label, or DropReason::count.
+DropReason drop_twin_of(uint32_t reason) {
+  for (size_t d = 0; d < static_cast<size_t>(DropReason::count); d++)
+    if (std::string_view(drop_reason_name(static_cast<DropReason>(d))) == rtce_xdp_reason_names[reason])
+      return static_cast<DropReason>(d);
+  return DropReason::count;
+}
+
+XdpTwin twin_of(uint32_t reason) {
+  XdpTwin t{reason, action_of(reason), kViews[reason], DropReason::count};
+  if (t.twin == Twin::drop) t.drop = drop_twin_of(reason);
+  return t;
+}
+
+TEST(DifferentialTwins, EveryComparedDropHasAUserspaceTwinOfTheSameLabel) {
+  for (uint32_t r = 0; r < RTCE_XDP_REASON_COUNT; r++)
+    if (kViews[r] == Twin::drop)
+      EXPECT_NE(twin_of(r).drop, DropReason::count) << rtce_xdp_reason_names[r] << " has no userspace twin";
+}
 
 // DropReasons RelayCore's first-packet path (no flow store attached) can return, and which
 // this test must see XDP agree on. flow_table_full is one too, but the XDP flows map is an
@@ -243,7 +237,7 @@ void print_tally(const char* what, const Tally& t) {
               static_cast<unsigned long long>(t.new_flows), static_cast<unsigned long long>(t.flow_hits),
               static_cast<unsigned long long>(t.inputs - t.compared));
   for (const auto& [r, n] : t.xdp_reasons) {
-    const XdpTwin& tw = kTwins[r];
+    const XdpTwin tw = twin_of(r);
     std::printf("  %-26s %6llu  -> %s\n", rtce_xdp_reason_names[r], static_cast<unsigned long long>(n),
                 tw.twin == Twin::forward ? "forwarded"
                 : tw.twin == Twin::drop  ? drop_reason_name(tw.drop)
@@ -339,7 +333,7 @@ class Differential {
     }
     const uint32_t reason = *exit;
     t.xdp_reasons[reason]++;
-    const XdpTwin& twin = kTwins[reason];
+    const XdpTwin twin = twin_of(reason);
     EXPECT_EQ(r.action, twin.action) << name << ": verdict of " << rtce_xdp_reason_names[reason];
     std::optional<HintFailure> xdp_hint_failure;
     if (reason == RTCE_XDP_HINT_REJECTED) xdp_hint_failure = moved_hint_failure(name);
@@ -447,9 +441,11 @@ class Differential {
       const uint64_t v = xdp_.hint_failures(s);
       if (v == last_hint_failures_[s]) continue;
       last_hint_failures_[s] = v;
-      for (size_t f = 0; f < kHintFailureSlot.size(); f++)
-        if (kHintFailureSlot[f] == s) found = static_cast<HintFailure>(f);
-      if (!found) ADD_FAILURE() << name << ": hint_failures slot " << s << " has no HintFailure";
+      // HintFailure is indexed by the XDP slot (both come from RTCE_HINT_FAILURES).
+      if (s == 0)
+        ADD_FAILURE() << name << ": hint_failures slot 0 (RTCE_HINT_OK) moved";
+      else
+        found = static_cast<HintFailure>(s);
     }
     if (!found) ADD_FAILURE() << name << ": hint_rejected without a hint_failures count";
     return found;
@@ -813,9 +809,8 @@ TEST_F(XdpDifferential, FixtureFrames) {
     EXPECT_GE(t_.xdp_reasons[r], 1u) << "no fixture frame exits with " << rtce_xdp_reason_names[r];
   for (DropReason d : kFirstPacketDrops)
     EXPECT_GE(t_.drops[d], 1u) << "no agreed drop " << drop_reason_name(d);
-  for (size_t f = 0; f < static_cast<size_t>(HintFailure::count); f++)
-    EXPECT_GE(t_.hint_failures[static_cast<HintFailure>(f)], 1u)
-        << "no agreed hint failure " << hint_failure_name(static_cast<HintFailure>(f));
+  for (HintFailure f : kHintFailures)
+    EXPECT_GE(t_.hint_failures[f], 1u) << "no agreed hint failure " << hint_failure_name(f);
 }
 
 // ------------------------------------------------------------------ (b) mutation table
@@ -1126,9 +1121,7 @@ TEST_F(XdpDifferential, GeneratedFrames) {
   EXPECT_GE(t_.new_flows, kAtLeast);
   EXPECT_GE(t_.flow_hits, kAtLeast);
   for (DropReason d : kFirstPacketDrops) EXPECT_GE(t_.drops[d], kAtLeast) << drop_reason_name(d);
-  for (size_t f = 0; f < static_cast<size_t>(HintFailure::count); f++)
-    EXPECT_GE(t_.hint_failures[static_cast<HintFailure>(f)], kAtLeast)
-        << hint_failure_name(static_cast<HintFailure>(f));
+  for (HintFailure f : kHintFailures) EXPECT_GE(t_.hint_failures[f], kAtLeast) << hint_failure_name(f);
   for (uint32_t r : {RTCE_XDP_PASS_ZERO_CSUM, RTCE_XDP_PASS_STUN_TOO_LONG, RTCE_XDP_PASS_NOT_OURS})
     EXPECT_GE(t_.xdp_reasons[r], kAtLeast) << rtce_xdp_reason_names[r];
 }

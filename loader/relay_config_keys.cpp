@@ -76,9 +76,9 @@ ConfigTable<C> build() {
     };
     t.push_back(std::move(workers));
   }
-  t.push_back(
-      bool_key<C>("pin_cpus", &C::pin_cpus, true,
-                  {.help = "pin worker i to CPU i", .doc = "pin worker *i* to the *i*-th allowed CPU."}));
+  t.push_back(bool_key<C>("pin_cpus", &C::pin_cpus, true,
+                          {.help = "pin worker i to the i-th allowed CPU",
+                           .doc = "pin worker *i* to the *i*-th allowed CPU (wrapping)."}));
   t.push_back(uint_key<C>("batch_size", &C::batch_size, 32, 1, 1024,
                           {.help = "datagrams per recvmmsg/sendmmsg call",
                            .doc = "datagrams per `recvmmsg`/`sendmmsg` (1..1024)."}));

@@ -79,9 +79,9 @@ ConfigTable<C> build() {
     };
     t.push_back(std::move(workers));
   }
-  t.push_back(bool_key<C>(
-      "pin_cpus", &C::pin_cpus, false,
-      {.help = "pin worker i to CPU i", .doc = "pin worker *i* to CPU *i* (modulo the CPU count)."}));
+  t.push_back(bool_key<C>("pin_cpus", &C::pin_cpus, false,
+                          {.help = "pin worker i to the i-th allowed CPU",
+                           .doc = "pin worker *i* to the *i*-th allowed CPU (wrapping)."}));
   t.push_back(custom_key<C>(
       "media.listen", ConfigLayers::Kind::scalar,
       {.help = "IP the worker sockets bind",

@@ -8,6 +8,12 @@
 
 #include <cstddef>
 
+// For C++-only lists of X(name, message) (errors an API reports with a sentence): the
+// enumerator, its label and its message.
+#define RTCE_VOCAB_MESSAGE_ENUMERATOR(name, message) name,
+#define RTCE_VOCAB_MESSAGE_LABEL(name, message) #name,
+#define RTCE_VOCAB_MESSAGE_TEXT(name, message) message,
+
 namespace rtce {
 
 // The label of `e` in `names` (indexed by value); "unknown" for a value outside the list

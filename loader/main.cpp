@@ -10,6 +10,7 @@
 #include "error.h"
 #include "hint_tool.h"
 #include "logging.h"
+#include "process_signals.h"
 #include "relay_config.h"
 #include "relay_service.h"
 #include "xdp_data_path.h"
@@ -118,13 +119,8 @@ int main(int argc, char** argv) {
   // configuration error (exit 2) like every other bad setting, and its mode is checked.
   if (int code = check_hint_key_file(config); code != 0) return code;
 
-  // Block the signals before any thread starts so that only sigwait below sees them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Before any thread starts, so that only sigwait below sees them.
+  const sigset_t signals = rtce::block_control_signals();
 
   std::unique_ptr<rtce::RelayService> service;
   try {

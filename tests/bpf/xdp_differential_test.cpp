@@ -567,17 +567,6 @@ struct Group {
   uint64_t budget_window_ns = 0;
 };
 
-// Sources in distinct /24s, as the fixtures' spoofed replay of one hint.
-Ep spoofed4(uint32_t i) {
-  Ep c = kClient4;
-  c.addr[0] = 198;
-  c.addr[1] = static_cast<uint8_t>(100 + (i >> 16));
-  c.addr[2] = static_cast<uint8_t>(i >> 8);
-  c.addr[3] = static_cast<uint8_t>(i);
-  c.port = static_cast<uint16_t>(1024 + i);
-  return c;
-}
-
 // The client -> VIP frames of each fixture case, in the case's order. Return-path frames
 // (endpoint -> relay) are RelayCore::on_transceiver_packet's, not part of this tree; the
 // fib cases need routes, and the last_seen cases repeat FlowHit's frames for timekeeping.

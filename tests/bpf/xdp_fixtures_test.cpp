@@ -528,17 +528,7 @@ void new_flow_budget(Harness& h) {
 }
 
 // Issue 15 #4: one valid hint replayed from spoofed sources must not fill the flows map.
-// Sources in distinct /24s, so only the per-hint bound can stop them.
-Ep spoofed4(uint32_t i) {
-  Ep c = kClient4;
-  c.addr[0] = 198;
-  c.addr[1] = static_cast<uint8_t>(100 + (i >> 16));
-  c.addr[2] = static_cast<uint8_t>(i >> 8);
-  c.addr[3] = static_cast<uint8_t>(i);
-  c.port = static_cast<uint16_t>(1024 + i);
-  return c;
-}
-
+// Sources in distinct /24s (spoofed4), so only the per-hint bound can stop them.
 void hint_flow_limit(Harness& h) {
   constexpr uint32_t kMax = 4, kReplays = 40;
   h.set_flow_limits(kMax, RTCE_FLOW_LIMIT_NONE, 10ULL * 1000000000ULL);

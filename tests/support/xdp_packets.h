@@ -56,6 +56,19 @@ inline const Mac kPeerMac = {0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
 inline const Mac kTxSrcMac = {0x02, 0x00, 0x00, 0x00, 0xaa, 0x01};  // config fixed_src_mac
 inline const Mac kTxDstMac = {0x02, 0x00, 0x00, 0x00, 0xbb, 0x02};  // config fixed_dst_mac
 
+// Client i of a spoofed replay: each in its own /24, so that only a per-hint bound stops
+// them. Frames built from these only ever run under BPF_PROG_TEST_RUN or in RelayCore,
+// never on a link, so they may leave 198.18.0.0/15 (which has only 512 /24s).
+inline Ep spoofed4(uint32_t i) {
+  Ep c = kClient4;
+  c.addr[0] = 198;
+  c.addr[1] = static_cast<uint8_t>(100 + (i >> 16));
+  c.addr[2] = static_cast<uint8_t>(i >> 8);
+  c.addr[3] = static_cast<uint8_t>(i);
+  c.port = static_cast<uint16_t>(1024 + i);
+  return c;
+}
+
 inline Ep relay_for(uint8_t family) { return family == 6 ? kRelay6 : kRelay4; }
 
 // ------------------------------------------------------------------ checksums

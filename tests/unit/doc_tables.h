@@ -9,6 +9,14 @@
 
 namespace rtce::test {
 
+// The labels `name` gives `values` (a set: its size shows whether two values share one).
+template <typename E, size_t N>
+std::set<std::string> labels_of(const E (&values)[N], const char* (*name)(E)) {
+  std::set<std::string> out;
+  for (const E v : values) out.insert(name(v));
+  return out;
+}
+
 // The `code` spans of one line.
 inline std::set<std::string> code_spans(const std::string& line) {
   std::set<std::string> out;

@@ -9,22 +9,13 @@
 namespace rtce {
 namespace {
 
-constexpr size_t kErrorCount = 0
-#define RTCE_X(name, message) +1
-    RTCE_DCEP_ERRORS(RTCE_X)
-#undef RTCE_X
-    ;
-constexpr std::array<std::string_view, kErrorCount> kErrorNames = {
-#define RTCE_X(name, message) #name,
-    RTCE_DCEP_ERRORS(RTCE_X)
-#undef RTCE_X
-};
+constexpr const char* kErrorNames[] = {RTCE_DCEP_ERRORS(RTCE_VOCAB_MESSAGE_LABEL)};
 
 bool known_channel_type(uint8_t t) { return (t & 0x7f) <= 0x02; }
 
 }  // namespace
 
-std::string_view dcep_error_name(DcepError error) { return kErrorNames[static_cast<size_t>(error)]; }
+std::string_view dcep_error_name(DcepError error) { return vocab_name(kErrorNames, error); }
 
 DcepMessage parse_dcep(std::span<const uint8_t> bytes) {
   DcepMessage m;

@@ -13,6 +13,8 @@
 #include <span>
 #include <string_view>
 
+#include "vocab.h"
+
 namespace rtce {
 
 // SCTP payload protocol identifiers of WebRTC data channels (RFC 8831 §8).
@@ -47,11 +49,7 @@ enum class DcepChannelType : uint8_t {
   X(unknown_channel_type, "the OPEN names a channel type RFC 8832 does not define") \
   X(label_too_long, "the OPEN's label or protocol is longer than 1024 bytes")
 
-enum class DcepError {
-#define RTCE_X(name, message) name,
-  RTCE_DCEP_ERRORS(RTCE_X)
-#undef RTCE_X
-};
+enum class DcepError { RTCE_DCEP_ERRORS(RTCE_VOCAB_MESSAGE_ENUMERATOR) };
 std::string_view dcep_error_name(DcepError error);
 
 struct DcepOpen {

@@ -13,21 +13,8 @@
 namespace rtce {
 namespace {
 
-constexpr size_t kErrorCount = 0
-#define RTCE_X(name, message) +1
-    RTCE_EPHEMERAL_KEY_ERRORS(RTCE_X)
-#undef RTCE_X
-    ;
-constexpr std::array<std::string_view, kErrorCount> kErrorNames = {
-#define RTCE_X(name, message) #name,
-    RTCE_EPHEMERAL_KEY_ERRORS(RTCE_X)
-#undef RTCE_X
-};
-constexpr std::array<std::string_view, kErrorCount> kErrorMessages = {
-#define RTCE_X(name, message) message,
-    RTCE_EPHEMERAL_KEY_ERRORS(RTCE_X)
-#undef RTCE_X
-};
+constexpr const char* kErrorNames[] = {RTCE_EPHEMERAL_KEY_ERRORS(RTCE_VOCAB_MESSAGE_LABEL)};
+constexpr const char* kErrorMessages[] = {RTCE_EPHEMERAL_KEY_ERRORS(RTCE_VOCAB_MESSAGE_TEXT)};
 
 using Mac = std::array<unsigned char, 32>;
 
@@ -82,11 +69,9 @@ bool valid_secret_id(std::string_view id) {
 
 }  // namespace
 
-std::string_view ephemeral_key_error_name(EphemeralKeyError error) {
-  return kErrorNames[static_cast<size_t>(error)];
-}
+std::string_view ephemeral_key_error_name(EphemeralKeyError error) { return vocab_name(kErrorNames, error); }
 std::string_view ephemeral_key_error_message(EphemeralKeyError error) {
-  return kErrorMessages[static_cast<size_t>(error)];
+  return vocab_name(kErrorMessages, error);
 }
 
 EphemeralKeyring::EphemeralKeyring(std::vector<EphemeralSecret> secrets) : secrets_(std::move(secrets)) {

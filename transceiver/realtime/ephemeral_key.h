@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "vocab.h"
+
 namespace rtce {
 
 inline constexpr std::string_view kEphemeralKeyPrefix = "ek_";
@@ -37,11 +39,7 @@ inline constexpr size_t kEphemeralSecretMinBytes = 32;
   X(bad_signature, "the key's signature does not verify under any secret this server holds") \
   X(expired, "the key has expired")
 
-enum class EphemeralKeyError {
-#define RTCE_X(name, message) name,
-  RTCE_EPHEMERAL_KEY_ERRORS(RTCE_X)
-#undef RTCE_X
-};
+enum class EphemeralKeyError { RTCE_EPHEMERAL_KEY_ERRORS(RTCE_VOCAB_MESSAGE_ENUMERATOR) };
 
 std::string_view ephemeral_key_error_name(EphemeralKeyError error);
 std::string_view ephemeral_key_error_message(EphemeralKeyError error);

@@ -7,21 +7,8 @@
 namespace rtce {
 namespace {
 
-constexpr size_t kErrorCount = 0
-#define RTCE_X(name, message) +1
-    RTCE_MULTIPART_ERRORS(RTCE_X)
-#undef RTCE_X
-    ;
-constexpr std::array<std::string_view, kErrorCount> kErrorNames = {
-#define RTCE_X(name, message) #name,
-    RTCE_MULTIPART_ERRORS(RTCE_X)
-#undef RTCE_X
-};
-constexpr std::array<std::string_view, kErrorCount> kErrorMessages = {
-#define RTCE_X(name, message) message,
-    RTCE_MULTIPART_ERRORS(RTCE_X)
-#undef RTCE_X
-};
+constexpr const char* kErrorNames[] = {RTCE_MULTIPART_ERRORS(RTCE_VOCAB_MESSAGE_LABEL)};
+constexpr const char* kErrorMessages[] = {RTCE_MULTIPART_ERRORS(RTCE_VOCAB_MESSAGE_TEXT)};
 
 char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
@@ -126,12 +113,8 @@ std::optional<MultipartError> parse_part_headers(std::string_view body, size_t& 
 
 }  // namespace
 
-std::string_view multipart_error_name(MultipartError error) {
-  return kErrorNames[static_cast<size_t>(error)];
-}
-std::string_view multipart_error_message(MultipartError error) {
-  return kErrorMessages[static_cast<size_t>(error)];
-}
+std::string_view multipart_error_name(MultipartError error) { return vocab_name(kErrorNames, error); }
+std::string_view multipart_error_message(MultipartError error) { return vocab_name(kErrorMessages, error); }
 
 const FormPart* MultipartForm::find(std::string_view name) const {
   for (const auto& part : parts)

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "vocab.h"
+
 namespace rtce {
 
 inline constexpr size_t kMaxFormParts = 8;
@@ -35,11 +37,7 @@ inline constexpr size_t kMaxBoundaryChars = 70;
   X(too_many_parts, "the form has more than 8 parts")                                             \
   X(part_too_large, "a part is larger than the limit")
 
-enum class MultipartError {
-#define RTCE_X(name, message) name,
-  RTCE_MULTIPART_ERRORS(RTCE_X)
-#undef RTCE_X
-};
+enum class MultipartError { RTCE_MULTIPART_ERRORS(RTCE_VOCAB_MESSAGE_ENUMERATOR) };
 
 // "bad_boundary" ... for logs and metric labels.
 std::string_view multipart_error_name(MultipartError error);

@@ -13,6 +13,7 @@
 #include "hint_keys.h"
 #include "http_server.h"
 #include "logging.h"
+#include "process_signals.h"
 #include "transceiver_config.h"
 #include "transceiver_service.h"
 
@@ -78,12 +79,7 @@ int main(int argc, char** argv) {
   for (const auto& warning : warnings) spdlog::warn("{}", warning);
 
   // Signals are taken synchronously by this thread; workers never see them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = rtce::block_control_signals();
 
   std::unique_ptr<rtce::TransceiverService> service;
   try {

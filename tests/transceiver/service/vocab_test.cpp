@@ -11,12 +11,7 @@
 namespace rtce {
 namespace {
 
-template <typename E, size_t N>
-std::set<std::string> labels_of(const E (&values)[N], const char* (*name)(E)) {
-  std::set<std::string> out;
-  for (const E v : values) out.insert(name(v));
-  return out;
-}
+using test::labels_of;
 
 TEST(TransceiverVocab, EveryValueHasItsLabel) {
   ASSERT_EQ(std::size(kDatagramDrops), static_cast<size_t>(DatagramDrop::count));

@@ -19,7 +19,7 @@ packages=(
   # running and testing the data path, the transceiver's peers (Redis, aiortc, Chromium)
   bpftool redis-server redis-tools python3-aiortc python3-websockets python3-numpy python3-yaml chromium jq
   util-linux mount iproute2 ethtool nftables nginx-light libnginx-mod-stream python3 curl procps
-  ca-certificates
+  ca-certificates git
   # the Helm chart's offline checks: a renderer built from Go's text/template and sprig
   golang-go golang-github-masterminds-sprig-dev golang-github-xeipuuv-gojsonschema-dev
   golang-gopkg-yaml.v3-dev

@@ -7,6 +7,21 @@
 
 namespace rtce {
 
+namespace {
+
+// Makes `value` the only control message of `h` (whose msg_control has room for it).
+template <typename T>
+void put_control_message(msghdr& h, int level, int type, const T& value) {
+  cmsghdr* c = CMSG_FIRSTHDR(&h);
+  c->cmsg_level = level;
+  c->cmsg_type = type;
+  c->cmsg_len = CMSG_LEN(sizeof value);
+  std::memcpy(CMSG_DATA(c), &value, sizeof value);
+  h.msg_controllen = CMSG_SPACE(sizeof value);
+}
+
+}  // namespace
+
 UdpReceiveBatch::UdpReceiveBatch(size_t capacity, size_t max_datagram, size_t headroom)
     : max_datagram_(max_datagram),
       headroom_(headroom),
@@ -86,23 +101,14 @@ bool UdpSendBatch::add(const uint8_t* data, size_t len, const sockaddr* to, sock
     source->to_bytes(addr);
     h.msg_control = control_[k].bytes;
     h.msg_controllen = kUdpControlBytes;
-    cmsghdr* c = CMSG_FIRSTHDR(&h);
     if (source->is_v4()) {
       in_pktinfo info{};
       std::memcpy(&info.ipi_spec_dst, addr, 4);
-      c->cmsg_level = IPPROTO_IP;
-      c->cmsg_type = IP_PKTINFO;
-      c->cmsg_len = CMSG_LEN(sizeof info);
-      std::memcpy(CMSG_DATA(c), &info, sizeof info);
-      h.msg_controllen = CMSG_SPACE(sizeof info);
+      put_control_message(h, IPPROTO_IP, IP_PKTINFO, info);
     } else {
       in6_pktinfo info{};
       std::memcpy(&info.ipi6_addr, addr, 16);
-      c->cmsg_level = IPPROTO_IPV6;
-      c->cmsg_type = IPV6_PKTINFO;
-      c->cmsg_len = CMSG_LEN(sizeof info);
-      std::memcpy(CMSG_DATA(c), &info, sizeof info);
-      h.msg_controllen = CMSG_SPACE(sizeof info);
+      put_control_message(h, IPPROTO_IPV6, IPV6_PKTINFO, info);
     }
   }
   return true;

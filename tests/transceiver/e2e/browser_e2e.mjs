@@ -19,12 +19,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createRequire } from 'node:module';
 import { execFileSync } from 'node:child_process';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
+import { chromiumArgs, loadPlaywright, wantLoopback } from './browser_launch.mjs';
+import { analyseTone } from './tone_analysis.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-const REPO_ROOT = path.resolve(HERE, '..', '..', '..');
 
 // ---------------------------------------------------------------- arguments
 function usage(msg) {
@@ -67,20 +67,6 @@ if (!(opts.timeoutS > 0) || !(opts.toneHz > 0) || !(opts.captureS >= 1)) usage('
 if (!['auto', 'yes', 'no'].includes(opts.allowLoopback)) usage('--allow-loopback must be auto, yes or no');
 
 const log = (...a) => console.error('[e2e]', ...a);
-
-async function loadPlaywright() {
-  const candidates = [];
-  if (process.env.PLAYWRIGHT_CORE) candidates.push(process.env.PLAYWRIGHT_CORE);
-  candidates.push(path.join(REPO_ROOT, 'tests', 'golden', 'tools', 'package.json'));
-  for (const c of candidates) {
-    try {
-      const resolved = createRequire(c.endsWith('.json') ? c : path.join(c, 'package.json')).resolve('playwright-core');
-      const mod = await import(pathToFileURL(resolved).href);
-      return mod.chromium ? mod : mod.default; // a CommonJS entry arrives as the default export
-    } catch { /* try the next one */ }
-  }
-  return import('playwright-core'); // NODE_PATH or a global install
-}
 
 // ---------------------------------------------------------------- helpers
 const deadlineAt = Date.now() + opts.timeoutS * 1000;
@@ -134,67 +120,6 @@ async function sessionsActive() {
   return r.status === 200 ? parseMetric(r.text, 'rtcedge_transceiver_sessions_active') : null;
 }
 
-// Radix-2 FFT (in place) of a Hann-windowed block; returns the power spectrum.
-function powerSpectrum(samples) {
-  let n = 1;
-  while (n * 2 <= samples.length) n *= 2;
-  const re = new Float64Array(n);
-  const im = new Float64Array(n);
-  for (let i = 0; i < n; i++) re[i] = samples[i] * (0.5 - 0.5 * Math.cos((2 * Math.PI * i) / (n - 1)));
-  for (let i = 1, j = 0; i < n; i++) {
-    let bit = n >> 1;
-    for (; j & bit; bit >>= 1) j ^= bit;
-    j ^= bit;
-    if (i < j) { [re[i], re[j]] = [re[j], re[i]]; [im[i], im[j]] = [im[j], im[i]]; }
-  }
-  for (let len = 2; len <= n; len <<= 1) {
-    const ang = (-2 * Math.PI) / len;
-    const wr = Math.cos(ang), wi = Math.sin(ang);
-    for (let i = 0; i < n; i += len) {
-      let cr = 1, ci = 0;
-      for (let k = 0; k < len / 2; k++) {
-        const a = i + k, b = a + len / 2;
-        const tr = re[b] * cr - im[b] * ci, ti = re[b] * ci + im[b] * cr;
-        re[b] = re[a] - tr; im[b] = im[a] - ti;
-        re[a] += tr; im[a] += ti;
-        const ncr = cr * wr - ci * wi;
-        ci = cr * wi + ci * wr;
-        cr = ncr;
-      }
-    }
-  }
-  const power = new Float64Array(n / 2);
-  for (let k = 0; k < n / 2; k++) power[k] = re[k] * re[k] + im[k] * im[k];
-  return { power, n };
-}
-
-// Dominant frequency in 50 Hz..min(fs/2, 20 kHz) and the tone-band/rest power ratio.
-function analyseTone(samples, sampleRate) {
-  const { power, n } = powerSpectrum(samples);
-  const binHz = sampleRate / n;
-  const lo = Math.ceil(50 / binHz), hi = Math.min(power.length - 2, Math.floor(Math.min(sampleRate / 2, 20000) / binHz));
-  let peak = lo;
-  for (let k = lo; k <= hi; k++) if (power[k] > power[peak]) peak = k;
-  // Parabolic interpolation on log power refines the peak between bins.
-  const [a, b, c] = [power[peak - 1], power[peak], power[peak + 1]].map((v) => Math.log(v + 1e-30));
-  const denom = a - 2 * b + c;
-  const offset = denom !== 0 ? (0.5 * (a - c)) / denom : 0;
-  const dominantHz = (peak + offset) * binHz;
-  const bandBins = Math.max(3, Math.ceil(5 / binHz)); // +-5 Hz holds the Hann main lobe
-  let tone = 0, rest = 0, sumSq = 0;
-  for (let k = lo; k <= hi; k++) {
-    if (Math.abs(k - peak) <= bandBins) tone += power[k];
-    else rest += power[k];
-  }
-  for (const v of samples) sumSq += v * v;
-  return {
-    dominant_hz: Number(dominantHz.toFixed(2)),
-    tone_snr_db: Number((10 * Math.log10(tone / Math.max(rest, 1e-30))).toFixed(1)),
-    rms_dbfs: Number((10 * Math.log10(sumSq / samples.length + 1e-30)).toFixed(1)),
-    fft_size: n, bin_hz: Number(binHz.toFixed(3)),
-  };
-}
-
 function ensureToneWav() {
   if (opts.toneWav) {
     if (!fs.existsSync(opts.toneWav)) usage(`--tone-wav ${opts.toneWav} does not exist`);
@@ -228,18 +153,7 @@ async function run(summary) {
   const tone = ensureToneWav();
   resources.toneDir = tone.tmpDir;
 
-  const hasNonLoopbackV4 = Object.values(os.networkInterfaces()).flat()
-    .some((i) => i && !i.internal && (i.family === 'IPv4' || i.family === 4));
-  const allowLoopback = opts.allowLoopback === 'yes' || (opts.allowLoopback === 'auto' && !hasNonLoopbackV4);
-  const args = [
-    '--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream',
-    // No %noloop suffix: the file loops, so the tone lasts however long the call does.
-    `--use-file-for-fake-audio-capture=${tone.file}`,
-    '--autoplay-policy=no-user-gesture-required',
-    ...(allowLoopback ? ['--allow-loopback-in-peer-connection'] : []),
-  ];
+  const args = chromiumArgs(tone.file, wantLoopback(opts.allowLoopback));
   summary.chromium_args = args;
   resources.userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtcedge-e2e-chromium-'));
   // headless:false so playwright adds no --headless of its own; we pass --headless=new.

@@ -186,7 +186,9 @@ def start_stack(mode, args, workdir):
                            "--hint-key-file", hint_keys,
                            "--hint-cluster-id", "0",
                            "--hint-endpoint-base-id", "1",
-                           "--backend-echo-mode", "loopback"]
+                           "--backend-echo-mode", getattr(args, "echo_mode", "loopback")]
+            # Callers that need more keys (../realtime_e2e: API keys, realtime.*) add flags here.
+            transceiver += list(getattr(args, "extra_transceiver_args", []))
             if args.passthrough:
                 transceiver += ["--audio-opus-passthrough", "true"]
             if args.backend == "python":

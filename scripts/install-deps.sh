@@ -37,8 +37,9 @@ command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nod
 # to the last release that runs on Node 18 (1.62 needs Node 20). Reinstalled whenever the
 # lock file changed since the last install, so an old tree never hides a version bump.
 # kubernetes-models validates the rendered Helm chart; pinned to 4.x, the last that runs on
-# Node 18 (5.x needs Node 22).
-for tools in tests/golden/tools tests/helm/tools; do
+# Node 18 (5.x needs Node 22). The realtime browser tests bundle the unchanged
+# @openai/agents-realtime (with its zod peer) for the page with esbuild, both pinned.
+for tools in tests/golden/tools tests/helm/tools tests/transceiver/realtime_e2e/tools; do
   tools="$(cd "$(dirname "$0")/.." && pwd)/$tools"
   if ! cmp -s "$tools/package-lock.json" "$tools/node_modules/.rtcedge-installed-lock.json"; then
     (cd "$tools" && npm ci --no-audit --no-fund --silent)

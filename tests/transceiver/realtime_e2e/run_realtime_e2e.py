@@ -1,0 +1,302 @@
+#!/usr/bin/python3
+"""run_realtime_e2e.py — the Realtime-compatible edge end to end: a transceiver, an app origin, Chromium.
+
+CTest entry point of the realtime browser tests (realtime_e2e.mjs drives the pages):
+
+  run_realtime_e2e.py --transceiver-bin build/bin/rtcedge-transceiver --relay-bin build/bin/rtcedge-relay \\
+      --mode direct|relay --scenario agents|multipart
+
+It starts the stack with ../e2e/run_browser_e2e.py's start_stack (the embedded echo backend
+in parrot mode, a server API key, the realtime.* keys of REALTIME_CONFIG), bundles
+page/agent_page.mjs (the unchanged @openai/agents-realtime) with esbuild, and serves the
+pages from an "app" origin on another port: GET /token there mints an ephemeral key from the
+transceiver's /v1/realtime/client_secrets with the server key, as an app backend does.
+
+Exit codes: 0 pass, 1 fail, 77 skipped (chromium, node, playwright-core or this folder's npm
+tools missing; the reason is printed). A server without the endpoints is a failure, never a
+skip. Developers only, never CTest: `--stub-server` replaces the transceiver with a stub that
+mints keys and logs the calls POST (the page flow up to the POST); `--mock` with
+mock_realtime.py (aiortc), which answers the calls and speaks the events (every check).
+"""
+
+import argparse
+import functools
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import types
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+E2E_DIR = os.path.join(REPO_ROOT, "tests", "transceiver", "e2e")
+sys.path.insert(0, E2E_DIR)
+from run_browser_e2e import PLAYWRIGHT_CORE, SYSTEM_PYTHON, Stack, start_stack, tail  # noqa: E402
+
+TOOLS = os.path.join(HERE, "tools")
+DRIVER = os.path.join(HERE, "realtime_e2e.mjs")
+PAGES = os.path.join(HERE, "page")
+SKIP = 77
+# The app backend's server API key (http.api_keys): it alone may mint ephemeral keys.
+SERVER_KEY = "rtcedge-e2e-server-key-0123456789"
+# The realtime.* keys of the transceiver, in one place (key a.b_c -> flag --a-b-c). Empty:
+# the defaults (an unset ephemeral-key secret is generated at start, fine for one process).
+REALTIME_CONFIG = {}
+# The fake microphone: tone bursts, so the echo backend's VAD sees speech start and stop, and
+# the parrot's replay (as long as the burst) ends well before the next burst starts.
+BURST_ON_S, BURST_OFF_S = 1.5, 3.5
+
+
+def log(msg):
+    print(f"[run_realtime_e2e] {msg}", file=sys.stderr, flush=True)
+
+
+def flag_of(key):
+    return "--" + key.replace(".", "-").replace("_", "-")
+
+
+class AppHandler(http.server.SimpleHTTPRequestHandler):
+    """The app origin: the pages and the bundle (static), and /token (an app backend's job)."""
+
+    def __init__(self, *a, transceiver_url=None, **kw):
+        self.transceiver_url = transceiver_url
+        super().__init__(*a, **kw)
+
+    def log_message(self, fmt, *a):
+        log("app: " + (fmt % a))
+
+    def end_headers(self):
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def do_GET(self):
+        if self.path.split("?")[0] != "/token":
+            return super().do_GET()
+        body = json.dumps({"expires_after": {"anchor": "created_at", "seconds": 600},
+                           "session": {"type": "realtime", "instructions": "rtcedge end-to-end agent"}}).encode()
+        req = urllib.request.Request(f"{self.transceiver_url}/v1/realtime/client_secrets", data=body, method="POST",
+                                     headers={"Authorization": f"Bearer {SERVER_KEY}",
+                                              "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                status, reply = r.status, r.read()
+        except urllib.error.HTTPError as e:
+            status, reply = e.code, e.read()
+        except OSError as e:
+            status, reply = 502, json.dumps({"error": {"message": f"client_secrets unreachable: {e}"}}).encode()
+        log(f"app: /token <- client_secrets {status} {reply[:200]!r}")
+        self.send_response(200 if status == 200 else 502)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+
+class StubHandler(http.server.BaseHTTPRequestHandler):
+    """--stub-server only: mints ek_ keys and logs the calls POST, then refuses it (404)."""
+
+    def log_message(self, fmt, *a):
+        log("stub: " + (fmt % a))
+
+    def cors(self):
+        self.send_header("Access-Control-Allow-Origin", "*")
+        self.send_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-OpenAI-Agents-SDK")
+        self.send_header("Access-Control-Allow-Methods", "POST, GET, OPTIONS")
+        self.send_header("Access-Control-Expose-Headers", "Location")
+
+    def reply(self, status, obj, ctype="application/json"):
+        body = obj.encode() if isinstance(obj, str) else json.dumps(obj).encode()
+        self.send_response(status)
+        self.cors()
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_OPTIONS(self):
+        log(f"stub: preflight {self.path} {self.headers.get('Access-Control-Request-Headers')}")
+        self.send_response(204)
+        self.cors()
+        self.end_headers()
+
+    def do_GET(self):
+        self.reply(200, "rtcedge_transceiver_sessions_active 0\n", "text/plain")
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == "/v1/realtime/client_secrets":
+            ok = self.headers.get("Authorization") == f"Bearer {SERVER_KEY}"
+            return self.reply(200 if ok else 401, {"value": "ek_stub" + os.urandom(8).hex(),
+                                                   "expires_at": int(time.time()) + 60, "session": {}})
+        log(f"stub: POST {self.path} headers {dict(self.headers)} body {len(body)} bytes, "
+            f"a=candidate lines: {body.count(b'a=candidate:')}")
+        self.reply(404, {"error": {"message": "stub server: no calls endpoint", "type": "invalid_request_error",
+                                   "code": "stub", "param": None}})
+
+
+def serve(handler):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def wait_listening(stack, log_path, timeout_s=20):
+    """The mock prints {"listening": URL} once bound to its ephemeral port."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stack.check_alive()
+        with open(log_path, "rb") as f:
+            for line in f:
+                if line.startswith(b'{"listening"'):
+                    return json.loads(line)["listening"]
+        time.sleep(0.1)
+    raise RuntimeError(f"the mock did not listen within {timeout_s} s:\n{tail(log_path)}")
+
+
+def prerequisites(args):
+    """None when everything needed is installed, else the reason to skip."""
+    if not (os.path.isfile(args.chromium) and os.access(args.chromium, os.X_OK)):
+        return f"chromium not found at {args.chromium}"
+    if not shutil.which(args.node):
+        return f"node not found ({args.node})"
+    if not os.path.isdir(PLAYWRIGHT_CORE) and not os.environ.get("PLAYWRIGHT_CORE"):
+        return f"playwright-core not installed ({PLAYWRIGHT_CORE}; run npm ci in tests/golden/tools)"
+    for pkg in ("@openai/agents-realtime", "esbuild"):
+        if not os.path.isdir(os.path.join(TOOLS, "node_modules", pkg)):
+            return f"{pkg} not installed (run npm ci in {TOOLS})"
+    if args.mock:
+        probe = subprocess.run([SYSTEM_PYTHON, "-c", "import aiortc, numpy"], capture_output=True, timeout=30)
+        if probe.returncode != 0:
+            return "python3-aiortc / python3-numpy not installed for /usr/bin/python3 (--mock)"
+    if not (args.stub_server or args.mock):
+        for flag, path in (("--transceiver-bin", args.transceiver_bin), ("--relay-bin", args.relay_bin)):
+            if not path or not os.access(path, os.X_OK):
+                raise SystemExit(f"error: {flag} must name an executable (or use --stub-server)")
+    return None
+
+
+def build_www(workdir, node):
+    """The app origin's files: both pages and the esbuild bundle of agent_page.mjs."""
+    www = os.path.join(workdir, "www")
+    os.makedirs(www)
+    for page in ("agent.html", "multipart.html"):
+        shutil.copy(os.path.join(PAGES, page), www)
+    out = subprocess.run([node, os.path.join(TOOLS, "bundle.mjs"), os.path.join(PAGES, "agent_page.mjs"),
+                          os.path.join(www, "agent_bundle.js")], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError(f"esbuild failed:\n{out.stdout}{out.stderr}")
+    log(f"bundle: {out.stdout.strip()}")
+    return www
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--transceiver-bin")
+    ap.add_argument("--relay-bin")
+    ap.add_argument("--mode", choices=["direct", "relay"], default="direct")
+    ap.add_argument("--scenario", choices=["agents", "multipart"], default="agents")
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--node", default="node")
+    ap.add_argument("--timeout-s", type=float, default=100)
+    ap.add_argument("--max-interrupt-ms", type=float, default=250,
+                    help="interrupt() to silent received audio, measured in the browser (jitter buffer included)")
+    ap.add_argument("--max-excess-ms", type=float, default=80,
+                    help="the fall time beyond the receive path's own delay: what the server adds (one frame + slack)")
+    ap.add_argument("--stub-server", action="store_true",
+                    help="developers only: a stub instead of the transceiver (page flow up to the calls POST)")
+    ap.add_argument("--mock", action="store_true",
+                    help="developers only: mock_realtime.py (aiortc) instead of the transceiver (every check)")
+    ap.add_argument("--keep-workdir", action="store_true", help="keep logs, pages, bundle, tone.wav")
+    args = ap.parse_args()
+
+    reason = prerequisites(args)
+    if reason:
+        print(f"SKIP: {reason}", flush=True)
+        return SKIP
+
+    workdir = tempfile.mkdtemp(prefix="rtcedge-rt-e2e-")
+    stack = stub = app = None
+    results = {"mode": args.mode, "scenario": args.scenario, "stub_server": args.stub_server, "mock": args.mock}
+    ok = False
+    try:
+        tone_wav = os.path.join(workdir, "tone.wav")
+        subprocess.run([sys.executable, os.path.join(E2E_DIR, "generate_tone.py"), tone_wav, "--seconds",
+                        str(2 * (BURST_ON_S + BURST_OFF_S)), "--on-s", str(BURST_ON_S), "--off-s", str(BURST_OFF_S)],
+                       check=True, stdout=subprocess.DEVNULL, timeout=60)
+        www = build_www(workdir, args.node)
+        expect_candidate = None
+        if args.stub_server:
+            stub, transceiver_url = serve(StubHandler)
+        elif args.mock:
+            stack = Stack(workdir)
+            stack.spawn("mock-realtime", [SYSTEM_PYTHON, os.path.join(HERE, "mock_realtime.py"),
+                                          "--server-key", SERVER_KEY, "--verbose"])
+            transceiver_url = wait_listening(stack, os.path.join(workdir, "mock-realtime.log"))
+        else:
+            extra = [flag_of("http.api_keys"), SERVER_KEY]
+            for key, value in REALTIME_CONFIG.items():
+                extra += [flag_of(key), str(value)]
+            stack_args = types.SimpleNamespace(mock=False, transceiver_bin=args.transceiver_bin,
+                                               relay_bin=args.relay_bin, passthrough=False, backend="echo",
+                                               echo_mode="parrot", extra_transceiver_args=extra)
+            stack = start_stack(args.mode, stack_args, workdir)
+            transceiver_url = stack.url
+            if args.mode == "relay":
+                relay_argv = stack.argv["relay"]
+                expect_candidate = relay_argv[relay_argv.index("--listen") + 1]
+        app, app_url = serve(functools.partial(AppHandler, directory=www, transceiver_url=transceiver_url))
+        log(f"transceiver {transceiver_url}, app origin {app_url}")
+        argv = [args.node, DRIVER, "--scenario", args.scenario, "--app-url", app_url,
+                "--calls-url", f"{transceiver_url}/v1/realtime/calls", "--tone-wav", tone_wav,
+                "--timeout-s", str(int(args.timeout_s)), "--chromium", args.chromium,
+                "--max-interrupt-ms", str(args.max_interrupt_ms), "--max-excess-ms", str(args.max_excess_ms),
+                "--artifacts", os.path.join(workdir, "artifacts")]
+        if expect_candidate:
+            argv += ["--expect-answer-candidate", expect_candidate]
+        log(f"run {' '.join(argv)}")
+        try:
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=sys.stderr, timeout=args.timeout_s + 45)
+            out = proc.stdout.decode("utf-8", "replace")
+            try:
+                results["browser"] = json.loads(out)
+            except ValueError:
+                results["browser"] = {"raw_stdout": out[-2000:]}
+            ok = proc.returncode == 0
+        except subprocess.TimeoutExpired:
+            results["error"] = f"realtime_e2e.mjs did not finish within {args.timeout_s + 45} s"
+        if stack is not None:
+            stack.check_alive()
+    except Exception as e:
+        results["error"] = f"{type(e).__name__}: {e}"
+        ok = False
+    finally:
+        for server in (app, stub):
+            if server is not None:
+                server.shutdown()
+        if stack is not None:
+            if not ok:
+                stack.dump_logs()
+            stack.stop()
+        if args.keep_workdir or not ok:
+            log(f"workdir kept (logs, screenshot, events): {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    b = results.get("browser") or {}
+    results["figures"] = {k: b.get(k) for k in ("text_turn", "vad", "echo", "interrupt") if b.get(k) is not None}
+    if isinstance(results["figures"].get("interrupt"), dict):
+        results["figures"]["interrupt"] = {k: v for k, v in results["figures"]["interrupt"].items() if k != "levels_dbfs"}
+    results["passed"] = ok
+    print(json.dumps(results, indent=2))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -113,33 +113,42 @@ async function cleanup() {
 
 // The calls POST as the transceiver received it, from the browser's side: method, URL, the
 // request headers (the SDK's Content-Type, Authorization, X-OpenAI-Agents-SDK), the answer.
+const pendingCalls = [];
+// Every calls request seen so far, with its response recorded (the handlers are async).
+async function settledCalls(summary) {
+  await withTimeout(Promise.allSettled(pendingCalls), 10000, 'the calls responses').catch((e) => log(e.message));
+  return summary.calls_requests;
+}
+
 function watchCalls(page, summary) {
   summary.calls_requests = [];
-  page.on('request', async (r) => {
-    const u = new URL(r.url());
-    if (u.origin !== transceiverOrigin || !u.pathname.startsWith('/v1/realtime/calls')) return;
-    const entry = { method: r.method(), path: u.pathname, headers: await r.allHeaders().catch(() => r.headers()) };
-    const body = r.postData();
-    if (body != null) {
-      entry.body_bytes = body.length;
-      entry.body_has_candidate = /^a=candidate:/m.test(body);
-    }
-    if (entry.headers.authorization) entry.headers.authorization = entry.headers.authorization.replace(/^(Bearer ek_.{0,6}).*$/, '$1…');
-    summary.calls_requests.push(entry);
-    log(`browser -> ${entry.method} ${entry.path} headers ${JSON.stringify(entry.headers)}`);
-    const res = await r.response().catch(() => null);
-    if (!res) { entry.response = { error: r.failure() ? r.failure().errorText : 'no response' }; return; }
-    const h = await res.allHeaders().catch(() => res.headers());
-    entry.response = { status: res.status(), location: h.location ?? null, content_type: h['content-type'] ?? null,
-      access_control_expose_headers: h['access-control-expose-headers'] ?? null };
-    const text = await res.text().catch(() => '');
-    if (res.status() >= 200 && res.status() < 300 && r.method() === 'POST' && u.pathname === new URL(opts.callsUrl).pathname) {
-      entry.response.answer_candidates = text.split(/\r?\n/).filter((l) => l.startsWith('a=candidate:'));
-    } else {
-      entry.response.body = text.slice(0, 500);
-    }
-    log(`browser <- ${entry.response.status} ${JSON.stringify(entry.response)}`);
-  });
+  page.on('request', (r) => { pendingCalls.push(recordCall(r, summary)); });
+}
+
+async function recordCall(r, summary) {
+  const u = new URL(r.url());
+  if (u.origin !== transceiverOrigin || !u.pathname.startsWith('/v1/realtime/calls')) return;
+  const entry = { method: r.method(), path: u.pathname, headers: await r.allHeaders().catch(() => r.headers()) };
+  const body = r.postData();
+  if (body != null) {
+    entry.body_bytes = body.length;
+    entry.body_has_candidate = /^a=candidate:/m.test(body);
+  }
+  if (entry.headers.authorization) entry.headers.authorization = entry.headers.authorization.replace(/^(Bearer ek_.{0,6}).*$/, '$1…');
+  summary.calls_requests.push(entry);
+  log(`browser -> ${entry.method} ${entry.path} headers ${JSON.stringify(entry.headers)}`);
+  const res = await r.response().catch(() => null);
+  if (!res) { entry.response = { error: r.failure() ? r.failure().errorText : 'no response' }; return; }
+  const h = await res.allHeaders().catch(() => res.headers());
+  entry.response = { status: res.status(), location: h.location ?? null, content_type: h['content-type'] ?? null,
+    access_control_expose_headers: h['access-control-expose-headers'] ?? null };
+  const text = await res.text().catch(() => '');
+  if (res.status() >= 200 && res.status() < 300 && r.method() === 'POST' && u.pathname === new URL(opts.callsUrl).pathname) {
+    entry.response.answer_candidates = text.split(/\r?\n/).filter((l) => l.startsWith('a=candidate:'));
+  } else {
+    entry.response.body = text.slice(0, 500);
+  }
+  log(`browser <- ${entry.response.status} ${JSON.stringify(entry.response)}`);
 }
 
 function checker(summary) {
@@ -175,7 +184,7 @@ async function runAgents(page, summary, check) {
   check('the ephemeral key from /token starts with ek_', st.token && st.token.prefix === 'ek_', st.token);
   check('the call id (Location\'s last segment, readable: CORS exposes Location) starts with rtc_',
     typeof st.callId === 'string' && st.callId.startsWith('rtc_'), st.callId);
-  const post = summary.calls_requests.find((r) => r.method === 'POST' && r.path === new URL(opts.callsUrl).pathname);
+  const post = (await settledCalls(summary)).find((r) => r.method === 'POST' && r.path === new URL(opts.callsUrl).pathname);
   check('the SDK POSTed raw SDP with Authorization and X-OpenAI-Agents-SDK', post &&
     /^application\/sdp/.test(post.headers['content-type'] || '') && /^Bearer ek_/.test(post.headers.authorization || '') &&
     /^openai-agents-sdk/.test(post.headers['x-openai-agents-sdk'] || ''), post && post.headers);
@@ -342,7 +351,8 @@ async function runMultipart(page, summary, check) {
   const r = await withTimeout(page.evaluate(([u, i, t]) => window.rtceMultipart.run(u, i, t), [opts.callsUrl, instructions, 15000]),
     Math.min(40000, remainingMs()), 'the multipart flow');
   summary.page = { steps: r.steps, error: r.error, event_types: r.events.map((e) => e.type) };
-  const post = summary.calls_requests.find((x) => x.method === 'POST' && x.path === new URL(opts.callsUrl).pathname);
+  const post = (await settledCalls(summary)).find((x) => x.method === 'POST' && x.path === new URL(opts.callsUrl).pathname);
+  if (!check('the page got a key from /token and POSTed the offer', r.postStatus !== undefined, r.error)) return;
   check('the POST is multipart/form-data with a boundary', post && /^multipart\/form-data; *boundary=/.test(post.headers['content-type'] || ''),
     post && post.headers['content-type']);
   check('the POST got 201', r.postStatus === 201, r.postStatus ?? r.error);

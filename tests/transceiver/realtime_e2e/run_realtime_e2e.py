@@ -93,6 +93,9 @@ class AppHandler(http.server.SimpleHTTPRequestHandler):
         except OSError as e:
             status, reply = 502, json.dumps({"error": {"message": f"client_secrets unreachable: {e}"}}).encode()
         log(f"app: /token <- client_secrets {status} {reply[:200]!r}")
+        if status != 200:  # the page reports this message as the reason it could not start
+            text = reply[:300].decode("utf-8", "replace")
+            reply = json.dumps({"error": {"message": f"client_secrets answered {status}: {text}"}}).encode()
         self.send_response(200 if status == 200 else 502)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(reply)))

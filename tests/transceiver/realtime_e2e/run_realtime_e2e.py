@@ -47,9 +47,11 @@ PAGES = os.path.join(HERE, "page")
 SKIP = 77
 # The app backend's server API key (http.api_keys): it alone may mint ephemeral keys.
 SERVER_KEY = "rtcedge-e2e-server-key-0123456789"
-# The realtime.* keys of the transceiver, in one place (key a.b_c -> flag --a-b-c). Empty:
-# the defaults (an unset ephemeral-key secret is generated at start, fine for one process).
-REALTIME_CONFIG = {}
+# The realtime.* keys of the transceiver, in one place (key a.b_c -> flag --a-b-c; lists are
+# comma-separated). A fleet's shared ephemeral-key secret, as docs/configuration.md tells a
+# deployment to set it; dropping the entry makes the transceiver generate one at start, which
+# also works for a single process.
+REALTIME_CONFIG = {"realtime.key_secrets": "e2e:" + "rtcedge-realtime-e2e-secret-0123456789"}
 # The fake microphone: tone bursts, so the echo backend's VAD sees speech start and stop, and
 # the parrot's replay (as long as the burst) ends well before the next burst starts.
 BURST_ON_S, BURST_OFF_S = 1.5, 3.5

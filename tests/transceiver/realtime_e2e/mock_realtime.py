@@ -46,6 +46,7 @@ CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "POS
         "Access-Control-Expose-Headers": "Location"}
 JSON = {"Content-Type": "application/json", **CORS}
 SPEECH_DBFS, HANGOVER_FRAMES = -40.0, 15  # 300 ms of quiet ends an utterance
+FAULT = None  # --fault: a negative control that realtime_e2e.mjs must catch
 
 
 def err(status, message, code):
@@ -121,7 +122,8 @@ class Call:
                                                                  {"type": "output_text", "text": text}]}]}})
         elif t in ("output_audio_buffer.clear", "response.cancel"):
             if self.out.queue or t == "output_audio_buffer.clear":
-                self.out.queue.clear()
+                if FAULT != "ignore-clear":
+                    self.out.queue.clear()
                 if self.response_id:
                     rid, self.response_id = self.response_id, None
                     self.send({"type": "output_audio_buffer.cleared", "response_id": rid})
@@ -141,7 +143,7 @@ class Call:
                 self.send({"type": "output_audio_buffer.stopped", "response_id": rid})
                 self.send({"type": "response.done", "response": {"id": rid, "status": "completed"}})
         self.out.on_drained = drained
-        self.out.queue = list(frames)
+        self.out.queue = [f * 0 for f in frames] if FAULT == "mute" else list(frames)
 
     async def listen(self, track):
         """The parrot's VAD: frames above SPEECH_DBFS are speech; HANGOVER_FRAMES of quiet end it."""
@@ -266,8 +268,12 @@ async def serve(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--server-key", required=True)
+    ap.add_argument("--fault", choices=["ignore-clear", "mute"],
+                    help="negative controls: keep playing after clear (cleared is still sent), or replay silence")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
+    global FAULT
+    FAULT = args.fault
     args.api_key, args.max_sessions, args.path, args.backend, args.page = [], 16, "direct", "echo", None
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(message)s")

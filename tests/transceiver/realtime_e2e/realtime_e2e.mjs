@@ -231,12 +231,16 @@ async function runAgents(page, summary, check) {
 
   // ---- speech: unmute; the fake microphone plays tone bursts
   const unmutePt = await page.evaluate(() => { window.rtce.mute(false); return performance.now(); });
-  const vad = await waitFor('speech_started then speech_stopped', async () => {
+  // Unmuting mid-burst gives a short first utterance; the replay to listen to is the first
+  // of a whole burst (>= 800 ms from start to stop, the hangover included).
+  const vad = await waitFor('speech_started then speech_stopped of a whole burst', async () => {
     evs = await events();
-    const s = inOf(evs, 'input_audio_buffer.speech_started', unmutePt)[0];
-    const p = s && inOf(evs, 'input_audio_buffer.speech_stopped', s.pt)[0];
-    return { ok: Boolean(p), s, p, why: s ? 'started only' : 'none' };
-  }, 15000).catch((e) => ({ ok: false, why: e.message }));
+    const pairs = inOf(evs, 'input_audio_buffer.speech_started', unmutePt)
+      .map((s) => ({ s, p: inOf(evs, 'input_audio_buffer.speech_stopped', s.pt)[0] })).filter((x) => x.p);
+    const whole = pairs.find((x) => x.p.ev.audio_end_ms - x.s.ev.audio_start_ms >= 800);
+    return { ok: Boolean(whole), ...whole, skipped: pairs.indexOf(whole),
+      why: `${pairs.length} start/stop pair(s), none of >= 800 ms (${pairs.map((x) => x.p.ev.audio_end_ms - x.s.ev.audio_start_ms)})` };
+  }, 20000).catch((e) => ({ ok: false, why: e.message }));
   if (!check('input_audio_buffer.speech_started then speech_stopped while the tone plays', vad.ok,
     vad.ok ? { start_ms: vad.s.ev.audio_start_ms, end_ms: vad.p.ev.audio_end_ms, item_id: vad.s.ev.item_id } : vad.why)) return;
   check('speech events carry event_id, item_id and audio_start_ms < audio_end_ms',
@@ -244,7 +248,8 @@ async function runAgents(page, summary, check) {
     vad.s.ev.item_id === vad.p.ev.item_id && vad.s.ev.audio_start_ms < vad.p.ev.audio_end_ms,
     { started: vad.s.ev, stopped: vad.p.ev });
   const burstMs = vad.p.ev.audio_end_ms - vad.s.ev.audio_start_ms;
-  summary.vad = { audio_start_ms: vad.s.ev.audio_start_ms, audio_end_ms: vad.p.ev.audio_end_ms, speech_ms: burstMs };
+  summary.vad = { audio_start_ms: vad.s.ev.audio_start_ms, audio_end_ms: vad.p.ev.audio_end_ms, speech_ms: burstMs,
+    short_utterances_skipped: vad.skipped };
 
   // ---- the parrot replays the utterance as a response: hear it
   const replay = await waitFor('the replay (output_audio_buffer.started .. stopped)', async () => {

@@ -219,6 +219,8 @@ def main():
                     help="developers only: a stub instead of the transceiver (page flow up to the calls POST)")
     ap.add_argument("--mock", action="store_true",
                     help="developers only: mock_realtime.py (aiortc) instead of the transceiver (every check)")
+    ap.add_argument("--mock-fault", choices=["ignore-clear", "mute"],
+                    help="with --mock: a broken server the checks must fail on (negative control)")
     ap.add_argument("--keep-workdir", action="store_true", help="keep logs, pages, bundle, tone.wav")
     args = ap.parse_args()
 
@@ -243,7 +245,8 @@ def main():
         elif args.mock:
             stack = Stack(workdir)
             stack.spawn("mock-realtime", [SYSTEM_PYTHON, os.path.join(HERE, "mock_realtime.py"),
-                                          "--server-key", SERVER_KEY, "--verbose"])
+                                          "--server-key", SERVER_KEY, "--verbose"]
+                        + (["--fault", args.mock_fault] if args.mock_fault else []))
             transceiver_url = wait_listening(stack, os.path.join(workdir, "mock-realtime.log"))
         else:
             extra = [flag_of("http.api_keys"), SERVER_KEY]

@@ -168,6 +168,14 @@ function checkAnswerCandidate(summary, check) {
   check(`the answer's candidates name ${opts.expectCandidate} (the relay's VIP)`, hit && cands.length > 0, cands);
 }
 
+// Until the audio tap has recorded up to AudioContext time `at` (the clock the levels use).
+async function tapReached(page, at) {
+  await waitFor(`the audio tap to reach t=${at.toFixed(2)} s`, async () => {
+    const st = await page.evaluate(() => window.rtce.state());
+    return { ok: st.tapT !== null && st.tapT >= at, why: `tap at ${st.tapT}, context at ${st.now}` };
+  }, 5000, 20);
+}
+
 // ---------------------------------------------------------------- agents scenario
 async function runAgents(page, summary, check) {
   const url = `${opts.appUrl}/agent.html?calls=${encodeURIComponent(opts.callsUrl)}`;
@@ -262,9 +270,10 @@ async function runAgents(page, summary, check) {
   evs = await events();
   const between = evs.filter((e) => e.dir === 'in' && e.pt > vad.p.pt && e.pt <= replay.e.pt + 2000).map((e) => e.type);
   check('the replay has response.created and response.done', between.includes('response.created') && between.includes('response.done'), between);
-  // The audio follows the events by the jitter buffer's delay: take the window generously.
-  await sleep(700);
+  // The audio follows the events by the receive path's delay: take the window generously,
+  // once the tap has recorded all of it.
   const win = [replay.b.at, replay.e.at + 0.6];
+  await tapReached(page, win[1]);
   const samples = await page.evaluate(([a, b]) => window.rtce.samples(a, b), win);
   const sampleRate = await page.evaluate(() => window.rtce.sampleRate());
   // The receive path's delay: output_audio_buffer.started (sent as the replay's first frame
@@ -289,10 +298,10 @@ async function runAgents(page, summary, check) {
     const now = await page.evaluate(() => window.rtce.state().now);
     const lv = await page.evaluate(([a]) => window.rtce.levels(a), [now - 0.06]);
     const loud = lv.length >= 4 && lv.every(([, db]) => db > -30);
-    return { ok: loud, b, why: `levels ${lv.map(([, d]) => d.toFixed(0)).join(',')}` };
+    return { ok: loud, b, at: now, why: `levels ${lv.map(([, d]) => d.toFixed(0)).join(',')}` };
   }, 20000, 20).catch((e) => ({ ok: false, why: e.message }));
   if (!check('a second replay is audible (> -30 dBFS over 60 ms)', next.ok, next.ok ? undefined : next.why)) return;
-  await sleep(200); // into the replay, well before its natural end (the utterance is ~1.5 s)
+  await tapReached(page, next.at + 0.2); // 200 ms into the audible replay; it lasts ~1.5 s
   const cut = await page.evaluate(() => { const pt = performance.now(); const at = window.rtce.interrupt(); return { pt, at }; });
   const cleared = await waitFor('output_audio_buffer.cleared', async () => {
     evs = await events();
@@ -305,7 +314,7 @@ async function runAgents(page, summary, check) {
   check('output_audio_buffer.cleared arrives', cleared.ok, cleared.ok ? `${Math.round(cleared.c.pt - cut.pt)} ms after interrupt()` : cleared.why);
   // Silence = 200 ms in a row of 10 ms chunks below -50 dBFS; the fall time is from the
   // interrupt() call to the first of those chunks, on the AudioContext clock.
-  await sleep(800);
+  await tapReached(page, cut.at + 0.8);
   const lv = await page.evaluate(([a, b]) => window.rtce.levels(a, b), [cut.at - 0.2, cut.at + 0.8]);
   const before = lv.filter(([t]) => t < cut.at && t >= cut.at - 0.1).map(([, d]) => d);
   let fallAt = null;

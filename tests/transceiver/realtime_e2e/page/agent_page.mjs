@@ -105,6 +105,7 @@ async function stats() {
 window.rtce = {
   start,
   state: () => ({ phase: st.phase, error: st.error, callId: st.callId, timings: st.timings, tap: !!st.tap,
+    tapT: st.tap ? st.tap.lastT() : null,
     now: st.ctx ? st.ctx.currentTime : null, nEvents: st.events.length, token: st.token && { prefix: st.token.value.slice(0, 3), expires_at: st.token.expires_at } }),
   events: (from = 0) => st.events.slice(from),
   sendMessage: (text) => { const at = st.ctx.currentTime; st.session.sendMessage(text); return at; },

@@ -178,7 +178,10 @@ async function tapReached(page, at) {
 
 // ---------------------------------------------------------------- agents scenario
 async function runAgents(page, summary, check) {
-  const url = `${opts.appUrl}/agent.html?calls=${encodeURIComponent(opts.callsUrl)}`;
+  const keyInstructions = 'instructions from the ephemeral key';
+  const agentInstructions = 'instructions from the agent';
+  const url = `${opts.appUrl}/agent.html?calls=${encodeURIComponent(opts.callsUrl)}` +
+    `&key_instructions=${encodeURIComponent(keyInstructions)}&agent_instructions=${encodeURIComponent(agentInstructions)}`;
   const resp = await page.goto(url, { timeout: Math.min(15000, remainingMs()) });
   if (!check('agent page served by the app origin', resp && resp.status() === 200, resp && resp.status())) return;
   await waitFor('the bundle to load (window.rtce)', async () => ({ ok: await page.evaluate(() => typeof window.rtce === 'object') }), 10000);
@@ -209,6 +212,12 @@ async function runAgents(page, summary, check) {
     created.ev.session && typeof created.ev.session === 'object', created && { event_id: created.event_id });
   check('session.updated with a string event_id (connect() waited for it)', updated && typeof updated.event_id === 'string',
     updated && { event_id: updated.event_id });
+  // The key's session config is the call's starting point; the SDK's session.update (the
+  // agent's instructions) is applied on top.
+  check('session.created carries the ephemeral key\'s session instructions',
+    created && created.ev.session && created.ev.session.instructions === keyInstructions, created && created.ev.session && created.ev.session.instructions);
+  check('session.updated carries the agent\'s instructions (session.update applied)',
+    updated && updated.ev.session && updated.ev.session.instructions === agentInstructions, updated && updated.ev.session && updated.ev.session.instructions);
   const firstUpdate = evs.find((e) => e.dir === 'out' && e.type === 'session.update');
   check('the SDK sent session.update on channel open', Boolean(firstUpdate), firstUpdate && Object.keys(firstUpdate.ev.session || {}));
   summary.errors_after_update = inOf(evs, 'error').map((e) => e.ev.error);

@@ -33,6 +33,7 @@ import threading
 import time
 import types
 import urllib.error
+import urllib.parse
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -80,10 +81,14 @@ class AppHandler(http.server.SimpleHTTPRequestHandler):
         super().end_headers()
 
     def do_GET(self):
-        if self.path.split("?")[0] != "/token":
+        path, _, query = self.path.partition("?")
+        if path != "/token":
             return super().do_GET()
+        # The key's session config; the page names the instructions so the driver can find
+        # them again in session.created.
+        instructions = urllib.parse.parse_qs(query).get("instructions", ["rtcedge end-to-end agent"])[0]
         body = json.dumps({"expires_after": {"anchor": "created_at", "seconds": 600},
-                           "session": {"type": "realtime", "instructions": "rtcedge end-to-end agent"}}).encode()
+                           "session": {"type": "realtime", "instructions": instructions}}).encode()
         req = urllib.request.Request(f"{self.transceiver_url}/v1/realtime/client_secrets", data=body, method="POST",
                                      headers={"Authorization": f"Bearer {SERVER_KEY}",
                                               "Content-Type": "application/json"})

@@ -8,6 +8,8 @@ import { createTap } from './audio_tap.mjs';
 
 const params = new URLSearchParams(location.search);
 const callsUrl = params.get('calls');
+const keyInstructions = params.get('key_instructions') || 'rtcedge end-to-end agent';
+const agentInstructions = params.get('agent_instructions') || 'You repeat what you hear.';
 
 const st = {
   phase: 'idle', error: null, callId: null, token: null,
@@ -36,7 +38,7 @@ async function start() {
     st.ctx = new AudioContext({ sampleRate: 48000 });
     await st.ctx.resume();
     const t0 = performance.now();
-    const tokenRes = await fetch('/token');
+    const tokenRes = await fetch(`/token?instructions=${encodeURIComponent(keyInstructions)}`);
     const tokenBody = await tokenRes.json().catch(() => null);
     if (!tokenRes.ok || !tokenBody || typeof tokenBody.value !== 'string') {
       throw new Error(`/token failed: ${tokenRes.status} ${JSON.stringify(tokenBody)}`);
@@ -66,7 +68,7 @@ async function start() {
         return pc;
       },
     });
-    const agent = new RealtimeAgent({ name: 'rtcedge e2e', instructions: 'You repeat what you hear.' });
+    const agent = new RealtimeAgent({ name: 'rtcedge e2e', instructions: agentInstructions });
     const session = new RealtimeSession(agent, { transport });
     st.session = session;
     st.transport = transport;

@@ -304,8 +304,9 @@ def main():
             shutil.rmtree(workdir, ignore_errors=True)
     b = results.get("browser") or {}
     results["figures"] = {k: b.get(k) for k in ("text_turn", "vad", "echo", "interrupt") if b.get(k) is not None}
-    if isinstance(results["figures"].get("interrupt"), dict):
-        results["figures"]["interrupt"] = {k: v for k, v in results["figures"]["interrupt"].items() if k != "levels_dbfs"}
+    interrupt = results["figures"].get("interrupt")
+    if isinstance(interrupt, dict):  # the level series stays in the browser part only
+        results["figures"]["interrupt"] = {k: v for k, v in interrupt.items() if k != "levels_dbfs"}
     results["passed"] = ok
     print(json.dumps(results, indent=2))
     return 0 if ok else 1

@@ -203,6 +203,11 @@ async function runAgents(page, summary, check) {
   check('the POST got 201', post && post.response && post.response.status === 201, post && post.response);
   checkAnswerCandidate(summary, check);
 
+  const withStream = await waitFor('the remote audio track', async () => {
+    const s = await page.evaluate(() => window.rtce.state());
+    return { ok: s.sdkAudioHasStream && s.tap, why: `stream ${s.sdkAudioHasStream}, tap ${s.tap}` };
+  }, 5000).catch((e) => ({ ok: false, why: e.message }));
+  check('the SDK\'s audio element got the remote stream (the answer\'s audio has a=msid)', withStream.ok, withStream.why);
   const events = async () => page.evaluate(() => window.rtce.events());
   const inOf = (evs, type, afterPt = -Infinity) => evs.filter((e) => e.dir === 'in' && e.type === type && e.pt > afterPt);
   let evs = await events();

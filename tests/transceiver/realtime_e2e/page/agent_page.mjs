@@ -55,6 +55,7 @@ async function start() {
     const audioElement = document.createElement('audio');
     audioElement.autoplay = true;
     document.body.appendChild(audioElement);
+    st.audioElement = audioElement;
     const transport = new OpenAIRealtimeWebRTC({
       baseUrl: callsUrl, mediaStream: mic, audioElement,
       // Only to observe the connection (getStats, the remote track); returns it unchanged.
@@ -108,6 +109,8 @@ window.rtce = {
   start,
   state: () => ({ phase: st.phase, error: st.error, callId: st.callId, timings: st.timings, tap: !!st.tap,
     tapT: st.tap ? st.tap.lastT() : null,
+    // The SDK plays event.streams[0]: without an a=msid in the answer there is none.
+    sdkAudioHasStream: Boolean(st.audioElement && st.audioElement.srcObject),
     now: st.ctx ? st.ctx.currentTime : null, nEvents: st.events.length, token: st.token && { prefix: st.token.value.slice(0, 3), expires_at: st.token.expires_at } }),
   events: (from = 0) => st.events.slice(from),
   sendMessage: (text) => { const at = st.ctx.currentTime; st.session.sendMessage(text); return at; },

@@ -231,6 +231,10 @@ class MockRealtime(MockTransceiver):
             call.send({"type": "session.created", "session": call.session_obj()})
             dc.on("message", lambda m: call.on_event(json.loads(m)) if isinstance(m, str) else None)
 
+            @dc.on("close")
+            def on_close():  # the client hung up (aiortc sees no DTLS close_notify event)
+                call.ended = True
+
         @pc.on("track")
         def on_track(track):
             if track.kind == "audio":

@@ -368,7 +368,15 @@ async function runAgents(page, summary, check) {
   summary.event_types_in = [...new Set(evs.filter((e) => e.dir === 'in').map((e) => e.type))];
   summary.event_types_out = [...new Set(evs.filter((e) => e.dir === 'out').map((e) => e.type))];
   summary.server_errors = evs.filter((e) => e.dir === 'in' && e.type === 'error').map((e) => e.ev.error);
-  await page.evaluate(() => window.rtce.close());
+  // session.close() is the SDK's only hang-up: the peer connection closes (DTLS close_notify),
+  // and the server must end the session from that alone.
+  const closeError = await page.evaluate(() => window.rtce.close());
+  const drained = await waitFor('sessions_active to return to 0 after session.close()', async () => {
+    const v = await sessionsActive();
+    return { ok: v === 0, why: `${v}` };
+  }, 10000).catch((e) => ({ ok: false, why: e.message }));
+  check('session.close() ends the call: rtcedge_transceiver_sessions_active back to 0', drained.ok && !closeError,
+    closeError || drained.why);
 }
 
 // ---------------------------------------------------------------- multipart scenario

@@ -279,11 +279,11 @@ void TransceiverService::create_session(const HttpRequest& request, HttpServer::
   plan.id = make_session_id(worker->index());
   plan.local_ufrag = mint_ufrag(hint_keys_, config_.cluster_id, worker->endpoint_id());
   plan.local_pwd = random_ice_password();
-  plan.remote_ufrag = offer.audio.ice_ufrag;
-  plan.remote_pwd = offer.audio.ice_pwd;
-  plan.remote_fingerprint = offer.audio.fingerprint;
-  plan.opus_payload_type = offer.audio.opus_payload_type;
-  plan.audio_level_ext_id = offer.audio.audio_level_ext_id;
+  plan.remote_ufrag = offer.transport.ice_ufrag;
+  plan.remote_pwd = offer.transport.ice_pwd;
+  plan.remote_fingerprint = offer.transport.fingerprint;
+  plan.opus_payload_type = offer.audio->opus_payload_type;
+  plan.audio_level_ext_id = offer.audio->audio_level_ext_id;
   fill_random(&plan.ssrc, sizeof plan.ssrc);
   plan.cname = random_hex(8);
   plan.user_agent = std::string(request.header("user-agent").substr(0, 256));
@@ -293,7 +293,7 @@ void TransceiverService::create_session(const HttpRequest& request, HttpServer::
   params.ice_ufrag = plan.local_ufrag;
   params.ice_pwd = plan.local_pwd;
   params.fingerprint_sha256 = dtls_->fingerprint_sha256();
-  params.setup = sdp::answer_setup(offer.audio.setup, sdp::Setup::active);
+  params.setup = sdp::answer_setup(offer.transport.setup, sdp::Setup::active);
   plan.dtls_role =
       params.setup == sdp::Setup::active ? DtlsTransport::Role::client : DtlsTransport::Role::server;
   uint64_t sid;

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Check that headless Chromium accepts the answers rtce_sdp_answer_tool builds for Chromium's own
 // offers: setRemoteDescription(answer) must succeed, the audio transceiver must end up with the
-// mirrored direction and every other m-section must be rejected.
+// mirrored direction, a data channel's section must be accepted (pc.sctp exists) over the same
+// BUNDLE transport, and every other m-section must be rejected.
 //
 // Usage:
 //   node browser_accepts_answer.mjs --tool build/bin/rtce_sdp_answer_tool [--chromium /usr/bin/chromium]
@@ -46,9 +47,15 @@ const SCENARIOS = [
     expect: { audio: 'sendrecv' } },
   { name: 'audio sendonly -> recvonly', media: { audio: 'sendonly' }, flags: [], expect: { audio: 'sendonly' } },
   { name: 'audio recvonly -> sendonly', media: { audio: 'recvonly' }, flags: [], expect: { audio: 'recvonly' } },
-  { name: 'audio + video + data channel, video and data rejected',
+  { name: 'audio + video + data channel, video rejected, data accepted',
     media: { audio: 'sendrecv', video: 'recvonly', data: true }, flags: ['--audio-level'],
     expect: { audio: 'sendrecv', video: 'rejected' } },
+  // What @openai/agents-realtime does: default RTCPeerConnection, mic track, 'oai-events'.
+  { name: 'agents-realtime style: audio + oai-events, default bundle policy',
+    media: { audio: 'sendrecv', data: true, defaultPolicy: true }, flags: [],
+    expect: { audio: 'sendrecv' } },
+  { name: 'data channel only (text-only session)',
+    media: { data: true }, flags: ['--text-only'], expect: {} },
 ];
 
 const ARGS = [
@@ -75,16 +82,19 @@ async function main() {
     await page.goto(`${origin}/`, { timeout: 15000 });
     for (const scenario of SCENARIOS) {
       const offer = await page.evaluate(async (media) => {
-        const pc = new RTCPeerConnection({ bundlePolicy: 'max-bundle', rtcpMuxPolicy: 'require' });
+        const pc = media.defaultPolicy ? new RTCPeerConnection()
+          : new RTCPeerConnection({ bundlePolicy: 'max-bundle', rtcpMuxPolicy: 'require' });
         window.__pc = pc;
-        if (media.audio === 'recvonly') {
+        if (!media.audio) {
+          // text-only: no audio transceiver
+        } else if (media.audio === 'recvonly') {
           pc.addTransceiver('audio', { direction: 'recvonly' });
         } else {
           const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
           pc.addTransceiver(stream.getAudioTracks()[0], { direction: media.audio, streams: [stream] });
         }
         if (media.video) pc.addTransceiver('video', { direction: media.video });
-        if (media.data) window.__dc = pc.createDataChannel('events');
+        if (media.data) window.__dc = pc.createDataChannel(media.defaultPolicy ? 'oai-events' : 'events');
         const o = await pc.createOffer();
         await pc.setLocalDescription(o);
         return o.sdp;
@@ -114,6 +124,10 @@ async function main() {
           }
           out.remoteStreams = remoteStreams;
           out.sctp = pc.sctp ? pc.sctp.state ?? 'present' : null;
+          out.sctpMaxMessageSize = pc.sctp ? pc.sctp.maxMessageSize : null;
+          // BUNDLE: the data channel rides the audio's DTLS transport.
+          const audioSender = pc.getSenders().find((x) => x.track && x.track.kind === 'audio');
+          out.sharedTransport = !pc.sctp || !audioSender || pc.sctp.transport === audioSender.transport;
           pc.close();
           return out;
         }, answer);
@@ -124,9 +138,10 @@ async function main() {
           : seen.transceivers[kind] === dir;
         result.ok = seen.accepted && seen.signalingState === 'stable' &&
           Object.entries(scenario.expect).every(([kind, dir]) => matches(kind, dir)) &&
-          (!scenario.media.data || seen.sctp === null) &&
+          (!scenario.media.data || (seen.sctp !== null && seen.sctpMaxMessageSize === 262144)) &&
+          seen.sharedTransport &&
           // The answer's a=msid names the stream whenever the server sends.
-          (seen.transceivers.audio === 'sendonly' || seen.remoteStreams.includes('rtcedge'));
+          (!scenario.media.audio || seen.transceivers.audio === 'sendonly' || seen.remoteStreams.includes('rtcedge'));
         if (!result.ok) result.answer = answer;
       }
       if (!result.ok) failures++;

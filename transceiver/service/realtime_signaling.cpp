@@ -72,12 +72,14 @@ std::string random_hex(size_t bytes) {
   return out;
 }
 
-// What a Realtime client expects of a session object: the defaults filled, our own id.
-nlohmann::json filled_session(nlohmann::json session) {
+// What a Realtime client expects of a session object: the defaults filled and an id, a fresh
+// one for a new key (a client does not choose it), else the key's own.
+nlohmann::json filled_session(nlohmann::json session, bool fresh_id) {
   if (!session.contains("type")) session["type"] = "realtime";
   if (!session.contains("model")) session["model"] = "rtcedge";
   session["object"] = "realtime.session";
-  session["id"] = "sess_" + random_hex(12);
+  if (fresh_id || !session.contains("id") || !session["id"].is_string())
+    session["id"] = "sess_" + random_hex(12);
   return session;
 }
 
@@ -228,6 +230,7 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
     const std::string_view model = query_value(request.query, "model");
     if (!model.empty() && model.size() <= 128) session["model"] = std::string(model);
   }
+  session = filled_session(std::move(session), false);
   if (auto refusal = hooks_.admit()) return refuse(*refusal);
 
   RealtimeOffer offer;
@@ -319,7 +322,7 @@ void RealtimeSignaling::mint(const HttpRequest& request, const HttpServer::Respo
       session = std::move(body["session"]);
     }
   }
-  session = filled_session(std::move(session));
+  session = filled_session(std::move(session), true);
   auto key = keyring_.mint(session, hooks_.unix_now(), lifetime);
   if (!key) return refuse(RealtimeError::session_too_large, {}, "session");
   stats_.keys_minted.fetch_add(1, std::memory_order_relaxed);

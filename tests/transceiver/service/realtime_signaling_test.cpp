@@ -103,8 +103,14 @@ TEST(RealtimeSignaling, KeyExpiresAtItsLifetime) {
 
 TEST(RealtimeSignaling, FormSessionWinsOverTheKeysFieldByField) {
   Harness h;
-  const std::string key = h.mint(
-      R"({"session":{"model":"from-key","instructions":"key says","audio":{"output":{"voice":"a"}}}})");
+  HttpResponse minted = h.request(
+      "POST", "/v1/realtime/client_secrets",
+      R"({"session":{"model":"from-key","instructions":"key says","audio":{"output":{"voice":"a"}},"id":"mine"}})",
+      kServerKey);
+  ASSERT_EQ(minted.status, 200u);
+  const std::string key = nlohmann::json::parse(minted.body)["value"];
+  const std::string key_session_id = nlohmann::json::parse(minted.body)["session"]["id"];
+  EXPECT_NE(key_session_id, "mine") << "a client does not choose the session id";
   const std::string form =
       "--b\r\nContent-Disposition: form-data; name=\"sdp\"\r\nContent-Type: application/sdp\r\n\r\nv=0\r\n"
       "--b\r\nContent-Disposition: form-data; name=\"session\"\r\nContent-Type: application/json\r\n\r\n"
@@ -118,17 +124,23 @@ TEST(RealtimeSignaling, FormSessionWinsOverTheKeysFieldByField) {
   EXPECT_EQ(session["instructions"], "form says");
   EXPECT_EQ(session["audio"], nlohmann::json::parse(R"({"input":{}})"));  // shallow: replaced whole
   EXPECT_EQ(session["object"], "realtime.session");
+  EXPECT_EQ(session["id"], key_session_id) << "the call keeps the id its key was minted with";
   bool location = false;
   for (const auto& [name, value] : r.headers)
     if (name == "Location") location = value == "/v1/realtime/calls/rtc_0a" + std::string(30, 'b');
   EXPECT_TRUE(location);
 }
 
-TEST(RealtimeSignaling, ServerKeyCallWithoutSessionHasAnEmptyConfigAndTheQueryModel) {
+TEST(RealtimeSignaling, ServerKeyCallWithoutSessionGetsTheDefaultsAndTheQueryModel) {
   Harness h;
   ASSERT_EQ(h.request("POST", "/v1/realtime?model=gpt-realtime", "v=0", kServerKey, "application/sdp").status,
             201u);
-  EXPECT_EQ(h.placed->session, nlohmann::json::parse(R"({"model":"gpt-realtime"})"));
+  const nlohmann::json& session = h.placed->session;
+  EXPECT_EQ(session["model"], "gpt-realtime");
+  EXPECT_EQ(session["type"], "realtime");
+  EXPECT_EQ(session["object"], "realtime.session");
+  EXPECT_TRUE(session["id"].get<std::string>().starts_with("sess_"));
+  EXPECT_EQ(session.size(), 4u);
 }
 
 TEST(RealtimeSignaling, RefusalsKeepTheirOrderAndShape) {

@@ -198,6 +198,17 @@ class Calls(RealtimeCase):
                                           headers={"Authorization": f"Bearer {API_KEY}"}),
                           404, "call_not_found", "call_id")
 
+    def test_delete_of_a_call_ends_it(self):
+        status, headers, answer = self.tx.call(agents_offer())
+        call_id = self.assert_data_channel_answer(status, headers, answer)
+        auth = {"Authorization": f"Bearer {API_KEY}"}
+        status, _, text = self.tx.request("DELETE", f"/v1/realtime/calls/{call_id}", headers=auth)
+        self.assertEqual(status, 204, text)
+        self.assert_error(self.tx.request("POST", f"/v1/realtime/calls/{call_id}/hangup", headers=auth),
+                          404, "call_not_found", "call_id")
+        self.assert_error(self.tx.request("PUT", f"/v1/realtime/calls/{call_id}", headers=auth),
+                          405, "method_not_allowed")
+
     def test_hangup_of_unknown_or_malformed_call_ids(self):
         auth = {"Authorization": f"Bearer {API_KEY}"}
         for call_id in ("rtc_" + "0" * 32, "rtc_" + "ff" * 16, "0" * 32, "rtc_XYZ", "rtc_"):

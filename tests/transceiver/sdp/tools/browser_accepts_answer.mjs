@@ -7,7 +7,8 @@
 // Usage:
 //   node browser_accepts_answer.mjs --tool build/bin/rtce_sdp_answer_tool [--chromium /usr/bin/chromium]
 //
-// Prints one JSON line per scenario and exits 0 only when every scenario passed. No media flows:
+// Prints one JSON line per scenario and exits 0 only when every scenario passed, 77 (skipped)
+// when Chromium or playwright-core is not installed. No media flows:
 // the answer's only candidate is 127.0.0.1:9 (discard), so at most a few STUN checks hit loopback.
 // playwright-core is reused from tests/golden/tools/node_modules (run `npm ci` there once).
 
@@ -20,7 +21,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { chromium } = createRequire(path.resolve(here, '../../../golden/tools/package.json'))('playwright-core');
+let chromium;
+try {
+  ({ chromium } = createRequire(path.resolve(here, '../../../golden/tools/package.json'))('playwright-core'));
+} catch {
+  console.log('skipped: playwright-core is not installed (npm ci in tests/golden/tools)');
+  process.exit(77);
+}
 
 const opts = { chromium: '/usr/bin/chromium' };
 {
@@ -36,6 +43,10 @@ const opts = { chromium: '/usr/bin/chromium' };
   if (!opts.tool || opts.bad || !fs.existsSync(opts.tool)) {
     console.error('usage: node browser_accepts_answer.mjs --tool PATH/rtce_sdp_answer_tool [--chromium PATH]');
     process.exit(2);
+  }
+  if (!fs.existsSync(opts.chromium)) {
+    console.log(`skipped: no Chromium at ${opts.chromium}`);
+    process.exit(77);
   }
 }
 

@@ -61,8 +61,12 @@ const SCENARIOS = [
   { name: 'audio + video + data channel, video rejected, data accepted',
     media: { audio: 'sendrecv', video: 'recvonly', data: true }, flags: ['--audio-level'],
     expect: { audio: 'sendrecv', video: 'rejected' } },
-  // What @openai/agents-realtime does: default RTCPeerConnection, mic track, 'oai-events'.
-  { name: 'agents-realtime style: audio + oai-events, default bundle policy',
+  // What @openai/agents-realtime 0.20 does: default RTCPeerConnection, createDataChannel
+  // ('oai-events') before addTrack(mic).
+  { name: 'agents-realtime style: oai-events then audio, default bundle policy',
+    media: { audio: 'sendrecv', data: true, defaultPolicy: true, dataFirst: true }, flags: [],
+    expect: { audio: 'sendrecv' } },
+  { name: 'audio then data channel, default bundle policy',
     media: { audio: 'sendrecv', data: true, defaultPolicy: true }, flags: [],
     expect: { audio: 'sendrecv' } },
   { name: 'data channel only (text-only session)',
@@ -96,6 +100,7 @@ async function main() {
         const pc = media.defaultPolicy ? new RTCPeerConnection()
           : new RTCPeerConnection({ bundlePolicy: 'max-bundle', rtcpMuxPolicy: 'require' });
         window.__pc = pc;
+        if (media.data && media.dataFirst) window.__dc = pc.createDataChannel('oai-events');
         if (!media.audio) {
           // text-only: no audio transceiver
         } else if (media.audio === 'recvonly') {
@@ -105,9 +110,10 @@ async function main() {
           pc.addTransceiver(stream.getAudioTracks()[0], { direction: media.audio, streams: [stream] });
         }
         if (media.video) pc.addTransceiver('video', { direction: media.video });
-        if (media.data) window.__dc = pc.createDataChannel(media.defaultPolicy ? 'oai-events' : 'events');
+        if (media.data && !media.dataFirst) window.__dc = pc.createDataChannel('events');
         const o = await pc.createOffer();
         await pc.setLocalDescription(o);
+        window.__offer = o.sdp;
         return o.sdp;
       }, scenario.media);
       let answer;
@@ -134,6 +140,7 @@ async function main() {
             out.transceivers[t.receiver.track.kind] = t.currentDirection ?? (t.stopped ? 'stopped' : null);
           }
           out.remoteStreams = remoteStreams;
+          out.mLines = window.__offer.split('\r\n').filter((l) => l.startsWith('m=')).map((l) => l.split(' ')[0]);
           out.sctp = pc.sctp ? pc.sctp.state ?? 'present' : null;
           out.sctpMaxMessageSize = pc.sctp ? pc.sctp.maxMessageSize : null;
           // BUNDLE: the data channel rides the audio's DTLS transport.

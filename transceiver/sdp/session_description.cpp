@@ -681,7 +681,6 @@ std::variant<ParsedOffer, OfferError> parse_offer(std::string_view sdp, const Pa
     return std::make_tuple(std::move(accepted), std::move(first_error), std::move(port_zero_error));
   };
   auto [audio, audio_error, audio_port_zero] = first_acceptable("audio", judge_audio_section);
-  if (!audio_error) audio_error = std::move(audio_port_zero);
   auto [application, application_error, application_port_zero] =
       first_acceptable("application", judge_application_section);
   // A broken live data-channel section fails the offer, as a broken audio one does: accepting
@@ -692,9 +691,13 @@ std::variant<ParsedOffer, OfferError> parse_offer(std::string_view sdp, const Pa
   if (audio) {
     offer.transport = std::move(audio->transport);
     offer.audio = std::move(audio->audio);
+  } else if (audio_error) {
+    // Audio the client offered and we cannot take: a text-only session is not what it asked for.
+    return std::move(*audio_error);
   } else if (!application || !policy.allow_text_only) {
-    if (audio_error) return std::move(*audio_error);
-    if (application) return error_at(0, "no audio m-line, and text-only sessions are not allowed here");
+    if (application)
+      return error_at(0, "no audio section to accept, and text-only sessions are not allowed here");
+    if (audio_port_zero) return std::move(*audio_port_zero);
     return error_at(0, "no audio m-line");
   } else {
     auto transport = judge_transport(scan, application->section_index);

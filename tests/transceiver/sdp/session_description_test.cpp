@@ -889,6 +889,22 @@ TEST(SdpDataChannel, TextOnlyOfferNeedsThePolicy) {
   EXPECT_EQ(back.transport.ice_ufrag, "Srv1");
 }
 
+TEST(SdpDataChannel, TextOnlyPolicyDoesNotHideUnusableAudio) {
+  auto lines = audio_data_lines();
+  lines[6] = "m=audio 9 UDP/TLS/RTP/SAVPF 0";  // PCMU only
+  OfferError error = parse_error(join(lines), {}, text_only_allowed());
+  EXPECT_EQ(error.line, 7);
+  EXPECT_NE(error.reason.find("no Opus codec"), std::string::npos) << error.reason;
+  // Audio the client rejected itself (port 0) leaves a text-only session.
+  lines[6] = "m=audio 0 UDP/TLS/RTP/SAVPF 111";
+  ParsedOffer offer = parse_ok(join(lines), text_only_allowed());
+  EXPECT_FALSE(offer.audio);
+  ASSERT_TRUE(offer.application);
+  EXPECT_EQ(offer.bundle_mids, std::vector<std::string>{"1"});
+  // ... and without the policy names it.
+  EXPECT_NE(parse_error(join(lines)).reason.find("text-only sessions are not allowed"), std::string::npos);
+}
+
 TEST(SdpDataChannel, TextOnlyPolicyDoesNotAcceptAnOfferWithNothingUsable) {
   auto lines = data_only_lines();
   lines[6] = "m=video 9 UDP/TLS/RTP/SAVPF 96";

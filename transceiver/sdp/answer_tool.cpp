@@ -13,9 +13,10 @@
 namespace {
 
 int usage(const char* message) {
-  std::cerr << "error: " << message << "\n"
-            << "usage: rtce_sdp_answer_tool [--setup active|passive] [--ufrag U] [--pwd P]\n"
-               "                            [--candidate IP:PORT] [--audio-level] < offer.sdp\n";
+  std::cerr
+      << "error: " << message << "\n"
+      << "usage: rtce_sdp_answer_tool [--setup active|passive] [--ufrag U] [--pwd P]\n"
+         "                            [--candidate IP:PORT] [--audio-level] [--text-only] < offer.sdp\n";
   return 2;
 }
 
@@ -32,11 +33,16 @@ int main(int argc, char** argv) {
   params.ssrc = 0x5EED0001;
   params.cname = "rtcedge-answer-tool";
   params.candidates.push_back({"127.0.0.1", 3478, 2130706431, "1"});
+  rtce::sdp::OfferPolicy policy;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (arg == "--audio-level") {
       params.accept_audio_level_ext = true;
+      continue;
+    }
+    if (arg == "--text-only") {  // accept a data channel without audio
+      policy.allow_text_only = true;
       continue;
     }
     const char* v = value();
@@ -72,7 +78,7 @@ int main(int argc, char** argv) {
   while ((got = std::fread(buffer, 1, sizeof buffer, stdin)) > 0 && offer.size() <= limits.max_bytes) {
     offer.append(buffer, got);
   }
-  auto parsed = rtce::sdp::parse_offer(offer, limits);
+  auto parsed = rtce::sdp::parse_offer(offer, limits, policy);
   if (auto* error = std::get_if<rtce::sdp::OfferError>(&parsed)) {
     std::cerr << "offer refused: " << error->to_string() << "\n";
     return 1;

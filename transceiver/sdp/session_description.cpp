@@ -1,11 +1,14 @@
 // session_description.cpp — parse_offer and build_answer. The parser makes one bounded pass that
-// only records where each attribute is (string_views into the offer), then judges the audio
-// sections, so a hostile offer costs at most O(limits) memory and one error names its line.
+// only records where each attribute is (string_views into the offer), then judges the audio and
+// application sections and the one transport, so a hostile offer costs at most O(limits)
+// memory and one error names its line.
 #include "session_description.h"
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "vocab.h"
@@ -14,6 +17,9 @@ namespace rtce::sdp {
 namespace {
 
 constexpr std::string_view kAudioProtocol = "UDP/TLS/RTP/SAVPF";
+constexpr std::string_view kDataChannelProtocol = "UDP/DTLS/SCTP";
+constexpr std::string_view kLegacyDataChannelProtocol = "DTLS/SCTP";
+constexpr std::string_view kDataChannelFormat = "webrtc-datachannel";
 constexpr std::string_view kAudioLevelUri = "urn:ietf:params:rtp-hdrext:ssrc-audio-level";
 constexpr size_t kMaxMidLength = 64;        // RFC 8843 gives no bound; browsers use 1..3 chars
 constexpr size_t kMaxSessionIdLength = 64;  // o= sess-id, digits only
@@ -29,10 +35,10 @@ struct SectionScan {
   std::string_view kind, protocol;
   uint16_t port = 0;
   std::vector<std::string_view> formats;
-  std::optional<AttrRef> mid, ice_ufrag, ice_pwd, setup, direction;
+  std::optional<AttrRef> mid, ice_ufrag, ice_pwd, setup, direction, sctp_port, max_message_size;
   bool rtcp_mux = false;
   bool bundle_only = false;
-  std::vector<AttrRef> fingerprints, rtpmaps, fmtps, ssrcs, extmaps, groups;
+  std::vector<AttrRef> fingerprints, rtpmaps, fmtps, ssrcs, extmaps, groups, sctpmaps;
 };
 
 OfferError error_at(int line, std::string reason) { return OfferError{line, std::move(reason)}; }
@@ -223,6 +229,8 @@ std::optional<OfferError> scan_attribute(SectionScan& scope, bool in_media, int 
   if (name == "ice-ufrag") return set_once(scope.ice_ufrag, line, value, name);
   if (name == "ice-pwd") return set_once(scope.ice_pwd, line, value, name);
   if (name == "setup") return set_once(scope.setup, line, value, name);
+  if (in_media && name == "sctp-port") return set_once(scope.sctp_port, line, value, name);
+  if (in_media && name == "max-message-size") return set_once(scope.max_message_size, line, value, name);
   if (name == "sendrecv" || name == "sendonly" || name == "recvonly" || name == "inactive") {
     if (scope.direction) {
       return error_at(line, "more than one direction attribute (first on line " +
@@ -247,7 +255,9 @@ std::optional<OfferError> scan_attribute(SectionScan& scope, bool in_media, int 
     scope.extmaps.push_back({line, value});
   else if (name == "group" && !in_media)
     scope.groups.push_back({line, value});
-  return std::nullopt;  // every other attribute is irrelevant to an audio-only answer
+  else if (name == "sctpmap" && in_media)
+    scope.sctpmaps.push_back({line, value});
+  return std::nullopt;  // every other attribute is irrelevant to the answer
 }
 
 std::optional<OfferError> scan_media_line(SectionScan& section, int line, std::string_view value) {
@@ -430,7 +440,62 @@ std::optional<OfferError> check_ice_credential(const AttrRef& attr, std::string_
 // RFC 5761 §4: with RTP and RTCP on one port, RTP payload types 64..95 are ambiguous.
 bool collides_with_rtcp(uint8_t payload_type) { return payload_type >= 64 && payload_type <= 95; }
 
-std::variant<AudioOffer, OfferError> judge_audio_section(const Scan& scan, size_t index) {
+// The transport the section at `index` uses: its own attributes, else its BUNDLE tag
+// section's, else the session level's.
+std::variant<TransportOffer, OfferError> judge_transport(const Scan& scan, size_t index) {
+  const SectionScan& section = scan.sections[index];
+  const int m_line = section.m_line;
+  const std::string_view mid = section.mid ? section.mid->value : std::string_view{};
+  TransportOffer transport;
+  const SectionScan* tag = bundle_tag_section(scan, bundle_group_of(scan, mid));
+  auto ufrag = inherited(section, tag, scan.session, [](const SectionScan& s) { return s.ice_ufrag; });
+  auto pwd = inherited(section, tag, scan.session, [](const SectionScan& s) { return s.ice_pwd; });
+  if (!ufrag) return error_at(m_line, "no a=ice-ufrag (media or session level)");
+  if (!pwd) return error_at(m_line, "no a=ice-pwd (media or session level)");
+  if (auto bad = check_ice_credential(*ufrag, "ice-ufrag", 4)) return *bad;
+  if (auto bad = check_ice_credential(*pwd, "ice-pwd", 22)) return *bad;
+  transport.ice_ufrag = std::string(ufrag->value);
+  transport.ice_pwd = std::string(pwd->value);
+
+  const std::vector<AttrRef>* fingerprints = &scan.session.fingerprints;
+  if (!section.fingerprints.empty())
+    fingerprints = &section.fingerprints;
+  else if (tag != nullptr && !tag->fingerprints.empty())
+    fingerprints = &tag->fingerprints;
+  if (fingerprints->empty()) return error_at(m_line, "no a=fingerprint (media or session level)");
+  std::optional<Fingerprint> sha256;
+  for (const AttrRef& attr : *fingerprints) {
+    auto parsed = parse_fingerprint(attr);
+    if (auto* bad = std::get_if<OfferError>(&parsed)) return *bad;
+    auto& fp = std::get<Fingerprint>(parsed);
+    if (!sha256 && fp.algorithm == "sha-256") sha256 = std::move(fp);
+  }
+  if (!sha256) {
+    const AttrRef& first = fingerprints->front();
+    std::string_view rest = first.value;
+    return error_at(first.line,
+                    "fingerprint hash " + lowercase(next_token(rest)) + " not supported, need sha-256");
+  }
+  transport.fingerprint_algorithm = std::move(sha256->algorithm);
+  transport.fingerprint = std::move(sha256->digest);
+
+  auto setup = inherited(section, tag, scan.session, [](const SectionScan& s) { return s.setup; });
+  if (setup) {
+    auto parsed = parse_setup(*setup);
+    if (auto* bad = std::get_if<OfferError>(&parsed)) return *bad;
+    transport.setup = std::get<Setup>(parsed);
+    transport.setup_present = true;
+  }
+
+  return transport;
+}
+
+struct AudioJudgement {
+  AudioOffer audio;
+  TransportOffer transport;
+};
+
+std::variant<AudioJudgement, OfferError> judge_audio_section(const Scan& scan, size_t index) {
   const SectionScan& section = scan.sections[index];
   const int m_line = section.m_line;
   if (section.port == 0 && !section.bundle_only) {
@@ -494,45 +559,8 @@ std::variant<AudioOffer, OfferError> judge_audio_section(const Scan& scan, size_
     return error_at(m_line, "no a=rtcp-mux in the audio section (RTP/RTCP mux is required)");
   audio.rtcp_mux = true;
 
-  const SectionScan* tag = bundle_tag_section(scan, bundle_group_of(scan, audio.mid));
-  auto ufrag = inherited(section, tag, scan.session, [](const SectionScan& s) { return s.ice_ufrag; });
-  auto pwd = inherited(section, tag, scan.session, [](const SectionScan& s) { return s.ice_pwd; });
-  if (!ufrag) return error_at(m_line, "no a=ice-ufrag (media or session level)");
-  if (!pwd) return error_at(m_line, "no a=ice-pwd (media or session level)");
-  if (auto bad = check_ice_credential(*ufrag, "ice-ufrag", 4)) return *bad;
-  if (auto bad = check_ice_credential(*pwd, "ice-pwd", 22)) return *bad;
-  audio.ice_ufrag = std::string(ufrag->value);
-  audio.ice_pwd = std::string(pwd->value);
-
-  const std::vector<AttrRef>* fingerprints = &scan.session.fingerprints;
-  if (!section.fingerprints.empty())
-    fingerprints = &section.fingerprints;
-  else if (tag != nullptr && !tag->fingerprints.empty())
-    fingerprints = &tag->fingerprints;
-  if (fingerprints->empty()) return error_at(m_line, "no a=fingerprint (media or session level)");
-  std::optional<Fingerprint> sha256;
-  for (const AttrRef& attr : *fingerprints) {
-    auto parsed = parse_fingerprint(attr);
-    if (auto* bad = std::get_if<OfferError>(&parsed)) return *bad;
-    auto& fp = std::get<Fingerprint>(parsed);
-    if (!sha256 && fp.algorithm == "sha-256") sha256 = std::move(fp);
-  }
-  if (!sha256) {
-    const AttrRef& first = fingerprints->front();
-    std::string_view rest = first.value;
-    return error_at(first.line,
-                    "fingerprint hash " + lowercase(next_token(rest)) + " not supported, need sha-256");
-  }
-  audio.fingerprint_algorithm = std::move(sha256->algorithm);
-  audio.fingerprint = std::move(sha256->digest);
-
-  auto setup = inherited(section, tag, scan.session, [](const SectionScan& s) { return s.setup; });
-  if (setup) {
-    auto parsed = parse_setup(*setup);
-    if (auto* bad = std::get_if<OfferError>(&parsed)) return *bad;
-    audio.setup = std::get<Setup>(parsed);
-    audio.setup_present = true;
-  }
+  auto transport = judge_transport(scan, index);
+  if (auto* bad = std::get_if<OfferError>(&transport)) return std::move(*bad);
 
   auto direction = section.direction ? section.direction : scan.session.direction;
   audio.direction = direction ? std::string(direction->value) : std::string("sendrecv");
@@ -555,7 +583,62 @@ std::variant<AudioOffer, OfferError> judge_audio_section(const Scan& scan, size_
     audio.audio_level_ext_id = *id;
     break;
   }
-  return audio;
+  return AudioJudgement{std::move(audio), std::move(std::get<TransportOffer>(transport))};
+}
+
+// RFC 8841: "UDP/DTLS/SCTP webrtc-datachannel" with a=sctp-port, or the pre-RFC
+// "DTLS/SCTP <port>" with a=sctpmap:<port> webrtc-datachannel <streams>.
+std::variant<ApplicationOffer, OfferError> judge_application_section(const Scan& scan, size_t index) {
+  const SectionScan& section = scan.sections[index];
+  const int m_line = section.m_line;
+  if (section.port == 0 && !section.bundle_only) {
+    return error_at(m_line, "application m-line has port 0 (the offerer rejected it)");
+  }
+  ApplicationOffer application;
+  application.section_index = index;
+  application.mid = section.mid ? std::string(section.mid->value) : std::string();
+  if (iequals(section.protocol, kDataChannelProtocol)) {
+    if (section.formats.size() != 1 || section.formats.front() != kDataChannelFormat) {
+      return error_at(m_line, "UDP/DTLS/SCTP application m-line must have the one format webrtc-datachannel");
+    }
+    if (section.sctp_port) {
+      auto port = parse_number<uint16_t>(section.sctp_port->value, 65535);
+      if (!port || *port == 0) return error_at(section.sctp_port->line, "a=sctp-port must be 1..65535");
+      application.sctp_port = *port;
+    }
+  } else if (iequals(section.protocol, kLegacyDataChannelProtocol)) {
+    auto port =
+        section.formats.size() == 1 ? parse_number<uint16_t>(section.formats.front(), 65535) : std::nullopt;
+    if (!port || *port == 0)
+      return error_at(m_line, "DTLS/SCTP application m-line must have one SCTP port 1..65535");
+    const AttrRef* map = nullptr;
+    for (const AttrRef& attr : section.sctpmaps) {
+      std::string_view rest = attr.value;
+      if (next_token(rest) == section.formats.front()) {
+        if (next_token(rest) != kDataChannelFormat) {
+          return error_at(attr.line, "a=sctpmap names another protocol than webrtc-datachannel");
+        }
+        map = &attr;
+        break;
+      }
+    }
+    if (map == nullptr)
+      return error_at(m_line, "DTLS/SCTP application m-line without an a=sctpmap for its port");
+    application.sctp_port = *port;
+    application.legacy_sctpmap = true;
+  } else {
+    return error_at(m_line, "application protocol " + std::string(section.protocol.substr(0, 64)) +
+                                " not supported, need UDP/DTLS/SCTP webrtc-datachannel");
+  }
+  if (section.max_message_size) {
+    auto size = parse_number<uint64_t>(section.max_message_size->value, kMaxSctpMessageSizeAttribute);
+    if (!size) {
+      return error_at(section.max_message_size->line,
+                      "a=max-message-size must be a decimal number of bytes up to 2^40");
+    }
+    application.max_message_size = *size;
+  }
+  return application;
 }
 
 }  // namespace
@@ -571,33 +654,69 @@ std::string_view to_string(Setup setup) {
   return vocab_name(kNames, setup);
 }
 
-std::variant<ParsedOffer, OfferError> parse_offer(std::string_view sdp, const ParseLimits& limits) {
+std::variant<ParsedOffer, OfferError> parse_offer(std::string_view sdp, const ParseLimits& limits,
+                                                  const OfferPolicy& policy) {
   auto scanned = scan_offer(sdp, limits);
   if (auto* bad = std::get_if<OfferError>(&scanned)) return std::move(*bad);
   const Scan& scan = std::get<Scan>(scanned);
 
-  // The first acceptable audio section wins. Failing that, the first live section's reason is
-  // the useful one to report: a port-0 section was rejected by the client itself.
-  std::optional<AudioOffer> audio;
-  std::optional<OfferError> first_error, port_zero_error;
-  for (size_t i = 0; i < scan.sections.size() && !audio; ++i) {
-    if (scan.sections[i].kind != "audio") continue;
-    auto judged = judge_audio_section(scan, i);
-    if (auto* accepted = std::get_if<AudioOffer>(&judged)) {
-      audio = std::move(*accepted);
-    } else {
-      auto& slot =
-          (scan.sections[i].port == 0 && !scan.sections[i].bundle_only) ? port_zero_error : first_error;
-      if (!slot) slot = std::move(std::get<OfferError>(judged));
+  // The first acceptable section of a kind wins. Failing that, the first live section's
+  // reason is the useful one to report: a port-0 section was rejected by the client itself.
+  auto first_acceptable = [&scan](std::string_view kind, auto judge) {
+    using Judged = decltype(judge(scan, size_t{0}));
+    using Accepted = std::variant_alternative_t<0, Judged>;
+    std::optional<Accepted> accepted;
+    std::optional<OfferError> first_error, port_zero_error;
+    for (size_t i = 0; i < scan.sections.size() && !accepted; ++i) {
+      if (scan.sections[i].kind != kind) continue;
+      auto judged = judge(scan, i);
+      if (auto* ok = std::get_if<Accepted>(&judged)) {
+        accepted = std::move(*ok);
+      } else {
+        auto& slot =
+            (scan.sections[i].port == 0 && !scan.sections[i].bundle_only) ? port_zero_error : first_error;
+        if (!slot) slot = std::move(std::get<OfferError>(judged));
+      }
     }
-  }
-  if (!audio) {
-    if (first_error) return std::move(*first_error);
-    if (port_zero_error) return std::move(*port_zero_error);
-    return error_at(0, "no audio m-line");
-  }
+    return std::make_tuple(std::move(accepted), std::move(first_error), std::move(port_zero_error));
+  };
+  auto [audio, audio_error, audio_port_zero] = first_acceptable("audio", judge_audio_section);
+  auto [application, application_error, application_port_zero] =
+      first_acceptable("application", judge_application_section);
+  // A broken live data-channel section fails the offer, as a broken audio one does: accepting
+  // the audio alone would leave the client's channel waiting for an SCTP that never comes.
+  if (!application && application_error) return std::move(*application_error);
 
   ParsedOffer offer;
+  if (audio) {
+    offer.transport = std::move(audio->transport);
+    offer.audio = std::move(audio->audio);
+  } else if (audio_error) {
+    // Audio the client offered and we cannot take: a text-only session is not what it asked for.
+    return std::move(*audio_error);
+  } else if (!application || !policy.allow_text_only) {
+    if (application)
+      return error_at(0, "no audio section to accept, and text-only sessions are not allowed here");
+    if (audio_port_zero) return std::move(*audio_port_zero);
+    return error_at(0, "no audio m-line");
+  } else {
+    auto transport = judge_transport(scan, application->section_index);
+    if (auto* bad = std::get_if<OfferError>(&transport)) return std::move(*bad);
+    offer.transport = std::move(std::get<TransportOffer>(transport));
+  }
+
+  const std::string_view primary_mid = offer.audio ? std::string_view(offer.audio->mid) : application->mid;
+  const std::vector<std::string_view> group = bundle_group_of(scan, primary_mid);
+  if (offer.audio && application) {
+    // One transport per session: the data channel must ride the audio's BUNDLE transport.
+    if (group.empty() || application->mid.empty() ||
+        std::find(group.begin(), group.end(), application->mid) == group.end()) {
+      return error_at(scan.sections[application->section_index].m_line,
+                      "the application section is not in the audio section's a=group:BUNDLE (one "
+                      "transport per session)");
+    }
+  }
+  offer.application = std::move(application);
   offer.session_id = std::string(scan.session_id);
   offer.sections.reserve(scan.sections.size());
   for (const SectionScan& scanned_section : scan.sections) {
@@ -610,9 +729,16 @@ std::variant<ParsedOffer, OfferError> parse_offer(std::string_view sdp, const Pa
     section.line = scanned_section.m_line;
     offer.sections.push_back(std::move(section));
   }
-  offer.sections[audio->section_index].accepted = true;
-  offer.bundle_offered = !bundle_group_of(scan, audio->mid).empty();
-  offer.audio = std::move(*audio);
+  if (offer.audio) offer.sections[offer.audio->section_index].accepted = true;
+  if (offer.application) offer.sections[offer.application->section_index].accepted = true;
+  offer.bundle_offered = !group.empty();
+  for (std::string_view mid : group) {
+    const bool accepted =
+        (offer.audio && offer.audio->mid == mid) || (offer.application && offer.application->mid == mid);
+    if (accepted &&
+        std::find(offer.bundle_mids.begin(), offer.bundle_mids.end(), mid) == offer.bundle_mids.end())
+      offer.bundle_mids.emplace_back(mid);
+  }
   return offer;
 }
 
@@ -634,58 +760,91 @@ std::string_view answer_direction(std::string_view offered) {
 
 std::string build_answer(const ParsedOffer& offer, const AnswerParams& params) {
   std::string out;
-  out.reserve(1024 + 64 * offer.sections.size() + 96 * params.candidates.size());
+  out.reserve(1536 + 64 * offer.sections.size() + 96 * params.candidates.size());
   auto line = [&out](auto... parts) {
     (out.append(parts), ...);
     out.append("\r\n");
   };
-  const AudioOffer& audio = offer.audio;
-  const std::string pt = std::to_string(audio.opus_payload_type);
+  const size_t audio_index = offer.audio ? offer.audio->section_index : SIZE_MAX;
+  const size_t application_index = offer.application ? offer.application->section_index : SIZE_MAX;
 
   line("v=0");
   line("o=rtcedge ", std::to_string(params.session_id), " 2 IN IP4 127.0.0.1");
   line("s=-");
   line("t=0 0");
   line("a=ice-lite");
-  if (offer.bundle_offered && !audio.mid.empty()) line("a=group:BUNDLE ", audio.mid);
+  if (offer.bundle_offered && !offer.bundle_mids.empty()) {
+    std::string mids;
+    for (const std::string& mid : offer.bundle_mids) mids.append(" ").append(mid);
+    line("a=group:BUNDLE", mids);
+  }
   line("a=msid-semantic: WMS");
+
+  // Every accepted section repeats the one transport, as browsers write their own BUNDLE-d
+  // answers; the candidates go in each too, so whichever section is the tag carries them.
+  auto transport = [&](std::string_view mid) {
+    if (!mid.empty()) line("a=mid:", mid);
+    line("a=ice-ufrag:", params.ice_ufrag);
+    line("a=ice-pwd:", params.ice_pwd);
+    line("a=fingerprint:sha-256 ", params.fingerprint_sha256);
+    line("a=setup:", to_string(answer_setup(offer.transport.setup, params.setup)));
+  };
+  auto candidates = [&] {
+    for (const AnswerCandidate& candidate : params.candidates) {
+      line("a=candidate:", candidate.foundation, " 1 udp ", std::to_string(candidate.priority), " ",
+           candidate.ip, " ", std::to_string(candidate.port), " typ host");
+    }
+    line("a=end-of-candidates");
+  };
 
   for (size_t i = 0; i < offer.sections.size(); ++i) {
     const MediaSection& section = offer.sections[i];
-    if (i != audio.section_index) {
+    if (i == audio_index) {
+      const AudioOffer& audio = *offer.audio;
+      const std::string pt = std::to_string(audio.opus_payload_type);
+      const std::string_view direction = answer_direction(audio.direction);
+      line("m=audio 9 ", kAudioProtocol, " ", pt);
+      line("c=IN IP4 0.0.0.0");
+      transport(audio.mid);
+      line("a=", direction);
+      line("a=rtcp-mux");
+      line("a=rtpmap:", pt, " opus/48000/2");
+      line("a=fmtp:", pt, " minptime=10;useinbandfec=", params.opus_inband_fec ? "1" : "0",
+           ";stereo=0;sprop-stereo=0");
+      if (params.accept_audio_level_ext && audio.audio_level_ext_id) {
+        line("a=extmap:", std::to_string(*audio.audio_level_ext_id), " ", kAudioLevelUri);
+      }
+      if (direction == "sendrecv" || direction == "sendonly") {
+        line("a=msid:", params.msid_stream, " ", params.msid_track);
+        line("a=ssrc:", std::to_string(params.ssrc), " cname:", params.cname);
+      }
+      candidates();
+    } else if (i == application_index) {
+      const ApplicationOffer& application = *offer.application;
+      // Our SCTP port is the default one: nothing else shares the association to need another.
+      const std::string port = std::to_string(kDefaultSctpPort);
+      if (application.legacy_sctpmap) {
+        line("m=application 9 ", kLegacyDataChannelProtocol, " ", port);
+      } else {
+        line("m=application 9 ", kDataChannelProtocol, " ", kDataChannelFormat);
+      }
+      line("c=IN IP4 0.0.0.0");
+      transport(application.mid);
+      if (application.legacy_sctpmap) {
+        line("a=sctpmap:", port, " ", kDataChannelFormat, " 1024");
+      } else {
+        line("a=sctp-port:", port);
+      }
+      line("a=max-message-size:", std::to_string(params.sctp_max_message_size));
+      candidates();
+    } else {
       // Rejected (RFC 3264 6): port 0, formats echoed, mid kept so the answer lines up with the offer.
       std::string formats;
       for (const std::string& format : section.formats) formats.append(" ").append(format);
       line("m=", section.kind, " 0 ", section.protocol, formats);
       line("c=IN IP4 0.0.0.0");
       if (!section.mid.empty()) line("a=mid:", section.mid);
-      continue;
     }
-    const std::string_view direction = answer_direction(audio.direction);
-    line("m=audio 9 ", kAudioProtocol, " ", pt);
-    line("c=IN IP4 0.0.0.0");
-    if (!audio.mid.empty()) line("a=mid:", audio.mid);
-    line("a=ice-ufrag:", params.ice_ufrag);
-    line("a=ice-pwd:", params.ice_pwd);
-    line("a=fingerprint:sha-256 ", params.fingerprint_sha256);
-    line("a=setup:", to_string(answer_setup(audio.setup, params.setup)));
-    line("a=", direction);
-    line("a=rtcp-mux");
-    line("a=rtpmap:", pt, " opus/48000/2");
-    line("a=fmtp:", pt, " minptime=10;useinbandfec=", params.opus_inband_fec ? "1" : "0",
-         ";stereo=0;sprop-stereo=0");
-    if (params.accept_audio_level_ext && audio.audio_level_ext_id) {
-      line("a=extmap:", std::to_string(*audio.audio_level_ext_id), " ", kAudioLevelUri);
-    }
-    if (direction == "sendrecv" || direction == "sendonly") {
-      line("a=msid:", params.msid_stream, " ", params.msid_track);
-      line("a=ssrc:", std::to_string(params.ssrc), " cname:", params.cname);
-    }
-    for (const AnswerCandidate& candidate : params.candidates) {
-      line("a=candidate:", candidate.foundation, " 1 udp ", std::to_string(candidate.priority), " ",
-           candidate.ip, " ", std::to_string(candidate.port), " typ host");
-    }
-    line("a=end-of-candidates");
   }
   return out;
 }

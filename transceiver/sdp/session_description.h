@@ -1,7 +1,9 @@
 // session_description.h — the transceiver's SDP offer/answer: parse a browser's offer into the
-// few facts the audio session needs (Opus payload type, ICE credentials, DTLS fingerprint and
-// role, direction, SSRCs) and build the ICE-lite answer that accepts one audio section and
-// rejects every other one. Pure functions: no sockets, no globals, bounded allocation.
+// few facts a session needs (the one transport's ICE credentials, DTLS fingerprint and role;
+// the audio section's Opus payload type, direction, SSRCs; the data-channel section's SCTP
+// port and message size) and build the ICE-lite answer that accepts one audio section and one
+// application section over one BUNDLE transport and rejects every other one. Pure functions:
+// no sockets, no globals, bounded allocation.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +23,12 @@ struct ParseLimits {
   size_t max_lines = 2000;
   size_t max_media_sections = 16;
   size_t max_line_length = 4096;
+};
+
+// What the caller allows beyond the limits.
+struct OfferPolicy {
+  // Accept an offer with a data channel and no audio (sessions.allow_text_only).
+  bool allow_text_only = false;
 };
 
 struct OfferError {
@@ -44,20 +52,25 @@ struct MediaSection {
   uint16_t port = 0;
   std::string protocol;
   std::vector<std::string> formats;
-  bool accepted = false;  // true only for the one audio section the answer accepts
+  bool accepted = false;  // true only for the audio and application sections the answer accepts
   int line = 0;           // the m= line's number, for diagnostics
+};
+
+// ICE and DTLS are properties of the one transport every accepted section shares (BUNDLE):
+// taken from the first accepted section, else its BUNDLE tag section, else the session level.
+struct TransportOffer {
+  std::string ice_ufrag, ice_pwd;
+  std::string fingerprint_algorithm;  // lowercased, e.g. "sha-256"
+  std::vector<uint8_t> fingerprint;   // raw digest bytes
+  Setup setup = Setup::actpass;
+  bool setup_present = false;  // false: no a=setup anywhere, treated as actpass
 };
 
 struct AudioOffer {
   size_t section_index = 0;  // index in ParsedOffer::sections
   std::string mid;
   uint8_t opus_payload_type = 0;
-  int opus_channels = 2;              // from rtpmap (2 for WebRTC)
-  std::string ice_ufrag, ice_pwd;     // media-level, else session-level
-  std::string fingerprint_algorithm;  // lowercased, e.g. "sha-256"
-  std::vector<uint8_t> fingerprint;   // raw digest bytes
-  Setup setup = Setup::actpass;
-  bool setup_present = false;  // false: no a=setup anywhere, treated as actpass
+  int opus_channels = 2;  // from rtpmap (2 for WebRTC)
   bool rtcp_mux = false;
   std::string direction;                      // sendrecv|sendonly|recvonly|inactive
   std::vector<uint32_t> ssrcs;                // distinct, in order of first appearance
@@ -65,14 +78,37 @@ struct AudioOffer {
   std::string opus_fmtp;  // the offer's a=fmtp parameters for the Opus payload type, verbatim
 };
 
+inline constexpr uint16_t kDefaultSctpPort = 5000;                    // RFC 8841 §5
+inline constexpr uint64_t kDefaultMaxMessageSize = 64 * 1024;         // RFC 8841 §6: when absent
+inline constexpr uint64_t kMaxSctpMessageSizeAttribute = 1ULL << 40;  // larger: refused as nonsense
+
+// An m=application section carrying WebRTC data channels (SCTP over DTLS, RFC 8841).
+struct ApplicationOffer {
+  size_t section_index = 0;  // index in ParsedOffer::sections
+  std::string mid;
+  uint16_t sctp_port = kDefaultSctpPort;
+  // What the offerer can receive; 0 = it set no limit (RFC 8841 §6), so ours applies.
+  uint64_t max_message_size = kDefaultMaxMessageSize;
+  // The pre-RFC form "DTLS/SCTP <port>" + a=sctpmap, which the answer must echo.
+  bool legacy_sctpmap = false;
+};
+
 struct ParsedOffer {
   std::string session_id;  // the o= line's sess-id, verbatim
   std::vector<MediaSection> sections;
-  AudioOffer audio;
-  bool bundle_offered = false;  // a=group:BUNDLE lists the accepted audio section's mid
+  TransportOffer transport;
+  std::optional<AudioOffer> audio;              // absent only in a text-only offer
+  std::optional<ApplicationOffer> application;  // absent when the offer has no data channel
+  bool bundle_offered = false;                  // a=group:BUNDLE lists the accepted sections' mids
+  // The accepted sections' mids in the order the offer's BUNDLE group lists them.
+  std::vector<std::string> bundle_mids;
 };
 
-std::variant<ParsedOffer, OfferError> parse_offer(std::string_view sdp, const ParseLimits& limits = {});
+// The first acceptable audio section and the first acceptable application section (which
+// must share the audio's BUNDLE group) are accepted. An offer without an acceptable audio
+// section fails unless policy.allow_text_only and it has an acceptable application section.
+std::variant<ParsedOffer, OfferError> parse_offer(std::string_view sdp, const ParseLimits& limits = {},
+                                                  const OfferPolicy& policy = {});
 
 struct AnswerCandidate {  // UDP host candidates
   std::string ip;
@@ -94,6 +130,8 @@ struct AnswerParams {
   // Accept the client's ssrc-audio-level header extension (same id) so its RTP carries the
   // voice activity level; off by default to keep the negotiated RTP header minimal.
   bool accept_audio_level_ext = false;
+  // What our data-channel endpoint can receive in one message (a=max-message-size).
+  uint64_t sctp_max_message_size = 256 * 1024;
 };
 
 // The DTLS role the answer takes: the opposite of an active/passive offer, else `preferred`

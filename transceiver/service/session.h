@@ -30,6 +30,13 @@
 
 namespace rtce {
 
+// The data channel (m=application) the answer accepted: SCTP ports and the largest message
+// each side receives (the remote one is ours when the offer set no limit).
+struct DataChannelPlan {
+  uint16_t local_port = 5000, remote_port = 5000;
+  size_t local_max_message_size = 0, remote_max_message_size = 0;
+};
+
 // What signaling decided for a new session; handed to the worker that will own it.
 struct SessionPlan {
   std::string id;
@@ -42,6 +49,12 @@ struct SessionPlan {
   std::string cname;
   std::string user_agent;
   Nanos offer_received_at = 0;
+  bool has_audio = true;                        // false: a text-only session (data channel only)
+  std::optional<DataChannelPlan> data_channel;  // set when the answer accepted m=application
+  // The session config of a Realtime call (multipart `session` part over the ephemeral key's
+  // claims); null unless the call came in on /v1/realtime/calls.
+  nlohmann::json realtime_session;
+  bool realtime = false;  // a /v1/realtime call: run the oai-events layer on the channel of that label
 };
 
 struct SessionEnvironment {

@@ -2,6 +2,7 @@
 #include "transceiver_config.h"
 
 #include "error.h"
+#include "realtime_signaling.h"
 
 namespace rtce {
 
@@ -28,6 +29,16 @@ TransceiverConfig resolve_transceiver_config(const ConfigLayers& c) {
   if (cfg.dtls_certificate.empty() != cfg.dtls_private_key.empty())
     throw ConfigError(c.where(cfg.dtls_certificate.empty() ? "dtls.certificate" : "dtls.private_key") +
                       ": dtls.certificate and dtls.private_key go together");
+  // The secrets are read and checked now, so --check-config finds a bad file or a short secret.
+  if (auto secrets = realtime_key_secrets(cfg); !secrets.empty()) {
+    try {
+      EphemeralKeyring check(std::move(secrets));
+    } catch (const ConfigError& e) {
+      throw ConfigError(
+          c.where(cfg.realtime_key_secrets.empty() ? "realtime.key_file" : "realtime.key_secrets") + ": " +
+          e.what());
+    }
+  }
   return cfg;
 }
 

@@ -48,6 +48,13 @@ struct TransceiverConfig {
   uint32_t stun_error_replies_per_second = 5;
   Nanos drain_timeout = 30'000'000'000;
   uint32_t ended_sessions_kept = 256;
+  bool allow_text_only = false;  // offers with a data channel and no audio
+
+  // Realtime-style signaling (/v1/realtime/...): the ephemeral-key secrets, "id:secret" each,
+  // from the list and then the file; the first signs, all verify. None: one made at start.
+  std::vector<std::string> realtime_key_secrets;
+  std::string realtime_key_file;
+  Nanos realtime_key_lifetime = 60'000'000'000;
 
   std::string dtls_certificate, dtls_private_key;
 

@@ -226,6 +226,36 @@ ConfigTable<C> build() {
                               {.help = "on SIGTERM, live sessions may continue this long",
                                .doc = "on SIGTERM/SIGINT, live sessions may continue this long "
                                       "([operations.md](operations.md#draining)). 0..86400s."}));
+  t.push_back(bool_key<C>("sessions.allow_text_only", &C::allow_text_only, false,
+                          {.help = "accept offers with a data channel and no audio",
+                           .doc = "accept an offer with a data channel (`m=application`) and no audio "
+                                  "section: a text-only session. Off: such an offer gets 400 naming the "
+                                  "reason."}));
+  t.push_back(string_list_key<C>(
+      "realtime.key_secrets", &C::realtime_key_secrets, {},
+      {.help = "ephemeral-key (ek_) HMAC secrets, 'id:secret' each, >= 32 bytes; the first signs",
+       .doc =
+           "HMAC-SHA256 secrets of the ephemeral client keys (`ek_...`) that `/v1/realtime/client_secrets` "
+           "mints, `id:secret` each (id `[A-Za-z0-9_-]`, secret ≥ 32 bytes). The first signs, every one "
+           "verifies: give every pod the same list so any pod accepts a key, and rotate by putting a new "
+           "secret first. Unset (and no `realtime.key_file`): a random secret is made at start and keys "
+           "verify only on this pod (a warning).",
+       .secret = true},
+      [](const std::string& item, const std::string& where) {
+        const size_t colon = item.find(':');
+        if (colon == std::string::npos || colon == 0)
+          throw ConfigError(where + ": each realtime.key_secrets item must be 'id:secret'");
+      }));
+  t.push_back(
+      string_key<C>("realtime.key_file", &C::realtime_key_file, "",
+                    {.help = "file of ephemeral-key secrets, one 'id:secret' a line (after key_secrets)",
+                     .doc = "a file of more ephemeral-key secrets, one `id:secret` a line (`#` "
+                            "comments and blank lines skipped), taken after `realtime.key_secrets`. "
+                            "Read and checked at start and by `--check-config`."}));
+  t.push_back(duration_key<C>("realtime.key_lifetime", &C::realtime_key_lifetime, 60 * s, 10 * s, 7200 * s,
+                              {.help = "lifetime of an ephemeral key when the request names none",
+                               .doc = "lifetime of an ephemeral key when the `client_secrets` request has no "
+                                      "`expires_after.seconds`. 10s..7200s."}));
   t.push_back(string_key<C>(
       "dtls.certificate", &C::dtls_certificate, "",
       {.help = "PEM certificate (ECDSA P-256); default: generated at start",

@@ -133,6 +133,31 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
   hist.histogram.sample_count = cumulative;
   hist.histogram.sample_sum = sum([](const WorkerMetrics& w) { return w.setup_sum_us.get(); }) / 1e6;
   setup.metric.push_back(hist);
+  if (s.realtime != nullptr) {
+    const RealtimeStats& rt = *s.realtime;
+    auto load = [](const std::atomic<uint64_t>& v) {
+      return static_cast<double>(v.load(std::memory_order_relaxed));
+    };
+    auto& calls = m.family("rtcedge_transceiver_realtime_calls_created_total",
+                           "calls placed through /v1/realtime/calls (and /v1/realtime)", MetricType::Counter);
+    m.add(calls, load(rt.calls_created));
+    auto& hung_up = m.family("rtcedge_transceiver_realtime_calls_hung_up_total",
+                             "calls ended by POST /v1/realtime/calls/{id}/hangup", MetricType::Counter);
+    m.add(hung_up, load(rt.calls_hung_up));
+    auto& call_rejects = m.family("rtcedge_transceiver_realtime_calls_rejected_total",
+                                  "Realtime call requests refused, by error code", MetricType::Counter);
+    auto& minted = m.family("rtcedge_transceiver_realtime_keys_minted_total",
+                            "ephemeral keys minted (client_secrets and sessions)", MetricType::Counter);
+    m.add(minted, load(rt.keys_minted));
+    auto& key_refusals = m.family("rtcedge_transceiver_realtime_keys_refused_total",
+                                  "ephemeral key requests refused, by error code", MetricType::Counter);
+    for (const RealtimeError error : kRealtimeErrors) {
+      const auto i = static_cast<size_t>(error);
+      const std::string code(realtime_error_name(error));
+      m.add(call_rejects, load(rt.calls_rejected[i]), {{"code", code}});
+      m.add(key_refusals, load(rt.keys_refused[i]), {{"code", code}});
+    }
+  }
   auto& ready = m.family("rtcedge_transceiver_draining", "1 while draining (SIGTERM)", MetricType::Gauge);
   m.add(ready, s.draining ? 1 : 0);
   add_http_server_metrics(m, "signaling", *s.signaling);

@@ -9,6 +9,7 @@
 
 #include "http_server.h"
 #include "media_worker.h"
+#include "realtime_signaling.h"
 #include "worker_metrics.h"
 
 namespace rtce {
@@ -21,6 +22,7 @@ struct TransceiverMetricsSources {
   // Session requests refused before a worker saw them (counted on the HTTP thread).
   uint64_t rejected_rate_limited = 0, rejected_capacity = 0, rejected_bad_sdp = 0, rejected_unauthorized = 0;
   bool draining = false;
+  const RealtimeStats* realtime = nullptr;  // the /v1/realtime routes
 };
 
 std::string transceiver_metrics_text(const TransceiverMetricsSources& sources);

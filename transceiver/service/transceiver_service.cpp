@@ -22,6 +22,8 @@ extern const size_t kDemoPageSize;
 namespace {
 
 constexpr std::string_view kSessionsPrefix = "/v1/sessions";
+// What our data-channel endpoint receives in one message (a=max-message-size of the answer).
+constexpr size_t kDataChannelMaxMessageSize = 256 * 1024;
 
 std::string random_hex(size_t bytes) {
   std::vector<uint8_t> raw(bytes);
@@ -101,6 +103,14 @@ TransceiverService::TransceiverService(TransceiverConfig config) : config_(std::
       config_.http_listen, limits,
       [this](const HttpRequest& r, HttpServer::Responder respond) { handle(r, std::move(respond)); });
   tokens_ = config_.setup_burst;
+  std::vector<EphemeralSecret> secrets = realtime_key_secrets(config_);
+  if (secrets.empty()) {
+    realtime_key_local_ = true;
+    secrets.push_back({"local", random_hex(32)});
+  }
+  realtime_ = std::make_unique<RealtimeSignaling>(EphemeralKeyring(std::move(secrets)),
+                                                  config_.realtime_key_lifetime / 1'000'000'000,
+                                                  config_.max_body_bytes, realtime_hooks());
 }
 
 TransceiverService::~TransceiverService() { stop(); }
@@ -126,6 +136,10 @@ void TransceiverService::start() {
     }
     registry_->start(std::move(endpoints));
   }
+  if (realtime_key_local_)
+    spdlog::warn(
+        "no realtime.key_secrets or realtime.key_file: ephemeral keys are signed with a secret made at "
+        "start, so they verify only on this pod and not after a restart");
   if (config_.api_keys.empty())
     spdlog::warn("no http.api_keys configured: anyone who can reach {} may create sessions",
                  config_.http_listen.to_string());
@@ -214,8 +228,10 @@ void TransceiverService::handle(const HttpRequest& request, HttpServer::Responde
   const auto& path = request.path;
   if (request.method == "OPTIONS") {
     HttpResponse r{204, "text/plain", "", {}};
-    r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
-    r.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE, OPTIONS");
+    // X-OpenAI-Agents-SDK and OpenAI-Beta: what Realtime-style browser clients add to their POSTs.
+    r.headers.emplace_back("Access-Control-Allow-Headers",
+                           "Authorization, Content-Type, X-OpenAI-Agents-SDK, OpenAI-Beta");
     r.headers.emplace_back("Access-Control-Max-Age", "600");
     return respond(std::move(r));
   }
@@ -235,6 +251,7 @@ void TransceiverService::handle(const HttpRequest& request, HttpServer::Responde
       path.compare(0, kSessionsPrefix.size() + 1, "/v1/sessions/") == 0)
     return with_session(path.substr(kSessionsPrefix.size() + 1), request, respond);
   if (path == kSessionsPrefix) return respond(HttpResponse::text(405, "use POST with an SDP offer"));
+  if (realtime_->handle(request, respond)) return;
   respond(HttpResponse::text(404, "not found"));
 }
 
@@ -249,29 +266,61 @@ void TransceiverService::create_session(const HttpRequest& request, HttpServer::
   auto content_type = request.header("content-type");
   if (!media_type_is(content_type, "application/sdp"))
     return respond(HttpResponse::text(415, "Content-Type must be application/sdp"));
-  auto retry = [&](unsigned status, const char* why, const char* after) {
-    HttpResponse r = HttpResponse::text(status, why);
-    r.headers.emplace_back("Retry-After", after);
-    respond(std::move(r));
+  auto refuse = [respond](const PlaceRefusal& refusal) {
+    auto retry = [&](unsigned status, const char* why, const char* after) {
+      HttpResponse r = HttpResponse::text(status, why);
+      r.headers.emplace_back("Retry-After", after);
+      respond(std::move(r));
+    };
+    switch (refusal.error) {
+      case RealtimeError::draining:
+        return retry(503, "draining: this transceiver takes no new sessions", "5");
+      case RealtimeError::rate_limited: return retry(429, "session setup rate exceeded", "1");
+      case RealtimeError::at_capacity:
+        return retry(503, "every media worker is at sessions.max_per_worker", "2");
+      default: return respond(HttpResponse::text(400, "bad SDP offer: " + refusal.detail));
+    }
   };
-  if (draining_) return retry(503, "draining: this transceiver takes no new sessions", "5");
+  if (auto refusal = admit()) return refuse(PlaceRefusal{*refusal, {}});
+  OfferContext context;
+  context.user_agent = std::string(request.header("user-agent").substr(0, 256));
+  context.received = received;
+  place_offer(request.body, std::move(context), [respond, refuse](PlaceResult result) {
+    if (auto* refusal = std::get_if<PlaceRefusal>(&result)) return refuse(*refusal);
+    auto& placed = std::get<PlacedCall>(result);
+    HttpResponse r{201, "application/sdp", std::move(placed.answer), {}};
+    r.headers.emplace_back("Location", std::string(kSessionsPrefix) + "/" + placed.session_id);
+    r.headers.emplace_back("ETag", "\"1\"");
+    respond(std::move(r));
+  });
+}
+
+std::optional<RealtimeError> TransceiverService::admit() {
+  if (draining_) return RealtimeError::draining;
   if (!take_setup_token()) {
     ++rejected_rate_;
-    return retry(429, "session setup rate exceeded", "1");
+    return RealtimeError::rate_limited;
   }
+  return std::nullopt;
+}
+
+void TransceiverService::place_offer(std::string_view sdp, OfferContext context,
+                                     std::function<void(PlaceResult)> done) {
   // http.max_body_bytes is the one size limit of an offer: the body got past it, so may the parser.
   sdp::ParseLimits parse_limits;
   parse_limits.max_bytes = config_.max_body_bytes;
-  auto parsed = sdp::parse_offer(request.body, parse_limits);
+  sdp::OfferPolicy policy;
+  policy.allow_text_only = config_.allow_text_only;
+  auto parsed = sdp::parse_offer(sdp, parse_limits, policy);
   if (auto* error = std::get_if<sdp::OfferError>(&parsed)) {
     ++rejected_sdp_;
-    return respond(HttpResponse::text(400, "bad SDP offer: " + error->to_string()));
+    return done(PlaceRefusal{RealtimeError::invalid_offer, error->to_string()});
   }
   auto& offer = std::get<sdp::ParsedOffer>(parsed);
   MediaWorker* worker = least_loaded_worker();
   if (!worker) {
     ++rejected_capacity_;
-    return retry(503, "every media worker is at sessions.max_per_worker", "2");
+    return done(PlaceRefusal{RealtimeError::at_capacity, {}});
   }
   worker->metrics().sessions_active.fetch_add(1, std::memory_order_relaxed);
 
@@ -279,21 +328,39 @@ void TransceiverService::create_session(const HttpRequest& request, HttpServer::
   plan.id = make_session_id(worker->index());
   plan.local_ufrag = mint_ufrag(hint_keys_, config_.cluster_id, worker->endpoint_id());
   plan.local_pwd = random_ice_password();
-  plan.remote_ufrag = offer.audio.ice_ufrag;
-  plan.remote_pwd = offer.audio.ice_pwd;
-  plan.remote_fingerprint = offer.audio.fingerprint;
-  plan.opus_payload_type = offer.audio.opus_payload_type;
-  plan.audio_level_ext_id = offer.audio.audio_level_ext_id;
+  plan.remote_ufrag = offer.transport.ice_ufrag;
+  plan.remote_pwd = offer.transport.ice_pwd;
+  plan.remote_fingerprint = offer.transport.fingerprint;
+  plan.has_audio = offer.audio.has_value();
+  if (offer.audio) {
+    plan.opus_payload_type = offer.audio->opus_payload_type;
+    plan.audio_level_ext_id = offer.audio->audio_level_ext_id;
+  }
+  if (offer.application) {
+    DataChannelPlan channel;
+    channel.local_port = sdp::kDefaultSctpPort;
+    channel.remote_port = offer.application->sctp_port;
+    channel.local_max_message_size = kDataChannelMaxMessageSize;
+    // RFC 8841 §6: 0 = the offerer takes any size, so ours is the bound either way.
+    channel.remote_max_message_size =
+        offer.application->max_message_size == 0
+            ? kDataChannelMaxMessageSize
+            : static_cast<size_t>(std::min<uint64_t>(offer.application->max_message_size, SIZE_MAX));
+    plan.data_channel = channel;
+  }
+  plan.realtime = context.realtime;
+  plan.realtime_session = std::move(context.realtime_session);
   fill_random(&plan.ssrc, sizeof plan.ssrc);
   plan.cname = random_hex(8);
-  plan.user_agent = std::string(request.header("user-agent").substr(0, 256));
-  plan.offer_received_at = received;
+  plan.user_agent = std::move(context.user_agent);
+  plan.offer_received_at = context.received;
 
   sdp::AnswerParams params;
   params.ice_ufrag = plan.local_ufrag;
   params.ice_pwd = plan.local_pwd;
   params.fingerprint_sha256 = dtls_->fingerprint_sha256();
-  params.setup = sdp::answer_setup(offer.audio.setup, sdp::Setup::active);
+  params.setup = sdp::answer_setup(offer.transport.setup, sdp::Setup::active);
+  params.sctp_max_message_size = kDataChannelMaxMessageSize;
   plan.dtls_role =
       params.setup == sdp::Setup::active ? DtlsTransport::Role::client : DtlsTransport::Role::server;
   uint64_t sid;
@@ -310,22 +377,64 @@ void TransceiverService::create_session(const HttpRequest& request, HttpServer::
     params.candidates.push_back({config_.advertise_address, worker->local_address().port(), 2130706431, "1"});
   }
   std::string answer = sdp::build_answer(offer, params);
-  const std::string location = std::string(kSessionsPrefix) + "/" + plan.id;
-  spdlog::info("session {} on worker {} (ufrag {}, {} mode)", plan.id, worker->index(), plan.local_ufrag,
-               config_.relay_mode() ? "relay" : "direct");
+  spdlog::info("session {} on worker {} (ufrag {}, {} mode{}{})", plan.id, worker->index(), plan.local_ufrag,
+               config_.relay_mode() ? "relay" : "direct", plan.data_channel ? ", data channel" : "",
+               plan.realtime ? ", realtime call" : "");
   // Answer only once the worker owns the session: the client's first check may follow at once.
-  worker->post([worker, plan = std::move(plan), answer = std::move(answer), location, respond]() mutable {
-    worker->add_session(std::move(plan));
-    HttpResponse r{201, "application/sdp", std::move(answer), {}};
-    r.headers.emplace_back("Location", location);
-    r.headers.emplace_back("ETag", "\"1\"");
-    respond(std::move(r));
-  });
+  worker->post(
+      [worker, plan = std::move(plan), answer = std::move(answer), done = std::move(done)]() mutable {
+        std::string id = plan.id;
+        worker->add_session(std::move(plan));
+        done(PlacedCall{std::move(id), std::move(answer)});
+      });
+}
+
+void TransceiverService::hang_up(const std::string& id, std::function<void(bool)> done) {
+  auto index = worker_of(id);
+  if (!index || *index >= workers_.size()) return done(false);
+  MediaWorker* worker = workers_[*index].get();
+  worker->post([worker, id, done = std::move(done)] { done(worker->end_session(id, SessionEnd::deleted)); });
+}
+
+RealtimeHooks TransceiverService::realtime_hooks() {
+  RealtimeHooks hooks;
+  hooks.server_key_ok = [this](const HttpRequest& request) {
+    if (authorized(request)) return true;
+    ++rejected_auth_;
+    return false;
+  };
+  hooks.admit = [this] { return admit(); };
+  hooks.place = [this](const RealtimeOffer& offer, std::function<void(PlaceResult)> done) {
+    OfferContext context;
+    context.realtime = true;
+    context.realtime_session = offer.session;
+    context.user_agent = offer.user_agent;
+    context.received = monotonic_now();
+    place_offer(offer.sdp, std::move(context), std::move(done));
+  };
+  hooks.session_request = [this](const std::string& id, const HttpRequest& request,
+                                 HttpServer::Responder respond) {
+    session_request(id, request, std::move(respond));
+  };
+  hooks.hang_up = [this](const std::string& id, std::function<void(bool)> done) {
+    hang_up(id, std::move(done));
+  };
+  hooks.unix_now = [] {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  return hooks;
 }
 
 void TransceiverService::with_session(const std::string& id, const HttpRequest& request,
                                       HttpServer::Responder respond) {
   if (!authorized(request)) return respond(HttpResponse::text(401, "missing or unknown API key"));
+  session_request(id, request, std::move(respond));
+}
+
+void TransceiverService::session_request(const std::string& id, const HttpRequest& request,
+                                         HttpServer::Responder respond) {
   auto index = worker_of(id);
   if (!index || *index >= workers_.size()) return respond(HttpResponse::text(404, "no such session"));
   MediaWorker* worker = workers_[*index].get();
@@ -360,6 +469,7 @@ std::string TransceiverService::metrics_text() const {
   sources.rejected_bad_sdp = rejected_sdp_;
   sources.rejected_unauthorized = rejected_auth_;
   sources.draining = draining_;
+  sources.realtime = &realtime_->stats();
   return transceiver_metrics_text(sources);
 }
 

@@ -1,5 +1,6 @@
 // transceiver_service.h — the rtcedge-transceiver process: HTTP signaling (WHIP-style
-// POST/GET/DELETE /v1/sessions, CORS, API keys, admission), the media workers it places
+// POST/GET/DELETE /v1/sessions, CORS, API keys, admission; the Realtime-style routes live in
+// realtime_signaling.h and call back into the placement here), the media workers it places
 // sessions on, the demo page, /metrics, /healthz, /readyz and the drain on shutdown.
 #pragma once
 
@@ -12,6 +13,7 @@
 #include "hint_keys.h"
 #include "http_server.h"
 #include "media_worker.h"
+#include "realtime_signaling.h"
 #include "registry_agent.h"
 #include "transceiver_config.h"
 #include "worker_metrics.h"
@@ -38,6 +40,22 @@ class TransceiverService {
   void handle(const HttpRequest& request, HttpServer::Responder respond);
   void create_session(const HttpRequest& request, HttpServer::Responder respond);
   void with_session(const std::string& id, const HttpRequest& request, HttpServer::Responder respond);
+  // GET/DELETE of a session, authorization already checked.
+  void session_request(const std::string& id, const HttpRequest& request, HttpServer::Responder respond);
+  // Draining or over the setup rate: the refusal (counted); else a setup token is taken.
+  std::optional<RealtimeError> admit();
+  // What a new session's offer brings besides the SDP.
+  struct OfferContext {
+    nlohmann::json realtime_session;  // null unless a Realtime call
+    bool realtime = false;
+    std::string user_agent;
+    Nanos received = 0;
+  };
+  // Parses the offer and places a session on the least loaded worker; done is called once,
+  // on this thread for a refusal, from the worker once it owns the session.
+  void place_offer(std::string_view sdp, OfferContext context, std::function<void(PlaceResult)> done);
+  void hang_up(const std::string& id, std::function<void(bool)> done);
+  RealtimeHooks realtime_hooks();
   bool authorized(const HttpRequest& request) const;
   void add_cors(const std::string& origin, HttpResponse& response) const;
   bool take_setup_token();
@@ -51,6 +69,8 @@ class TransceiverService {
   std::vector<std::unique_ptr<MediaWorker>> workers_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<RegistryAgent> registry_;
+  std::unique_ptr<RealtimeSignaling> realtime_;
+  bool realtime_key_local_ = false;  // no configured secrets: keys verify only on this pod
   std::atomic<bool> draining_{false};
   Nanos started_at_ = 0;
 

@@ -1,6 +1,7 @@
 // session_description_test.cpp — parse_offer and build_answer against real offers (Chromium and
-// aiortc captures, a Firefox reconstruction), hostile offers that must be refused on the right
-// line for the right reason, and the answer checked line by line and parsed back.
+// aiortc captures, a Firefox reconstruction), data-channel offers (with and without audio, the
+// legacy sctpmap form), hostile offers that must be refused on the right line for the right
+// reason, and the answer checked line by line and parsed back.
 #include "session_description.h"
 
 #include <gtest/gtest.h>
@@ -23,8 +24,8 @@ std::string read_fixture(const std::string& name) {
   return text.str();
 }
 
-ParsedOffer parse_ok(const std::string& sdp) {
-  auto parsed = parse_offer(sdp);
+ParsedOffer parse_ok(const std::string& sdp, const OfferPolicy& policy = {}) {
+  auto parsed = parse_offer(sdp, {}, policy);
   if (auto* error = std::get_if<OfferError>(&parsed)) {
     ADD_FAILURE() << "offer refused: " << error->to_string();
     return {};
@@ -32,10 +33,11 @@ ParsedOffer parse_ok(const std::string& sdp) {
   return std::get<ParsedOffer>(std::move(parsed));
 }
 
-OfferError parse_error(const std::string& sdp, const ParseLimits& limits = {}) {
-  auto parsed = parse_offer(sdp, limits);
+OfferError parse_error(const std::string& sdp, const ParseLimits& limits = {},
+                       const OfferPolicy& policy = {}) {
+  auto parsed = parse_offer(sdp, limits, policy);
   if (auto* offer = std::get_if<ParsedOffer>(&parsed)) {
-    ADD_FAILURE() << "offer accepted, audio mid '" << offer->audio.mid << "'";
+    ADD_FAILURE() << "offer accepted, " << offer->sections.size() << " section(s)";
     return {};
   }
   return std::get<OfferError>(std::move(parsed));
@@ -151,20 +153,20 @@ TEST(SdpRealOffers, ChromeAudioOffer) {
   EXPECT_EQ(offer.sections[0].formats,
             (std::vector<std::string>{"111", "63", "9", "0", "8", "13", "110", "126"}));
   EXPECT_TRUE(offer.sections[0].accepted);
-  const AudioOffer& audio = offer.audio;
+  const AudioOffer& audio = *offer.audio;
   EXPECT_EQ(audio.section_index, 0u);
   EXPECT_EQ(audio.mid, "0");
   EXPECT_EQ(audio.opus_payload_type, 111);
   EXPECT_EQ(audio.opus_channels, 2);
   EXPECT_EQ(audio.opus_fmtp, "minptime=10;useinbandfec=1");
-  EXPECT_EQ(audio.ice_ufrag, "XAM7");
-  EXPECT_EQ(audio.ice_pwd, "G/HvAs3PiJWZsHZ5eEqp6QH5");
-  EXPECT_EQ(audio.fingerprint_algorithm, "sha-256");
-  ASSERT_EQ(audio.fingerprint.size(), 32u);
-  EXPECT_EQ(audio.fingerprint.front(), 0xE0);
-  EXPECT_EQ(audio.fingerprint.back(), 0x07);
-  EXPECT_EQ(audio.setup, Setup::actpass);
-  EXPECT_TRUE(audio.setup_present);
+  EXPECT_EQ(offer.transport.ice_ufrag, "XAM7");
+  EXPECT_EQ(offer.transport.ice_pwd, "G/HvAs3PiJWZsHZ5eEqp6QH5");
+  EXPECT_EQ(offer.transport.fingerprint_algorithm, "sha-256");
+  ASSERT_EQ(offer.transport.fingerprint.size(), 32u);
+  EXPECT_EQ(offer.transport.fingerprint.front(), 0xE0);
+  EXPECT_EQ(offer.transport.fingerprint.back(), 0x07);
+  EXPECT_EQ(offer.transport.setup, Setup::actpass);
+  EXPECT_TRUE(offer.transport.setup_present);
   EXPECT_TRUE(audio.rtcp_mux);
   EXPECT_EQ(audio.direction, "sendrecv");
   EXPECT_EQ(audio.ssrcs, (std::vector<uint32_t>{3407648928u}));
@@ -185,23 +187,30 @@ TEST(SdpRealOffers, ChromeAudioVideoDataOffer) {
   EXPECT_EQ(offer.sections[1].formats.size(), 34u);
   EXPECT_TRUE(offer.sections[0].accepted);
   EXPECT_FALSE(offer.sections[1].accepted);
-  EXPECT_FALSE(offer.sections[2].accepted);
-  EXPECT_EQ(offer.audio.opus_payload_type, 111);
-  EXPECT_EQ(offer.audio.ice_ufrag, "NBw5");
+  EXPECT_TRUE(offer.sections[2].accepted);
+  EXPECT_EQ(offer.audio->opus_payload_type, 111);
+  EXPECT_EQ(offer.transport.ice_ufrag, "NBw5");
+  ASSERT_TRUE(offer.application);
+  EXPECT_EQ(offer.application->section_index, 2u);
+  EXPECT_EQ(offer.application->mid, "2");
+  EXPECT_EQ(offer.application->sctp_port, 5000);
+  EXPECT_EQ(offer.application->max_message_size, 262144u);
+  EXPECT_FALSE(offer.application->legacy_sctpmap);
   EXPECT_TRUE(offer.bundle_offered);
+  EXPECT_EQ(offer.bundle_mids, (std::vector<std::string>{"0", "2"}));
 }
 
 TEST(SdpRealOffers, FirefoxOfferTakesSessionLevelFingerprint) {
   ParsedOffer offer = parse_ok(read_fixture("firefox128_audio_offer.sdp"));
   EXPECT_EQ(offer.session_id, "7518439328296738496");
-  const AudioOffer& audio = offer.audio;
+  const AudioOffer& audio = *offer.audio;
   EXPECT_EQ(audio.opus_payload_type, 109);
   EXPECT_EQ(audio.opus_fmtp, "maxplaybackrate=48000;stereo=1;useinbandfec=1");
-  EXPECT_EQ(audio.ice_ufrag, "8f2c1a7e");
-  EXPECT_EQ(audio.ice_pwd, "d1f3b5c0a8e24f6b9c7d2e1a0b3c4d5e");
-  ASSERT_EQ(audio.fingerprint.size(), 32u);
-  EXPECT_EQ(audio.fingerprint.front(), 0x5B);
-  EXPECT_EQ(audio.setup, Setup::actpass);
+  EXPECT_EQ(offer.transport.ice_ufrag, "8f2c1a7e");
+  EXPECT_EQ(offer.transport.ice_pwd, "d1f3b5c0a8e24f6b9c7d2e1a0b3c4d5e");
+  ASSERT_EQ(offer.transport.fingerprint.size(), 32u);
+  EXPECT_EQ(offer.transport.fingerprint.front(), 0x5B);
+  EXPECT_EQ(offer.transport.setup, Setup::actpass);
   EXPECT_EQ(audio.direction, "sendrecv");
   EXPECT_EQ(audio.ssrcs, (std::vector<uint32_t>{3735928559u}));
   EXPECT_EQ(audio.audio_level_ext_id, std::optional<uint8_t>(1));
@@ -210,12 +219,12 @@ TEST(SdpRealOffers, FirefoxOfferTakesSessionLevelFingerprint) {
 
 TEST(SdpRealOffers, AiortcOffer) {
   ParsedOffer offer = parse_ok(read_fixture("aiortc_audio_offer.sdp"));
-  const AudioOffer& audio = offer.audio;
+  const AudioOffer& audio = *offer.audio;
   EXPECT_EQ(audio.opus_payload_type, 96);
-  EXPECT_EQ(audio.ice_ufrag, "hWfp");
-  EXPECT_EQ(audio.fingerprint_algorithm, "sha-256");
-  EXPECT_EQ(audio.fingerprint.front(), 0xB7);
-  EXPECT_EQ(audio.setup, Setup::actpass);
+  EXPECT_EQ(offer.transport.ice_ufrag, "hWfp");
+  EXPECT_EQ(offer.transport.fingerprint_algorithm, "sha-256");
+  EXPECT_EQ(offer.transport.fingerprint.front(), 0xB7);
+  EXPECT_EQ(offer.transport.setup, Setup::actpass);
   EXPECT_EQ(audio.ssrcs, (std::vector<uint32_t>{1736528772u}));
   EXPECT_EQ(audio.audio_level_ext_id, std::optional<uint8_t>(2));
   EXPECT_TRUE(offer.bundle_offered);
@@ -229,8 +238,8 @@ TEST(SdpRealOffers, LineFeedOnlyOfferParsesTheSame) {
   }
   ASSERT_NE(lf.size(), crlf.size());
   ParsedOffer a = parse_ok(crlf), b = parse_ok(lf);
-  EXPECT_EQ(a.audio.ice_pwd, b.audio.ice_pwd);
-  EXPECT_EQ(a.audio.fingerprint, b.audio.fingerprint);
+  EXPECT_EQ(a.transport.ice_pwd, b.transport.ice_pwd);
+  EXPECT_EQ(a.transport.fingerprint, b.transport.fingerprint);
   EXPECT_EQ(a.sections.size(), b.sections.size());
   EXPECT_EQ(build_answer(a, test_params()), build_answer(b, test_params()));
 }
@@ -239,30 +248,30 @@ TEST(SdpRealOffers, LineFeedOnlyOfferParsesTheSame) {
 
 TEST(SdpOfferVariations, BaseOfferIsAccepted) {
   ParsedOffer offer = parse_ok(join(base_lines()));
-  EXPECT_EQ(offer.audio.opus_payload_type, 111);
-  EXPECT_EQ(offer.audio.fingerprint.size(), 32u);
+  EXPECT_EQ(offer.audio->opus_payload_type, 111);
+  EXPECT_EQ(offer.transport.fingerprint.size(), 32u);
 }
 
 TEST(SdpOfferVariations, MissingSetupIsActpass) {
   ParsedOffer offer = parse_ok(without_line(12));
-  EXPECT_EQ(offer.audio.setup, Setup::actpass);
-  EXPECT_FALSE(offer.audio.setup_present);
+  EXPECT_EQ(offer.transport.setup, Setup::actpass);
+  EXPECT_FALSE(offer.transport.setup_present);
 }
 
 TEST(SdpOfferVariations, SetupActiveAndPassiveAreRead) {
-  EXPECT_EQ(parse_ok(with_line(12, "a=setup:active")).audio.setup, Setup::active);
-  EXPECT_EQ(parse_ok(with_line(12, "a=setup:passive")).audio.setup, Setup::passive);
+  EXPECT_EQ(parse_ok(with_line(12, "a=setup:active")).transport.setup, Setup::active);
+  EXPECT_EQ(parse_ok(with_line(12, "a=setup:passive")).transport.setup, Setup::passive);
 }
 
 TEST(SdpOfferVariations, OpusNameIsCaseInsensitive) {
-  EXPECT_EQ(parse_ok(with_line(15, "a=rtpmap:111 OPUS/48000/2")).audio.opus_payload_type, 111);
+  EXPECT_EQ(parse_ok(with_line(15, "a=rtpmap:111 OPUS/48000/2")).audio->opus_payload_type, 111);
 }
 
 TEST(SdpOfferVariations, FirstOpusInPreferenceOrderWins) {
   auto lines = base_lines();
   lines[6] = "m=audio 9 UDP/TLS/RTP/SAVPF 0 120 111";
   lines.push_back("a=rtpmap:120 opus/48000/2");
-  EXPECT_EQ(parse_ok(join(lines)).audio.opus_payload_type, 120);
+  EXPECT_EQ(parse_ok(join(lines)).audio->opus_payload_type, 120);
 }
 
 TEST(SdpOfferVariations, OpusInTheRtcpRangeGivesWayToAnotherOpus) {
@@ -272,7 +281,7 @@ TEST(SdpOfferVariations, OpusInTheRtcpRangeGivesWayToAnotherOpus) {
   lines[14] = "a=rtpmap:64 opus/48000/2";
   lines.push_back("a=rtpmap:111 opus/48000/2");
   const ParsedOffer offer = parse_ok(join(lines));
-  EXPECT_EQ(offer.audio.opus_payload_type, 111);
+  EXPECT_EQ(offer.audio->opus_payload_type, 111);
   EXPECT_TRUE(has_line(split_lines(build_answer(offer, test_params())), "m=audio 9 UDP/TLS/RTP/SAVPF 111"));
 }
 
@@ -281,7 +290,7 @@ TEST(SdpOfferVariations, OpusJustOutsideTheRtcpRangeIsKept) {
     auto lines = base_lines();
     lines[6] = "m=audio 9 UDP/TLS/RTP/SAVPF " + std::to_string(pt) + " 0";
     lines[14] = "a=rtpmap:" + std::to_string(pt) + " opus/48000/2";
-    EXPECT_EQ(parse_ok(join(lines)).audio.opus_payload_type, pt);
+    EXPECT_EQ(parse_ok(join(lines)).audio->opus_payload_type, pt);
   }
 }
 
@@ -289,8 +298,8 @@ TEST(SdpOfferVariations, MediaLevelIceOverridesSessionLevel) {
   auto lines = base_lines();
   lines.insert(lines.begin() + 5, {"a=ice-ufrag:sess", "a=ice-pwd:sessionsessionsessionses"});
   ParsedOffer offer = parse_ok(join(lines));
-  EXPECT_EQ(offer.audio.ice_ufrag, "abcd");
-  EXPECT_EQ(offer.audio.ice_pwd, "abcdefghijklmnopqrstuv");
+  EXPECT_EQ(offer.transport.ice_ufrag, "abcd");
+  EXPECT_EQ(offer.transport.ice_pwd, "abcdefghijklmnopqrstuv");
 }
 
 TEST(SdpOfferVariations, SessionLevelIceAndDirectionAreInherited) {
@@ -299,8 +308,8 @@ TEST(SdpOfferVariations, SessionLevelIceAndDirectionAreInherited) {
   lines.erase(lines.begin() + 10);                     // a=sendrecv (now line 11 of the list)
   lines.insert(lines.begin() + 4, {"a=ice-ufrag:sess", "a=ice-pwd:sessionsessionsessionses", "a=recvonly"});
   ParsedOffer offer = parse_ok(join(lines));
-  EXPECT_EQ(offer.audio.ice_ufrag, "sess");
-  EXPECT_EQ(offer.audio.direction, "recvonly");
+  EXPECT_EQ(offer.transport.ice_ufrag, "sess");
+  EXPECT_EQ(offer.audio->direction, "recvonly");
 }
 
 TEST(SdpOfferVariations, BundledSectionInheritsTheTagSectionsTransport) {
@@ -311,10 +320,10 @@ TEST(SdpOfferVariations, BundledSectionInheritsTheTagSectionsTransport) {
                           "a=setup:passive", "a=rtpmap:96 VP8/90000", "m=audio 0 UDP/TLS/RTP/SAVPF 111",
                           "a=bundle-only", "a=mid:a", "a=rtcp-mux", "a=rtpmap:111 opus/48000/2"});
   ParsedOffer offer = parse_ok(sdp);
-  EXPECT_EQ(offer.audio.section_index, 1u);
-  EXPECT_EQ(offer.audio.ice_ufrag, "tagU");
-  EXPECT_EQ(offer.audio.setup, Setup::passive);
-  EXPECT_EQ(offer.audio.fingerprint.size(), 32u);
+  EXPECT_EQ(offer.audio->section_index, 1u);
+  EXPECT_EQ(offer.transport.ice_ufrag, "tagU");
+  EXPECT_EQ(offer.transport.setup, Setup::passive);
+  EXPECT_EQ(offer.transport.fingerprint.size(), 32u);
   EXPECT_TRUE(offer.bundle_offered);
 }
 
@@ -324,8 +333,8 @@ TEST(SdpOfferVariations, SecondAudioSectionAcceptedWhenFirstIsUnusable) {
                {"m=audio 9 UDP/TLS/RTP/SAVPF 0", "a=mid:pcmu", "a=rtcp-mux", "a=rtpmap:0 PCMU/8000"});
   ParsedOffer offer = parse_ok(join(lines));
   ASSERT_EQ(offer.sections.size(), 2u);
-  EXPECT_EQ(offer.audio.section_index, 1u);
-  EXPECT_EQ(offer.audio.mid, "0");
+  EXPECT_EQ(offer.audio->section_index, 1u);
+  EXPECT_EQ(offer.audio->mid, "0");
   EXPECT_FALSE(offer.sections[0].accepted);
   EXPECT_TRUE(offer.sections[1].accepted);
 }
@@ -335,15 +344,15 @@ TEST(SdpOfferVariations, Sha256IsPickedAmongSeveralFingerprints) {
   lines[5] = "a=fingerprint:sha-1 00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33";
   lines.insert(lines.begin() + 6, std::string("a=fingerprint:SHA-256 ") + kSha256);
   ParsedOffer offer = parse_ok(join(lines));
-  EXPECT_EQ(offer.audio.fingerprint_algorithm, "sha-256");
-  EXPECT_EQ(offer.audio.fingerprint.front(), 0x8C);
+  EXPECT_EQ(offer.transport.fingerprint_algorithm, "sha-256");
+  EXPECT_EQ(offer.transport.fingerprint.front(), 0x8C);
 }
 
 TEST(SdpOfferVariations, DuplicateSsrcsAreCollapsed) {
   auto lines = base_lines();
   lines.push_back("a=ssrc:1234 msid:s t");
   lines.push_back("a=ssrc:99 cname:x");
-  EXPECT_EQ(parse_ok(join(lines)).audio.ssrcs, (std::vector<uint32_t>{1234u, 99u}));
+  EXPECT_EQ(parse_ok(join(lines)).audio->ssrcs, (std::vector<uint32_t>{1234u, 99u}));
 }
 
 TEST(SdpOfferVariations, NoBundleGroupMeansNoBundle) {
@@ -351,7 +360,7 @@ TEST(SdpOfferVariations, NoBundleGroupMeansNoBundle) {
 }
 
 TEST(SdpOfferVariations, TrailingBlankLinesAreTolerated) {
-  EXPECT_EQ(parse_ok(join(base_lines()) + "\r\n\r\n").audio.opus_payload_type, 111);
+  EXPECT_EQ(parse_ok(join(base_lines()) + "\r\n\r\n").audio->opus_payload_type, 111);
 }
 
 // ------------------------------------------------------------------ hostile offers
@@ -599,7 +608,7 @@ TEST(SdpAnswer, ChromeAudioAnswerExactly) {
   EXPECT_EQ(build_answer(offer, test_params()), expected);
 }
 
-TEST(SdpAnswer, VideoAndDataSectionsAreRejectedInOrder) {
+TEST(SdpAnswer, VideoIsRejectedAndTheDataChannelAcceptedInOrder) {
   ParsedOffer offer = parse_ok(read_fixture("chrome_audio_video_data_offer.sdp"));
   auto lines = split_lines(build_answer(offer, test_params()));
   auto m_lines = lines_starting(lines, "m=");
@@ -608,16 +617,25 @@ TEST(SdpAnswer, VideoAndDataSectionsAreRejectedInOrder) {
   std::string video_formats;
   for (const std::string& f : offer.sections[1].formats) video_formats += " " + f;
   EXPECT_EQ(m_lines[1], "m=video 0 UDP/TLS/RTP/SAVPF" + video_formats);
-  EXPECT_EQ(m_lines[2], "m=application 0 UDP/DTLS/SCTP webrtc-datachannel");
+  EXPECT_EQ(m_lines[2], "m=application 9 UDP/DTLS/SCTP webrtc-datachannel");
   auto sections = sections_of(lines);
   ASSERT_EQ(sections.size(), 4u);
   // Rejected sections: m=, c= and a=mid, nothing else.
   EXPECT_EQ(sections[2], (std::vector<std::string>{m_lines[1], "c=IN IP4 0.0.0.0", "a=mid:1"}));
-  EXPECT_EQ(sections[3], (std::vector<std::string>{m_lines[2], "c=IN IP4 0.0.0.0", "a=mid:2"}));
-  EXPECT_EQ(lines_starting(lines, "a=group:"), std::vector<std::string>{"a=group:BUNDLE 0"});
+  // The data channel: the same transport as the audio, our SCTP port and message size.
+  EXPECT_EQ(
+      sections[3],
+      (std::vector<std::string>{
+          m_lines[2], "c=IN IP4 0.0.0.0", "a=mid:2", "a=ice-ufrag:Srv1", "a=ice-pwd:serverpasswordserverpw",
+          "a=fingerprint:sha-256 " + test_params().fingerprint_sha256, "a=setup:active", "a=sctp-port:5000",
+          "a=max-message-size:262144", "a=candidate:1 1 udp 2130706431 203.0.113.7 3478 typ host",
+          "a=candidate:2 1 udp 2130706175 2001:db8::7 3478 typ host", "a=end-of-candidates"}));
+  EXPECT_EQ(lines_starting(lines, "a=group:"), std::vector<std::string>{"a=group:BUNDLE 0 2"});
   EXPECT_TRUE(has_line(sections[0], "a=ice-lite"));
-  EXPECT_EQ(lines_starting(lines, "a=candidate:").size(), 2u);
   EXPECT_EQ(lines_starting(sections[1], "a=candidate:").size(), 2u);
+  for (const std::string& attr : {"a=ice-ufrag:", "a=ice-pwd:", "a=fingerprint:", "a=setup:"}) {
+    EXPECT_EQ(lines_starting(sections[1], attr), lines_starting(sections[3], attr)) << attr;
+  }
 }
 
 TEST(SdpAnswer, FirefoxAnswerEchoesPayloadType109) {
@@ -734,16 +752,235 @@ TEST(SdpAnswer, EveryAnswerParsesBackAndAgreesWithItsOffer) {
       EXPECT_EQ(back.sections[i].port, offer.sections[i].accepted ? 9 : 0);
       if (!offer.sections[i].accepted) EXPECT_EQ(back.sections[i].formats, offer.sections[i].formats);
     }
-    EXPECT_EQ(back.audio.section_index, offer.audio.section_index);
-    EXPECT_EQ(back.audio.opus_payload_type, offer.audio.opus_payload_type);
-    EXPECT_EQ(back.audio.ice_ufrag, params.ice_ufrag);
-    EXPECT_EQ(back.audio.ice_pwd, params.ice_pwd);
-    EXPECT_EQ(back.audio.fingerprint.front(), 0x4A);
-    EXPECT_EQ(back.audio.setup, Setup::passive);
-    EXPECT_EQ(back.audio.direction, "sendrecv");
-    EXPECT_EQ(back.audio.ssrcs, std::vector<uint32_t>{params.ssrc});
+    EXPECT_EQ(back.audio->section_index, offer.audio->section_index);
+    EXPECT_EQ(back.audio->opus_payload_type, offer.audio->opus_payload_type);
+    EXPECT_EQ(back.transport.ice_ufrag, params.ice_ufrag);
+    EXPECT_EQ(back.transport.ice_pwd, params.ice_pwd);
+    EXPECT_EQ(back.transport.fingerprint.front(), 0x4A);
+    EXPECT_EQ(back.transport.setup, Setup::passive);
+    EXPECT_EQ(back.audio->direction, "sendrecv");
+    EXPECT_EQ(back.audio->ssrcs, std::vector<uint32_t>{params.ssrc});
     EXPECT_EQ(back.bundle_offered, offer.bundle_offered);
+    EXPECT_EQ(back.bundle_mids, offer.bundle_mids);
+    EXPECT_EQ(back.application.has_value(), offer.application.has_value());
     EXPECT_EQ(back.session_id, "42");
+  }
+}
+
+// ------------------------------------------------------------------ data channels
+
+// What @openai/agents-realtime offers: audio and the oai-events channel, BUNDLE-d, no candidates.
+std::vector<std::string> audio_data_lines() {
+  auto lines = base_lines();
+  lines[4] = "a=group:BUNDLE 0 1";
+  for (const char* line : {"m=application 9 UDP/DTLS/SCTP webrtc-datachannel", "c=IN IP4 0.0.0.0", "a=mid:1",
+                           "a=ice-ufrag:abcd", "a=ice-pwd:abcdefghijklmnopqrstuv", "a=setup:actpass",
+                           "a=sctp-port:5000", "a=max-message-size:262144"})
+    lines.emplace_back(line);  // lines 18..25
+  return lines;
+}
+
+// The same with no audio section: a text-only session.
+std::vector<std::string> data_only_lines() {
+  auto lines = audio_data_lines();
+  lines.erase(lines.begin() + 6, lines.begin() + 17);
+  lines[4] = "a=group:BUNDLE 1";
+  return lines;
+}
+
+OfferPolicy text_only_allowed() {
+  OfferPolicy policy;
+  policy.allow_text_only = true;
+  return policy;
+}
+
+TEST(SdpDataChannel, AudioAndDataChannelAreBothAccepted) {
+  ParsedOffer offer = parse_ok(join(audio_data_lines()));
+  ASSERT_TRUE(offer.audio);
+  ASSERT_TRUE(offer.application);
+  EXPECT_EQ(offer.application->section_index, 1u);
+  EXPECT_EQ(offer.application->mid, "1");
+  EXPECT_EQ(offer.application->sctp_port, 5000);
+  EXPECT_EQ(offer.application->max_message_size, 262144u);
+  EXPECT_TRUE(offer.sections[0].accepted);
+  EXPECT_TRUE(offer.sections[1].accepted);
+  EXPECT_EQ(offer.bundle_mids, (std::vector<std::string>{"0", "1"}));
+  auto lines = split_lines(build_answer(offer, test_params()));
+  EXPECT_EQ(lines_starting(lines, "a=group:"), std::vector<std::string>{"a=group:BUNDLE 0 1"});
+  auto sections = sections_of(lines);
+  ASSERT_EQ(sections.size(), 3u);
+  EXPECT_EQ(sections[2].front(), "m=application 9 UDP/DTLS/SCTP webrtc-datachannel");
+  EXPECT_TRUE(has_line(sections[2], "a=sctp-port:5000"));
+  EXPECT_TRUE(has_line(sections[2], "a=max-message-size:262144"));
+  EXPECT_FALSE(has_line(sections[2], "a=rtcp-mux"));
+}
+
+TEST(SdpDataChannel, BundleOrderFollowsTheOffer) {
+  // The data channel first, as a client that created it before adding the track offers.
+  auto lines = audio_data_lines();
+  std::vector<std::string> reordered(lines.begin(), lines.begin() + 6);
+  reordered[4] = "a=group:BUNDLE 1 0";
+  reordered.insert(reordered.end(), lines.begin() + 17, lines.end());
+  reordered.insert(reordered.end(), lines.begin() + 6, lines.begin() + 17);
+  ParsedOffer offer = parse_ok(join(reordered));
+  ASSERT_TRUE(offer.application);
+  EXPECT_EQ(offer.application->section_index, 0u);
+  EXPECT_EQ(offer.audio->section_index, 1u);
+  auto answer = split_lines(build_answer(offer, test_params()));
+  EXPECT_TRUE(has_line(answer, "a=group:BUNDLE 1 0"));
+  auto m_lines = lines_starting(answer, "m=");
+  EXPECT_EQ(m_lines, (std::vector<std::string>{"m=application 9 UDP/DTLS/SCTP webrtc-datachannel",
+                                               "m=audio 9 UDP/TLS/RTP/SAVPF 111"}));
+}
+
+TEST(SdpDataChannel, SctpPortAndMaxMessageSizeDefaults) {
+  auto lines = audio_data_lines();
+  lines.erase(lines.begin() + 23, lines.end());  // no a=sctp-port, no a=max-message-size
+  ParsedOffer offer = parse_ok(join(lines));
+  ASSERT_TRUE(offer.application);
+  EXPECT_EQ(offer.application->sctp_port, kDefaultSctpPort);
+  EXPECT_EQ(offer.application->max_message_size, kDefaultMaxMessageSize);  // RFC 8841 §6: 64 KiB
+  lines.push_back("a=sctp-port:5001");
+  lines.push_back("a=max-message-size:0");
+  offer = parse_ok(join(lines));
+  EXPECT_EQ(offer.application->sctp_port, 5001);
+  EXPECT_EQ(offer.application->max_message_size, 0u);  // unlimited: the caller applies its own
+  // Our answer always names our own port and limit.
+  AnswerParams params = test_params();
+  params.sctp_max_message_size = 1234;
+  auto answer = split_lines(build_answer(offer, params));
+  EXPECT_TRUE(has_line(answer, "a=sctp-port:5000"));
+  EXPECT_TRUE(has_line(answer, "a=max-message-size:1234"));
+}
+
+TEST(SdpDataChannel, LegacySctpmapFormIsAcceptedAndEchoed) {
+  auto lines = audio_data_lines();
+  lines[17] = "m=application 9 DTLS/SCTP 5000";
+  lines[23] = "a=sctpmap:5000 webrtc-datachannel 1024";
+  lines.pop_back();  // no a=max-message-size
+  ParsedOffer offer = parse_ok(join(lines));
+  ASSERT_TRUE(offer.application);
+  EXPECT_TRUE(offer.application->legacy_sctpmap);
+  EXPECT_EQ(offer.application->sctp_port, 5000);
+  auto answer = split_lines(build_answer(offer, test_params()));
+  EXPECT_TRUE(has_line(answer, "m=application 9 DTLS/SCTP 5000"));
+  EXPECT_TRUE(has_line(answer, "a=sctpmap:5000 webrtc-datachannel 1024"));
+  EXPECT_FALSE(has_line(answer, "a=sctp-port:5000"));
+}
+
+TEST(SdpDataChannel, TextOnlyOfferNeedsThePolicy) {
+  const std::string sdp = join(data_only_lines());
+  OfferError refused = parse_error(sdp);
+  EXPECT_EQ(refused.line, 0);
+  EXPECT_NE(refused.reason.find("text-only sessions are not allowed"), std::string::npos) << refused.reason;
+
+  ParsedOffer offer = parse_ok(sdp, text_only_allowed());
+  EXPECT_FALSE(offer.audio);
+  ASSERT_TRUE(offer.application);
+  EXPECT_EQ(offer.application->section_index, 0u);
+  EXPECT_EQ(offer.transport.ice_ufrag, "abcd");
+  EXPECT_EQ(offer.transport.fingerprint.size(), 32u);  // session level
+  auto answer = split_lines(build_answer(offer, test_params()));
+  EXPECT_TRUE(has_line(answer, "a=group:BUNDLE 1"));
+  EXPECT_EQ(lines_starting(answer, "m="),
+            std::vector<std::string>{"m=application 9 UDP/DTLS/SCTP webrtc-datachannel"});
+  EXPECT_EQ(lines_starting(answer, "a=candidate:").size(), 2u);
+  ParsedOffer back = parse_ok(join(answer), text_only_allowed());
+  EXPECT_EQ(back.transport.ice_ufrag, "Srv1");
+}
+
+TEST(SdpDataChannel, TextOnlyPolicyDoesNotHideUnusableAudio) {
+  auto lines = audio_data_lines();
+  lines[6] = "m=audio 9 UDP/TLS/RTP/SAVPF 0";  // PCMU only
+  OfferError error = parse_error(join(lines), {}, text_only_allowed());
+  EXPECT_EQ(error.line, 7);
+  EXPECT_NE(error.reason.find("no Opus codec"), std::string::npos) << error.reason;
+  // Audio the client rejected itself (port 0) leaves a text-only session.
+  lines[6] = "m=audio 0 UDP/TLS/RTP/SAVPF 111";
+  ParsedOffer offer = parse_ok(join(lines), text_only_allowed());
+  EXPECT_FALSE(offer.audio);
+  ASSERT_TRUE(offer.application);
+  EXPECT_EQ(offer.bundle_mids, std::vector<std::string>{"1"});
+  // ... and without the policy names it.
+  EXPECT_NE(parse_error(join(lines)).reason.find("text-only sessions are not allowed"), std::string::npos);
+}
+
+TEST(SdpDataChannel, TextOnlyPolicyDoesNotAcceptAnOfferWithNothingUsable) {
+  auto lines = data_only_lines();
+  lines[6] = "m=video 9 UDP/TLS/RTP/SAVPF 96";
+  EXPECT_NE(parse_error(join(lines), {}, text_only_allowed()).reason.find("no audio m-line"),
+            std::string::npos);
+}
+
+TEST(SdpDataChannel, SecondApplicationSectionIsRejected) {
+  auto lines = audio_data_lines();
+  lines[4] = "a=group:BUNDLE 0 1 2";
+  for (const char* line : {"m=application 9 UDP/DTLS/SCTP webrtc-datachannel", "a=mid:2", "a=sctp-port:6000"})
+    lines.emplace_back(line);
+  ParsedOffer offer = parse_ok(join(lines));
+  EXPECT_EQ(offer.application->section_index, 1u);
+  EXPECT_FALSE(offer.sections[2].accepted);
+  EXPECT_EQ(offer.bundle_mids, (std::vector<std::string>{"0", "1"}));
+  auto answer = split_lines(build_answer(offer, test_params()));
+  EXPECT_TRUE(has_line(answer, "m=application 0 UDP/DTLS/SCTP webrtc-datachannel"));
+  EXPECT_TRUE(has_line(answer, "a=group:BUNDLE 0 1"));
+}
+
+TEST(SdpDataChannel, ApplicationRejectedByTheOffererLeavesAudioAlone) {
+  auto lines = audio_data_lines();
+  lines[17] = "m=application 0 UDP/DTLS/SCTP webrtc-datachannel";
+  ParsedOffer offer = parse_ok(join(lines));
+  EXPECT_FALSE(offer.application);
+  EXPECT_EQ(offer.bundle_mids, std::vector<std::string>{"0"});
+}
+
+TEST(SdpDataChannel, HostileApplicationSections) {
+  auto with = [](int number, const std::string& replacement) {
+    auto lines = audio_data_lines();
+    lines.at(number - 1) = replacement;
+    return join(lines);
+  };
+  EXPECT_OFFER_ERROR(with(24, "a=sctp-port:0"), 24, "a=sctp-port must be 1..65535");
+  EXPECT_OFFER_ERROR(with(24, "a=sctp-port:65536"), 24, "a=sctp-port must be 1..65535");
+  EXPECT_OFFER_ERROR(with(24, "a=sctp-port:50x0"), 24, "a=sctp-port must be 1..65535");
+  EXPECT_OFFER_ERROR(with(24, "a=sctp-port:"), 24, "a=sctp-port must be 1..65535");
+  EXPECT_OFFER_ERROR(with(25, "a=max-message-size:-1"), 25, "a=max-message-size must be");
+  EXPECT_OFFER_ERROR(with(25, "a=max-message-size:99999999999999999999999"), 25,
+                     "a=max-message-size must be");
+  EXPECT_OFFER_ERROR(with(25, "a=max-message-size:1099511627777"), 25, "a=max-message-size must be");
+  EXPECT_OFFER_ERROR(with(25, "a=sctp-port:5000"), 25, "duplicate a=sctp-port");
+  EXPECT_OFFER_ERROR(with(18, "m=application 9 UDP/DTLS/SCTP webrtc-datachannel extra"), 18,
+                     "must have the one format webrtc-datachannel");
+  EXPECT_OFFER_ERROR(with(18, "m=application 9 TCP/DTLS/SCTP webrtc-datachannel"), 18,
+                     "application protocol TCP/DTLS/SCTP not supported");
+  EXPECT_OFFER_ERROR(with(18, "m=application 9 DTLS/SCTP 5000"), 18, "without an a=sctpmap");
+  EXPECT_OFFER_ERROR(with(18, "m=application 9 DTLS/SCTP 0"), 18, "one SCTP port 1..65535");
+  {
+    auto lines = audio_data_lines();
+    lines[17] = "m=application 9 DTLS/SCTP 5000";
+    lines[23] = "a=sctpmap:5000 bfcp 1024";
+    EXPECT_OFFER_ERROR(join(lines), 24, "another protocol than webrtc-datachannel");
+  }
+  // Not BUNDLE-d with the audio: it would need a second transport.
+  EXPECT_OFFER_ERROR(with(5, "a=group:BUNDLE 0"), 18, "not in the audio section's a=group:BUNDLE");
+  {
+    auto lines = audio_data_lines();
+    lines.erase(lines.begin() + 19);  // the application's a=mid
+    lines[4] = "a=group:BUNDLE 0";
+    EXPECT_OFFER_ERROR(join(lines), 18, "not in the audio section's a=group:BUNDLE");
+  }
+  // Text-only with a broken transport names the transport problem.
+  {
+    auto lines = data_only_lines();
+    lines.erase(lines.begin() + 5);  // the session-level fingerprint
+    EXPECT_NE(parse_error(join(lines), {}, text_only_allowed()).reason.find("no a=fingerprint"),
+              std::string::npos);
+  }
+  // A session-level a=sctp-port means nothing and cannot override the section's.
+  {
+    auto lines = audio_data_lines();
+    lines.insert(lines.begin() + 4, "a=sctp-port:1");
+    EXPECT_EQ(parse_ok(join(lines)).application->sctp_port, 5000);
   }
 }
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env node
 // Check that headless Chromium accepts the answers rtce_sdp_answer_tool builds for Chromium's own
 // offers: setRemoteDescription(answer) must succeed, the audio transceiver must end up with the
-// mirrored direction and every other m-section must be rejected.
+// mirrored direction, a data channel's section must be accepted (pc.sctp exists) over the same
+// BUNDLE transport, and every other m-section must be rejected.
 //
 // Usage:
 //   node browser_accepts_answer.mjs --tool build/bin/rtce_sdp_answer_tool [--chromium /usr/bin/chromium]
 //
-// Prints one JSON line per scenario and exits 0 only when every scenario passed. No media flows:
+// Prints one JSON line per scenario and exits 0 only when every scenario passed, 77 (skipped)
+// when Chromium or playwright-core is not installed. No media flows:
 // the answer's only candidate is 127.0.0.1:9 (discard), so at most a few STUN checks hit loopback.
 // playwright-core is reused from tests/golden/tools/node_modules (run `npm ci` there once).
 
@@ -19,7 +21,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { chromium } = createRequire(path.resolve(here, '../../../golden/tools/package.json'))('playwright-core');
+let chromium;
+try {
+  ({ chromium } = createRequire(path.resolve(here, '../../../golden/tools/package.json'))('playwright-core'));
+} catch {
+  console.log('skipped: playwright-core is not installed (npm ci in tests/golden/tools)');
+  process.exit(77);
+}
 
 const opts = { chromium: '/usr/bin/chromium' };
 {
@@ -36,6 +44,10 @@ const opts = { chromium: '/usr/bin/chromium' };
     console.error('usage: node browser_accepts_answer.mjs --tool PATH/rtce_sdp_answer_tool [--chromium PATH]');
     process.exit(2);
   }
+  if (!fs.existsSync(opts.chromium)) {
+    console.log(`skipped: no Chromium at ${opts.chromium}`);
+    process.exit(77);
+  }
 }
 
 // Each scenario: what the page offers, the tool's flags, what the browser must conclude.
@@ -46,9 +58,19 @@ const SCENARIOS = [
     expect: { audio: 'sendrecv' } },
   { name: 'audio sendonly -> recvonly', media: { audio: 'sendonly' }, flags: [], expect: { audio: 'sendonly' } },
   { name: 'audio recvonly -> sendonly', media: { audio: 'recvonly' }, flags: [], expect: { audio: 'recvonly' } },
-  { name: 'audio + video + data channel, video and data rejected',
+  { name: 'audio + video + data channel, video rejected, data accepted',
     media: { audio: 'sendrecv', video: 'recvonly', data: true }, flags: ['--audio-level'],
     expect: { audio: 'sendrecv', video: 'rejected' } },
+  // What @openai/agents-realtime 0.20 does: default RTCPeerConnection, createDataChannel
+  // ('oai-events') before addTrack(mic).
+  { name: 'agents-realtime style: oai-events then audio, default bundle policy',
+    media: { audio: 'sendrecv', data: true, defaultPolicy: true, dataFirst: true }, flags: [],
+    expect: { audio: 'sendrecv' } },
+  { name: 'audio then data channel, default bundle policy',
+    media: { audio: 'sendrecv', data: true, defaultPolicy: true }, flags: [],
+    expect: { audio: 'sendrecv' } },
+  { name: 'data channel only (text-only session)',
+    media: { data: true }, flags: ['--text-only'], expect: {} },
 ];
 
 const ARGS = [
@@ -75,18 +97,23 @@ async function main() {
     await page.goto(`${origin}/`, { timeout: 15000 });
     for (const scenario of SCENARIOS) {
       const offer = await page.evaluate(async (media) => {
-        const pc = new RTCPeerConnection({ bundlePolicy: 'max-bundle', rtcpMuxPolicy: 'require' });
+        const pc = media.defaultPolicy ? new RTCPeerConnection()
+          : new RTCPeerConnection({ bundlePolicy: 'max-bundle', rtcpMuxPolicy: 'require' });
         window.__pc = pc;
-        if (media.audio === 'recvonly') {
+        if (media.data && media.dataFirst) window.__dc = pc.createDataChannel('oai-events');
+        if (!media.audio) {
+          // text-only: no audio transceiver
+        } else if (media.audio === 'recvonly') {
           pc.addTransceiver('audio', { direction: 'recvonly' });
         } else {
           const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
           pc.addTransceiver(stream.getAudioTracks()[0], { direction: media.audio, streams: [stream] });
         }
         if (media.video) pc.addTransceiver('video', { direction: media.video });
-        if (media.data) window.__dc = pc.createDataChannel('events');
+        if (media.data && !media.dataFirst) window.__dc = pc.createDataChannel('events');
         const o = await pc.createOffer();
         await pc.setLocalDescription(o);
+        window.__offer = o.sdp;
         return o.sdp;
       }, scenario.media);
       let answer;
@@ -113,7 +140,12 @@ async function main() {
             out.transceivers[t.receiver.track.kind] = t.currentDirection ?? (t.stopped ? 'stopped' : null);
           }
           out.remoteStreams = remoteStreams;
+          out.mLines = window.__offer.split('\r\n').filter((l) => l.startsWith('m=')).map((l) => l.split(' ')[0]);
           out.sctp = pc.sctp ? pc.sctp.state ?? 'present' : null;
+          out.sctpMaxMessageSize = pc.sctp ? pc.sctp.maxMessageSize : null;
+          // BUNDLE: the data channel rides the audio's DTLS transport.
+          const audioSender = pc.getSenders().find((x) => x.track && x.track.kind === 'audio');
+          out.sharedTransport = !pc.sctp || !audioSender || pc.sctp.transport === audioSender.transport;
           pc.close();
           return out;
         }, answer);
@@ -124,9 +156,10 @@ async function main() {
           : seen.transceivers[kind] === dir;
         result.ok = seen.accepted && seen.signalingState === 'stable' &&
           Object.entries(scenario.expect).every(([kind, dir]) => matches(kind, dir)) &&
-          (!scenario.media.data || seen.sctp === null) &&
+          (!scenario.media.data || (seen.sctp !== null && seen.sctpMaxMessageSize === 262144)) &&
+          seen.sharedTransport &&
           // The answer's a=msid names the stream whenever the server sends.
-          (seen.transceivers.audio === 'sendonly' || seen.remoteStreams.includes('rtcedge'));
+          (!scenario.media.audio || seen.transceivers.audio === 'sendonly' || seen.remoteStreams.includes('rtcedge'));
         if (!result.ok) result.answer = answer;
       }
       if (!result.ok) failures++;

@@ -1,0 +1,215 @@
+// realtime_signaling_test.cpp — RealtimeSignaling with fake hooks and a fake clock: what only
+// a controlled clock can show over HTTP (a key that expires between minting and calling), the
+// session-config merge the placement receives, who may mint, and the error vocabulary against
+// docs/operations.md.
+#include "realtime_signaling.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+
+#include "doc_tables.h"
+
+namespace rtce {
+namespace {
+
+constexpr const char* kServerKey = "server-key-0123456789";
+
+struct Harness {
+  int64_t now = 1'700'000'000;
+  std::optional<RealtimeOffer> placed;
+  std::string placed_sdp;
+  std::optional<RealtimeError> admit_refusal;
+  std::string hung_up;
+  RealtimeSignaling signaling;
+
+  Harness() : signaling(EphemeralKeyring({{"k1", std::string(40, 's')}}), 60, 64 * 1024, hooks()) {}
+
+  RealtimeHooks hooks() {
+    RealtimeHooks h;
+    h.server_key_ok = [](const HttpRequest& r) {
+      return r.header("authorization") == std::string("Bearer ") + kServerKey;
+    };
+    h.admit = [this] { return admit_refusal; };
+    h.place = [this](const RealtimeOffer& offer, std::function<void(PlaceResult)> done) {
+      placed = offer;
+      placed_sdp = std::string(offer.sdp);
+      if (offer.sdp == "bad") return done(PlaceRefusal{RealtimeError::invalid_offer, "line 1: nope"});
+      done(PlacedCall{"0a" + std::string(30, 'b'), "v=0\r\n"});
+    };
+    h.session_request = [](const std::string&, const HttpRequest&, HttpServer::Responder respond) {
+      respond(HttpResponse::json(200, "{}"));
+    };
+    h.hang_up = [this](const std::string& id, std::function<void(bool)> done) {
+      hung_up = id;
+      done(id == "0a" + std::string(30, 'b'));
+    };
+    h.unix_now = [this] { return now; };
+    return h;
+  }
+
+  HttpResponse request(std::string method, std::string path, std::string body, std::string key,
+                       std::string content_type = "application/json") {
+    HttpRequest r;
+    r.method = std::move(method);
+    const size_t q = path.find('?');
+    r.path = path.substr(0, q);
+    if (q != std::string::npos) r.query = path.substr(q + 1);
+    r.body = std::move(body);
+    if (!key.empty()) r.headers.emplace_back("authorization", "Bearer " + key);
+    r.headers.emplace_back("content-type", content_type);
+    std::optional<HttpResponse> out;
+    EXPECT_TRUE(signaling.handle(r, [&out](HttpResponse response) {
+      EXPECT_FALSE(out) << "responded twice";
+      out = std::move(response);
+    }));
+    EXPECT_TRUE(out) << "no response";
+    return out.value_or(HttpResponse{});
+  }
+
+  std::string mint(const std::string& body) {
+    HttpResponse r = request("POST", "/v1/realtime/client_secrets", body, kServerKey);
+    EXPECT_EQ(r.status, 200u) << r.body;
+    return nlohmann::json::parse(r.body)["value"];
+  }
+};
+
+std::string error_code(const HttpResponse& r) {
+  auto body = nlohmann::json::parse(r.body, nullptr, false);
+  return body.is_object() && body.contains("error") ? body["error"]["code"].get<std::string>()
+                                                    : "(not an error)";
+}
+
+TEST(RealtimeSignaling, KeyExpiresAtItsLifetime) {
+  Harness h;
+  const std::string key = h.mint(R"({"expires_after":{"anchor":"created_at","seconds":10}})");
+  h.now += 9;
+  EXPECT_EQ(h.request("POST", "/v1/realtime/calls", "v=0", key, "application/sdp").status, 201u);
+  h.now += 1;  // exp == now: expired
+  HttpResponse r = h.request("POST", "/v1/realtime/calls", "v=0", key, "application/sdp");
+  EXPECT_EQ(r.status, 401u);
+  EXPECT_EQ(error_code(r), "expired_api_key");
+  EXPECT_EQ(h.signaling.stats().calls_rejected[static_cast<size_t>(RealtimeError::expired_api_key)].load(),
+            1u);
+  // The default lifetime is the configured one (60 s here).
+  const std::string default_key = h.mint("");
+  h.now += 59;
+  EXPECT_EQ(h.request("POST", "/v1/realtime/calls", "v=0", default_key, "application/sdp").status, 201u);
+  h.now += 1;
+  EXPECT_EQ(error_code(h.request("POST", "/v1/realtime/calls", "v=0", default_key, "application/sdp")),
+            "expired_api_key");
+}
+
+TEST(RealtimeSignaling, FormSessionWinsOverTheKeysFieldByField) {
+  Harness h;
+  HttpResponse minted = h.request(
+      "POST", "/v1/realtime/client_secrets",
+      R"({"session":{"model":"from-key","instructions":"key says","audio":{"output":{"voice":"a"}},"id":"mine"}})",
+      kServerKey);
+  ASSERT_EQ(minted.status, 200u);
+  const std::string key = nlohmann::json::parse(minted.body)["value"];
+  const std::string key_session_id = nlohmann::json::parse(minted.body)["session"]["id"];
+  EXPECT_NE(key_session_id, "mine") << "a client does not choose the session id";
+  const std::string form =
+      "--b\r\nContent-Disposition: form-data; name=\"sdp\"\r\nContent-Type: application/sdp\r\n\r\nv=0\r\n"
+      "--b\r\nContent-Disposition: form-data; name=\"session\"\r\nContent-Type: application/json\r\n\r\n"
+      "{\"instructions\":\"form says\",\"audio\":{\"input\":{}}}\r\n--b--\r\n";
+  HttpResponse r = h.request("POST", "/v1/realtime/calls", form, key, "multipart/form-data; boundary=b");
+  ASSERT_EQ(r.status, 201u) << r.body;
+  ASSERT_TRUE(h.placed);
+  EXPECT_EQ(h.placed_sdp, "v=0");
+  const nlohmann::json& session = h.placed->session;
+  EXPECT_EQ(session["model"], "from-key");
+  EXPECT_EQ(session["instructions"], "form says");
+  EXPECT_EQ(session["audio"], nlohmann::json::parse(R"({"input":{}})"));  // shallow: replaced whole
+  EXPECT_EQ(session["object"], "realtime.session");
+  EXPECT_EQ(session["id"], key_session_id) << "the call keeps the id its key was minted with";
+  bool location = false;
+  for (const auto& [name, value] : r.headers)
+    if (name == "Location") location = value == "/v1/realtime/calls/rtc_0a" + std::string(30, 'b');
+  EXPECT_TRUE(location);
+}
+
+TEST(RealtimeSignaling, ServerKeyCallWithoutSessionGetsTheDefaultsAndTheQueryModel) {
+  Harness h;
+  ASSERT_EQ(h.request("POST", "/v1/realtime?model=gpt-realtime", "v=0", kServerKey, "application/sdp").status,
+            201u);
+  const nlohmann::json& session = h.placed->session;
+  EXPECT_EQ(session["model"], "gpt-realtime");
+  EXPECT_EQ(session["type"], "realtime");
+  EXPECT_EQ(session["object"], "realtime.session");
+  EXPECT_TRUE(session["id"].get<std::string>().starts_with("sess_"));
+  EXPECT_EQ(session.size(), 4u);
+}
+
+TEST(RealtimeSignaling, RefusalsKeepTheirOrderAndShape) {
+  Harness h;
+  // Authentication comes before the body is looked at.
+  EXPECT_EQ(error_code(h.request("POST", "/v1/realtime/calls", "", "", "text/plain")), "invalid_api_key");
+  EXPECT_EQ(error_code(h.request("POST", "/v1/realtime/calls", "", kServerKey, "text/plain")),
+            "unsupported_media_type");
+  h.admit_refusal = RealtimeError::draining;
+  HttpResponse r = h.request("POST", "/v1/realtime/calls", "v=0", kServerKey, "application/sdp");
+  EXPECT_EQ(r.status, 503u);
+  EXPECT_EQ(error_code(r), "draining");
+  EXPECT_FALSE(h.placed) << "a draining transceiver must not parse or place";
+  h.admit_refusal.reset();
+  r = h.request("POST", "/v1/realtime/calls", "bad", kServerKey, "application/sdp");
+  EXPECT_EQ(r.status, 400u);
+  auto body = nlohmann::json::parse(r.body);
+  EXPECT_EQ(body["error"]["code"], "invalid_offer");
+  EXPECT_EQ(body["error"]["param"], "sdp");
+  EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(body["error"]["message"], "the SDP offer was refused: line 1: nope");
+}
+
+TEST(RealtimeSignaling, EphemeralKeysCannotMint) {
+  Harness h;
+  const std::string key = h.mint("{}");
+  HttpResponse r = h.request("POST", "/v1/realtime/client_secrets", "{}", key);
+  EXPECT_EQ(r.status, 403u);
+  EXPECT_EQ(error_code(r), "ephemeral_key_not_allowed");
+  EXPECT_EQ(error_code(h.request("POST", "/v1/realtime/sessions", "{}", key)), "ephemeral_key_not_allowed");
+  EXPECT_EQ(h.signaling.stats().keys_minted.load(), 1u);
+}
+
+TEST(RealtimeSignaling, HangupParsesTheCallIdBack) {
+  Harness h;
+  const std::string id = "0a" + std::string(30, 'b');
+  EXPECT_EQ(h.request("POST", "/v1/realtime/calls/rtc_" + id + "/hangup", "", kServerKey).status, 200u);
+  EXPECT_EQ(h.hung_up, id);
+  EXPECT_EQ(error_code(h.request("POST", "/v1/realtime/calls/rtc_" + std::string(32, 'c') + "/hangup", "",
+                                 kServerKey)),
+            "call_not_found");
+  EXPECT_EQ(error_code(h.request("POST", "/v1/realtime/calls/" + id + "/hangup", "", kServerKey)),
+            "call_not_found");
+  EXPECT_EQ(error_code(h.request("POST", "/v1/realtime/calls/rtc_" + id + "/refer", "", kServerKey)),
+            "not_found");
+}
+
+TEST(RealtimeSignaling, OtherPathsAreNotOurs) {
+  Harness h;
+  HttpRequest r;
+  r.method = "POST";
+  r.path = "/v1/realtimex";
+  EXPECT_FALSE(h.signaling.handle(r, [](HttpResponse) { ADD_FAILURE() << "answered a path not ours"; }));
+  r.path = "/v1/sessions";
+  EXPECT_FALSE(h.signaling.handle(r, [](HttpResponse) { ADD_FAILURE() << "answered a path not ours"; }));
+}
+
+TEST(RealtimeSignaling, ErrorVocabularyMatchesTheDoc) {
+  auto name = +[](RealtimeError e) { return realtime_error_name(e).data(); };
+  const auto labels = test::labels_of(kRealtimeErrors, name);
+  EXPECT_EQ(labels.size(), kRealtimeErrorCount);
+  for (const RealtimeError e : kRealtimeErrors) {
+    EXPECT_GE(realtime_error_status(e), 400u);
+    EXPECT_LT(realtime_error_status(e), 600u);
+    EXPECT_FALSE(realtime_error_message(e).empty());
+  }
+  EXPECT_EQ(test::doc_table_codes(RTCE_SOURCE_DIR "/docs/operations.md", "Realtime error codes"), labels)
+      << "docs/operations.md 'Realtime error codes' and RTCE_REALTIME_ERRORS (realtime_signaling.h) differ";
+}
+
+}  // namespace
+}  // namespace rtce

@@ -1,0 +1,454 @@
+#!/usr/bin/python3
+"""The Realtime-compatible signaling of rtcedge-transceiver, black box over HTTP on loopback
+(Python standard library only): POST /v1/realtime/calls with raw SDP and with
+multipart/form-data (201, Location rtc_<id>, an answer that accepts the data channel), the
+older POST /v1/realtime, GET and hangup of a call, ephemeral keys from
+/v1/realtime/client_secrets and the legacy /v1/realtime/sessions (shapes, limits, who may mint),
+keys that must be refused (garbage, forged, signed by another fleet) and accepted (signed by
+another pod of the same fleet), the JSON error shape of every refusal, text-only offers,
+CORS for Realtime clients, admission (429/503 with Retry-After), the metrics, and the
+configuration errors of the realtime keys. ICE and DTLS are not attempted. Every wait has a
+deadline."""
+
+import argparse
+import base64
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "..", "sdp", "corpus")
+ARGS = None
+API_KEY = "test-key-0123456789abcdef"
+SECRET = "fleet-a:" + "a" * 40
+OTHER_SECRET = "fleet-b:" + "b" * 40
+
+sys.path.insert(0, HERE)
+from service_support import free_port, wait_for  # noqa: E402
+
+
+def corpus(name):
+    with open(os.path.join(CORPUS, name), "rb") as f:
+        return f.read().decode()
+
+
+def agents_offer():
+    """Audio and the oai-events data channel, BUNDLE-d, no candidates: what
+    @openai/agents-realtime POSTs right after setLocalDescription."""
+    return corpus("chrome_audio_datachannel_offer.sdp")
+
+
+def metric(text, name, labels=None):
+    total = None
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        if labels and not all(f'{k}="{v}"' in (m.group(2) or "") for k, v in labels.items()):
+            continue
+        total = (total or 0) + float(m.group(3))
+    return total
+
+
+def multipart(parts, boundary="rtcedge-test-boundary"):
+    """(content type, body) of a form of (name, content type, text) parts."""
+    body = ""
+    for name, content_type, text in parts:
+        body += f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n"
+        if content_type:
+            body += f"Content-Type: {content_type}\r\n"
+        body += f"\r\n{text}\r\n"
+    body += f"--{boundary}--\r\n"
+    return f"multipart/form-data; boundary={boundary}", body
+
+
+class Transceiver:
+    def __init__(self, *extra, workers=1):
+        self.http_port = free_port()
+        self.log = tempfile.NamedTemporaryFile(prefix="rtce-rt-", suffix=".log", delete=False)
+        argv = [ARGS.transceiver, "--http-listen", f"127.0.0.1:{self.http_port}", "--workers", str(workers),
+                "--media-base-port", "0", "--http-api-keys", API_KEY, *extra]
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(self.ready, 15, "transceiver /healthz")
+
+    def ready(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"transceiver exited with {self.proc.returncode}: {self.output()}")
+        try:
+            return self.request("GET", "/healthz")[0] == 200
+        except OSError:
+            return False
+
+    def output(self):
+        with open(self.log.name) as f:
+            return f.read()
+
+    def request(self, method, path, body=None, headers=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=10)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode(errors="replace")
+        finally:
+            conn.close()
+
+    def call(self, body, key=API_KEY, content_type="application/sdp", path="/v1/realtime/calls", extra=None):
+        headers = {"Content-Type": content_type}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        headers.update(extra or {})
+        return self.request("POST", path, body, headers)
+
+    def post_json(self, path, payload, key=API_KEY):
+        headers = {"Content-Type": "application/json"}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        body = payload if isinstance(payload, str) else json.dumps(payload)
+        status, headers, text = self.request("POST", path, body, headers)
+        return status, headers, (json.loads(text) if text else None)
+
+    def mint(self, payload=None, key=API_KEY):
+        return self.post_json("/v1/realtime/client_secrets", payload if payload is not None else {}, key)
+
+    def metrics(self):
+        return self.request("GET", "/metrics")[2]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        os.unlink(self.log.name)
+
+
+class RealtimeCase(unittest.TestCase):
+    def assert_error(self, response, status, code, param=None, message=None):
+        got_status, headers, text = response
+        self.assertEqual(got_status, status, text)
+        self.assertTrue(headers["content-type"].startswith("application/json"), headers)
+        body = json.loads(text) if isinstance(text, str) else text
+        error = body["error"]
+        self.assertEqual(set(error), {"message", "type", "code", "param"}, body)
+        self.assertEqual(error["code"], code, body)
+        self.assertIsInstance(error["message"], str)
+        self.assertTrue(error["message"])
+        self.assertEqual(error["param"], param, body)
+        if message:
+            self.assertRegex(error["message"], message)
+        return error
+
+
+class Calls(RealtimeCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tx = Transceiver("--realtime-key-secrets", SECRET, "--sessions-connect-timeout", "5s", workers=2)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tx.stop()
+
+    def assert_data_channel_answer(self, status, headers, answer):
+        self.assertEqual(status, 201, answer)
+        self.assertEqual(headers["content-type"], "application/sdp")
+        self.assertRegex(headers["location"], r"^/v1/realtime/calls/rtc_[0-9a-f]{32}$")
+        lines = answer.split("\r\n")
+        self.assertIn("a=group:BUNDLE 0 1", lines)
+        self.assertIn("m=application 9 UDP/DTLS/SCTP webrtc-datachannel", lines)
+        self.assertIn("a=sctp-port:5000", lines)
+        self.assertIn("a=max-message-size:262144", lines)
+        self.assertIn("a=ice-lite", lines)
+        self.assertTrue(any(l.startswith("m=audio 9 UDP/TLS/RTP/SAVPF 111") for l in lines))
+        self.assertTrue(any(l.startswith("a=candidate:") for l in lines), "the answer must carry our candidate")
+        # The same transport attributes in both sections.
+        ufrags = [l for l in lines if l.startswith("a=ice-ufrag:")]
+        self.assertEqual(len(ufrags), 2)
+        self.assertEqual(ufrags[0], ufrags[1])
+        return headers["location"].rsplit("/", 1)[1]
+
+    def test_raw_sdp_call(self):
+        status, headers, answer = self.tx.call(agents_offer(),
+                                               extra={"X-OpenAI-Agents-SDK": "openai-agents-sdk.0.20.0"})
+        self.assert_data_channel_answer(status, headers, answer)
+
+    def test_multipart_call_get_and_hangup(self):
+        content_type, body = multipart([("sdp", "application/sdp", agents_offer()),
+                                        ("session", "application/json",
+                                         json.dumps({"type": "realtime", "model": "gpt-realtime",
+                                                     "instructions": "be brief"}))])
+        status, headers, answer = self.tx.call(body, content_type=content_type)
+        call_id = self.assert_data_channel_answer(status, headers, answer)
+        status, _, text = self.tx.request("GET", f"/v1/realtime/calls/{call_id}",
+                                          headers={"Authorization": f"Bearer {API_KEY}"})
+        self.assertEqual(status, 200, text)
+        self.assertEqual(json.loads(text)["id"], call_id[len("rtc_"):])
+        status, headers, text = self.tx.request("POST", f"/v1/realtime/calls/{call_id}/hangup",
+                                                headers={"Authorization": f"Bearer {API_KEY}"})
+        self.assertEqual(status, 200, text)
+        self.assertEqual(json.loads(text), {"id": call_id, "object": "realtime.call", "status": "ended"})
+        # Ended: a second hangup finds no live call.
+        self.assert_error(self.tx.request("POST", f"/v1/realtime/calls/{call_id}/hangup",
+                                          headers={"Authorization": f"Bearer {API_KEY}"}),
+                          404, "call_not_found", "call_id")
+
+    def test_delete_of_a_call_ends_it(self):
+        status, headers, answer = self.tx.call(agents_offer())
+        call_id = self.assert_data_channel_answer(status, headers, answer)
+        auth = {"Authorization": f"Bearer {API_KEY}"}
+        status, _, text = self.tx.request("DELETE", f"/v1/realtime/calls/{call_id}", headers=auth)
+        self.assertEqual(status, 204, text)
+        self.assert_error(self.tx.request("POST", f"/v1/realtime/calls/{call_id}/hangup", headers=auth),
+                          404, "call_not_found", "call_id")
+        self.assert_error(self.tx.request("PUT", f"/v1/realtime/calls/{call_id}", headers=auth),
+                          405, "method_not_allowed")
+
+    def test_hangup_of_unknown_or_malformed_call_ids(self):
+        auth = {"Authorization": f"Bearer {API_KEY}"}
+        for call_id in ("rtc_" + "0" * 32, "rtc_" + "ff" * 16, "0" * 32, "rtc_XYZ", "rtc_"):
+            with self.subTest(call_id=call_id):
+                self.assert_error(self.tx.request("POST", f"/v1/realtime/calls/{call_id}/hangup", headers=auth),
+                                  404, "call_not_found", "call_id")
+        self.assert_error(self.tx.request("GET", "/v1/realtime/calls", headers=auth), 405, "method_not_allowed")
+        self.assert_error(self.tx.request("POST", "/v1/realtime/nothing", headers=auth), 404, "not_found")
+
+    def test_legacy_realtime_route_with_model_query(self):
+        status, headers, answer = self.tx.call(agents_offer(), path="/v1/realtime?model=gpt-realtime")
+        self.assert_data_channel_answer(status, headers, answer)
+
+    def test_audio_only_offer_is_still_a_call(self):
+        status, headers, answer = self.tx.call(corpus("chrome_audio_offer.sdp"))
+        self.assertEqual(status, 201, answer)
+        self.assertNotIn("m=application", answer)
+
+    def test_json_errors_of_calls(self):
+        error = self.assert_error(self.tx.call("v=0\r\no=- 1 2 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=audio\r\n"),
+                                  400, "invalid_offer", "sdp", r"line 5")
+        self.assertEqual(error["type"], "invalid_request_error")
+        self.assert_error(self.tx.call(corpus("chrome_datachannel_only_offer.sdp")), 400, "invalid_offer", "sdp",
+                          r"text-only sessions are not allowed")
+        content_type, body = multipart([("session", "application/json", "{}")])
+        self.assert_error(self.tx.call(body, content_type=content_type), 400, "missing_sdp", "sdp")
+        content_type, body = multipart([("sdp", "application/sdp", agents_offer()),
+                                        ("session", "application/json", "[1, 2]")])
+        self.assert_error(self.tx.call(body, content_type=content_type), 400, "invalid_session", "session")
+        content_type, body = multipart([("sdp", "application/sdp", agents_offer()),
+                                        ("session", "application/json",
+                                         json.dumps({"instructions": "x" * 20000}))])
+        self.assert_error(self.tx.call(body, content_type=content_type), 400, "invalid_session", "session",
+                          r"larger than 16384 bytes")
+        content_type, body = multipart([("sdp", "application/sdp", agents_offer()),
+                                        ("session", "application/json", "[" * 5000 + "]" * 5000)])
+        self.assert_error(self.tx.call(body, content_type=content_type), 400, "invalid_session", "session")
+        self.assert_error(self.tx.call(body, content_type="multipart/form-data"), 400, "invalid_multipart",
+                          message=r"no boundary")
+        _, body = multipart([("sdp", "application/sdp", agents_offer())])
+        self.assert_error(self.tx.call(body[:-8], content_type="multipart/form-data; boundary=rtcedge-test-boundary"),
+                          400, "invalid_multipart")
+        self.assert_error(self.tx.call(agents_offer(), content_type="text/plain"), 415, "unsupported_media_type")
+        self.assertGreaterEqual(metric(self.tx.metrics(), "rtcedge_transceiver_realtime_calls_rejected_total",
+                                       {"code": "invalid_offer"}), 2)
+
+    def test_keys_that_are_refused(self):
+        self.assert_error(self.tx.call(agents_offer(), key=None), 401, "invalid_api_key")
+        self.assert_error(self.tx.call(agents_offer(), key="not-the-key-0123456789"), 401, "invalid_api_key")
+        self.assert_error(self.tx.call(agents_offer(), key="ek_garbage"), 401, "invalid_api_key")
+        self.assert_error(self.tx.call(agents_offer(), key="ek_" + "A" * 12000), 401, "invalid_api_key")
+        status, _, minted = self.tx.mint({})
+        self.assertEqual(status, 200, minted)
+        value = minted["value"]
+        claims, signature = value[3:].split(".")
+        # A flipped signature character; and claims rewritten to live longer under the old signature.
+        flipped = signature[:-1] + ("A" if signature[-1] != "A" else "B")
+        self.assert_error(self.tx.call(agents_offer(), key=f"ek_{claims}.{flipped}"), 401, "invalid_api_key",
+                          message="signature")
+        decoded = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
+        decoded["exp"] += 3600
+        forged = base64.urlsafe_b64encode(json.dumps(decoded).encode()).decode().rstrip("=")
+        self.assert_error(self.tx.call(agents_offer(), key=f"ek_{forged}.{signature}"), 401, "invalid_api_key")
+        # The genuine key still works.
+        status, _, answer = self.tx.call(agents_offer(), key=value)
+        self.assertEqual(status, 201, answer)
+
+    def test_key_from_another_fleet_is_refused_and_from_another_pod_accepted(self):
+        other_fleet = Transceiver("--realtime-key-secrets", OTHER_SECRET)
+        same_fleet = Transceiver("--realtime-key-secrets", SECRET)
+        try:
+            status, _, foreign = other_fleet.mint({})
+            self.assertEqual(status, 200, foreign)
+            self.assert_error(self.tx.call(agents_offer(), key=foreign["value"]), 401, "invalid_api_key",
+                              message="signature")
+            status, _, sibling = same_fleet.mint({"session": {"model": "gpt-realtime"}})
+            self.assertEqual(status, 200, sibling)
+            # Stateless: this pod never saw the key, and accepts it.
+            status, _, answer = self.tx.call(agents_offer(), key=sibling["value"])
+            self.assertEqual(status, 201, answer)
+        finally:
+            other_fleet.stop()
+            same_fleet.stop()
+
+    def test_client_secrets_shape(self):
+        before = int(time.time())
+        status, _, body = self.tx.mint({"expires_after": {"anchor": "created_at", "seconds": 600},
+                                        "session": {"type": "realtime", "model": "gpt-realtime",
+                                                    "instructions": "hi"}})
+        after = int(time.time())
+        self.assertEqual(status, 200, body)
+        self.assertEqual(set(body), {"value", "expires_at", "session"})
+        self.assertTrue(body["value"].startswith("ek_"))
+        self.assertGreaterEqual(body["expires_at"], before + 600)
+        self.assertLessEqual(body["expires_at"], after + 600)
+        session = body["session"]
+        self.assertEqual(session["type"], "realtime")
+        self.assertEqual(session["object"], "realtime.session")
+        self.assertRegex(session["id"], r"^sess_[0-9a-f]{24}$")
+        self.assertEqual(session["model"], "gpt-realtime")
+        self.assertEqual(session["instructions"], "hi")
+        # Defaults: 60 s, a filled session.
+        status, _, body = self.tx.mint(None)
+        self.assertEqual(status, 200, body)
+        self.assertLessEqual(abs(body["expires_at"] - (int(time.time()) + 60)), 2)
+        self.assertEqual(body["session"]["type"], "realtime")
+        self.assertIn("model", body["session"])
+
+    def test_legacy_sessions_shape(self):
+        status, _, body = self.tx.post_json("/v1/realtime/sessions", {"model": "gpt-realtime", "voice": "verse"})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["object"], "realtime.session")
+        self.assertEqual(body["voice"], "verse")
+        self.assertRegex(body["id"], r"^sess_")
+        secret = body["client_secret"]
+        self.assertTrue(secret["value"].startswith("ek_"))
+        self.assertLessEqual(abs(secret["expires_at"] - (int(time.time()) + 60)), 2)
+        status, _, answer = self.tx.call(agents_offer(), key=secret["value"])
+        self.assertEqual(status, 201, answer)
+
+    def test_client_secrets_errors(self):
+        for seconds in (9, 7201, "60", 60.5, -1):
+            with self.subTest(seconds=seconds):
+                self.assert_error(self.tx.mint({"expires_after": {"anchor": "created_at", "seconds": seconds}}),
+                                  400, "invalid_expires_after", "expires_after.seconds")
+        self.assert_error(self.tx.mint({"expires_after": {"anchor": "now", "seconds": 60}}), 400,
+                          "invalid_anchor", "expires_after.anchor")
+        self.assert_error(self.tx.mint({"expires_after": 60}), 400, "invalid_expires_after", "expires_after")
+        self.assert_error(self.tx.mint({"session": "realtime"}), 400, "invalid_session", "session")
+        self.assert_error(self.tx.mint("{not json"), 400, "invalid_json")
+        self.assert_error(self.tx.mint("[]"), 400, "invalid_json")
+        self.assert_error(self.tx.mint({}, key=None), 401, "invalid_api_key")
+        self.assert_error(self.tx.mint({}, key="wrong-key-0123456789"), 401, "invalid_api_key")
+        self.assert_error(self.tx.mint({"session": {"instructions": "x" * 15000}}), 400, "session_too_large",
+                          "session")
+        # An ek_ key cannot mint another one, valid or not.
+        status, _, minted = self.tx.mint({})
+        self.assertEqual(status, 200)
+        self.assert_error(self.tx.mint({}, key=minted["value"]), 403, "ephemeral_key_not_allowed")
+        self.assert_error(self.tx.post_json("/v1/realtime/sessions", {}, key=minted["value"]), 403,
+                          "ephemeral_key_not_allowed")
+        text = self.tx.metrics()
+        self.assertGreaterEqual(metric(text, "rtcedge_transceiver_realtime_keys_refused_total",
+                                       {"code": "invalid_expires_after"}), 5)
+        self.assertGreaterEqual(metric(text, "rtcedge_transceiver_realtime_keys_refused_total",
+                                       {"code": "ephemeral_key_not_allowed"}), 2)
+        self.assertGreaterEqual(metric(text, "rtcedge_transceiver_realtime_keys_minted_total"), 1)
+
+    def test_cors_for_realtime_clients(self):
+        status, headers, _ = self.tx.request("OPTIONS", "/v1/realtime/calls", headers={
+            "Origin": "https://app.example", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization,content-type,x-openai-agents-sdk"})
+        self.assertEqual(status, 204)
+        allowed = [h.strip().lower() for h in headers["access-control-allow-headers"].split(",")]
+        for header in ("authorization", "content-type", "x-openai-agents-sdk"):
+            self.assertIn(header, allowed)
+        self.assertIn("POST", headers["access-control-allow-methods"])
+        status, headers, _ = self.tx.call(agents_offer(), extra={"Origin": "https://app.example"})
+        self.assertEqual(status, 201)
+        self.assertEqual(headers["access-control-allow-origin"], "*")
+        self.assertIn("Location", headers["access-control-expose-headers"])
+        # Errors carry CORS too, or the page cannot read error.message.
+        status, headers, _ = self.tx.call(agents_offer(), key=None, extra={"Origin": "https://app.example"})
+        self.assertEqual(status, 401)
+        self.assertEqual(headers["access-control-allow-origin"], "*")
+
+    def test_created_metric(self):
+        before = metric(self.tx.metrics(), "rtcedge_transceiver_realtime_calls_created_total") or 0
+        status, _, _ = self.tx.call(agents_offer())
+        self.assertEqual(status, 201)
+        self.assertEqual(metric(self.tx.metrics(), "rtcedge_transceiver_realtime_calls_created_total"), before + 1)
+
+
+class Admission(RealtimeCase):
+    def test_text_only_when_allowed(self):
+        tx = Transceiver("--sessions-allow-text-only", "true")
+        try:
+            status, headers, answer = tx.call(corpus("chrome_datachannel_only_offer.sdp"))
+            self.assertEqual(status, 201, answer)
+            self.assertEqual([l for l in answer.split("\r\n") if l.startswith("m=")],
+                             ["m=application 9 UDP/DTLS/SCTP webrtc-datachannel"])
+            self.assertIn("a=group:BUNDLE 1", answer.split("\r\n"))
+            # No configured secret: keys verify only here, and the log says so.
+            self.assertIn("verify only on this pod", tx.output())
+        finally:
+            tx.stop()
+
+    def test_capacity_then_rate_limit_are_json_with_retry_after(self):
+        tx = Transceiver("--sessions-max-per-worker", "1", "--sessions-setup-rate", "1",
+                         "--sessions-setup-burst", "2", "--sessions-connect-timeout", "30s")
+        try:
+            self.assertEqual(tx.call(agents_offer())[0], 201)
+            response = tx.call(agents_offer())
+            self.assert_error(response, 503, "at_capacity")
+            self.assertEqual(response[1]["retry-after"], "2")
+            response = tx.call(agents_offer())
+            self.assert_error(response, 429, "rate_limited")
+            self.assertEqual(response[1]["retry-after"], "1")
+            self.assertEqual(metric(tx.metrics(), "rtcedge_transceiver_realtime_calls_rejected_total",
+                                    {"code": "rate_limited"}), 1)
+        finally:
+            tx.stop()
+
+
+class Configuration(unittest.TestCase):
+    def run_bad(self, *argv):
+        r = subprocess.run([ARGS.transceiver, "--check-config", *argv], capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        return r.stderr
+
+    def test_bad_realtime_keys_name_the_key(self):
+        self.assertIn("realtime.key_secrets", self.run_bad("--realtime-key-secrets", "nocolon"))
+        self.assertIn("realtime.key_secrets", self.run_bad("--realtime-key-secrets", "k:short"))
+        self.assertIn("realtime.key_secrets", self.run_bad("--realtime-key-secrets", "bad id!:" + "s" * 40))
+        self.assertIn("realtime.key_file", self.run_bad("--realtime-key-file", "/nonexistent/keys"))
+        self.assertIn("realtime.key_lifetime", self.run_bad("--realtime-key-lifetime", "5s"))
+        with tempfile.NamedTemporaryFile("w", suffix=".keys") as f:
+            f.write("# fleet secrets\n\nnew:" + "n" * 40 + "\nold\n")
+            f.flush()
+            stderr = self.run_bad("--realtime-key-file", f.name)
+            self.assertIn("line 4", stderr)
+
+    def test_good_key_file_is_accepted_and_redacted(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".keys") as f:
+            f.write("# fleet secrets\nnew:" + "n" * 40 + "\nold:" + "o" * 40 + "\n")
+            f.flush()
+            r = subprocess.run([ARGS.transceiver, "--check-config", "--realtime-key-file", f.name,
+                                "--realtime-key-secrets", SECRET], capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("a" * 40, r.stdout)
+        self.assertIn("key_lifetime", r.stdout)
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--transceiver", required=True)
+    ARGS, rest = ap.parse_known_args()
+    unittest.main(argv=[sys.argv[0], "-v", *rest])
+
+
+if __name__ == "__main__":
+    main()

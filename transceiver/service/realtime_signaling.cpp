@@ -1,0 +1,336 @@
+// realtime_signaling.cpp — see realtime_signaling.h.
+#include "realtime_signaling.h"
+
+#include <fstream>
+#include <utility>
+
+#include "error.h"
+#include "multipart_form.h"
+#include "random.h"
+
+namespace rtce {
+namespace {
+
+#define RTCE_REALTIME_ERROR_LABEL_(code, status, type, message) #code,
+constexpr const char* kErrorNames[] = {RTCE_REALTIME_ERRORS(RTCE_REALTIME_ERROR_LABEL_)};
+#undef RTCE_REALTIME_ERROR_LABEL_
+#define RTCE_REALTIME_ERROR_STATUS_(code, status, type, message) status,
+constexpr unsigned kErrorStatuses[] = {RTCE_REALTIME_ERRORS(RTCE_REALTIME_ERROR_STATUS_)};
+#undef RTCE_REALTIME_ERROR_STATUS_
+#define RTCE_REALTIME_ERROR_TYPE_(code, status, type, message) type,
+constexpr const char* kErrorTypes[] = {RTCE_REALTIME_ERRORS(RTCE_REALTIME_ERROR_TYPE_)};
+#undef RTCE_REALTIME_ERROR_TYPE_
+#define RTCE_REALTIME_ERROR_MESSAGE_(code, status, type, message) message,
+constexpr const char* kErrorMessages[] = {RTCE_REALTIME_ERRORS(RTCE_REALTIME_ERROR_MESSAGE_)};
+#undef RTCE_REALTIME_ERROR_MESSAGE_
+
+// Session configs are a few levels deep; a deeper body is refused before nlohmann recurses
+// through it (its serializer does, and an attacker picks the depth).
+constexpr int kMaxJsonDepth = 32;
+// A session config is a few KiB; the same bound as the one an ephemeral key carries.
+constexpr size_t kMaxSessionPartBytes = kEphemeralKeyMaxChars;
+
+bool json_depth_ok(std::string_view text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+// A JSON object, or nullopt (malformed, too deep, or another type).
+std::optional<nlohmann::json> parse_object(std::string_view text) {
+  if (!json_depth_ok(text)) return std::nullopt;
+  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded() || !value.is_object()) return std::nullopt;
+  return value;
+}
+
+std::string random_hex(size_t bytes) {
+  std::vector<uint8_t> raw(bytes);
+  fill_random(raw.data(), raw.size());
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : raw) {
+    out.push_back(digits[b >> 4]);
+    out.push_back(digits[b & 15]);
+  }
+  return out;
+}
+
+// What a Realtime client expects of a session object: the defaults filled and an id, a fresh
+// one for a new key (a client does not choose it), else the key's own.
+nlohmann::json filled_session(nlohmann::json session, bool fresh_id) {
+  if (!session.contains("type")) session["type"] = "realtime";
+  if (!session.contains("model")) session["model"] = "rtcedge";
+  session["object"] = "realtime.session";
+  if (fresh_id || !session.contains("id") || !session["id"].is_string())
+    session["id"] = "sess_" + random_hex(12);
+  return session;
+}
+
+// The session worker id part of a call id "rtc_<hex>", or "" when it is not one.
+std::string session_id_of_call(std::string_view call_id) {
+  if (!call_id.starts_with(kRealtimeCallIdPrefix)) return {};
+  call_id.remove_prefix(kRealtimeCallIdPrefix.size());
+  if (call_id.empty() || call_id.size() > 64 ||
+      call_id.find_first_not_of("0123456789abcdef") != std::string_view::npos)
+    return {};
+  return std::string(call_id);
+}
+
+// A query parameter's raw value ("" when absent): only the model name of the legacy route.
+std::string_view query_value(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=')
+      return pair.substr(name.size() + 1);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+  }
+  return {};
+}
+
+HttpResponse json_response(unsigned status, const nlohmann::json& body) {
+  return HttpResponse::json(status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+}  // namespace
+
+std::string_view realtime_error_name(RealtimeError error) { return vocab_name(kErrorNames, error); }
+unsigned realtime_error_status(RealtimeError error) { return kErrorStatuses[static_cast<size_t>(error)]; }
+std::string_view realtime_error_type(RealtimeError error) { return vocab_name(kErrorTypes, error); }
+std::string_view realtime_error_message(RealtimeError error) { return vocab_name(kErrorMessages, error); }
+
+HttpResponse realtime_error_response(RealtimeError error, std::string_view detail, std::string_view param) {
+  std::string message(realtime_error_message(error));
+  if (!detail.empty()) message.append(": ").append(detail);
+  nlohmann::json body = {{"error",
+                          {{"message", message},
+                           {"type", realtime_error_type(error)},
+                           {"code", realtime_error_name(error)},
+                           {"param", param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param)}}}};
+  HttpResponse response = json_response(realtime_error_status(error), body);
+  if (error == RealtimeError::rate_limited) response.headers.emplace_back("Retry-After", "1");
+  if (error == RealtimeError::at_capacity) response.headers.emplace_back("Retry-After", "2");
+  if (error == RealtimeError::draining) response.headers.emplace_back("Retry-After", "5");
+  if (realtime_error_status(error) == 401) response.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return response;
+}
+
+std::vector<EphemeralSecret> realtime_key_secrets(const TransceiverConfig& config) {
+  std::vector<EphemeralSecret> secrets;
+  auto add = [&secrets](std::string_view item, const std::string& where) {
+    const size_t colon = item.find(':');
+    if (colon == std::string_view::npos || colon == 0)
+      throw ConfigError(where + ": an ephemeral-key secret must be 'id:secret'");
+    secrets.push_back({std::string(item.substr(0, colon)), std::string(item.substr(colon + 1))});
+  };
+  for (const std::string& item : config.realtime_key_secrets) add(item, "realtime.key_secrets");
+  if (!config.realtime_key_file.empty()) {
+    std::ifstream in(config.realtime_key_file);
+    if (!in) throw ConfigError("realtime.key_file: cannot read " + config.realtime_key_file);
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      const size_t start = line.find_first_not_of(" \t");
+      if (start == std::string::npos || line[start] == '#') continue;
+      add(std::string_view(line).substr(start),
+          "realtime.key_file " + config.realtime_key_file + " line " + std::to_string(number));
+    }
+  }
+  return secrets;
+}
+
+RealtimeSignaling::RealtimeSignaling(EphemeralKeyring keyring, int64_t default_key_lifetime_s,
+                                     size_t max_part_bytes, RealtimeHooks hooks)
+    : keyring_(std::move(keyring)),
+      default_key_lifetime_s_(default_key_lifetime_s),
+      max_part_bytes_(max_part_bytes),
+      hooks_(std::move(hooks)) {}
+
+bool RealtimeSignaling::handle(const HttpRequest& request, const HttpServer::Responder& respond) {
+  const std::string_view path = request.path;
+  constexpr std::string_view kBase = "/v1/realtime";
+  if (path != kBase && !path.starts_with("/v1/realtime/")) return false;
+  const bool post = request.method == "POST";
+  auto not_allowed = [&] { respond(realtime_error_response(RealtimeError::method_not_allowed, "use POST")); };
+  if (path == kRealtimeCallsPath || path == kBase) {
+    post ? create_call(request, respond) : not_allowed();
+  } else if (path.starts_with(std::string(kRealtimeCallsPath) + "/")) {
+    call_request(path.substr(kRealtimeCallsPath.size() + 1), request, respond);
+  } else if (path == "/v1/realtime/client_secrets") {
+    post ? mint(request, respond, false) : not_allowed();
+  } else if (path == "/v1/realtime/sessions") {
+    post ? mint(request, respond, true) : not_allowed();
+  } else {
+    respond(realtime_error_response(RealtimeError::not_found));
+  }
+  return true;
+}
+
+void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer::Responder& respond) {
+  auto refuse = [this, &respond](RealtimeError error, std::string_view detail = {},
+                                 std::string_view param = {}) {
+    stats_.calls_rejected[static_cast<size_t>(error)].fetch_add(1, std::memory_order_relaxed);
+    respond(realtime_error_response(error, detail, param));
+  };
+  // An ek_ key carries the session config it was minted with; any other key must be a server key.
+  nlohmann::json session = nlohmann::json::object();
+  const auto credentials = credentials_for_scheme(request.header("authorization"), "Bearer");
+  if (credentials && credentials->starts_with(kEphemeralKeyPrefix)) {
+    VerifiedKey verified = keyring_.verify(*credentials, hooks_.unix_now());
+    if (verified.error) {
+      return refuse(*verified.error == EphemeralKeyError::expired ? RealtimeError::expired_api_key
+                                                                  : RealtimeError::invalid_api_key,
+                    ephemeral_key_error_message(*verified.error));
+    }
+    session = std::move(verified.session);
+  } else if (!hooks_.server_key_ok(request)) {
+    return refuse(RealtimeError::invalid_api_key);
+  }
+
+  const std::string_view content_type = request.header("content-type");
+  std::string_view sdp;
+  if (media_type_is(content_type, "application/sdp")) {
+    sdp = request.body;
+  } else if (media_type_is(content_type, "multipart/form-data")) {
+    MultipartResult form = parse_multipart_form(content_type, request.body, max_part_bytes_);
+    if (form.error) return refuse(RealtimeError::invalid_multipart, multipart_error_message(*form.error));
+    const FormPart* sdp_part = form.form.find("sdp");
+    if (sdp_part == nullptr) return refuse(RealtimeError::missing_sdp, {}, "sdp");
+    sdp = sdp_part->content;
+    if (const FormPart* session_part = form.form.find("session")) {
+      if (session_part->content.size() > kMaxSessionPartBytes)
+        return refuse(RealtimeError::invalid_session,
+                      "larger than " + std::to_string(kMaxSessionPartBytes) + " bytes", "session");
+      auto parsed = parse_object(session_part->content);
+      if (!parsed) return refuse(RealtimeError::invalid_session, {}, "session");
+      // The form's session wins, field by top-level field, over the key's.
+      session.update(*parsed);
+    }
+  } else {
+    return refuse(RealtimeError::unsupported_media_type);
+  }
+  if (!session.contains("model")) {
+    const std::string_view model = query_value(request.query, "model");
+    if (!model.empty() && model.size() <= 128) session["model"] = std::string(model);
+  }
+  session = filled_session(std::move(session), false);
+  if (auto refusal = hooks_.admit()) return refuse(*refusal);
+
+  RealtimeOffer offer;
+  offer.sdp = sdp;
+  offer.session = std::move(session);
+  offer.user_agent = std::string(request.header("user-agent").substr(0, 256));
+  hooks_.place(offer, [this, respond](PlaceResult result) {
+    if (auto* refusal = std::get_if<PlaceRefusal>(&result)) {
+      stats_.calls_rejected[static_cast<size_t>(refusal->error)].fetch_add(1, std::memory_order_relaxed);
+      return respond(realtime_error_response(refusal->error, refusal->detail,
+                                             refusal->error == RealtimeError::invalid_offer ? "sdp" : ""));
+    }
+    auto& placed = std::get<PlacedCall>(result);
+    stats_.calls_created.fetch_add(1, std::memory_order_relaxed);
+    HttpResponse response{201, "application/sdp", std::move(placed.answer), {}};
+    response.headers.emplace_back("Location", std::string(kRealtimeCallsPath) + "/" +
+                                                  std::string(kRealtimeCallIdPrefix) + placed.session_id);
+    respond(std::move(response));
+  });
+}
+
+void RealtimeSignaling::call_request(std::string_view rest, const HttpRequest& request,
+                                     const HttpServer::Responder& respond) {
+  // The same keys that may create a call may end it; an ek_ key must still verify.
+  const auto credentials = credentials_for_scheme(request.header("authorization"), "Bearer");
+  if (credentials && credentials->starts_with(kEphemeralKeyPrefix)) {
+    if (keyring_.verify(*credentials, hooks_.unix_now()).error)
+      return respond(realtime_error_response(RealtimeError::invalid_api_key));
+  } else if (!hooks_.server_key_ok(request)) {
+    return respond(realtime_error_response(RealtimeError::invalid_api_key));
+  }
+  const size_t slash = rest.find('/');
+  const std::string id = session_id_of_call(rest.substr(0, slash));
+  if (id.empty()) return respond(realtime_error_response(RealtimeError::call_not_found, {}, "call_id"));
+  if (slash == std::string_view::npos) {
+    if (request.method != "GET" && request.method != "DELETE")
+      return respond(realtime_error_response(RealtimeError::method_not_allowed, "use GET or DELETE"));
+    return hooks_.session_request(id, request, respond);
+  }
+  if (rest.substr(slash + 1) != "hangup") return respond(realtime_error_response(RealtimeError::not_found));
+  if (request.method != "POST")
+    return respond(realtime_error_response(RealtimeError::method_not_allowed, "use POST"));
+  hooks_.hang_up(id, [this, respond, call_id = std::string(kRealtimeCallIdPrefix) + id](bool ended) {
+    if (!ended) return respond(realtime_error_response(RealtimeError::call_not_found, {}, "call_id"));
+    stats_.calls_hung_up.fetch_add(1, std::memory_order_relaxed);
+    respond(json_response(200, {{"id", call_id}, {"object", "realtime.call"}, {"status", "ended"}}));
+  });
+}
+
+void RealtimeSignaling::mint(const HttpRequest& request, const HttpServer::Responder& respond,
+                             bool legacy_sessions) {
+  auto refuse = [this, &respond](RealtimeError error, std::string_view detail = {},
+                                 std::string_view param = {}) {
+    stats_.keys_refused[static_cast<size_t>(error)].fetch_add(1, std::memory_order_relaxed);
+    respond(realtime_error_response(error, detail, param));
+  };
+  // A page holding an ek_ key must not be able to renew it forever.
+  const auto credentials = credentials_for_scheme(request.header("authorization"), "Bearer");
+  if (credentials && credentials->starts_with(kEphemeralKeyPrefix))
+    return refuse(RealtimeError::ephemeral_key_not_allowed);
+  if (!hooks_.server_key_ok(request)) return refuse(RealtimeError::invalid_api_key);
+
+  nlohmann::json body = nlohmann::json::object();
+  if (request.body.find_first_not_of(" \t\r\n") != std::string::npos) {
+    auto parsed = parse_object(request.body);
+    if (!parsed) return refuse(RealtimeError::invalid_json);
+    body = std::move(*parsed);
+  }
+  int64_t lifetime = default_key_lifetime_s_;
+  nlohmann::json session = nlohmann::json::object();
+  if (legacy_sessions) {
+    session = std::move(body);  // the old endpoint's body is the session config itself
+  } else {
+    if (body.contains("expires_after")) {
+      const nlohmann::json& expires = body["expires_after"];
+      if (!expires.is_object()) return refuse(RealtimeError::invalid_expires_after, {}, "expires_after");
+      if (expires.contains("anchor") && expires["anchor"] != "created_at")
+        return refuse(RealtimeError::invalid_anchor, {}, "expires_after.anchor");
+      if (expires.contains("seconds")) {
+        const nlohmann::json& seconds = expires["seconds"];
+        if (!seconds.is_number_integer() || seconds.get<int64_t>() < kEphemeralKeyMinLifetime ||
+            seconds.get<int64_t>() > kEphemeralKeyMaxLifetime)
+          return refuse(RealtimeError::invalid_expires_after, {}, "expires_after.seconds");
+        lifetime = seconds.get<int64_t>();
+      }
+    }
+    if (body.contains("session")) {
+      if (!body["session"].is_object()) return refuse(RealtimeError::invalid_session, {}, "session");
+      session = std::move(body["session"]);
+    }
+  }
+  session = filled_session(std::move(session), true);
+  auto key = keyring_.mint(session, hooks_.unix_now(), lifetime);
+  if (!key) return refuse(RealtimeError::session_too_large, {}, "session");
+  stats_.keys_minted.fetch_add(1, std::memory_order_relaxed);
+  if (legacy_sessions) {
+    session["client_secret"] = {{"value", key->value}, {"expires_at", key->expires_at}};
+    return respond(json_response(200, session));
+  }
+  respond(json_response(200, {{"value", key->value}, {"expires_at", key->expires_at}, {"session", session}}));
+}
+
+}  // namespace rtce

@@ -1,0 +1,142 @@
+// realtime_signaling.h — the Realtime-compatible signaling surface of rtcedge-transceiver, so
+// that voice-agent code written for it (`@openai/agents-realtime`, the `openai` SDKs) connects
+// by changing only its base URL: POST /v1/realtime/calls (raw SDP or multipart/form-data),
+// the older POST /v1/realtime, hangup and GET/DELETE of a call, POST
+// /v1/realtime/client_secrets and the legacy POST /v1/realtime/sessions, all with the JSON
+// errors those clients read. Socket-free: the service supplies admission, placement and
+// session lookups as hooks, and the clock; this class owns the parsing, the ephemeral keys
+// and the response shapes.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "ephemeral_key.h"
+#include "http_server.h"
+#include "transceiver_config.h"
+#include "vocab.h"
+
+namespace rtce {
+
+// X(code, HTTP status, error type, message): every error a Realtime route answers, as
+// {"error":{"message","type","code","param"}}.
+#define RTCE_REALTIME_ERRORS(X)                                                                           \
+  X(invalid_offer, 400, "invalid_request_error", "the SDP offer was refused")                             \
+  X(missing_sdp, 400, "invalid_request_error", "the form has no sdp part")                                \
+  X(invalid_multipart, 400, "invalid_request_error", "the multipart/form-data body is malformed")         \
+  X(invalid_session, 400, "invalid_request_error", "the session is not a JSON object")                    \
+  X(invalid_json, 400, "invalid_request_error", "the body is not a JSON object")                          \
+  X(invalid_expires_after, 400, "invalid_request_error",                                                  \
+    "expires_after.seconds must be an integer 10..7200")                                                  \
+  X(invalid_anchor, 400, "invalid_request_error", "expires_after.anchor must be \"created_at\"")          \
+  X(session_too_large, 400, "invalid_request_error", "the session config is too large to carry in a key") \
+  X(unsupported_media_type, 415, "invalid_request_error",                                                 \
+    "Content-Type must be application/sdp or multipart/form-data")                                        \
+  X(invalid_api_key, 401, "invalid_request_error",                                                        \
+    "missing or unknown API key (Authorization: Bearer <key>)")                                           \
+  X(expired_api_key, 401, "invalid_request_error", "the ephemeral key has expired")                       \
+  X(ephemeral_key_not_allowed, 403, "invalid_request_error",                                              \
+    "an ephemeral key cannot mint keys: use a server API key")                                            \
+  X(call_not_found, 404, "invalid_request_error", "no such call")                                         \
+  X(not_found, 404, "invalid_request_error", "no such Realtime endpoint")                                 \
+  X(method_not_allowed, 405, "invalid_request_error", "method not allowed on this path")                  \
+  X(rate_limited, 429, "rate_limit_error", "session setup rate exceeded")                                 \
+  X(at_capacity, 503, "server_error", "every media worker is at sessions.max_per_worker")                 \
+  X(draining, 503, "server_error", "draining: this transceiver takes no new calls")
+
+#define RTCE_REALTIME_ERROR_ENUMERATOR_(code, status, type, message) code,
+enum class RealtimeError { RTCE_REALTIME_ERRORS(RTCE_REALTIME_ERROR_ENUMERATOR_) };
+#undef RTCE_REALTIME_ERROR_ENUMERATOR_
+#define RTCE_REALTIME_ERROR_VALUE_(code, status, type, message) RealtimeError::code,
+inline constexpr RealtimeError kRealtimeErrors[] = {RTCE_REALTIME_ERRORS(RTCE_REALTIME_ERROR_VALUE_)};
+#undef RTCE_REALTIME_ERROR_VALUE_
+inline constexpr size_t kRealtimeErrorCount = std::size(kRealtimeErrors);
+
+std::string_view realtime_error_name(RealtimeError error);  // the "code" field and the metric label
+unsigned realtime_error_status(RealtimeError error);
+std::string_view realtime_error_type(RealtimeError error);
+std::string_view realtime_error_message(RealtimeError error);
+
+// The JSON error response; `detail` is appended to the message ("...: line 3: no Opus codec"),
+// `param` names the offending field (null when empty). 429 and 503 carry Retry-After.
+HttpResponse realtime_error_response(RealtimeError error, std::string_view detail = {},
+                                     std::string_view param = {});
+
+// What the service needs to place a call.
+struct RealtimeOffer {
+  std::string_view sdp;                               // valid until the place hook returns
+  nlohmann::json session = nlohmann::json::object();  // the call's session config
+  std::string user_agent;
+};
+struct PlacedCall {
+  std::string session_id;  // the worker-prefixed hex id; the call id is "rtc_" + it
+  std::string answer;      // SDP
+};
+struct PlaceRefusal {
+  RealtimeError error = RealtimeError::invalid_offer;
+  std::string detail;  // the SDP parser's reason, say
+};
+using PlaceResult = std::variant<PlacedCall, PlaceRefusal>;
+
+struct RealtimeHooks {
+  // http.api_keys accept the request's Bearer key (true for any request when none are set).
+  std::function<bool(const HttpRequest&)> server_key_ok;
+  // Draining or over the setup rate: the refusal; nullopt = go ahead (a token is taken).
+  std::function<std::optional<RealtimeError>()> admit;
+  // Parses the offer and places a session; calls done exactly once, from any thread.
+  std::function<void(const RealtimeOffer&, std::function<void(PlaceResult)> done)> place;
+  // GET or DELETE of /v1/realtime/calls/rtc_<id>: the /v1/sessions/<id> handling.
+  std::function<void(const std::string& session_id, const HttpRequest&, HttpServer::Responder)>
+      session_request;
+  // Ends the session; done(true) when it was live, done(false) when unknown.
+  std::function<void(const std::string& session_id, std::function<void(bool ended)> done)> hang_up;
+  std::function<int64_t()> unix_now;
+};
+
+// Counters for /metrics; the create counters are bumped from worker threads too.
+struct RealtimeStats {
+  std::atomic<uint64_t> calls_created{0};
+  std::array<std::atomic<uint64_t>, kRealtimeErrorCount> calls_rejected{};
+  std::atomic<uint64_t> calls_hung_up{0};
+  std::atomic<uint64_t> keys_minted{0};
+  std::array<std::atomic<uint64_t>, kRealtimeErrorCount> keys_refused{};
+};
+
+inline constexpr std::string_view kRealtimeCallIdPrefix = "rtc_";
+inline constexpr std::string_view kRealtimeCallsPath = "/v1/realtime/calls";
+
+// The ephemeral-key secrets of the configuration: realtime.key_secrets, then the lines of
+// realtime.key_file. Throws ConfigError naming the key (and the file's line) on a bad item.
+std::vector<EphemeralSecret> realtime_key_secrets(const TransceiverConfig& config);
+
+class RealtimeSignaling {
+ public:
+  // max_part_bytes bounds each multipart part.
+  RealtimeSignaling(EphemeralKeyring keyring, int64_t default_key_lifetime_s, size_t max_part_bytes,
+                    RealtimeHooks hooks);
+
+  // True when the path is under /v1/realtime; respond is then called exactly once.
+  bool handle(const HttpRequest& request, const HttpServer::Responder& respond);
+
+  const RealtimeStats& stats() const { return stats_; }
+
+ private:
+  void create_call(const HttpRequest& request, const HttpServer::Responder& respond);
+  void call_request(std::string_view rest, const HttpRequest& request, const HttpServer::Responder& respond);
+  void mint(const HttpRequest& request, const HttpServer::Responder& respond, bool legacy_sessions);
+
+  EphemeralKeyring keyring_;
+  int64_t default_key_lifetime_s_;
+  size_t max_part_bytes_;
+  RealtimeHooks hooks_;
+  RealtimeStats stats_;
+};
+
+}  // namespace rtce

@@ -388,6 +388,12 @@ void RealtimeEventChannel::on_open(Nanos) {
     ++stats_.errors_sent;
     send(error);
   }
+  // Output that began before the channel opened: the client hears it, so it is told, and
+  // the stopped that follows has its started.
+  if (output_ == Output::playing) {
+    json started = {{"type", "output_audio_buffer.started"}, {"response_id", output_response_id_}};
+    send(started);
+  }
 }
 
 void RealtimeEventChannel::on_client_message(std::span<const uint8_t> message, bool binary, Nanos now) {

@@ -413,11 +413,14 @@ TEST_F(RealtimeEventsTest, EventsBeforeOpenAreCountedNotSent) {
   EXPECT_TRUE(to_client.empty());
   EXPECT_EQ(ch.stats().dropped(RealtimeDrop::not_open), 2u);
   ch.on_open(0);
-  ASSERT_EQ(to_client.size(), 1u);
-  EXPECT_EQ(to_client[0]["type"], "session.created");
-  ch.on_output_stopped(0);
   ASSERT_EQ(to_client.size(), 2u);
+  EXPECT_EQ(to_client[0]["type"], "session.created");
+  EXPECT_EQ(to_client[1]["type"], "output_audio_buffer.started") << "the output already playing is announced";
   EXPECT_EQ(to_client[1]["response_id"], "resp_early") << "the response seen before open still counts";
+  ch.on_output_stopped(0);
+  ASSERT_EQ(to_client.size(), 3u);
+  EXPECT_EQ(to_client[2]["type"], "output_audio_buffer.stopped");
+  EXPECT_EQ(to_client[2]["response_id"], "resp_early");
 }
 
 TEST_F(RealtimeEventsTest, EventIdsDifferAcrossChannels) {

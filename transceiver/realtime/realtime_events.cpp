@@ -1,8 +1,6 @@
 // realtime_events.cpp — see realtime_events.h.
 #include "realtime_events.h"
 
-#include <algorithm>
-#include <cstdio>
 #include <optional>
 #include <utility>
 
@@ -88,20 +86,18 @@ json default_turn_detection(std::string_view type) {
 class Problems {
  public:
   void add(const std::string& path, std::string_view why) {
-    if (items_.empty()) first_param_ = path;
+    if (text_.empty()) first_param_ = path;
     if (!text_.empty()) text_ += "; ";
     text_ += cut_quote(path);
     text_ += " (";
     text_ += why;
     text_ += ")";
-    items_.push_back(path);
   }
-  bool empty() const { return items_.empty(); }
+  bool empty() const { return text_.empty(); }
   const std::string& text() const { return text_; }
   const std::string& first_param() const { return first_param_; }
 
  private:
-  std::vector<std::string> items_;
   std::string text_;
   std::string first_param_;
 };

@@ -1,6 +1,7 @@
 // realtime_events.cpp — see realtime_events.h.
 #include "realtime_events.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -107,11 +108,16 @@ class SessionMerger {
   SessionMerger(const RealtimeEventChannel::Limits& limits, Problems& problems)
       : limits_(limits), problems_(problems) {}
 
+  // What the update set, as it was applied: the client's fields minus the refused, unknown
+  // and read-only ones, fall-backs as applied (a session.update a Realtime server accepts).
+  json& accepted() { return accepted_; }
+
   void apply(json& session, const json& update) {
     for (const auto& [key, value] : update.items()) {
       const std::string path = "session." + key;
       if (key == "type") {
         if (value != "realtime") problems_.add(path, "only \"realtime\" sessions are served here");
+        accept(path, "realtime");
       } else if (key == "id" || key == "object" || key == "expires_at" || key == "client_secret") {
         // Read-only fields a client may echo back from session.created: nothing to apply.
       } else if (key == "model" || key == "instructions") {
@@ -181,6 +187,7 @@ class SessionMerger {
           input[key] = nullptr;
         } else {
           input[key] = value;
+          accept(path, value);
         }
       } else if (key == "transcription") {
         if (!value.is_null() && !value.is_object()) {
@@ -190,6 +197,7 @@ class SessionMerger {
           input[key] = nullptr;
         } else {
           input[key] = value;
+          accept(path, value);
         }
       } else if (key == "turn_detection") {
         set_turn_detection(input[key], value, path);
@@ -236,12 +244,14 @@ class SessionMerger {
       }
     }
     if (type == "audio/pcm") format["rate"] = 24000;
+    accept(path, format);
     target = std::move(format);
   }
 
   void set_turn_detection(json& target, const json& value, const std::string& path) {
     if (value.is_null()) {
       target = nullptr;
+      accept(path, nullptr);
       return;
     }
     const json type = string_or_null(value, "type");
@@ -282,6 +292,7 @@ class SessionMerger {
         problems_.add(field_path, "unknown field");
       }
     }
+    accept(path, td);
     target = std::move(td);
   }
 
@@ -301,13 +312,23 @@ class SessionMerger {
   void set_if(json& target, const json& value, const std::string& path, bool ok, std::string_view why) {
     if (ok) {
       target = value;
+      accept(path, value);
     } else {
       problems_.add(path, why);
     }
   }
 
+  // Records an applied field at its place in accepted_ ("session.audio.input.format" ->
+  // /audio/input/format). Only known keys get here, and none holds a '.' or a '/'.
+  void accept(const std::string& path, const json& value) {
+    std::string pointer = path.substr(std::string_view("session").size());
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    accepted_[json::json_pointer(pointer)] = value;
+  }
+
   const RealtimeEventChannel::Limits& limits_;
   Problems& problems_;
+  json accepted_ = json::object();
 };
 
 std::string random_hex(size_t bytes) {
@@ -439,7 +460,8 @@ void RealtimeEventChannel::handle_session_update(json& event, const json& client
     return drop_client(RealtimeDrop::bad_session_update, {}, client_event_id);
   }
   Problems problems;
-  SessionMerger(limits_, problems).apply(session_, *it);
+  SessionMerger merger(limits_, problems);
+  merger.apply(session_, *it);
   ++stats_.session_updates;
   json updated = {{"type", "session.updated"}, {"session", session_}};
   send(updated);
@@ -454,9 +476,12 @@ void RealtimeEventChannel::handle_session_update(json& event, const json& client
     ++stats_.errors_sent;
     send(error);
   }
-  // The backend gets the whole resulting session, not the client's diff: it never sees a
-  // field the edge refused, and each update stands on its own.
-  json forwarded = {{"type", "session.update"}, {"session", session_}};
+  // The backend gets what was applied, in the client's own terms: never a field the edge
+  // refused or a read-only one (a Realtime server would reject those), and nothing the
+  // client did not set (the backend's defaults are its own). The whole session is session().
+  json& applied = merger.accepted();
+  applied["type"] = "realtime";
+  json forwarded = {{"type", "session.update"}, {"session", std::move(applied)}};
   if (client_event_id.is_string()) forwarded["event_id"] = client_event_id;
   ++stats_.client_events_forwarded;
   if (callbacks_.send_to_backend) callbacks_.send_to_backend(forwarded);

@@ -141,11 +141,16 @@ TEST_F(RealtimeEventsTest, SdkFirstUpdateGetsSessionUpdatedThenOneErrorNamingWha
   EXPECT_EQ(err["error"]["param"], "session.audio.input.transcription");
   expect_all_have_event_ids();
 
-  // The backend gets the resulting session, with the client's event_id.
+  // The backend gets what was applied, in the client's terms, with the client's event_id:
+  // the refused transcription is gone, semantic_vad is the server_vad in use, no read-only
+  // or default fields are added.
   ASSERT_EQ(to_backend.size(), 1u);
   EXPECT_EQ(to_backend[0]["type"], "session.update");
   EXPECT_EQ(to_backend[0]["event_id"], "evt_client_1");
-  EXPECT_EQ(to_backend[0]["session"], ch.session());
+  json expected = json::parse(kSdkFirstUpdate)["session"];
+  expected["audio"]["input"].erase("transcription");
+  expected["audio"]["input"]["turn_detection"] = s["audio"]["input"]["turn_detection"];
+  EXPECT_EQ(to_backend[0]["session"], expected);
   EXPECT_EQ(ch.stats().session_updates, 1u);
   EXPECT_EQ(ch.stats().errors_sent, 1u);
 
@@ -193,6 +198,25 @@ TEST_F(RealtimeEventsTest, BadSessionFieldsAreReportedTogetherAndTheRestApplied)
     EXPECT_NE(message.find(path), std::string::npos) << path << " in " << message;
   }
   EXPECT_EQ(to_client[1]["error"]["event_id"], "e2");
+}
+
+TEST_F(RealtimeEventsTest, ReadOnlyAndRefusedFieldsDoNotReachTheBackend) {
+  auto ch = make();
+  ch.on_open(0);
+  json echoed = ch.session();  // a client sending back the session it was given, plus junk
+  echoed["instructions"] = "new";
+  echoed["bogus"] = true;
+  echoed["audio"]["output"]["speed"] = "fast";
+  event(ch, {{"type", "session.update"}, {"session", echoed}});
+  ASSERT_EQ(to_backend.size(), 1u);
+  const json& sent = to_backend[0]["session"];
+  EXPECT_EQ(sent["type"], "realtime");
+  EXPECT_EQ(sent["instructions"], "new");
+  for (const char* key : {"id", "object", "bogus"}) EXPECT_FALSE(sent.contains(key)) << key;
+  EXPECT_FALSE(sent["audio"]["output"].contains("speed"));
+  EXPECT_EQ(sent["audio"]["output"]["voice"], "alloy");
+  EXPECT_EQ(ch.session()["audio"]["output"]["speed"], 1.0);
+  EXPECT_EQ(ch.session()["instructions"], "new");
 }
 
 TEST_F(RealtimeEventsTest, TurnDetectionNullAndServerVadFieldsApply) {

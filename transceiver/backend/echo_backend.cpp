@@ -1,15 +1,22 @@
 // echo_backend.cpp — the in-process echo backend for demos and tests. loopback: a delay
 // line of frames, each played back once after loopback_delay. parrot: an energy VAD records
-// one utterance and replays it once at 20 ms pace. Output comes only from a timer on the
-// io_context, never from inside send_audio, so the session sees the same re-entrancy rules
-// as with the WebSocket backend.
+// one utterance and replays it once at 20 ms pace. Both speak the Realtime events of the
+// oai-events channel (docs/backend-protocol.md): the VAD's speech_started/stopped, the
+// parrot's replay as a response, a text echo for conversation.item.create + response.create,
+// and output_audio_buffer.clear / response.cancel stopping the replay. Output and events
+// come only from a timer on the io_context, never from inside send_audio or send_event, so
+// the session sees the same re-entrancy rules as with the WebSocket backend.
 #include <algorithm>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "backend.h"
 #include "backend_protocol.h"
+#include "random.h"
 
 namespace rtce {
 
@@ -20,11 +27,52 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr auto kFrame = 20ms;
-constexpr double kSpeechRms = 500.0;      // about -36 dBFS: speech, not room noise
-constexpr int kHangoverFrames = 35;       // 700 ms of silence ends an utterance
-constexpr int kMaxUtteranceFrames = 500;  // 10 s
-constexpr size_t kExtraDelayFrames = 50;  // the delay line holds the delay plus 1 s of burst
+constexpr double kSpeechRms = 500.0;         // about -36 dBFS: speech, not room noise
+constexpr int kHangoverFrames = 35;          // 700 ms of silence ends an utterance
+constexpr size_t kMaxUtteranceFrames = 500;  // 10 s
+constexpr size_t kExtraDelayFrames = 50;     // the delay line holds the delay plus 1 s of burst
 constexpr size_t kMaxOpusPacketBytes = 4000;
+constexpr int kFrameMs = 20;
+// Events wait for the next timer tick; a client flooding text turns cannot grow this
+// without bound (the excess is dropped and counted as protocol errors).
+constexpr size_t kMaxPendingEvents = 256;
+
+using json = nlohmann::json;
+
+// A string member of an object, or "" (json::value throws on a member of another type).
+std::string_view str(const json& object, const char* key) {
+  if (!object.is_object()) return {};
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? std::string_view(it->get_ref<const std::string&>())
+                                               : std::string_view();
+}
+
+std::string random_hex(size_t bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::vector<unsigned char> raw(bytes);
+  fill_random(raw.data(), raw.size());
+  std::string out;
+  for (unsigned char b : raw) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+// The text of a user message item's input_text parts, or nullopt for anything else.
+std::optional<std::string> user_text(const json& item) {
+  if (str(item, "type") != "message" || str(item, "role") != "user") return std::nullopt;
+  auto content = item.find("content");
+  if (content == item.end() || !content->is_array()) return std::nullopt;
+  std::string text;
+  bool any = false;
+  for (const json& part : *content) {
+    if (str(part, "type") != "input_text" || !part.contains("text") || !part["text"].is_string()) continue;
+    text += str(part, "text");
+    any = true;
+  }
+  return any ? std::optional<std::string>(std::move(text)) : std::nullopt;
+}
 
 struct DelayedFrame {
   Clock::time_point due;
@@ -47,6 +95,7 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
                     kExtraDelayFrames) {
     for (auto& slot : delay_line_) slot.pcm.reserve(frame_samples_);
     out_pcm_.reserve(frame_samples_);
+    id_prefix_ = random_hex(6);
     if (config_.mode == EchoBackendConfig::Mode::parrot && !opus_passthrough_) {
       utterance_.reserve(frame_samples_ * kMaxUtteranceFrames);
     }
@@ -66,7 +115,8 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
       return;
     }
     counters_->frames_sent.add();
-    if (parrot()) return listen(pcm);
+    listen(pcm);
+    if (parrot()) return;
     DelayedFrame* slot = push_delayed();
     slot->is_opus = false;
     slot->pcm.assign(pcm.begin(), pcm.end());
@@ -85,12 +135,35 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
   }
 
   void send_event(const nlohmann::json& event) {
-    if (!listener_ || !event.is_object() || event.value("type", "") != "demo.clear") return;
-    delayed_count_ = 0;
-    utterance_.clear();
-    recording_ = replaying_ = false;
-    clear_pending_ = true;
-    arm(Clock::now());
+    if (!listener_ || !event.is_object()) return;
+    const std::string_view type = str(event, "type");
+    if (type == "demo.clear") {
+      delayed_count_ = 0;
+      utterance_.clear();
+      in_speech_ = replaying_ = false;
+      clear_pending_ = true;
+      arm(Clock::now());
+    } else if (type == "output_audio_buffer.clear" || type == "response.cancel") {
+      stop_output(type == "output_audio_buffer.clear");
+    } else if (type == "conversation.item.create") {
+      auto item = event.find("item");
+      if (item == event.end()) return;
+      auto text = user_text(*item);
+      if (!text) return;
+      std::string id(str(*item, "id"));
+      if (id.empty()) id = next_id("item_");
+      push_event({{"type", "conversation.item.added"},
+                  {"item",
+                   {{"id", id},
+                    {"object", "realtime.item"},
+                    {"type", "message"},
+                    {"role", "user"},
+                    {"status", "completed"},
+                    {"content", {{{"type", "input_text"}, {"text", *text}}}}}}});
+      last_user_text_ = std::move(*text);
+    } else if (type == "response.create") {
+      text_reply(std::exchange(last_user_text_, std::string()));
+    }
   }
 
   void close() {
@@ -116,29 +189,134 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
     return &slot;
   }
 
+  // The energy VAD, in both modes: speech_started at the first loud frame, speech_stopped
+  // and committed after the hangover; parrot records the utterance and starts its replay.
+  // Times are positions in the input audio (20 ms a frame since the first), not wall time.
   void listen(std::span<const int16_t> pcm) {
+    ++input_frames_;
     if (replaying_) return;  // half duplex: the parrot does not record itself
     double energy = 0;
     for (int16_t sample : pcm) energy += static_cast<double>(sample) * sample;
     bool speech = std::sqrt(energy / static_cast<double>(pcm.size())) > kSpeechRms;
-    if (!recording_) {
+    if (!in_speech_) {
       if (!speech) return;
-      recording_ = true;
+      in_speech_ = true;
       silent_frames_ = 0;
+      utterance_frames_ = 0;
       utterance_.clear();
+      item_id_ = next_id("item_");
+      push_event({{"type", "input_audio_buffer.speech_started"},
+                  {"audio_start_ms", (input_frames_ - 1) * kFrameMs},
+                  {"item_id", item_id_}});
     }
-    utterance_.insert(utterance_.end(), pcm.begin(), pcm.end());
+    if (parrot()) utterance_.insert(utterance_.end(), pcm.begin(), pcm.end());
+    ++utterance_frames_;
     silent_frames_ = speech ? 0 : silent_frames_ + 1;
-    size_t frames = utterance_.size() / frame_samples_;
-    if (silent_frames_ < kHangoverFrames && frames < kMaxUtteranceFrames) return;
-    // Drop the trailing silence that ended the utterance; replay the rest once.
-    utterance_.resize((frames - static_cast<size_t>(silent_frames_)) * frame_samples_);
-    recording_ = false;
+    if (silent_frames_ < kHangoverFrames && utterance_frames_ < kMaxUtteranceFrames) return;
+    in_speech_ = false;
+    push_event({{"type", "input_audio_buffer.speech_stopped"},
+                {"audio_end_ms", input_frames_ * kFrameMs},
+                {"item_id", item_id_}});
+    push_event(
+        {{"type", "input_audio_buffer.committed"}, {"item_id", item_id_}, {"previous_item_id", nullptr}});
+    if (!parrot()) return;
+    // Drop the trailing silence that ended the utterance; replay the rest once, as a response.
+    utterance_.resize((utterance_frames_ - static_cast<size_t>(silent_frames_)) * frame_samples_);
     replaying_ = true;
-    replay_announced_ = false;
     replay_frame_ = 0;
     replay_due_ = Clock::now();
+    response_id_ = next_id("resp_");
+    push_event(
+        {{"type", "response.created"}, {"response", response_object("in_progress", "audio", json::array())}});
     arm(replay_due_);
+  }
+
+  // output_audio_buffer.clear / response.cancel: the replay stops now, the rest of the
+  // utterance is dropped, and the response ends as cancelled. In loopback a clear drops
+  // the delay line (what is waiting to be played).
+  void stop_output(bool clear) {
+    if (replaying_) {
+      replaying_ = false;
+      utterance_.clear();
+      push_event(
+          {{"type", "response.done"}, {"response", response_object("cancelled", "audio", json::array())}});
+    }
+    if (clear && !parrot()) delayed_count_ = 0;
+  }
+
+  // A minimal text response echoing the user's last message, in the order a Realtime
+  // server sends it.
+  void text_reply(std::string text) {
+    if (text.empty()) text = "(echo: nothing to repeat)";
+    response_id_ = next_id("resp_");
+    const std::string item_id = next_id("item_");
+    const json common = {
+        {"response_id", response_id_}, {"item_id", item_id}, {"output_index", 0}, {"content_index", 0}};
+    auto with = [&common](json event) {
+      event.update(common);
+      return event;
+    };
+    json item = {{"id", item_id},       {"object", "realtime.item"}, {"type", "message"},
+                 {"role", "assistant"}, {"status", "in_progress"},   {"content", json::array()}};
+    push_event(
+        {{"type", "response.created"}, {"response", response_object("in_progress", "text", json::array())}});
+    push_event({{"type", "response.output_item.added"},
+                {"response_id", response_id_},
+                {"output_index", 0},
+                {"item", item}});
+    push_event({{"type", "conversation.item.added"}, {"item", item}});
+    push_event(with({{"type", "response.content_part.added"}, {"part", {{"type", "text"}, {"text", ""}}}}));
+    push_event(with({{"type", "response.output_text.delta"}, {"delta", text}}));
+    push_event(with({{"type", "response.output_text.done"}, {"text", text}}));
+    push_event(with({{"type", "response.content_part.done"}, {"part", {{"type", "text"}, {"text", text}}}}));
+    item["status"] = "completed";
+    item["content"] = json::array({{{"type", "output_text"}, {"text", text}}});
+    push_event({{"type", "response.output_item.done"},
+                {"response_id", response_id_},
+                {"output_index", 0},
+                {"item", item}});
+    push_event({{"type", "conversation.item.done"}, {"item", item}});
+    push_event(
+        {{"type", "response.done"}, {"response", response_object("completed", "text", json::array({item}))}});
+  }
+
+  json response_object(const char* status, const char* modality, json output) const {
+    return {{"id", response_id_},
+            {"object", "realtime.response"},
+            {"status", status},
+            {"status_details", nullptr},
+            {"output", std::move(output)},
+            {"output_modalities", {modality}},
+            {"usage", {{"input_tokens", 0}, {"output_tokens", 0}, {"total_tokens", 0}}}};
+  }
+
+  // Queued for the next timer tick, never delivered from inside a send.
+  void push_event(json event) {
+    if (pending_events_.size() >= kMaxPendingEvents) {
+      counters_->protocol_errors.add();
+      return;
+    }
+    event["event_id"] = next_id("event_");
+    pending_events_.push_back(std::move(event));
+    arm(Clock::now());
+  }
+
+  // Listener calls may close the connection or send more events (queued for the next tick).
+  void flush_events() {
+    if (pending_events_.empty()) return;
+    std::vector<json> batch;
+    batch.swap(pending_events_);
+    for (const json& event : batch) {
+      if (!listener_) return;
+      listener_->on_backend_event(event);
+    }
+  }
+
+  std::string next_id(std::string_view prefix) {
+    std::string id(prefix);
+    id += id_prefix_;
+    id += std::to_string(++id_counter_);
+    return id;
   }
 
   void arm(Clock::time_point due) {
@@ -179,21 +357,21 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
         listener_->on_backend_audio(out_pcm_);
       }
     }
-    if (listener_ && replaying_) {
-      if (!replay_announced_) {
-        replay_announced_ = true;
-        listener_->on_backend_event(
-            {{"type", "event"}, {"name", "parrot.replay"}, {"ms", utterance_.size() / frame_samples_ * 20}});
-      }
-      while (listener_ && replaying_ && replay_due_ <= now) {
-        std::span<const int16_t> frame(utterance_.data() + replay_frame_ * frame_samples_, frame_samples_);
-        ++replay_frame_;
-        replay_due_ += kFrame;
-        if (replay_frame_ * frame_samples_ >= utterance_.size()) replaying_ = false;
-        counters_->frames_received.add();
-        listener_->on_backend_audio(frame);
+    flush_events();  // response.created goes before the first replayed frame
+    while (listener_ && replaying_ && replay_due_ <= now) {
+      std::span<const int16_t> frame(utterance_.data() + replay_frame_ * frame_samples_, frame_samples_);
+      ++replay_frame_;
+      replay_due_ += kFrame;
+      const bool last = replay_frame_ * frame_samples_ >= utterance_.size();
+      if (last) replaying_ = false;
+      counters_->frames_received.add();
+      listener_->on_backend_audio(frame);
+      if (last && listener_) {
+        push_event(
+            {{"type", "response.done"}, {"response", response_object("completed", "audio", json::array())}});
       }
     }
+    flush_events();
     if (!listener_) return;
     if (delayed_count_ > 0) arm(delay_line_[delayed_head_].due);
     if (replaying_) arm(replay_due_);
@@ -215,10 +393,17 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
   std::vector<int16_t> out_pcm_;
   std::vector<uint8_t> out_opus_;
   std::vector<int16_t> utterance_;
-  bool recording_ = false;
+  bool in_speech_ = false;
   bool replaying_ = false;
-  bool replay_announced_ = false;
   int silent_frames_ = 0;
+  size_t utterance_frames_ = 0;
+  int64_t input_frames_ = 0;  // the input audio's clock, in frames
+  std::vector<json> pending_events_;
+  std::string id_prefix_;
+  uint64_t id_counter_ = 0;
+  std::string item_id_;
+  std::string response_id_;
+  std::string last_user_text_;
   size_t replay_frame_ = 0;
   Clock::time_point replay_due_{};
 };

@@ -1,5 +1,6 @@
 // echo_backend_test.cpp — the in-process echo backend: loopback returns every frame once,
 // after the delay and never from inside a send; parrot replays an utterance after silence.
+// Its Realtime events are in echo_backend_events_test.cpp.
 #include <gtest/gtest.h>
 
 #include <boost/asio/steady_timer.hpp>
@@ -109,9 +110,10 @@ TEST_F(EchoBackendTest, ParrotReplaysAnUtteranceOnceAfterSilence) {
   for (int i = 0; i < 25; ++i) EXPECT_EQ(listener.audio[i], tone_frame(i)) << "frame " << i;
   // Paced at 20 ms a frame, not dumped at once.
   EXPECT_GE(listener.audio_times[24] - replay_start, 24 * 20ms - 5ms);
-  ASSERT_EQ(listener.events.size(), 1u);
-  EXPECT_EQ(listener.events[0]["name"], "parrot.replay");
-  EXPECT_EQ(listener.events[0]["ms"], 500);
+  // The replay is a response (the events themselves: echo_backend_events_test.cpp).
+  ASSERT_TRUE(run_until(
+      io, [&] { return !listener.events.empty() && listener.events.back()["type"] == "response.done"; }));
+  EXPECT_EQ(listener.events[3]["type"], "response.created");
 
   for (int i = 0; i < 50; ++i) send(*backend, silence);
   run_for(io, 100ms);
@@ -123,8 +125,10 @@ TEST_F(EchoBackendTest, ParrotCutsAnEndlessUtteranceAtTenSeconds) {
   config.mode = EchoBackendConfig::Mode::parrot;
   auto backend = make_echo_backend(io, config, info16k(), listener, counters);
   for (int i = 0; i < 500; ++i) send(*backend, tone_frame(i));
-  ASSERT_TRUE(run_until(io, [&] { return listener.events.size() == 1; }));
-  EXPECT_EQ(listener.events[0]["ms"], 10000);
+  ASSERT_TRUE(run_until(io, [&] { return listener.events.size() >= 4; }));
+  EXPECT_EQ(listener.events[1]["type"], "input_audio_buffer.speech_stopped");
+  EXPECT_EQ(listener.events[1]["audio_end_ms"], 10000);
+  EXPECT_EQ(listener.events[3]["type"], "response.created");
   ASSERT_TRUE(run_until(io, [&] { return listener.audio.size() >= 3; }));
   EXPECT_EQ(listener.audio[2], tone_frame(2));
 }

@@ -1,0 +1,152 @@
+// realtime_events.h — the `oai-events` data channel of one session: Realtime-style JSON
+// events between the client and the backend, and the part of them the edge owns itself
+// (session.created/updated and the session object, output_audio_buffer.*, errors for bad
+// input). Socket-free: messages come in as bytes, go out through callbacks.
+//
+// One per session, used on the worker thread only. Not on the media path: it runs per
+// event, never per packet. Bad client input is an `error` event to the client and a
+// counted drop; bad backend events are counted drops. Nothing here closes the channel.
+// The event shapes are documented in docs/backend-protocol.md ("Events on the oai-events
+// data channel").
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "clock.h"
+#include "vocab.h"
+
+namespace rtce {
+
+// The client events of the Realtime API (GA, plus the beta transcription_session.update)
+// that are forwarded to the backend; anything else is an unknown_event. The second column
+// is the wire `type`.
+#define RTCE_REALTIME_CLIENT_EVENTS(X)                        \
+  X(session_update, "session.update")                         \
+  X(input_audio_buffer_append, "input_audio_buffer.append")   \
+  X(input_audio_buffer_commit, "input_audio_buffer.commit")   \
+  X(input_audio_buffer_clear, "input_audio_buffer.clear")     \
+  X(conversation_item_create, "conversation.item.create")     \
+  X(conversation_item_retrieve, "conversation.item.retrieve") \
+  X(conversation_item_truncate, "conversation.item.truncate") \
+  X(conversation_item_delete, "conversation.item.delete")     \
+  X(response_create, "response.create")                       \
+  X(response_cancel, "response.cancel")                       \
+  X(output_audio_buffer_clear, "output_audio_buffer.clear")   \
+  X(transcription_session_update, "transcription_session.update")
+
+enum class RealtimeClientEvent { RTCE_REALTIME_CLIENT_EVENTS(RTCE_VOCAB_MESSAGE_ENUMERATOR) };
+
+// "output_audio_buffer.clear" ... for a RealtimeClientEvent.
+std::string_view realtime_client_event_type(RealtimeClientEvent event);
+
+// Why a message or an event was not handled. Client drops are answered with an `error`
+// event whose error.code is the name and whose error.message starts with the sentence;
+// backend drops are only counted.
+#define RTCE_REALTIME_DROPS(X)                                                                  \
+  X(binary_message, "binary messages are not events: send each event as one JSON text message") \
+  X(too_large, "the message is larger than the limit")                                          \
+  X(too_deep, "the JSON nests deeper than the limit")                                           \
+  X(malformed_json, "the message is not valid JSON")                                            \
+  X(not_an_object, "an event must be a JSON object")                                            \
+  X(missing_type, "the event has no string \"type\"")                                           \
+  X(unknown_event, "unknown client event type")                                                 \
+  X(bad_session_update, "session.update needs a \"session\" object")                            \
+  X(backend_not_an_object, "a backend event that is not a JSON object")                         \
+  X(backend_missing_type, "a backend event without a string \"type\"")                          \
+  X(not_open, "an event for the client before the channel opened")
+
+enum class RealtimeDrop { RTCE_REALTIME_DROPS(RTCE_VOCAB_MESSAGE_ENUMERATOR) };
+inline constexpr const char* kRealtimeDropNames[] = {RTCE_REALTIME_DROPS(RTCE_VOCAB_MESSAGE_LABEL)};
+inline constexpr size_t kRealtimeDropCount = std::size(kRealtimeDropNames);
+
+// "too_large" ... for logs, metric labels and error.code.
+std::string_view realtime_drop_name(RealtimeDrop drop);
+std::string_view realtime_drop_message(RealtimeDrop drop);
+
+// The session object a session starts with when the caller gives none (or for the fields
+// it leaves out): what the agents SDK reads from session.created.
+nlohmann::json default_realtime_session();
+
+class RealtimeEventChannel {
+ public:
+  struct Callbacks {
+    std::function<void(std::string_view json_text)> send_to_client;    // one data-channel text message
+    std::function<void(const nlohmann::json& event)> send_to_backend;  // BackendConnection::send_event
+    std::function<void()> clear_output;  // stop the audio the session is playing, now (within one frame)
+  };
+  struct Limits {
+    size_t max_message_bytes = 64 * 1024;
+    size_t max_json_depth = 32;
+    // What the backend behind the session does beyond audio in, audio out. A session.update
+    // asking for something it does not do is not applied to that field and is reported;
+    // the echo backend does none of these, a Realtime-dialect backend all of them.
+    bool transcription_supported = false;    // audio.input.transcription
+    bool noise_reduction_supported = false;  // audio.input.noise_reduction other than null
+    bool semantic_vad_supported = false;     // turn_detection semantic_vad (else server_vad)
+  };
+  struct Stats {
+    uint64_t client_messages = 0;           // data-channel messages received
+    uint64_t client_events_forwarded = 0;   // to the backend
+    uint64_t backend_events = 0;            // handed to on_backend_event
+    uint64_t backend_events_forwarded = 0;  // to the client
+    uint64_t server_messages = 0;           // every message sent to the client
+    uint64_t errors_sent = 0;               // `error` events the edge itself sent
+    uint64_t session_updates = 0;           // session.update events applied
+    uint64_t output_clears = 0;             // clear_output() calls
+    std::array<uint64_t, kRealtimeDropCount> drops{};
+    uint64_t dropped(RealtimeDrop drop) const { return drops[static_cast<size_t>(drop)]; }
+  };
+
+  // `initial_session` is the Realtime call's session config (the multipart `session` part
+  // or the ephemeral key's), applied over the defaults like a session.update; null or a
+  // non-object means the defaults.
+  RealtimeEventChannel(nlohmann::json initial_session, Limits limits, Callbacks callbacks);
+
+  void on_open(Nanos now);  // oai-events opened: session.created
+  void on_client_message(std::span<const uint8_t> message, bool binary, Nanos now);
+  void on_backend_event(const nlohmann::json& event,
+                        Nanos now);  // forwarded to the client (event_id ensured)
+  void on_output_started(
+      Nanos now);  // the session began playing backend audio -> output_audio_buffer.started
+  void on_output_stopped(Nanos now);  // its output queue ran dry -> output_audio_buffer.stopped
+
+  bool is_open() const { return open_; }
+  bool output_playing() const { return output_ == Output::playing; }
+  // The current session object (for the backend's session.started and a GET of the call).
+  const nlohmann::json& session() const { return session_; }
+  const Stats& stats() const { return stats_; }
+
+ private:
+  enum class Output { idle, playing, cleared };
+
+  void handle_event(nlohmann::json& event, Nanos now);
+  void handle_session_update(nlohmann::json& event, const nlohmann::json& client_event_id);
+  void clear_output(bool acknowledge);
+  void drop_client(RealtimeDrop drop, std::string_view detail, const nlohmann::json& client_event_id);
+  void send(nlohmann::json& event);  // sets event_id when missing, serializes, counts
+  std::string next_id(std::string_view prefix);
+  const std::string& output_response_id();
+
+  std::string initial_problems_;  // what the initial session asked for and did not get
+  Limits limits_;
+  Callbacks callbacks_;
+  nlohmann::json session_;
+  bool open_ = false;
+  Output output_ = Output::idle;
+  std::string last_response_id_;    // the backend's last response.created
+  std::string output_response_id_;  // the response the current/last output belongs to
+  std::string id_prefix_;           // random per channel, so ids differ across sessions
+  uint64_t id_counter_ = 0;
+  Stats stats_;
+};
+
+}  // namespace rtce

@@ -94,5 +94,16 @@ TEST(Dcep, WriterRefusesSmallBuffersAndLongLabels) {
   EXPECT_EQ(write_dcep_open(open, big), 0u);
 }
 
+TEST(Dcep, WriterTakesEmptyLabelAndProtocol) {
+  // Default string_views have a null data(); the writer must not memcpy from it (UBSan).
+  DcepOpen open;
+  std::vector<uint8_t> out(kDcepOpenHeaderBytes);
+  ASSERT_EQ(write_dcep_open(open, out), kDcepOpenHeaderBytes);
+  const auto m = parse_dcep(out);
+  ASSERT_FALSE(m.error);
+  EXPECT_TRUE(m.open.label.empty());
+  EXPECT_TRUE(m.open.protocol.empty());
+}
+
 }  // namespace
 }  // namespace rtce

@@ -7,6 +7,7 @@
 #include <usrsctp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -150,11 +151,12 @@ struct DataChannelEndpoint::Impl final : SctpSink {
 
   void on_sctp_output(const uint8_t* packet, size_t length) override {
     if (outbox.sizes.size() >= kOutboxMaxPackets || outbox.bytes.size() + length > kOutboxMaxBytes) {
-      locked_drops[static_cast<size_t>(DataChannelDrop::outbox_full)]++;
+      locked_drop(DataChannelDrop::outbox_full);
       return;
     }
     outbox.bytes.insert(outbox.bytes.end(), packet, packet + length);
     outbox.sizes.push_back(static_cast<uint32_t>(length));
+    queued.store(true, std::memory_order_release);
   }
 
   void on_sctp_receive(const uint8_t* data, size_t length, const sctp_rcvinfo& info, int flags) override {
@@ -174,7 +176,7 @@ struct DataChannelEndpoint::Impl final : SctpSink {
     if (it == partials.end()) {
       if (partials.size() >=
           config.streams) {  // cannot happen with usrsctp's stream limit; stay bounded anyway
-        locked_drops[static_cast<size_t>(DataChannelDrop::inbox_full)]++;
+        locked_drop(DataChannelDrop::inbox_full);
         return;
       }
       partials.push_back(Partial{stream, ppid, false, {}});
@@ -190,23 +192,28 @@ struct DataChannelEndpoint::Impl final : SctpSink {
     }
     if (!eor) return;
     if (it->discarding) {
-      locked_drops[static_cast<size_t>(DataChannelDrop::message_too_large)]++;
+      locked_drop(DataChannelDrop::message_too_large);
     } else {
       push_message(stream, it->ppid, it->bytes.data(), it->bytes.size());
     }
     partials.erase(it);
   }
 
+  void locked_drop(DataChannelDrop d) {
+    locked_drops[static_cast<size_t>(d)]++;
+    queued.store(true, std::memory_order_release);  // so the owner's next pump folds it in
+  }
+
   void on_sctp_socket_closed() override { push_event(EventKind::socket_closed); }
 
   void push_message(uint16_t stream, uint32_t ppid, const uint8_t* data, size_t length) {
     if (length > config.max_message_size) {
-      locked_drops[static_cast<size_t>(DataChannelDrop::message_too_large)]++;
+      locked_drop(DataChannelDrop::message_too_large);
       return;
     }
     if (inbox.messages >= kInboxMaxMessages || inbox.events.size() >= kInboxMaxEvents ||
         inbox.bytes.size() + length > inbox_max_bytes) {
-      locked_drops[static_cast<size_t>(DataChannelDrop::inbox_full)]++;
+      locked_drop(DataChannelDrop::inbox_full);
       return;
     }
     InEvent e{EventKind::message, stream, ppid, static_cast<uint32_t>(inbox.bytes.size()),
@@ -214,14 +221,16 @@ struct DataChannelEndpoint::Impl final : SctpSink {
     inbox.bytes.insert(inbox.bytes.end(), data, data + length);
     inbox.events.push_back(e);
     inbox.messages++;
+    queued.store(true, std::memory_order_release);
   }
 
   void push_event(EventKind kind, uint16_t stream = 0) {
     if (inbox.events.size() >= kInboxMaxEvents) {
-      locked_drops[static_cast<size_t>(DataChannelDrop::inbox_full)]++;
+      locked_drop(DataChannelDrop::inbox_full);
       return;
     }
     inbox.events.push_back(InEvent{kind, stream, 0, 0, 0});
+    queued.store(true, std::memory_order_release);
   }
 
   void on_notification(const uint8_t* data, size_t length) {
@@ -373,8 +382,13 @@ struct DataChannelEndpoint::Impl final : SctpSink {
     if (draining) return;
     draining = true;
     for (int round = 0; round < 64; ++round) {
+      // Nothing queued: a pump on an idle association takes no lock (workers pump every
+      // loop iteration). The flag is only a hint; the queues themselves are read locked.
+      // A refused stream reset is retried once per drain.
+      if (!queued.load(std::memory_order_acquire) && (pending_resets.empty() || round > 0)) break;
       {
         std::lock_guard lock(SctpStack::instance().mutex());
+        queued.store(false, std::memory_order_relaxed);
         std::swap(outbox, out_local);
         std::swap(inbox, in_local);
         for (size_t i = 0; i < kDataChannelDropCount; ++i) {
@@ -690,6 +704,7 @@ struct DataChannelEndpoint::Impl final : SctpSink {
   Inbox inbox;
   std::vector<Partial> partials;
   uint64_t locked_drops[kDataChannelDropCount] = {};
+  std::atomic<bool> queued{false};  // set with the mutex held when any of the above changed
 };
 
 DataChannelEndpoint::DataChannelEndpoint(Config config, Callbacks callbacks)

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
 
 #include "data_channel_test_link.h"
@@ -79,6 +80,26 @@ TEST(DataChannelThreads, OneTimerRunPerMillisecondStepWhateverTheThreadCount) {
   go = true;
   for (auto& t : threads) t.join();
   EXPECT_EQ(stack.timer_runs(), before + 1);
+}
+
+TEST(DataChannelThreads, PumpingAnIdleAssociationTakesNoLock) {
+  testing::Link link;
+  ASSERT_TRUE(link.connect());
+  ASSERT_TRUE(link.open("oai-events"));
+  while (link.step()) {
+  }
+  link.a.ep->pump(monotonic_now());  // anything a timer queued meanwhile is out now
+  SctpStack& stack = SctpStack::instance();
+  const Nanos now = monotonic_now();
+  stack.tick(now);  // a later tick at the same millisecond has nothing to advance
+  std::unique_lock hold(stack.mutex());
+  auto pumped = std::async(std::launch::async, [&] {
+    for (int i = 0; i < 100; ++i) link.a.ep->pump(now);
+  });
+  EXPECT_EQ(pumped.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "pump() waited for the stack mutex with nothing queued";
+  hold.unlock();
+  pumped.wait();
 }
 
 }  // namespace

@@ -174,8 +174,8 @@ struct DataChannelEndpoint::Impl final : SctpSink {
       return;
     }
     if (it == partials.end()) {
-      if (partials.size() >=
-          config.streams) {  // cannot happen with usrsctp's stream limit; stay bounded anyway
+      // usrsctp's own stream limit keeps this from happening; stay bounded regardless.
+      if (partials.size() >= config.streams) {
         locked_drop(DataChannelDrop::inbox_full);
         return;
       }
@@ -591,7 +591,8 @@ struct DataChannelEndpoint::Impl final : SctpSink {
     return true;
   }
 
-  std::optional<uint16_t> open_channel(std::string_view label, std::string_view protocol) {
+  std::optional<uint16_t> open_channel(std::string_view label, std::string_view protocol,
+                                       DcepChannelType type, uint32_t reliability) {
     if (state != State::open) {
       refuse(Refusal::not_open);
       return std::nullopt;
@@ -610,6 +611,8 @@ struct DataChannelEndpoint::Impl final : SctpSink {
       return std::nullopt;
     }
     DcepOpen open;
+    open.channel_type = type;
+    open.reliability = reliability;
     open.label = label;
     open.protocol = protocol;
     std::vector<uint8_t> bytes(kDcepOpenHeaderBytes + label.size() + protocol.size());
@@ -617,8 +620,8 @@ struct DataChannelEndpoint::Impl final : SctpSink {
       refuse(Refusal::too_large);
       return std::nullopt;
     }
-    channels.push_back(Channel{*stream, std::string(label), std::string(protocol), DcepChannelType::reliable,
-                               0, false, false});
+    channels.push_back(
+        Channel{*stream, std::string(label), std::string(protocol), type, reliability, false, false});
     if (auto refusal = send_message(*stream, kPpidDcep, bytes, true, SCTP_PR_SCTP_NONE, 0)) {
       remove_channel(*stream);
       refuse(*refusal);
@@ -723,8 +726,9 @@ bool DataChannelEndpoint::send_text(uint16_t stream, std::string_view text) {
 bool DataChannelEndpoint::send_binary(uint16_t stream, std::span<const uint8_t> data) {
   return impl_->send_user(stream, data, true);
 }
-std::optional<uint16_t> DataChannelEndpoint::open_channel(std::string_view label, std::string_view protocol) {
-  return impl_->open_channel(label, protocol);
+std::optional<uint16_t> DataChannelEndpoint::open_channel(std::string_view label, std::string_view protocol,
+                                                          DcepChannelType type, uint32_t reliability) {
+  return impl_->open_channel(label, protocol, type, reliability);
 }
 void DataChannelEndpoint::close_channel(uint16_t stream) { impl_->close_channel(stream); }
 void DataChannelEndpoint::close() { impl_->close(); }

@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "common/clock.h"
+#include "dcep.h"
 #include "sctp_packet.h"
 #include "vocab.h"
 
@@ -104,9 +105,12 @@ class DataChannelEndpoint {
   void pump(Nanos now);  // deliver queued output/inbound events; also runs SctpStack::tick
   bool send_text(uint16_t stream, std::string_view text);
   bool send_binary(uint16_t stream, std::span<const uint8_t> data);
-  // The opener's side of DCEP (an ordered reliable channel): sends the OPEN on a free stream
-  // id of our parity and returns it; on_open fires when the peer's ACK arrives.
-  std::optional<uint16_t> open_channel(std::string_view label, std::string_view protocol);
+  // The opener's side of DCEP: sends the OPEN on the lowest free stream id of our parity and
+  // returns it; on_open fires when the peer's ACK (or a first message) arrives. `reliability`
+  // is the retransmission count or lifetime in ms of the partially reliable types.
+  std::optional<uint16_t> open_channel(std::string_view label, std::string_view protocol,
+                                       DcepChannelType type = DcepChannelType::reliable,
+                                       uint32_t reliability = 0);
   void close_channel(uint16_t stream);  // RFC 8831 §6.7: stream reset
   void close();                         // SHUTDOWN, then no more callbacks (packets still flow)
   void abort();                         // ABORT sent now, then no more callbacks

@@ -273,6 +273,26 @@ TEST(DataChannelEndpoint, UsrsctpPacketsPassOurPreCheck) {
   }
 }
 
+TEST(DataChannelEndpoint, PartiallyReliableAndUnorderedChannelsOpenAndCarryMessages) {
+  Link link;
+  ASSERT_TRUE(link.connect());
+  for (auto [type, reliability] : {std::pair{DcepChannelType::partial_reliable_rexmit_unordered, 0u},
+                                   std::pair{DcepChannelType::partial_reliable_timed, 500u},
+                                   std::pair{DcepChannelType::reliable_unordered, 0u}}) {
+    const size_t opened = link.b.opened.size();
+    auto s = link.a.ep->open_channel("lossy", "", type, reliability);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(
+        link.run_until([&] { return link.b.opened.size() > opened && link.a.opened.size() > opened; }));
+    const size_t got = link.a.messages.size();
+    ASSERT_TRUE(link.b.ep->send_text(*s, "from b"));  // sent with the channel's PR-SCTP policy
+    ASSERT_TRUE(link.a.ep->send_text(*s, "from a"));
+    ASSERT_TRUE(link.run_until([&] { return link.a.messages.size() > got; }));
+    EXPECT_EQ(link.a.messages.back().text(), "from b");
+  }
+  EXPECT_EQ(link.b.messages.size(), 3u);
+}
+
 TEST(DataChannelEndpoint, TheStackCountsAssociations) {
   const size_t before = SctpStack::instance().associations();
   {

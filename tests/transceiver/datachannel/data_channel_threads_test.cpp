@@ -1,10 +1,13 @@
 // data_channel_threads_test.cpp — the threading design under load: associations on two
 // threads at once, each thread pumping only its own (and so firing the shared timers), with
 // every message arriving at its own association and nowhere else; and the shared timer
-// clock advancing once per millisecond step however many threads tick.
+// clock advancing once per millisecond step however many threads tick; an idle pump taking
+// no lock; the registry dropping callbacks for destroyed associations.
 #include <gtest/gtest.h>
+#include <usrsctp.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <future>
 #include <thread>
 
@@ -100,6 +103,30 @@ TEST(DataChannelThreads, PumpingAnIdleAssociationTakesNoLock) {
       << "pump() waited for the stack mutex with nothing queued";
   hold.unlock();
   pumped.wait();
+}
+
+// A usrsctp callback for an association already destroyed (a timer usrsctp still held) must
+// find nothing in the registry: dropped, counted, its buffer freed (LeakSanitizer checks).
+TEST(DataChannelThreads, CallbacksForADestroyedAssociationAreCountedOrphans) {
+  struct NullSink final : SctpSink {
+    void on_sctp_output(const uint8_t*, size_t) override { ADD_FAILURE() << "reached a removed sink"; }
+    void on_sctp_receive(const uint8_t*, size_t, const sctp_rcvinfo&, int) override {
+      ADD_FAILURE() << "reached a removed sink";
+    }
+    void on_sctp_socket_closed() override { ADD_FAILURE() << "reached a removed sink"; }
+  } sink;
+  SctpStack& stack = SctpStack::instance();
+  std::unique_lock lock(stack.mutex());
+  const uint64_t id = stack.add(&sink);
+  EXPECT_EQ(stack.find(id), &sink);
+  stack.remove(id);
+  EXPECT_EQ(stack.find(id), nullptr);
+  const uint64_t before = stack.orphan_callbacks();
+  void* data = malloc(16);  // usrsctp hands over a malloc'd buffer
+  sctp_rcvinfo info{};
+  sctp_sockstore address{};
+  EXPECT_EQ(rtce_sctp_receive(nullptr, address, data, 16, info, 0, sctp_handle(id)), 1);
+  EXPECT_EQ(stack.orphan_callbacks(), before + 1);
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ namespace {
 // An OPEN for createDataChannel('oai-events') with default options: reliable, ordered,
 // priority 256 ("normal", RFC 8832 §6.4), label "oai-events", no protocol.
 const std::vector<uint8_t> kDefaultOpen = {0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x00,
-                                            0x00, 'o',  'a',  'i',  '-',  'e',  'v',  'e',  'n',  't',  's'};
+                                           0x00, 'o',  'a',  'i',  '-',  'e',  'v',  'e',  'n',  't',  's'};
 
 TEST(Dcep, ParsesTheDefaultOpenForOaiEvents) {
   auto m = parse_dcep(kDefaultOpen);

@@ -121,5 +121,19 @@ TEST(DataChannelOverDtls, OpensCarriesTextAndALargeMessageBothWays) {
   }
 }
 
+TEST(DataChannelOverDtls, AnAbortedAssociationFailsAloneAndDtlsStaysUp) {
+  DtlsLink link;
+  using State = DataChannelEndpoint::State;
+  ASSERT_TRUE(link.run_until([&] {
+    return link.client.sctp.ep->state() == State::open && link.server.sctp.ep->state() == State::open;
+  }));
+  link.client.sctp.ep->abort();
+  ASSERT_TRUE(link.run_until([&] { return !link.server.sctp.failures.empty(); }));
+  EXPECT_EQ(link.server.sctp.ep->state(), State::failed);
+  // The session's audio rides on the same DTLS association (SRTP keys): it is untouched.
+  EXPECT_EQ(link.client.dtls->state(), DtlsTransport::State::connected);
+  EXPECT_EQ(link.server.dtls->state(), DtlsTransport::State::connected);
+}
+
 }  // namespace
 }  // namespace rtce

@@ -65,8 +65,8 @@ class DataChannelEndpoint {
   // Called only from pump()/handle_packet()/start()/send_*()/open_channel()/close_channel()
   // on the owning thread. They must not destroy the endpoint.
   struct Callbacks {
-    std::function<void(std::span<const uint8_t> sctp_packet)>
-        send;  // -> DtlsTransport::send_application_data
+    // -> DtlsTransport::send_application_data
+    std::function<void(std::span<const uint8_t> sctp_packet)> send;
     std::function<void(uint16_t stream, std::string_view label, std::string_view protocol)> on_open;
     std::function<void(uint16_t stream, std::span<const uint8_t> message, bool binary)> on_message;
     std::function<void(uint16_t stream)> on_closed;
@@ -74,8 +74,8 @@ class DataChannelEndpoint {
   };
   struct Config {
     uint16_t local_port = 5000, remote_port = 5000;  // a=sctp-port
-    size_t max_message_size =
-        262144;  // what we announce (a=max-message-size); larger inbound -> dropped+counted
+    // What we announce (a=max-message-size); larger inbound -> dropped+counted.
+    size_t max_message_size = 262144;
     size_t remote_max_message_size = 65536;  // the peer's; larger sends refused (return false)
     bool dtls_client = true;                 // RFC 8832: the DTLS client uses even stream ids, the server odd
     size_t max_channels = 16;

@@ -73,8 +73,11 @@ size_t write_dcep_open(const DcepOpen& open, std::span<uint8_t> out) {
   store_be32(p + 4, open.reliability);
   store_be16(p + 8, static_cast<uint16_t>(open.label.size()));
   store_be16(p + 10, static_cast<uint16_t>(open.protocol.size()));
-  std::memcpy(p + kDcepOpenHeaderBytes, open.label.data(), open.label.size());
-  std::memcpy(p + kDcepOpenHeaderBytes + open.label.size(), open.protocol.data(), open.protocol.size());
+  // An empty view may have a null data(), which memcpy must not be given even for 0 bytes.
+  if (!open.label.empty()) std::memcpy(p + kDcepOpenHeaderBytes, open.label.data(), open.label.size());
+  if (!open.protocol.empty()) {
+    std::memcpy(p + kDcepOpenHeaderBytes + open.label.size(), open.protocol.data(), open.protocol.size());
+  }
   return total;
 }
 

@@ -13,7 +13,7 @@ namespace {
 // An OPEN for createDataChannel('oai-events') with default options: reliable, ordered,
 // priority 256 ("normal", RFC 8832 §6.4), label "oai-events", no protocol.
 const std::vector<uint8_t> kDefaultOpen = {0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x00,
-                                            0x00, 'o',  'a',  'i',  '-',  'e',  'v',  'e',  'n',  't',  's'};
+                                           0x00, 'o',  'a',  'i',  '-',  'e',  'v',  'e',  'n',  't',  's'};
 
 TEST(Dcep, ParsesTheDefaultOpenForOaiEvents) {
   auto m = parse_dcep(kDefaultOpen);
@@ -92,6 +92,17 @@ TEST(Dcep, WriterRefusesSmallBuffersAndLongLabels) {
   open.label = long_label;
   std::vector<uint8_t> big(4096);
   EXPECT_EQ(write_dcep_open(open, big), 0u);
+}
+
+TEST(Dcep, WriterTakesEmptyLabelAndProtocol) {
+  // Default string_views have a null data(); the writer must not memcpy from it (UBSan).
+  DcepOpen open;
+  std::vector<uint8_t> out(kDcepOpenHeaderBytes);
+  ASSERT_EQ(write_dcep_open(open, out), kDcepOpenHeaderBytes);
+  const auto m = parse_dcep(out);
+  ASSERT_FALSE(m.error);
+  EXPECT_TRUE(m.open.label.empty());
+  EXPECT_TRUE(m.open.protocol.empty());
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 FROM debian:12-slim
 RUN apt-get update && apt-get install -y --no-install-recommends \
       libnice10 libglib2.0-0 libssl3 libopus0 libyaml-cpp0.7 libspdlog1.10 libfmt9 \
-      libprometheus-cpp-core1.0 libhiredis0.14 \
+      libprometheus-cpp-core1.0 libhiredis0.14 libusrsctp2 \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/bin/rtcedge-transceiver /usr/local/bin/rtcedge-transceiver
 USER 10001:10001

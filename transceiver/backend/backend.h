@@ -29,6 +29,10 @@ struct BackendSessionInfo {
   std::string user_agent;
   std::map<std::string, std::string> metadata;
   bool opus_passthrough = false;
+  // The Realtime-style session config of the call (the multipart `session` part or the
+  // ephemeral key's), null when the call brought none. rtcedge dialect: session.started
+  // carries it as "session"; realtime dialect: the opening session.update.
+  nlohmann::json session_config;
 };
 
 // Implemented by the session. Called only from the worker thread, never from inside a

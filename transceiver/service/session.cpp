@@ -18,6 +18,16 @@ constexpr size_t kPacketScratch = 1500;
 constexpr size_t kOutputFrames = 50;  // 1 s of backend audio queued for playout
 constexpr size_t kMaxEvents = 20;
 constexpr Nanos kRtcpInterval = 1'000'000'000;
+// Playout that found nothing to play for this long counts as stopped
+// (output_audio_buffer.stopped): backends deliver audio in bursts, not frame by frame.
+constexpr Nanos kOutputStopAfter = 100'000'000;
+constexpr std::string_view kRealtimeEventsLabel = "oai-events";
+// A talkspurt (or a cleared output) ends with a few frames of Opus silence rather than a
+// stop: a receiver whose packets just stop conceals the gap (NetEq's expansion fades out over
+// hundreds of ms), so a barge-in would still be heard. One 20 ms CELT frame of silence, the
+// packet Janus and others use for the same reason.
+constexpr uint8_t kOpusSilenceFrame[] = {0xf8, 0xff, 0xfe};
+constexpr int kTrailingSilenceFrames = 5;
 
 template <typename T>
 T random_value() {
@@ -89,6 +99,12 @@ Session::Session(SessionPlan plan, SessionEnvironment env, Nanos now)
     end(SessionEnd::dtls_failed, now_);
   };
   callbacks.on_closed = [this] { end(SessionEnd::peer_closed, now_); };
+  callbacks.on_application_data = [this](std::span<const uint8_t> packet) {
+    if (data_channel_)
+      data_channel_->handle_packet(packet, now_);
+    else
+      env_.metrics.drops[static_cast<size_t>(DatagramDrop::no_data_channel)].add();
+  };
   DtlsTransport::Config dtls_config;
   dtls_config.handshake_timeout = env_.config.connect_timeout;
   dtls_ = std::make_unique<DtlsTransport>(env_.dtls, plan_.dtls_role, plan_.remote_fingerprint,
@@ -251,6 +267,138 @@ void Session::on_dtls_connected(const SrtpKeys& keys, Nanos now) {
                (now - plan_.offer_received_at) / 1'000'000, srtp_profile_name(keys.profile),
                path_.client.to_string());
   start_backend();
+  start_data_channel(now);
+}
+
+void Session::start_data_channel(Nanos now) {
+  if (!plan_.data_channel || ended_) return;
+  DataChannelEndpoint::Config config;
+  config.local_port = plan_.data_channel->local_port;
+  config.remote_port = plan_.data_channel->remote_port;
+  config.max_message_size = plan_.data_channel->local_max_message_size;
+  config.remote_max_message_size = plan_.data_channel->remote_max_message_size;
+  config.dtls_client = plan_.dtls_role == DtlsTransport::Role::client;
+  DataChannelEndpoint::Callbacks callbacks;
+  callbacks.send = [this](std::span<const uint8_t> packet) { dtls_->send_application_data(packet); };
+  callbacks.on_open = [this](uint16_t stream, std::string_view label, std::string_view protocol) {
+    on_channel_open(stream, label, protocol);
+  };
+  callbacks.on_message = [this](uint16_t stream, std::span<const uint8_t> message, bool binary) {
+    on_channel_message(stream, message, binary);
+  };
+  callbacks.on_closed = [this](uint16_t stream) {
+    add_event({{"type", "datachannel.closed"}, {"stream", stream}});
+    std::erase_if(channel_labels_, [stream](const auto& c) { return c.first == stream; });
+    if (events_stream_ == stream) {
+      events_stream_.reset();
+      realtime_.reset();
+    }
+  };
+  callbacks.on_failed = [this](std::string_view reason) {
+    // The association is gone; the audio is not. A text-only session has nothing left.
+    data_channel_failure_ = reason;
+    env_.metrics.data_channel_failures.add();
+    add_event({{"type", "datachannel.failed"}, {"reason", std::string(reason)}});
+    spdlog::warn("session {}: data channel failed: {}", plan_.id, reason);
+    events_stream_.reset();
+    realtime_.reset();
+    channel_labels_.clear();
+    if (!plan_.has_audio) end(SessionEnd::data_channel_failed, now_);
+  };
+  try {
+    data_channel_ = std::make_unique<DataChannelEndpoint>(config, std::move(callbacks));
+    data_channel_->start(now);
+  } catch (const std::exception& e) {
+    data_channel_.reset();
+    data_channel_failure_ = e.what();
+    env_.metrics.data_channel_failures.add();
+    spdlog::warn("session {}: no data channel: {}", plan_.id, e.what());
+    if (!plan_.has_audio) end(SessionEnd::data_channel_failed, now);
+  }
+}
+
+void Session::on_channel_open(uint16_t stream, std::string_view label, std::string_view protocol) {
+  env_.metrics.data_channels_opened.add();
+  channel_labels_.emplace_back(stream, std::string(label));
+  add_event({{"type", "datachannel.open"},
+             {"stream", stream},
+             {"label", std::string(label)},
+             {"protocol", std::string(protocol)}});
+  if (!plan_.realtime || label != kRealtimeEventsLabel || realtime_) return;
+  RealtimeEventChannel::Callbacks callbacks;
+  callbacks.send_to_client = [this, stream](std::string_view text) {
+    if (data_channel_ && data_channel_->send_text(stream, text)) env_.metrics.data_channel_messages_out.add();
+  };
+  callbacks.send_to_backend = [this](const nlohmann::json& event) {
+    if (backend_ && backend_state_ != "closed") backend_->send_event(event);
+  };
+  callbacks.clear_output = [this] { clear_output(); };
+  RealtimeEventChannel::Limits limits;
+  // An event is one message: the smaller of what we announced and the layer's own bound.
+  if (plan_.data_channel && plan_.data_channel->local_max_message_size > 0)
+    limits.max_message_bytes = std::min(limits.max_message_bytes, plan_.data_channel->local_max_message_size);
+  seen_realtime_drops_ = {};
+  realtime_ = std::make_unique<RealtimeEventChannel>(plan_.realtime_session, limits, std::move(callbacks));
+  events_stream_ = stream;
+  realtime_->on_open(now_);
+}
+
+void Session::on_channel_message(uint16_t stream, std::span<const uint8_t> message, bool binary) {
+  env_.metrics.data_channel_messages_in.add();
+  if (realtime_ && events_stream_ == stream) {
+    realtime_->on_client_message(message, binary, now_);
+    mirror_realtime_drops();
+    return;
+  }
+  // Any other channel: a JSON object goes to the backend as datachannel.message.
+  auto it = std::find_if(channel_labels_.begin(), channel_labels_.end(),
+                         [stream](const auto& c) { return c.first == stream; });
+  auto parsed =
+      binary ? nlohmann::json() : nlohmann::json::parse(message.begin(), message.end(), nullptr, false);
+  if (!parsed.is_object() || !backend_ || backend_state_ == "closed") {
+    env_.metrics.drops[static_cast<size_t>(DatagramDrop::data_channel_refused)].add();
+    return;
+  }
+  backend_->send_event({{"type", "datachannel.message"},
+                        {"label", it == channel_labels_.end() ? "" : it->second},
+                        {"message", std::move(parsed)}});
+}
+
+void Session::mirror_realtime_drops() {
+  if (!realtime_) return;
+  const auto& drops = realtime_->stats().drops;
+  for (size_t i = 0; i < drops.size(); ++i) {
+    env_.metrics.realtime_drops[i].add(drops[i] - seen_realtime_drops_[i]);
+    seen_realtime_drops_[i] = drops[i];
+  }
+}
+
+void Session::clear_output() {
+  if (output_) output_->clear();
+  if (opus_output_) opus_output_->clear();
+  // The event layer reports the clear itself (output_audio_buffer.cleared).
+  output_playing_ = false;
+  output_idle_since_ = 0;
+}
+
+void Session::note_output_playing(bool played, Nanos now) {
+  if (!realtime_) return;
+  if (played) {
+    output_idle_since_ = 0;
+    if (!output_playing_) {
+      output_playing_ = true;
+      realtime_->on_output_started(now);
+    }
+    return;
+  }
+  if (!output_playing_) return;
+  if (output_idle_since_ == 0) {
+    output_idle_since_ = now;
+  } else if (now - output_idle_since_ >= kOutputStopAfter) {
+    output_playing_ = false;
+    output_idle_since_ = 0;
+    realtime_->on_output_stopped(now);
+  }
 }
 
 void Session::start_backend() {
@@ -261,6 +409,7 @@ void Session::start_backend() {
   info.path = env_.path_kind;
   info.user_agent = plan_.user_agent;
   info.opus_passthrough = env_.config.opus_passthrough;
+  info.session_config = plan_.realtime_session;
   if (env_.config.backend_url.empty()) {
     EchoBackendConfig echo;
     echo.mode = env_.config.echo_mode == "parrot" ? EchoBackendConfig::Mode::parrot
@@ -340,6 +489,8 @@ void Session::tick(Nanos now) {
     return end(SessionEnd::connect_timeout, now);
   if (auto t = dtls_->next_timeout(now); t && *t <= now) dtls_->on_timer(now);
   if (ended_ || !connected_at_) return;
+  if (data_channel_) data_channel_->pump(now);
+  if (ended_ || !plan_.has_audio) return;
   if (jitter_) pump_inbound_audio(now);  // passthrough hands packets over as they arrive
   pump_outbound_audio(now);
   if (now >= next_rtcp_at_) send_rtcp_report(now);
@@ -386,14 +537,24 @@ void Session::pump_outbound_audio(Nanos now) {
       if (!opus_output_->empty()) {
         send_opus_frame(opus_output_->front(), now);
         opus_output_->pop();
+        note_output_playing(true, now);
+        trailing_silence_ = kTrailingSilenceFrames;
         continue;
       }
     } else if (output_->pop(std::span(pcm_scratch_).first(frame))) {
       const int n = encoder_->encode(std::span<const int16_t>(pcm_scratch_.data(), frame), opus);
       if (n > 0) {
         send_opus_frame({opus, static_cast<size_t>(n)}, now);
+        note_output_playing(true, now);
+        trailing_silence_ = kTrailingSilenceFrames;
         continue;
       }
+    }
+    note_output_playing(false, now);
+    if (trailing_silence_ > 0) {
+      --trailing_silence_;
+      send_opus_frame(kOpusSilenceFrame, now);
+      continue;
     }
     // Nothing to play: the frame's time passes in silence (like DTX); the next packet
     // starts a talkspurt.
@@ -447,6 +608,8 @@ void Session::end(SessionEnd reason, Nanos now) {
   ended_ = true;
   end_reason_ = reason;
   ended_at_ = now;
+  realtime_.reset();
+  if (data_channel_) data_channel_->close();
   if (dtls_) dtls_->close();
   ice_.close();
   if (backend_ && backend_state_ != "closed") {
@@ -476,14 +639,32 @@ void Session::on_backend_opus(std::span<const uint8_t> opus_packet) {
 }
 
 void Session::on_backend_clear() {
-  if (output_) output_->clear();
-  if (opus_output_) opus_output_->clear();
+  const bool was_playing = output_playing_;
+  clear_output();
+  if (realtime_ && was_playing) realtime_->on_output_stopped(now_);
   add_event({{"type", "clear"}});
 }
 
 void Session::on_backend_event(const nlohmann::json& event) {
   add_event(event);
-  if (event.value("type", "") == "session.end") end(SessionEnd::backend_ended, now_);
+  const std::string type = event.value("type", "");
+  if (type == "session.end") return end(SessionEnd::backend_ended, now_);
+  if (type == "datachannel.send" && data_channel_) {
+    // The backend writes to a client-opened channel by label (sessions other than Realtime calls).
+    const std::string label = event.value("label", "");
+    auto it = std::find_if(channel_labels_.begin(), channel_labels_.end(),
+                           [&](const auto& c) { return c.second == label; });
+    auto message = event.find("message");
+    if (it != channel_labels_.end() && message != event.end() &&
+        data_channel_->send_text(it->first,
+                                 message->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)))
+      env_.metrics.data_channel_messages_out.add();
+    return;
+  }
+  if (realtime_) {
+    realtime_->on_backend_event(event, now_);
+    mirror_realtime_drops();
+  }
 }
 
 void Session::on_backend_closed(std::string_view reason) {
@@ -552,6 +733,17 @@ nlohmann::json Session::snapshot(Nanos now) const {
                           {"late", jc.late},
                           {"reordered", jc.reordered}};
   }
+  if (plan_.data_channel) {
+    nlohmann::json dc = {
+        {"state", data_channel_ ? "started" : (data_channel_failure_.empty() ? "idle" : "failed")},
+        {"channels", nlohmann::json::array()}};
+    for (const auto& [stream, label] : channel_labels_)
+      dc["channels"].push_back({{"stream", stream}, {"label", label}});
+    if (!data_channel_failure_.empty()) dc["failure"] = data_channel_failure_;
+    j["data_channel"] = std::move(dc);
+  }
+  j["has_audio"] = plan_.has_audio;
+  if (realtime_) j["realtime_session"] = realtime_->session();
   j["backend"] = {{"kind", env_.config.backend_url.empty() ? "echo-" + env_.config.echo_mode : "websocket"},
                   {"state", backend_state_}};
   j["events"] = nlohmann::json::array();

@@ -19,10 +19,12 @@
 #include "audio/pacer.h"
 #include "audio/pcm_queue.h"
 #include "backend/backend.h"
+#include "datachannel/data_channel_endpoint.h"
 #include "dtls/dtls_transport.h"
 #include "ice/ice_lite.h"
 #include "media_path.h"
 #include "opus_packet_ring.h"
+#include "realtime/realtime_events.h"
 #include "rtp/rtp_stats.h"
 #include "srtp/srtp_session.h"
 #include "transceiver_config.h"
@@ -126,6 +128,14 @@ class Session final : public BackendListener {
   void send_opus_frame(std::span<const uint8_t> opus, Nanos now);
   void send_rtcp_report(Nanos now);
   void start_backend();
+  // Data channels: the association starts once DTLS is connected; oai-events on a Realtime
+  // call runs the event layer, any other channel's text goes to the backend as an event.
+  void start_data_channel(Nanos now);
+  void on_channel_open(uint16_t stream, std::string_view label, std::string_view protocol);
+  void on_channel_message(uint16_t stream, std::span<const uint8_t> message, bool binary);
+  void clear_output();
+  void mirror_realtime_drops();  // the event layer's drop counts into the worker's
+  void note_output_playing(bool playing, Nanos now);
   void add_event(nlohmann::json event);
   const char* state_name() const;
 
@@ -175,6 +185,19 @@ class Session final : public BackendListener {
   std::optional<OpusPacketRing> opus_output_;  // passthrough only
   std::vector<int16_t> pcm_scratch_;
   std::vector<uint8_t> packet_scratch_;
+
+  // Data channels. A session without audio (text-only) never sends RTP.
+  std::unique_ptr<DataChannelEndpoint> data_channel_;
+  std::string data_channel_failure_;
+  std::unique_ptr<RealtimeEventChannel> realtime_;
+  std::optional<uint16_t> events_stream_;
+  std::array<uint64_t, kRealtimeDropCount> seen_realtime_drops_{};
+  std::vector<std::pair<uint16_t, std::string>> channel_labels_;  // open channels
+  // Output playout as the event layer reports it: started on the first frame played,
+  // stopped after kOutputStopAfter of nothing to play (backends deliver in bursts).
+  bool output_playing_ = false;
+  int trailing_silence_ = 0;  // Opus silence frames still to send after the last played frame
+  Nanos output_idle_since_ = 0;
 
   std::unique_ptr<BackendConnection> backend_;
   std::string backend_state_ = "idle";

@@ -113,6 +113,25 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
   per_worker_counter("rtcedge_transceiver_path_switches_total",
                      "media moved to a new client address after it proved itself",
                      [](const WorkerMetrics& w) { return w.path_switches.get(); });
+  per_worker_counter("rtcedge_transceiver_data_channels_opened_total",
+                     "data channels clients opened (DCEP, RFC 8832)",
+                     [](const WorkerMetrics& w) { return w.data_channels_opened.get(); });
+  per_worker_counter("rtcedge_transceiver_data_channel_messages_received_total",
+                     "data-channel messages received from clients",
+                     [](const WorkerMetrics& w) { return w.data_channel_messages_in.get(); });
+  per_worker_counter("rtcedge_transceiver_data_channel_messages_sent_total",
+                     "data-channel messages sent to clients",
+                     [](const WorkerMetrics& w) { return w.data_channel_messages_out.get(); });
+  per_worker_counter("rtcedge_transceiver_data_channel_failures_total",
+                     "SCTP associations that failed while the session's audio went on",
+                     [](const WorkerMetrics& w) { return w.data_channel_failures.get(); });
+  auto& realtime_drops =
+      m.family("rtcedge_transceiver_realtime_events_dropped_total",
+               "oai-events messages and backend events the event layer did not handle, by reason",
+               MetricType::Counter);
+  for (size_t r = 0; r < kRealtimeDropCount; ++r)
+    m.add(realtime_drops, sum([r](const WorkerMetrics& w) { return w.realtime_drops[r].get(); }),
+          {{"reason", kRealtimeDropNames[r]}});
   per_worker_counter("rtcedge_transceiver_relay_hop_moves_total",
                      "sessions whose relay hop changed (a relay restarted or re-hashed the flow)",
                      [](const WorkerMetrics& w) { return w.relay_hop_moves.get(); });

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/backend.h"
+#include "realtime/realtime_events.h"
 #include "relaxed_counter.h"
 #include "vocab.h"
 
@@ -16,32 +17,35 @@ namespace rtce {
 
 // Each vocabulary is one X-macro list (common/vocab.h): X(name) expands to the enumerator
 // and to its metric label ({reason="name"}). Append only: the labels are exported.
-#define RTCE_DATAGRAM_DROPS(X)                                                             \
-  X(untrusted_relay) /* framed datagram from outside relay.sources */                      \
-  X(direct_disabled) /* unframed datagram while direct mode is off */                      \
-  X(bad_framing)     /* PROXY v2 header malformed */                                       \
-  X(unknown_ufrag)   /* STUN for a server ufrag no session owns */                         \
-  X(unknown_tuple)   /* DTLS/RTP/RTCP from an address no authenticated check registered */ \
-  X(not_webrtc)      /* first byte outside the RFC 7983 ranges */                          \
-  X(stun_rejected)   /* STUN answered with an error or discarded */                        \
-  X(srtp_failed)     /* SRTP/SRTCP authentication, replay or format failure */             \
-  X(not_ready)       /* RTP before DTLS completed */                                       \
-  X(send_failed)     /* sendmmsg error */                                                  \
-  X(dtls_rejected)   /* DTLS-range datagram on a session's path that its DTLS refused */   \
-  X(truncated)       /* longer than the receive buffer (MSG_TRUNC): never parsed */        \
-  /* authenticated check whose transaction id the session already saw from another         \
-   * address: answered, but it moves no path */                                            \
-  X(stun_replayed)
+#define RTCE_DATAGRAM_DROPS(X)                                                                  \
+  X(untrusted_relay) /* framed datagram from outside relay.sources */                           \
+  X(direct_disabled) /* unframed datagram while direct mode is off */                           \
+  X(bad_framing)     /* PROXY v2 header malformed */                                            \
+  X(unknown_ufrag)   /* STUN for a server ufrag no session owns */                              \
+  X(unknown_tuple)   /* DTLS/RTP/RTCP from an address no authenticated check registered */      \
+  X(not_webrtc)      /* first byte outside the RFC 7983 ranges */                               \
+  X(stun_rejected)   /* STUN answered with an error or discarded */                             \
+  X(srtp_failed)     /* SRTP/SRTCP authentication, replay or format failure */                  \
+  X(not_ready)       /* RTP before DTLS completed */                                            \
+  X(send_failed)     /* sendmmsg error */                                                       \
+  X(dtls_rejected)   /* DTLS-range datagram on a session's path that its DTLS refused */        \
+  X(truncated)       /* longer than the receive buffer (MSG_TRUNC): never parsed */             \
+  /* authenticated check whose transaction id the session already saw from another              \
+   * address: answered, but it moves no path */                                                 \
+  X(stun_replayed)                                                                              \
+  X(no_data_channel)      /* SCTP (DTLS application data) on a session without m=application */ \
+  X(data_channel_refused) /* data-channel message that is not a JSON object, or no backend */
 
-#define RTCE_SESSION_ENDS(X)                                              \
-  X(deleted)         /* DELETE /v1/sessions/{id} */                       \
-  X(connect_timeout) /* ICE or DTLS did not complete in time */           \
-  X(dtls_failed)     /* handshake failure, fingerprint mismatch, alert */ \
-  X(consent_expired) /* RFC 7675: checks stopped */                       \
-  X(peer_closed)     /* DTLS close_notify or RTCP BYE */                  \
-  X(backend_failed)  /* backend unreachable or closed */                  \
-  X(backend_ended)   /* backend asked to end the session */               \
-  X(drained)         /* drain timeout at shutdown */
+#define RTCE_SESSION_ENDS(X)                                                  \
+  X(deleted)             /* DELETE /v1/sessions/{id} */                       \
+  X(connect_timeout)     /* ICE or DTLS did not complete in time */           \
+  X(dtls_failed)         /* handshake failure, fingerprint mismatch, alert */ \
+  X(consent_expired)     /* RFC 7675: checks stopped */                       \
+  X(peer_closed)         /* DTLS close_notify or RTCP BYE */                  \
+  X(backend_failed)      /* backend unreachable or closed */                  \
+  X(backend_ended)       /* backend asked to end the session */               \
+  X(drained)             /* drain timeout at shutdown */                      \
+  X(data_channel_failed) /* a text-only session's SCTP association failed */
 
 #define RTCE_VOCAB_ENUMERATOR_(name) name,
 #define RTCE_VOCAB_LABEL_(name) #name,
@@ -80,6 +84,12 @@ struct WorkerMetrics {
   // clients, media path switches (client address moved) and relay-hop moves (a restarted
   // or re-hashed relay now forwards the same client/VIP pair).
   RelaxedCounter stun_error_replies_suppressed, ice_triggered_checks, path_switches, relay_hop_moves;
+  // Data channels (SCTP over DTLS): channels opened by clients, messages each way, and
+  // associations that failed while the session's audio went on.
+  RelaxedCounter data_channels_opened, data_channel_messages_in, data_channel_messages_out,
+      data_channel_failures;
+  // What the oai-events layer did not handle, by reason (RTCE_REALTIME_DROPS).
+  std::array<RelaxedCounter, kRealtimeDropCount> realtime_drops;
   BackendCounters backend;
 
   void observe_setup(double seconds) {

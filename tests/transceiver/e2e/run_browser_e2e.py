@@ -30,6 +30,7 @@ REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 BROWSER_E2E = os.path.join(HERE, "browser_e2e.mjs")
 MOCK = os.path.join(HERE, "mock_transceiver.py")
 AIORTC_CLIENT = os.path.join(REPO_ROOT, "tests", "transceiver", "interop", "aiortc_client.py")
+AIORTC_REALTIME_CLIENT = os.path.join(REPO_ROOT, "tests", "transceiver", "interop", "aiortc_realtime_client.py")
 PLAYWRIGHT_CORE = os.path.join(REPO_ROOT, "tests", "golden", "tools", "node_modules", "playwright-core")
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-aiortc lives
 SKIP = 77
@@ -186,7 +187,8 @@ def start_stack(mode, args, workdir):
                            "--hint-key-file", hint_keys,
                            "--hint-cluster-id", "0",
                            "--hint-endpoint-base-id", "1",
-                           "--backend-echo-mode", getattr(args, "echo_mode", "loopback")]
+                           "--backend-echo-mode",
+                           getattr(args, "echo_mode", None) or ("parrot" if args.client == "aiortc-realtime" else "loopback")]
             # Callers that need more keys (../realtime_e2e: API keys, realtime.*) add flags here.
             transceiver += list(getattr(args, "extra_transceiver_args", []))
             if args.passthrough:
@@ -219,7 +221,7 @@ def start_stack(mode, args, workdir):
 def prerequisites(args):
     """None when everything needed is installed, else the reason to skip."""
     need_browser = args.client in ("browser", "both")
-    need_aiortc = args.client in ("aiortc", "both") or args.mock
+    need_aiortc = args.client in ("aiortc", "both", "aiortc-realtime") or args.mock
     if need_browser:
         if not (os.path.isfile(args.chromium) and os.access(args.chromium, os.X_OK)):
             return f"chromium not found at {args.chromium}"
@@ -261,7 +263,9 @@ def main():
     ap.add_argument("--relay-bin")
     ap.add_argument("--mode", choices=["direct", "relay"], default="direct")
     ap.add_argument("--mock", action="store_true", help="use mock_transceiver.py (aiortc) instead of the binaries")
-    ap.add_argument("--client", choices=["browser", "aiortc", "both"], default="browser")
+    ap.add_argument("--client", choices=["browser", "aiortc", "both", "aiortc-realtime"], default="browser",
+                    help="aiortc-realtime: a Realtime-style call with the oai-events data channel "
+                         "(../interop/aiortc_realtime_client.py; the echo backend runs in parrot mode)")
     ap.add_argument("--passthrough", action="store_true", help="Opus passthrough mode (no transcoding)")
     ap.add_argument("--hang-up-first", action="store_true",
                     help="the aiortc client closes its PeerConnection, then DELETEs (expects 200 + final state)")
@@ -342,6 +346,14 @@ def main():
             if restarter is not None:
                 results["relay_restarts"] = stack.restarts
             results["clients"]["aiortc"] = {"passed": passed, "summary": summary}
+            ok = ok and passed
+        if args.client == "aiortc-realtime":
+            stack.check_alive()
+            passed, summary = run_client("aiortc_realtime_client",
+                                         [SYSTEM_PYTHON, AIORTC_REALTIME_CLIENT, "--url", stack.url], 90)
+            if passed and metric_value(stack.url, "rtcedge_transceiver_data_channels_opened_total") < 1:
+                passed, summary = False, dict(summary or {}, error="data_channels_opened_total did not count the channel")
+            results["clients"]["aiortc-realtime"] = {"passed": passed, "summary": summary}
             ok = ok and passed
         stack.check_alive()
     except Exception as e:

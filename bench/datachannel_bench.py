@@ -180,10 +180,8 @@ async def measure_sessions(url, pid, count, realtime, hold_s):
     return {"rss": rss1, "cpu_percent": (cpu1 - cpu0) / elapsed * 100, "rss_during": (rss0 + rss1) / 2}
 
 
-async def bench(args, pid, url, backend):
-    await backend.start()
+async def round_trips(args, url, backend):
     rows = {}
-    # 1. Round trips.
     call = Call(url, realtime=True)
     await call.open()
     for n in range(20):  # warm-up
@@ -200,11 +198,34 @@ async def bench(args, pid, url, backend):
             if n >= 20:
                 floor.append((time.perf_counter() - sent) * 1000)
         rows["backend WebSocket alone (floor)"] = floor
-    # 2. Cost per session.
-    base_rss, _ = proc_usage(pid)
-    cost = {"audio only": await measure_sessions(url, pid, args.sessions, False, args.hold_s),
-            "audio + oai-events": await measure_sessions(url, pid, args.sessions, True, args.hold_s)}
-    return rows, cost, base_rss
+    return rows
+
+
+def with_transceiver(args, backend, body):
+    """Runs `body(pid, url)` (a coroutine) against a fresh transceiver: each cost figure starts
+    from a process that has held no session, so freed-but-kept heap does not hide a cost."""
+    workdir = tempfile.mkdtemp(prefix="rtce-dc-bench-")
+    stack = Stack(workdir)
+    http_port = free_port()
+    url = f"http://127.0.0.1:{http_port}"
+    try:
+        proc = stack.spawn("transceiver", [args.transceiver, "--http-listen", f"127.0.0.1:{http_port}", "--workers",
+                                           "1", "--media-listen", "127.0.0.1", "--media-base-port",
+                                           str(free_port(socket.SOCK_DGRAM)),
+                                           "--backend-url", f"ws://127.0.0.1:{backend.port}/", "--log-level", "warn"])
+        wait_http_ready(stack, url + "/metrics")
+
+        async def run():
+            await backend.start()
+            try:
+                return await body(proc.pid, url)
+            finally:
+                backend.server.close()
+                await backend.server.wait_closed()
+
+        return asyncio.run(run())
+    finally:
+        stack.stop()
 
 
 def main():
@@ -215,22 +236,15 @@ def main():
     ap.add_argument("--hold-s", type=float, default=10)
     args = ap.parse_args()
     aiortc_client.allow_loopback_candidates()
-    workdir = tempfile.mkdtemp(prefix="rtce-dc-bench-")
-    stack = Stack(workdir)
     backend = BenchBackend()
-    http_port = free_port()
-    url = f"http://127.0.0.1:{http_port}"
-    try:
-        proc = stack.spawn("transceiver", [args.transceiver, "--http-listen", f"127.0.0.1:{http_port}", "--workers", "1",
-                                    "--media-listen", "127.0.0.1", "--media-base-port",
-                                    str(free_port(socket.SOCK_DGRAM)),
-                                    "--backend-url", f"ws://127.0.0.1:{backend.port}/",
-                                    "--log-level", "warn"])
-        wait_http_ready(stack, url + "/metrics")
-        pid = proc.pid
-        rows, cost, base_rss = asyncio.run(bench(args, pid, url, backend))
-    finally:
-        stack.stop()
+    rows = with_transceiver(args, backend, lambda pid, url: round_trips(args, url, backend))
+    cost, base = {}, {}
+    for name, realtime in (("audio only", False), ("audio + oai-events", True)):
+        async def measure(pid, url, realtime=realtime, name=name):
+            base[name] = proc_usage(pid)[0]
+            return await measure_sessions(url, pid, args.sessions, realtime, args.hold_s)
+        cost[name] = with_transceiver(args, backend, measure)
+    base_rss = min(base.values())
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True,
                          text=True).stdout.strip()
     print(f"Machine: {platform.node()}, {os.cpu_count()} CPUs ({cpu}), Linux {platform.release()}; "
@@ -245,7 +259,7 @@ def main():
           f"(transceiver RSS with no session: {base_rss / 2**20:.1f} MiB):\n")
     print("| sessions | RSS per session (KiB) | transceiver CPU per session (% of a core) |\n|---|---|---|")
     for name, c in cost.items():
-        print(f"| {name} | {(c['rss_during'] - base_rss) / args.sessions / 1024:.0f} | "
+        print(f"| {name} | {(c['rss_during'] - base[name]) / args.sessions / 1024:.0f} | "
               f"{c['cpu_percent'] / args.sessions:.2f} |")
     return 0
 

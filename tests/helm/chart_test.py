@@ -12,6 +12,8 @@ what a cluster would only find out at run time (standard library only):
   transceiver pods and nothing else; every Service selects pods of a workload;
 - every Secret and ConfigMap a pod references exists (or is the existingSecret named in the
   values), with the key it names;
+- the Realtime ephemeral-key secrets: rendered and referenced, or the existingSecret named;
+  a rotation rolls the pods; more than one transceiver without shared secrets fails;
 - the rendered relay.yaml and transceiver.yaml, with the pod's environment, pass
   `rtcedge-relay --check-config` and `rtcedge-transceiver --check-config`;
 - a config change changes the pod template's checksum (pods roll);
@@ -245,6 +247,10 @@ class LiveBinaries:
                 p.wait()
 
 
+# What a user's existing Secret holds, for --check-config (in the format the key needs).
+EXISTING_STAND_INS = {"RTCEDGE_TRANSCEIVER_REALTIME_KEY_SECRETS": "stand-in:" + "5" * 32}
+
+
 def resolve_env(container, secrets, existing, work):
     """The container's environment as the kubelet would set it, with fake node and pod IPs;
     secretKeyRefs read the rendered Secret (a stand-in value for a user's existing one)."""
@@ -263,7 +269,7 @@ def resolve_env(container, secrets, existing, work):
             if ref["name"] in secrets:
                 env[name] = base64.b64decode(secrets[ref["name"]]["data"][ref["key"]]).decode()
             elif ref["name"] in existing:
-                env[name] = "stand-in-key-for-an-existing-secret"
+                env[name] = EXISTING_STAND_INS.get(name, "stand-in-key-for-an-existing-secret")
     return env
 
 
@@ -279,8 +285,8 @@ def check_value_set(name, manifests, values, tools, binaries, live, work, render
     objs = [m["object"] for m in manifests]
     secrets = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Secret"}
     configmaps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
-    existing = {s for s in (values["hintKeys"]["existingSecret"], values["transceiver"]["apiKeys"]["existingSecret"])
-                if s}
+    existing = {s for s in (values["hintKeys"]["existingSecret"], values["transceiver"]["apiKeys"]["existingSecret"],
+                            values["transceiver"]["realtimeKeys"]["existingSecret"]) if s}
     configs = {}
 
     # 2. References: every Secret and ConfigMap a pod names exists, with the key it names.
@@ -435,6 +441,18 @@ def check_value_set(name, manifests, values, tools, binaries, live, work, render
                 check('pod_identity: "rtcedge-transceiver-0"' in r.stdout, tag + "registry.pod_identity is the pod name")
             if include_keys(values):
                 check('api_keys: ["<redacted>"]' in r.stdout, tag + "http.api_keys come from the Secret")
+            rk = values["transceiver"]["realtimeKeys"]
+            n = len(rk["secrets"]) if not rk["existingSecret"] else 1
+            if n:
+                want = "key_secrets: [%s]" % ", ".join(['"<redacted>"'] * n)
+                check(want in r.stdout, tag + "realtime.key_secrets come from the Secret: %s" % want)
+            else:
+                check("key_secrets: []" in r.stdout, tag + "no realtime.key_secrets without realtimeKeys")
+            lifetime = 'key_lifetime: "%ds"' % values["transceiver"]["realtime"]["keyLifetimeSeconds"]
+            check(lifetime in r.stdout, tag + "realtime.%s" % lifetime)
+            text_only = "allow_text_only: %s" % ("true" if values["transceiver"]["sessions"]["allowTextOnly"] else
+                                                 "false")
+            check(text_only in r.stdout, tag + "sessions.%s" % text_only)
 
 
 def check_relay_scripts(tag, spec, work):
@@ -497,6 +515,81 @@ def check_checksums(renderer, tag):
     for wname in ("rtcedge-relay", "rtcedge-transceiver"):
         check(sa.get(wname) and sa.get(wname) != sb.get(wname), tag + "%s checksum/config changes with its config"
               % wname)
+
+
+def realtime_env(manifests):
+    """The transceiver's RTCEDGE_TRANSCEIVER_REALTIME_KEY_SECRETS entry, or None."""
+    sts = by_kind(manifests, "StatefulSet")[0]
+    env = sts["spec"]["template"]["spec"]["containers"][0].get("env", [])
+    return next((e for e in env if e["name"] == "RTCEDGE_TRANSCEIVER_REALTIME_KEY_SECRETS"), None)
+
+
+def check_realtime_keys(renderer):
+    """transceiver.realtimeKeys: every pod gets the same ek_ secrets from one Secret (the
+    chart's or the user's), a rotation step rolls the pods, and a fleet without shared
+    secrets does not render unless realtimeKeys.required is false."""
+    tag = "[realtimeKeys] "
+    old = "k1:" + "a" * 32
+    new = "k2:" + "b" * 32
+
+    def keys(*secrets, more=""):
+        ms, err = renderer.render(BASE, extra="transceiver:\n  realtimeKeys:\n    secrets: %s\n%s" % (
+            json.dumps(list(secrets)), more))
+        check(ms is not None, tag + "renders with secrets %s: %s" % (list(secrets), err.strip()))
+        return ms
+
+    ms = keys(old, new)
+    if ms:
+        secret = [o for o in by_kind(ms, "Secret") if o["metadata"]["name"] == "rtcedge-realtime-keys"]
+        if check(len(secret) == 1, tag + "the Secret rtcedge-realtime-keys is rendered"):
+            data = secret[0]["data"].get("realtime-key-secrets", "")
+            check(base64.b64decode(data).decode() == old + "," + new,
+                  tag + "its key realtime-key-secrets holds the secrets in order, comma-separated")
+        e = realtime_env(ms)
+        check(e is not None and e["valueFrom"]["secretKeyRef"] == {"name": "rtcedge-realtime-keys",
+                                                                   "key": "realtime-key-secrets"},
+              tag + "the transceivers read it through a secretKeyRef: %s" % e)
+
+    # The user's Secret: nothing rendered, the env names it and its key.
+    ms, err = renderer.render(BASE, extra="transceiver:\n  realtimeKeys:\n    secrets: []\n"
+                              "    existingSecret: my-ek-secrets\n    secretKey: list\n")
+    if check(ms is not None, tag + "renders with an existingSecret: %s" % err.strip()):
+        check(not [o for o in by_kind(ms, "Secret") if "realtime" in o["metadata"]["name"]],
+              tag + "no realtime Secret rendered with existingSecret")
+        e = realtime_env(ms)
+        check(e is not None and e["valueFrom"]["secretKeyRef"] == {"name": "my-ek-secrets", "key": "list"},
+              tag + "the env names the existingSecret and its secretKey: %s" % e)
+    # existingSecret wins over secrets, as for apiKeys.
+    ms = keys(old, more="    existingSecret: my-ek-secrets\n")
+    if ms:
+        check(not [o for o in by_kind(ms, "Secret") if "realtime" in o["metadata"]["name"]] and
+              realtime_env(ms)["valueFrom"]["secretKeyRef"]["name"] == "my-ek-secrets",
+              tag + "existingSecret wins over secrets")
+
+    # Each rotation step (add second, move first, drop the old) and a new existingSecret
+    # change the pod template, so the pods, which read the secrets at start, roll.
+    def checksum(ms):
+        return by_kind(ms, "StatefulSet")[0]["spec"]["template"]["metadata"]["annotations"].get(
+            "checksum/realtime-keys") if ms else None
+    steps = [keys(old), keys(old, new), keys(new, old), keys(new)]
+    sums = [checksum(m) for m in steps]
+    check(all(sums) and len(set(sums)) == len(sums), tag + "every rotation step changes checksum/realtime-keys: %s"
+          % sums)
+    ea = checksum(renderer.render(BASE, extra="transceiver:\n  realtimeKeys: {secrets: [], existingSecret: a}\n")[0])
+    eb = checksum(renderer.render(BASE, extra="transceiver:\n  realtimeKeys: {secrets: [], existingSecret: b}\n")[0])
+    check(ea and eb and ea != eb, tag + "naming another existingSecret changes checksum/realtime-keys")
+    check(checksum(keys(old)) == sums[0], tag + "the same secrets give the same checksum (no roll)")
+
+    # One pod, or a fleet that says it serves no ek_ keys, renders without secrets (and
+    # without the env, so each pod makes its own secret, warned at start and in NOTES).
+    for what, extra in (("one replica", "transceiver:\n  replicas: 1\n  realtimeKeys: {secrets: []}\n"),
+                        ("required: false", "transceiver:\n  replicas: 3\n  realtimeKeys: {secrets: [], "
+                         "required: false}\n"),
+                        ("hpa up to 1", "transceiver:\n  hpa: {enabled: true, minReplicas: 1, maxReplicas: 1}\n"
+                         "  realtimeKeys: {secrets: []}\n")):
+        ms, err = renderer.render(BASE, extra=extra)
+        if check(ms is not None, tag + "%s renders without secrets: %s" % (what, err.strip())):
+            check(realtime_env(ms) is None, tag + "%s: no RTCEDGE_TRANSCEIVER_REALTIME_KEY_SECRETS" % what)
 
 
 def check_prestop_drains(renderer, transceiver, work):
@@ -629,6 +722,22 @@ BAD_VALUES = [
     ("a VIP port no relay listens on", "vip:\n  service:\n    port: 3479\n", [r"vip\.service\.port"]),
     ("a hint key that is not 16 bytes of hex", "hintKeys:\n  keys: [{id: 1, secret: short}]\n",
      [r"hintKeys[./]keys[./]0[./]secret"]),
+    ("two transceivers without shared ek_ secrets", "transceiver:\n  realtimeKeys:\n    secrets: []\n",
+     [r"transceiver\.realtimeKeys: more than one transceiver pod", r"required: false"]),
+    ("an autoscaled fleet without shared ek_ secrets",
+     "transceiver:\n  replicas: 1\n  hpa: {enabled: true, maxReplicas: 4}\n  realtimeKeys:\n    secrets: []\n",
+     [r"transceiver\.realtimeKeys"]),
+    ("an ek_ secret shorter than 32 bytes", "transceiver:\n  realtimeKeys:\n    secrets: [\"k1:short\"]\n",
+     [r"transceiver[./]realtimeKeys[./]secrets[./]0"]),
+    ("an ek_ secret without an id", "transceiver:\n  realtimeKeys:\n    secrets: [\"%s\"]\n" % ("x" * 40),
+     [r"transceiver[./]realtimeKeys[./]secrets[./]0"]),
+    ("an ek_ secret with a comma (the env list's separator)",
+     "transceiver:\n  realtimeKeys:\n    secrets: [\"k1:%s,%s\"]\n" % ("x" * 20, "y" * 20),
+     [r"transceiver[./]realtimeKeys[./]secrets[./]0"]),
+    ("a key lifetime out of range", "transceiver:\n  realtime:\n    keyLifetimeSeconds: 5\n",
+     [r"transceiver[./]realtime[./]keyLifetimeSeconds"]),
+    ("allowTextOnly not a boolean", "transceiver:\n  sessions:\n    allowTextOnly: sometimes\n",
+     [r"transceiver[./]sessions[./]allowTextOnly"]),
 ]
 
 
@@ -668,6 +777,7 @@ def main():
         check_prestop_drains(renderer, args.transceiver, work)
         check_readme_values(args.render)
         check_checksums(renderer, "[checksums] ")
+        check_realtime_keys(renderer)
         check_extra_config_is_checked(renderer, args, work)
         for bad_name, extra, patterns in BAD_VALUES:
             ms, err = renderer.render(BASE, extra=extra)

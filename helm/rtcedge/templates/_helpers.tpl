@@ -39,6 +39,20 @@ app.kubernetes.io/component: {{ .component }}
 {{- if or .Values.transceiver.apiKeys.existingSecret .Values.transceiver.apiKeys.keys }}true{{ end -}}
 {{- end -}}
 
+{{- define "rtcedge.realtimeKeysSecret" -}}
+{{- default (printf "%s-realtime-keys" (include "rtcedge.fullname" .)) .Values.transceiver.realtimeKeys.existingSecret -}}
+{{- end -}}
+
+{{- define "rtcedge.hasRealtimeKeys" -}}
+{{- if or .Values.transceiver.realtimeKeys.existingSecret .Values.transceiver.realtimeKeys.secrets }}true{{ end -}}
+{{- end -}}
+
+{{/* Whether more than one transceiver pod can run: ek_ keys then need shared secrets. */}}
+{{- define "rtcedge.transceiverFleet" -}}
+{{- $t := .Values.transceiver -}}
+{{- if and $t.enabled (or (and $t.hpa.enabled (gt ($t.hpa.maxReplicas | int) 1)) (and (not $t.hpa.enabled) (gt ($t.replicas | int) 1))) }}true{{ end -}}
+{{- end -}}
+
 {{/* The Redis URL relays and transceivers share, empty without one. */}}
 {{- define "rtcedge.redisUrl" -}}
 {{- if .Values.redis.url -}}
@@ -80,6 +94,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- if and (not (include "rtcedge.hasApiKeys" .)) (not .Values.transceiver.http.allowPublicWithoutKeys) -}}
 {{- fail "transceiver.apiKeys: signaling listens on the pod network; set apiKeys.keys or apiKeys.existingSecret (or transceiver.http.allowPublicWithoutKeys behind an authenticating gateway)" -}}
+{{- end -}}
+{{- if and (include "rtcedge.transceiverFleet" .) (not (include "rtcedge.hasRealtimeKeys" .)) .Values.transceiver.realtimeKeys.required -}}
+{{- fail "transceiver.realtimeKeys: more than one transceiver pod, and ephemeral ek_ keys verify only on a pod that holds the secret that signed them; set realtimeKeys.secrets (\"id:secret\", e.g. \"k1:$(openssl rand -hex 32)\") or realtimeKeys.existingSecret, or realtimeKeys.required: false when no client uses /v1/realtime/client_secrets" -}}
 {{- end -}}
 {{- $port := printf ":%d" (.Values.vip.service.port | int) -}}
 {{- $listened := false -}}

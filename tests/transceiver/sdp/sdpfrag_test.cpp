@@ -57,6 +57,20 @@ TEST(SdpFrag, ChromeRestartAudioDataChannelPerSectionCredentials) {
   EXPECT_FALSE(f.end_of_candidates);
 }
 
+// whip-js (medooze) restart(): its new offer's ufrag/pwd at session level, and m= sections only
+// for the mids of candidates it has gathered so far, so often none at all.
+TEST(SdpFrag, WhipJsRestartWithoutCandidates) {
+  auto f = parse_ok(corpus("whipjs_restart_no_candidates.frag"));
+  EXPECT_EQ(f.ufrag, "Qk3R");
+  EXPECT_EQ(f.pwd, "9vPtUG3xAfPW2rOl7ZuwHQHg");
+  EXPECT_TRUE(f.mids.empty());
+  EXPECT_EQ(f.candidates, 0u);
+  // Our answer then carries the credentials at session level, which is where whip-js's
+  // /a=ice-ufrag:(.*)\r\n/ finds them.
+  auto back = parse_ok(build_ice_fragment({"srvR", "serverpassword0123456789", f.mids, {}}));
+  EXPECT_EQ(back.ufrag, "srvR");
+}
+
 TEST(SdpFrag, Rfc8840Example) {
   auto f = parse_ok(corpus("rfc8840_example.frag"));
   EXPECT_EQ(f.ufrag, "8hhY");

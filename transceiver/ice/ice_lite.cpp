@@ -44,29 +44,40 @@ StunAgent* server_agent() {
 
 struct ValidaterContext {
   const IceLiteSession::Credentials* credentials;
+  const IceLiteSession::Credentials* pending;  // a pending restart's, or nullptr
   bool wrong_username = false;
+  bool used_pending = false;
 };
+
+bool username_matches(std::string_view got, const IceLiteSession::Credentials& creds) {
+  return got.size() == creds.local_ufrag.size() + 1 + creds.remote_ufrag.size() &&
+         got.starts_with(creds.local_ufrag) && got[creds.local_ufrag.size()] == ':' &&
+         got.ends_with(creds.remote_ufrag);
+}
 
 // libnice calls this for a request that carries USERNAME and MESSAGE-INTEGRITY; returning
 // the key makes it verify the HMAC. RFC 8445 section 7.3: the USERNAME must be exactly
-// "<our ufrag>:<their ufrag>", otherwise 401.
+// "<our ufrag>:<their ufrag>", otherwise 401. During a restart the USERNAME picks the
+// generation, and so the key: begin_restart keeps the two local ufrags distinct.
 bool check_username(StunAgent*, StunMessage*, uint8_t* username, uint16_t username_len, uint8_t** password,
                     size_t* password_len, void* user_data) {
   auto* ctx = static_cast<ValidaterContext*>(user_data);
-  const auto& creds = *ctx->credentials;
   std::string_view got(reinterpret_cast<const char*>(username), username == nullptr ? 0 : username_len);
-  bool matches = got.size() == creds.local_ufrag.size() + 1 + creds.remote_ufrag.size() &&
-                 got.starts_with(creds.local_ufrag) && got[creds.local_ufrag.size()] == ':' &&
-                 got.ends_with(creds.remote_ufrag);
-  if (!matches) {
+  const IceLiteSession::Credentials* creds = nullptr;
+  if (username_matches(got, *ctx->credentials)) {
+    creds = ctx->credentials;
+  } else if (ctx->pending != nullptr && username_matches(got, *ctx->pending)) {
+    creds = ctx->pending;
+    ctx->used_pending = true;
+  } else {
     ctx->wrong_username = true;
     return false;
   }
   // An empty key would make libnice skip the HMAC check altogether.
-  if (creds.local_pwd.empty()) return false;
+  if (creds->local_pwd.empty()) return false;
   // libnice only reads through this pointer.
-  *password = reinterpret_cast<uint8_t*>(const_cast<char*>(creds.local_pwd.data()));
-  *password_len = creds.local_pwd.size();
+  *password = reinterpret_cast<uint8_t*>(const_cast<char*>(creds->local_pwd.data()));
+  *password_len = creds->local_pwd.size();
   return true;
 }
 
@@ -124,7 +135,7 @@ IceLiteSession::Result IceLiteSession::handle_request(std::span<const uint8_t> r
 
   StunAgent* agent = server_agent();
   StunMessage req;
-  ValidaterContext ctx{&credentials_};
+  ValidaterContext ctx{&credentials_, pending_ ? &*pending_ : nullptr};
   StunValidationStatus status =
       stun_agent_validate(agent, &req, request.data(), request.size(), check_username, &ctx);
   switch (status) {
@@ -172,6 +183,7 @@ IceLiteSession::Result IceLiteSession::handle_request(std::span<const uint8_t> r
     return result;
   }
   result.authenticated = true;
+  result.pending_credentials_used = ctx.used_pending;
 
   if (stun_message_get_method(&req) != STUN_BINDING) {
     result.outcome = Outcome::bad_request;
@@ -230,19 +242,57 @@ IceLiteSession::Result IceLiteSession::handle_request(std::span<const uint8_t> r
   recent_count_ = std::min(recent_count_ + 1, kRecentTransactions);
 
   // Consent (RFC 7675) is refreshed by every successful authenticated check, from any
-  // address: the client may move (NAT rebinding, network change) within one session.
+  // address and with either credential generation: the client may move (NAT rebinding,
+  // network change, ICE restart) within one session.
   if (!have_check_) {
     have_check_ = true;
     first_check_ = now;
   }
   last_check_ = now;
   last_checked_address_ = client;
+  last_check_pending_ = ctx.used_pending;
+  if (ctx.used_pending) {
+    if (!pending_have_check_) {
+      pending_have_check_ = true;
+      pending_first_check_ = now;
+    }
+    pending_last_checked_address_ = client;
+    if (result.nominated || config_.nomination_wait <= 0) {
+      complete_restart(client);
+      result.completed_restart = true;
+    }
+    return result;
+  }
   if (result.nominated || (state_ == State::waiting && config_.nomination_wait <= 0)) {
     selected_ = client;
     have_selected_ = true;
     state_ = State::connected;
   }
   return result;
+}
+
+bool IceLiteSession::begin_restart(Credentials next) {
+  if (state_ == State::disconnected || state_ == State::closed) return false;
+  if (next.local_ufrag.empty() || next.local_pwd.empty() || next.remote_ufrag.empty()) return false;
+  if (next.local_ufrag == credentials_.local_ufrag) return false;
+  pending_ = std::move(next);
+  pending_triggered_ = {};
+  pending_have_check_ = false;
+  pending_first_check_ = 0;
+  last_check_pending_ = false;  // a check of a replaced generation triggers nothing
+  return true;
+}
+
+void IceLiteSession::complete_restart(const SocketAddress& selected) {
+  credentials_ = std::move(*pending_);
+  pending_.reset();
+  triggered_ = pending_triggered_;
+  pending_triggered_ = {};
+  pending_have_check_ = false;
+  last_check_pending_ = false;
+  selected_ = selected;
+  have_selected_ = true;
+  state_ = State::connected;
 }
 
 bool IceLiteSession::allow_error_reply(Nanos now) {
@@ -267,16 +317,21 @@ void IceLiteSession::refresh_consent(Nanos now) {
 }
 
 size_t IceLiteSession::build_triggered_check(const SocketAddress& client, std::span<uint8_t> out) {
-  if (credentials_.remote_pwd.empty() || !have_check_ || !(last_checked_address_ == client)) return 0;
+  // The pair's generation is that of the latest valid check: a check with a pending restart's
+  // credentials gets a check keyed with the client's new pwd, even from a pair already nominated.
+  const bool pending = last_check_pending_ && pending_.has_value();
+  const Credentials& creds = pending ? *pending_ : credentials_;
+  Triggered& triggered = pending ? pending_triggered_ : triggered_;
+  if (creds.remote_pwd.empty() || !have_check_ || !(last_checked_address_ == client)) return 0;
   if (state_ != State::waiting && state_ != State::connected) return 0;
-  if (have_selected_ && selected_ == client && state_ == State::connected) return 0;  // nominated
-  if (triggered_count_ == kMaxTriggeredChecks) return 0;
-  for (size_t i = 0; i < triggered_count_; ++i)
-    if (triggered_pairs_[i] == client) return 0;
+  if (!pending && have_selected_ && selected_ == client && state_ == State::connected) return 0;  // nominated
+  if (triggered.count == kMaxTriggeredChecks) return 0;
+  for (size_t i = 0; i < triggered.count; ++i)
+    if (triggered.pairs[i] == client) return 0;
   // USERNAME "<their ufrag>:<ours>": ufrags are at most 256 characters (RFC 8839).
   std::array<uint8_t, 514> username;
-  const auto& theirs = credentials_.remote_ufrag;
-  const auto& ours = credentials_.local_ufrag;
+  const auto& theirs = creds.remote_ufrag;
+  const auto& ours = creds.local_ufrag;
   if (theirs.size() + 1 + ours.size() > username.size()) return 0;
   std::memcpy(username.data(), theirs.data(), theirs.size());
   username[theirs.size()] = ':';
@@ -287,7 +342,7 @@ size_t IceLiteSession::build_triggered_check(const SocketAddress& client, std::s
   constexpr uint32_t kPriority = (110u << 24) | (65535u << 8) | 255u;
   const size_t len = stun_usage_ice_conncheck_create(
       agent, &request, out.data(), out.size(), username.data(), theirs.size() + 1 + ours.size(),
-      reinterpret_cast<const uint8_t*>(credentials_.remote_pwd.data()), credentials_.remote_pwd.size(),
+      reinterpret_cast<const uint8_t*>(creds.remote_pwd.data()), creds.remote_pwd.size(),
       /*cand_use=*/false, /*controlling=*/false, kPriority, tie_breaker_, nullptr,
       STUN_USAGE_ICE_COMPATIBILITY_RFC5245);
   if (len == 0) return 0;
@@ -296,9 +351,9 @@ size_t IceLiteSession::build_triggered_check(const SocketAddress& client, std::s
   StunTransactionId id;  // libnice's: the cookie and the 96-bit id
   stun_message_id(&request, id);
   stun_agent_forget_transaction(agent, id);
-  triggered_pairs_[triggered_count_] = client;
-  std::memcpy(triggered_ids_[triggered_count_].data(), out.data() + 8, 12);
-  ++triggered_count_;
+  triggered.pairs[triggered.count] = client;
+  std::memcpy(triggered.ids[triggered.count].data(), out.data() + 8, 12);
+  ++triggered.count;
   return len;
 }
 
@@ -306,8 +361,9 @@ bool IceLiteSession::handle_response(std::span<const uint8_t> response) {
   if (!looks_like_stun(response)) return false;
   const uint16_t type = load_be16(response.data());
   if ((type & 0x0110) != 0x0100 && (type & 0x0110) != 0x0110) return false;  // success or error class
-  for (size_t i = 0; i < triggered_count_; ++i)
-    if (std::memcmp(response.data() + 8, triggered_ids_[i].data(), 12) == 0) return true;
+  for (const Triggered* triggered : {&triggered_, &pending_triggered_})
+    for (size_t i = 0; i < triggered->count; ++i)
+      if (std::memcmp(response.data() + 8, triggered->ids[i].data(), 12) == 0) return true;
   return false;
 }
 
@@ -315,6 +371,10 @@ void IceLiteSession::on_timer(Nanos now) {
   if ((state_ != State::waiting && state_ != State::connected) || !have_check_) return;
   if (now - last_check_ >= config_.consent_timeout) {
     state_ = State::disconnected;
+    return;
+  }
+  if (pending_ && pending_have_check_ && now - pending_first_check_ >= config_.nomination_wait) {
+    complete_restart(pending_last_checked_address_);
     return;
   }
   if (state_ == State::waiting && now - first_check_ >= config_.nomination_wait) {
@@ -329,6 +389,8 @@ Nanos IceLiteSession::next_deadline() const {
     return std::numeric_limits<Nanos>::max();
   Nanos deadline = last_check_ + config_.consent_timeout;
   if (state_ == State::waiting) deadline = std::min(deadline, first_check_ + config_.nomination_wait);
+  if (pending_ && pending_have_check_)
+    deadline = std::min(deadline, pending_first_check_ + config_.nomination_wait);
   return deadline;
 }
 

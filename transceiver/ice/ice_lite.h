@@ -72,7 +72,9 @@ class IceLiteSession {
     // replay (or a retransmission that crossed a NAT rebinding). It is answered, but it
     // refreshes no consent and moves no path: only fresh checks prove an address.
     bool replayed = false;
-    bool reply_suppressed = false;  // an error reply was due but the per-session limit held it
+    bool reply_suppressed = false;          // an error reply was due but the per-session limit held it
+    bool pending_credentials_used = false;  // keyed with the pending restart's credentials
+    bool completed_restart = false;         // this check made the pending credentials current
   };
   struct Config {
     // RFC 7675: consent lapses 30 s after the last authenticated check. Chrome refreshes
@@ -120,6 +122,25 @@ class IceLiteSession {
   Nanos next_deadline() const;
   void close() { state_ = State::closed; }
 
+  // An ICE restart (RFC 8445 section 9): `next` (new local and remote ufrag/pwd) is accepted
+  // beside the current credentials, so media keeps flowing on the old pair while the client
+  // checks the new one. The first fresh successful check with `next` that nominates
+  // (USE-CANDIDATE) completes it, or, for a client that never nominates, nomination_wait after
+  // the first check with `next` (on_timer; at once when nomination_wait is 0): `next` becomes
+  // current, the selected address becomes that check's, and checks with the old credentials
+  // get 401 wrong_username (rate-limited) from then on. Calling it again while one is pending
+  // replaces the pending one (its checks are forgotten). Consent is continuous: checks with
+  // either generation refresh it, and the last valid check time carries across the switch.
+  // Returns false, changing nothing, when the session is disconnected or closed (consent is
+  // gone: the client must start a new session), when next's local ufrag, local pwd or remote
+  // ufrag is empty, or when next's local ufrag equals the current one (the worker finds the
+  // session by that ufrag, and RFC 8839 section 4.4.1.1.1 makes a restart change it).
+  bool begin_restart(Credentials next);
+  bool restart_pending() const { return pending_.has_value(); }
+  // nullptr unless a restart is pending. While one is, the worker must map both
+  // credentials().local_ufrag and pending_credentials()->local_ufrag to this session.
+  const Credentials* pending_credentials() const { return pending_ ? &*pending_ : nullptr; }
+
   State state() const { return state_; }
   // Time of the last authenticated, successful check; nullopt before the first.
   std::optional<Nanos> last_valid_check() const;
@@ -133,6 +154,7 @@ class IceLiteSession {
 
  private:
   Credentials credentials_;
+  std::optional<Credentials> pending_;
   Config config_;
   State state_ = State::waiting;
   uint64_t tie_breaker_ = 0;
@@ -152,10 +174,21 @@ class IceLiteSession {
   std::array<SeenTransaction, kRecentTransactions> recent_{};
   size_t recent_next_ = 0, recent_count_ = 0;
 
-  // Triggered checks: the pairs that had one, and the ids to match responses with.
-  std::array<SocketAddress, kMaxTriggeredChecks> triggered_pairs_{};
-  std::array<std::array<uint8_t, 12>, kMaxTriggeredChecks> triggered_ids_{};
-  size_t triggered_count_ = 0;
+  // Triggered checks: the pairs that had one, and the ids to match responses with. One set
+  // per credential generation: a restart's pairs get checks of their own, keyed with its pwd.
+  struct Triggered {
+    std::array<SocketAddress, kMaxTriggeredChecks> pairs{};
+    std::array<std::array<uint8_t, 12>, kMaxTriggeredChecks> ids{};
+    size_t count = 0;
+  };
+  Triggered triggered_;
+  Triggered pending_triggered_;
+  // The pending generation's checks: the fallback clock and the address it would select.
+  bool pending_have_check_ = false;
+  Nanos pending_first_check_ = 0;
+  SocketAddress pending_last_checked_address_;
+  bool last_check_pending_ = false;  // the latest valid check was keyed with pending_
+  void complete_restart(const SocketAddress& selected);
 
   // Error-reply token bucket (tokens scaled by 1e9 per second of refill).
   Nanos error_tokens_ = 0;

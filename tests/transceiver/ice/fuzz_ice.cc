@@ -2,7 +2,9 @@
 // demux, IceLiteSession::handle_request and the client's response check. The first input
 // byte picks how the rest is fed: as is, or re-signed (MESSAGE-INTEGRITY with the session pwd
 // and FINGERPRINT recomputed) so that mutations get past the HMAC and CRC into libnice's
-// attribute handling and reply building.
+// attribute handling and reply building. An odd-sized input meets a session in an ICE restart
+// whose pending credentials are the ones the input is signed with, so the restart's paths
+// (pending key, completion on nomination) are fuzzed too.
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
@@ -44,7 +46,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)looks_like_stun(datagram);
 
   static IceLiteSession::Config config{};
-  IceLiteSession session({kServerUfrag, kServerPwd, kClientUfrag, "unusedremotepassword0123"}, config);
+  const bool restart = (size & 1) != 0;
+  const IceLiteSession::Credentials golden{kServerUfrag, kServerPwd, kClientUfrag,
+                                           "unusedremotepassword0123"};
+  IceLiteSession session(restart ? IceLiteSession::Credentials{"oldserverufrag", "oldserverpassword0123456",
+                                                               "oldc", "oldremotepassword0123456"}
+                                 : golden,
+                         config);
+  if (restart) check(session.begin_restart(golden));
   static const SocketAddress client = *SocketAddress::parse("192.0.2.2:54321");
   std::vector<uint8_t> out(kIceReplyBufferSize);
   auto result = session.handle_request(datagram, client, out, 1'000'000'000);
@@ -55,6 +64,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::span<const uint8_t> reply(out.data(), result.reply_len);
     check(stun_test::integrity_valid(reply, kServerPwd));
     check(stun_test::fingerprint_valid(reply));
+    check(result.pending_credentials_used == restart);
+    check(result.completed_restart == (restart && result.nominated));
+    check(session.credentials().local_ufrag == kServerUfrag || !result.completed_restart);
+  } else {
+    check(!result.completed_restart);
   }
   if (result.reply_len > 0)
     check(stun_test::decode(std::span<const uint8_t>(out.data(), result.reply_len)).has_value());

@@ -1,0 +1,11 @@
+a=ice-options:trickle ice2
+a=group:BUNDLE 0 1
+m=audio 9 UDP/TLS/RTP/SAVPF 111
+a=mid:0
+a=ice-ufrag:Qk3R
+a=ice-pwd:9vPtUG3xAfPW2rOl7ZuwHQHg
+a=candidate:3005213596 1 udp 2122260223 2aa1b2c3-77c9-4e0b-9a2b-2f4a3c6d1e0f.local 51234 typ host generation 0 ufrag Qk3R network-id 1
+m=application 9 UDP/DTLS/SCTP webrtc-datachannel
+a=mid:1
+a=ice-ufrag:Qk3R
+a=ice-pwd:9vPtUG3xAfPW2rOl7ZuwHQHg

@@ -17,9 +17,17 @@
 //   node ice_restart_e2e.mjs --url http://127.0.0.1:8080 [--expect-path direct|relay]
 //        [--timeout-s 90] [--tone-wav FILE] [--tone-hz 440] [--api-key K]
 //        [--chromium /usr/bin/chromium] [--allow-loopback auto|yes|no] [--gap-only]
+//        [--handover-dir DIR [--no-restart | --rebind]]
 //
 // --gap-only: stop before the PATCH (connect, tone, gap measurement on the normal call, hang
 // up) — what can be checked against a server without PATCH support.
+// --handover-dir DIR (run_handover_netns.py): mid-call the driver writes DIR/move-request and
+// waits for DIR/moved (the runner has changed the client's address meanwhile); then it restarts
+// ICE as above, or with --no-restart only waits for Chromium to move the selected pair by
+// itself; the checks add "the selected pair's local address changed" and the gap is measured
+// from the move (gap_ms.handover_*). --rebind: the change is invisible to the client (a NAT
+// rebinding: same local address, the network rewrites it), so the check is that RTP comes back
+// on the same credentials, with no restart.
 // stdout: one JSON summary (figures: gap_ms.*). Exit 0 = every check passed, 1 = a check
 // failed or timed out, 2 = bad usage.
 
@@ -36,13 +44,14 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 function usage(msg) {
   if (msg) console.error(`error: ${msg}`);
   console.error('usage: node ice_restart_e2e.mjs --url URL [--expect-path direct|relay] [--timeout-s S] ' +
-    '[--tone-wav FILE] [--tone-hz HZ] [--api-key K] [--chromium PATH] [--allow-loopback auto|yes|no] [--gap-only]');
+    '[--tone-wav FILE] [--tone-hz HZ] [--api-key K] [--chromium PATH] [--allow-loopback auto|yes|no] [--gap-only] ' +
+    '[--handover-dir DIR [--no-restart | --rebind]]');
   process.exit(2);
 }
 
 const opts = {
   url: null, expectPath: null, timeoutS: 90, toneWav: null, toneHz: 440, apiKey: '',
-  chromium: '/usr/bin/chromium', allowLoopback: 'auto', gapOnly: false,
+  chromium: '/usr/bin/chromium', allowLoopback: 'auto', gapOnly: false, handoverDir: null, restart: true, rebind: false,
 };
 {
   const argv = process.argv.slice(2);
@@ -59,6 +68,9 @@ const opts = {
       case '--chromium': opts.chromium = val(); break;
       case '--allow-loopback': opts.allowLoopback = val(); break;
       case '--gap-only': opts.gapOnly = true; break;
+      case '--handover-dir': opts.handoverDir = val(); break;
+      case '--no-restart': opts.restart = false; break;
+      case '--rebind': opts.rebind = true; opts.restart = false; break;
       case '-h': case '--help': usage();
       default: usage(`unknown argument ${a}`);
     }
@@ -67,6 +79,7 @@ const opts = {
 if (!opts.url || !/^https?:\/\//.test(opts.url)) usage('--url http://HOST:PORT is required');
 if (opts.expectPath && !['direct', 'relay'].includes(opts.expectPath)) usage('--expect-path must be direct or relay');
 if (!(opts.timeoutS > 0) || !(opts.toneHz > 0)) usage('bad --timeout-s or --tone-hz');
+if (!opts.restart && !opts.handoverDir) usage('--no-restart and --rebind only with --handover-dir');
 if (!['auto', 'yes', 'no'].includes(opts.allowLoopback)) usage('--allow-loopback must be auto, yes or no');
 
 const log = (...a) => console.error('[ice-restart]', ...a);
@@ -458,6 +471,10 @@ async function run(summary) {
   summary.before = s0;
   check('connected with the POST credentials', s0.localUfrag === started.ufrag, { stats: s0.localUfrag, offer: started.ufrag });
   await toneCheck('before_restart');
+  {
+    const r0 = await http('GET', summary.session_url);
+    try { summary.client_address_before = JSON.parse(r0.text).client_address; } catch { /* null */ }
+  }
 
   // The gap measurement on the normal call: the baseline the restart is judged against.
   const tBase = await page.evaluate(() => rc.now());
@@ -468,8 +485,60 @@ async function run(summary) {
   check('sampler ran every ~20 ms on the normal call', base.samples >= 40 && base.sample_interval_p50_ms <= 40, base);
   check('normal call: no RTP gap over 200 ms', base.rtp_gap_ms <= 200, base.rtp_gap_ms);
 
+  let tMove = null;
+  if (opts.handoverDir && !opts.gapOnly) {
+    // ---- the network change, done by the runner between move-request and moved
+    const moved = path.join(opts.handoverDir, 'moved');
+    tMove = await page.evaluate(() => rc.now());
+    fs.writeFileSync(path.join(opts.handoverDir, 'move-request'), `${Date.now()}\n`);
+    await waitFor('the runner to change the client address', async () => ({ ok: fs.existsSync(moved), why: 'no moved file' }),
+      { intervalMs: 20, limitMs: 15000 });
+    summary.move_wall_ms = Math.round((await page.evaluate(() => rc.now())) - tMove);
+  }
   if (opts.gapOnly) {
     summary.gap_only = true;
+  } else if (opts.rebind) {
+    // ---- NAT rebinding: the server must follow the new address on Chromium's next valid
+    // check (consent, every ~2.5 s on a stable pair), with no signaling.
+    const s1 = await waitFor('RTP back after the rebinding', async () => {
+      const a = await page.evaluate(() => rc.selected());
+      await sleep(200);
+      const b = await page.evaluate(() => rc.selected());
+      const since = (await page.evaluate(() => rc.now())) - tMove;
+      return { ok: since > 500 && b.packetsReceived > a.packetsReceived + 3,
+        why: `${b.iceConnectionState} rx +${b.packetsReceived - a.packetsReceived} ${Math.round(since)} ms after`, s: b };
+    }, { intervalMs: 50, limitMs: 30000 }).then((x) => x.s).catch((e) => { log(e.message); return null; });
+    summary.after = s1;
+    check('RTP back after the rebinding, same credentials, no restart', s1 && s1.localUfrag === s0.localUfrag, s1);
+    await sleep(1000);
+    await toneCheck('after_rebinding');
+    const tEnd = await page.evaluate(() => rc.now());
+    const g = measureGaps(await page.evaluate(() => rc.samples()), tMove - 500, tEnd);
+    summary.gap_ms.rebinding = g;
+    log(`media gap around the rebinding: RTP ${g.rtp_gap_ms} ms, audio ${g.audio_gap_ms} ms`);
+    check('rebinding: RTP gap under 6000 ms (two consent intervals)', g.rtp_gap_ms < 6000, g.rtp_gap_ms);
+    summary.ice_states = await page.evaluate(() => rc.states());
+  } else if (!opts.restart) {
+    // ---- handover without signaling: Chromium re-gathers on the network change and must
+    // move the selected pair (same credentials) to the new address by itself.
+    const s1 = await waitFor('the selected pair on a new local address, RTP flowing', async () => {
+      const a = await page.evaluate(() => rc.selected());
+      await sleep(200);
+      const b = await page.evaluate(() => rc.selected());
+      return { ok: b.local && b.local !== s0.local && b.packetsReceived > a.packetsReceived &&
+        ['connected', 'completed'].includes(b.iceConnectionState),
+      why: `${b.iceConnectionState} local ${b.local} rx +${b.packetsReceived - a.packetsReceived}`, s: b };
+    }, { limitMs: 30000 }).then((x) => x.s).catch((e) => { log(e.message); return null; });
+    summary.after = s1;
+    check('selected pair moved to the new local address (same credentials)', s1 && s1.local !== s0.local &&
+      s1.localUfrag === s0.localUfrag, s1 && { before: s0.local, after: s1.local, ufrag: s1.localUfrag });
+    await sleep(1000);
+    await toneCheck('after_handover');
+    const tEnd = await page.evaluate(() => rc.now());
+    const g = measureGaps(await page.evaluate(() => rc.samples()), tMove - 500, tEnd);
+    summary.gap_ms.handover_no_restart = g;
+    log(`media gap around the handover: RTP ${g.rtp_gap_ms} ms, audio ${g.audio_gap_ms} ms`);
+    summary.ice_states = await page.evaluate(() => rc.states());
   } else {
     // ---- the restart
     const r = await withTimeout(page.evaluate(() => rc.restart()), 15000, 'restartIce + PATCH');
@@ -499,10 +568,16 @@ async function run(summary) {
       await sleep(1500);
       await toneCheck('after_restart');
       const tEnd = await page.evaluate(() => rc.now());
-      const g = measureGaps(await page.evaluate(() => rc.samples()), r.tRestart - 500, tEnd);
-      summary.gap_ms.ice_restart = g;
+      const g = measureGaps(await page.evaluate(() => rc.samples()), (tMove ?? r.tRestart) - 500, tEnd);
+      summary.gap_ms[opts.handoverDir ? 'handover_ice_restart' : 'ice_restart'] = g;
+      if (opts.handoverDir) {
+        check('selected pair moved to the new local address', s1 && s1.local !== s0.local,
+          s1 && { before: s0.local, after: s1.local });
+      }
       log(`media gap around the restart: RTP ${g.rtp_gap_ms} ms, audio ${g.audio_gap_ms} ms`);
-      check('restart: RTP gap under 1000 ms', g.rtp_gap_ms < 1000, g.rtp_gap_ms);
+      // A handover adds the time Chromium takes to notice the network change and re-gather.
+      const limit = opts.handoverDir ? 3000 : 1000;
+      check(`restart: RTP gap under ${limit} ms`, g.rtp_gap_ms < limit, g.rtp_gap_ms);
       summary.ice_states = await page.evaluate(() => rc.states());
 
       // ---- concurrency and trickle contract
@@ -535,6 +610,7 @@ async function run(summary) {
   const sres = await http('GET', summary.session_url);
   let server = null;
   try { server = JSON.parse(sres.text); } catch { /* reported below */ }
+  summary.client_address_after = server && server.client_address;
   check('server session still connected', server && server.state === 'connected', server && server.state);
   if (opts.expectPath) check(`server path ${opts.expectPath}`, server && server.path === opts.expectPath, server && server.path);
   const del = await page.evaluate(() => rc.hangUp());

@@ -10,8 +10,9 @@
 // ETag + new server ufrag, ICE connected again on the new credentials (stats usernameFragment),
 // the tone still coming back, the media gap around the restart (inbound-rtp packetsReceived
 // and the received audio level sampled every 20 ms), the stale ETag refused (412), no If-Match
-// refused (428), a candidates-only fragment accepted (204), the session's ice.restarted event
-// and the restarts metric.
+// refused (428), a candidates-only fragment accepted (204), then a second restart the way
+// whip.js sends it (a=ice-ufrag/a=ice-pwd only, no m= section, If-Match: *), the session's
+// ice.restarted event and the restarts metric.
 //
 // Usage:
 //   node ice_restart_e2e.mjs --url http://127.0.0.1:8080 [--expect-path direct|relay]
@@ -346,7 +347,9 @@ function installClient() {
     },
     // restartIce -> createOffer -> setLocalDescription -> PATCH -> setRemoteDescription (the
     // order whip.js uses). Returns what the server said; applies the answer only on 200.
-    async restart() {
+    // style 'whipjs': the fragment medooze whip.js sends on a restart, a=ice-ufrag/a=ice-pwd
+    // only (no m= section), with If-Match: *.
+    async restart(style = 'full') {
       const pc = st.pc;
       const before = fragmentOf(pc.localDescription.sdp).ufrag;
       const t0 = performance.now();
@@ -354,17 +357,20 @@ function installClient() {
       const offer = await pc.createOffer();
       await pc.setLocalDescription(offer);
       const frag = fragmentOf(pc.localDescription.sdp);
+      const whipjs = style === 'whipjs';
+      const text = whipjs ? `a=ice-ufrag:${frag.ufrag}\r\na=ice-pwd:${frag.pwd}\r\n` : frag.text;
+      const ifMatch = whipjs ? '*' : st.etag;
       const t1 = performance.now();
       const res = await fetch(st.sessionUrl, {
         method: 'PATCH',
-        headers: authHeaders({ 'Content-Type': 'application/trickle-ice-sdpfrag', 'If-Match': st.etag }),
-        body: frag.text,
+        headers: authHeaders({ 'Content-Type': 'application/trickle-ice-sdpfrag', 'If-Match': ifMatch }),
+        body: text,
       });
       const body = await res.text();
       const t2 = performance.now();
       const out = {
         status: res.status, etag: res.headers.get('ETag'), contentType: res.headers.get('Content-Type'),
-        body, sentFragment: frag.text, oldLocalUfrag: before, newLocalUfrag: frag.ufrag, ifMatch: st.etag,
+        body, sentFragment: text, oldLocalUfrag: before, newLocalUfrag: frag.ufrag, ifMatch,
         tRestart: t0, tPatchSent: t1, tPatchDone: t2,
       };
       if (res.status === 200) {
@@ -591,6 +597,32 @@ async function run(summary) {
       check('the refused PATCHes left the call on the new credentials', sAfter.localUfrag === r.newLocalUfrag &&
         ['connected', 'completed'].includes(sAfter.iceConnectionState), sAfter);
 
+      // ---- a second restart as medooze whip.js sends it (ufrag/pwd only, If-Match: *)
+      let restarts = 1;
+      if (!opts.handoverDir) {
+        const w = await withTimeout(page.evaluate(() => rc.restart('whipjs')), 15000, 'whip.js-style restart');
+        summary.restart_whipjs = { ...w, body: w.body.slice(0, 2000) };
+        check('whip.js-style restart (a=ice-ufrag/a=ice-pwd only, If-Match: *) -> 200 with a new ETag',
+          w.status === 200 && w.etag && w.etag !== r.etag, { status: w.status, etag: w.etag, body: w.status !== 200 ? w.body.slice(0, 200) : undefined });
+        if (w.status === 200) {
+          restarts++;
+          const s2 = await waitFor('ICE on the third credentials', async () => {
+            const s = await page.evaluate(() => rc.selected());
+            return { ok: ['connected', 'completed'].includes(s.iceConnectionState) && s.localUfrag === w.newLocalUfrag,
+              why: `${s.iceConnectionState} local ufrag ${s.localUfrag}`, s };
+          }, { limitMs: 15000 }).then((x) => x.s).catch((e) => { log(e.message); return null; });
+          check('connected on the whip.js-style restart credentials', s2 && s2.localUfrag === w.newLocalUfrag &&
+            (s2.remoteUfrag == null || s2.remoteUfrag === w.newRemoteUfrag), s2 && { local: s2.localUfrag, remote: s2.remoteUfrag });
+          await sleep(1000);
+          await toneCheck('after_whipjs_restart');
+          const tEnd2 = await page.evaluate(() => rc.now());
+          const g2 = measureGaps(await page.evaluate(() => rc.samples()), w.tRestart - 500, tEnd2);
+          summary.gap_ms.ice_restart_whipjs = g2;
+          log(`media gap around the whip.js-style restart: RTP ${g2.rtp_gap_ms} ms, audio ${g2.audio_gap_ms} ms`);
+          check('whip.js-style restart: RTP gap under 1000 ms', g2.rtp_gap_ms < 1000, g2.rtp_gap_ms);
+        }
+      }
+
       // ---- the server's view
       const sres = await http('GET', summary.session_url);
       let server = null;
@@ -603,7 +635,7 @@ async function run(summary) {
       const m = await http('GET', `${opts.url}/metrics`);
       const completed = metricSum(m.text, 'rtcedge_transceiver_ice_restarts_total', { result: 'completed' });
       summary.ice_restarts_completed = completed;
-      check('rtcedge_transceiver_ice_restarts_total{result="completed"} >= 1', completed >= 1, completed);
+      check(`rtcedge_transceiver_ice_restarts_total{result="completed"} >= ${restarts}`, completed >= restarts, completed);
     }
   }
 

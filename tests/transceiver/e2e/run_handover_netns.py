@@ -257,7 +257,10 @@ def run_test(args, workdir, results):
                                    - metric_sum(before, "rtcedge_relay_flows_created_total")),
                     "expired": int(metric_sum(m, "rtcedge_relay_flows_expired_total")
                                    - metric_sum(before, "rtcedge_relay_flows_expired_total")),
-                    "active": int(metric_sum(m, "rtcedge_relay_flows_active"))}
+                    "active": int(metric_sum(m, "rtcedge_relay_flows_active")),
+                    "xdp_new_flows": int(metric_sum(m, "rtcedge_relay_xdp_packets_total", reason="forwarded_new_flow")
+                                         - metric_sum(before, "rtcedge_relay_xdp_packets_total",
+                                                      reason="forwarded_new_flow"))}
 
         # The call has ended by now (the driver hung up), so B's flow goes idle as well; the
         # check is that A's flow expired: at least one expiry, and B's flow was created.
@@ -266,6 +269,8 @@ def run_test(args, workdir, results):
         results["relay_flows_since_move"] = f
         check("relay created a flow for the new client address", f["created"] >= 1, f)
         check("relay expired a flow after the move (the old address's)", f["expired"] >= 1, f)
+        if args.relay_mode == "xdp":
+            check("the XDP program made the new address's flow", f["xdp_new_flows"] >= 1, f)
 
     splice.close()
     check("transceiver exits 0 on SIGTERM", xcvr.stop() == 0)

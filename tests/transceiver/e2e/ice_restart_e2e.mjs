@@ -229,6 +229,9 @@ function installClient() {
     return { sdp: out.join('\r\n') + '\r\n', ufrag: u.slice(12), candidates: cands.length };
   }
 
+  // Evidence of the new credentials in use is the selected pair's local candidate's
+  // usernameFragment: Chromium's transport.iceLocalUsernameFragment already changes at
+  // setLocalDescription, while the old pair still carries the media.
   async function selected() {
     const report = await st.pc.getStats();
     const byId = new Map();

@@ -373,6 +373,7 @@ function installClient() {
       const t2 = performance.now();
       const out = {
         status: res.status, etag: res.headers.get('ETag'), contentType: res.headers.get('Content-Type'),
+        retryAfter: res.headers.get('Retry-After'),
         body, sentFragment: text, oldLocalUfrag: before, newLocalUfrag: frag.ufrag, ifMatch,
         tRestart: t0, tPatchSent: t1, tPatchDone: t2,
       };
@@ -603,7 +604,15 @@ async function run(summary) {
       // ---- a second restart as medooze whip.js sends it (ufrag/pwd only, If-Match: *)
       let restarts = 1;
       if (!opts.handoverDir) {
-        const w = await withTimeout(page.evaluate(() => rc.restart('whipjs')), 15000, 'whip.js-style restart');
+        let w = await withTimeout(page.evaluate(() => rc.restart('whipjs')), 15000, 'whip.js-style restart');
+        if (w.status === 429) {
+          // Restarts are rate-limited per session: a client waits Retry-After and tries again.
+          const waitS = Math.min(15, Number(w.retryAfter) || 5);
+          summary.restart_whipjs_429 = { retry_after: w.retryAfter, waited_s: waitS };
+          log(`whip.js-style restart: 429, retrying after ${waitS} s`);
+          await sleep(waitS * 1000);
+          w = await withTimeout(page.evaluate(() => rc.restart('whipjs')), 15000, 'whip.js-style restart (retry)');
+        }
         summary.restart_whipjs = { ...w, body: w.body.slice(0, 2000) };
         check('whip.js-style restart (a=ice-ufrag/a=ice-pwd only, If-Match: *) -> 200 with a new ETag',
           w.status === 200 && w.etag && w.etag !== r.etag, { status: w.status, etag: w.etag, body: w.status !== 200 ? w.body.slice(0, 200) : undefined });

@@ -28,6 +28,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 BROWSER_E2E = os.path.join(HERE, "browser_e2e.mjs")
+ICE_RESTART_E2E = os.path.join(HERE, "ice_restart_e2e.mjs")
 MOCK = os.path.join(HERE, "mock_transceiver.py")
 AIORTC_CLIENT = os.path.join(REPO_ROOT, "tests", "transceiver", "interop", "aiortc_client.py")
 AIORTC_REALTIME_CLIENT = os.path.join(REPO_ROOT, "tests", "transceiver", "interop", "aiortc_realtime_client.py")
@@ -220,7 +221,7 @@ def start_stack(mode, args, workdir):
 
 def prerequisites(args):
     """None when everything needed is installed, else the reason to skip."""
-    need_browser = args.client in ("browser", "both")
+    need_browser = args.client in ("browser", "both", "browser-ice-restart")
     need_aiortc = args.client in ("aiortc", "both", "aiortc-realtime") or args.mock
     if need_browser:
         if not (os.path.isfile(args.chromium) and os.access(args.chromium, os.X_OK)):
@@ -263,9 +264,13 @@ def main():
     ap.add_argument("--relay-bin")
     ap.add_argument("--mode", choices=["direct", "relay"], default="direct")
     ap.add_argument("--mock", action="store_true", help="use mock_transceiver.py (aiortc) instead of the binaries")
-    ap.add_argument("--client", choices=["browser", "aiortc", "both", "aiortc-realtime"], default="browser",
+    ap.add_argument("--client", choices=["browser", "aiortc", "both", "aiortc-realtime", "browser-ice-restart"],
+                    default="browser",
                     help="aiortc-realtime: a Realtime-style call with the oai-events data channel "
-                         "(../interop/aiortc_realtime_client.py; the echo backend runs in parrot mode)")
+                         "(../interop/aiortc_realtime_client.py; the echo backend runs in parrot mode); "
+                         "browser-ice-restart: Chromium restarts ICE mid-call over PATCH (ice_restart_e2e.mjs)")
+    ap.add_argument("--gap-only", action="store_true",
+                    help="browser-ice-restart: stop before the PATCH (connect, tone, gap on the normal call)")
     ap.add_argument("--passthrough", action="store_true", help="Opus passthrough mode (no transcoding)")
     ap.add_argument("--hang-up-first", action="store_true",
                     help="the aiortc client closes its PeerConnection, then DELETEs (expects 200 + final state)")
@@ -306,6 +311,16 @@ def main():
                 argv += ["--screenshot", os.path.abspath(args.screenshot)]
             passed, summary = run_client("browser_e2e", argv, args.timeout_s + 45)
             results["clients"]["browser"] = {"passed": passed, "summary": summary}
+            ok = ok and passed
+        if args.client == "browser-ice-restart":
+            argv = [args.node, ICE_RESTART_E2E, "--url", stack.url, "--expect-path", stack.expect_path,
+                    "--timeout-s", str(int(args.timeout_s)), "--tone-wav", tone_wav, "--chromium", args.chromium]
+            if args.gap_only:
+                argv.append("--gap-only")
+            passed, summary = run_client("ice_restart_e2e", argv, args.timeout_s + 45)
+            results["clients"]["browser-ice-restart"] = {"passed": passed, "summary": summary}
+            if summary and "gap_ms" in summary:
+                results["gap_ms"] = summary["gap_ms"]
             ok = ok and passed
         if args.client in ("aiortc", "both"):
             stack.check_alive()

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 
 #include "net_address.h"
 #include "rtce_proxy_v2.h"
@@ -56,6 +57,9 @@ class PathRouter {
   virtual ~PathRouter() = default;
   virtual void route(const PathKey& key, Session& session) = 0;
   virtual void unroute(const PathKey& key, const Session& session) = 0;
+  // STUN finds a session by its server ufrag; during an ICE restart it has two.
+  virtual void route_ufrag(const std::string& ufrag, Session& session) = 0;
+  virtual void unroute_ufrag(const std::string& ufrag, const Session& session) = 0;
 };
 
 }  // namespace rtce

@@ -115,6 +115,21 @@ void MediaWorker::unroute(const PathKey& key, const Session& session) {
   if (it != by_path_.end() && it->second == &session) by_path_.erase(it);
 }
 
+void MediaWorker::route_ufrag(const std::string& ufrag, Session& session) { by_ufrag_[ufrag] = &session; }
+
+void MediaWorker::unroute_ufrag(const std::string& ufrag, const Session& session) {
+  auto it = by_ufrag_.find(ufrag);
+  if (it != by_ufrag_.end() && it->second == &session) by_ufrag_.erase(it);
+}
+
+std::optional<MediaWorker::IceRestartReply> MediaWorker::restart_ice(
+    const std::string& id, const Session::IceRestartRequest& request) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return std::nullopt;
+  const auto verdict = it->second->begin_ice_restart(request, monotonic_now());
+  return IceRestartReply{verdict, it->second->etag()};
+}
+
 void MediaWorker::retire(Session& session) {
   by_ufrag_.erase(session.local_ufrag());
   session.release_paths();

@@ -55,6 +55,16 @@ class MediaWorker final : public DatagramSender, public PathRouter {
   void send(const MediaPath& path, std::span<const uint8_t> payload) override;
   void route(const PathKey& key, Session& session) override;
   void unroute(const PathKey& key, const Session& session) override;
+  void route_ufrag(const std::string& ufrag, Session& session) override;
+  void unroute_ufrag(const std::string& ufrag, const Session& session) override;
+  // Worker thread only. nullopt: no live session with that id. The ETag is the session's
+  // after the request.
+  struct IceRestartReply {
+    Session::IceRestartVerdict verdict;
+    std::string etag;
+  };
+  std::optional<IceRestartReply> restart_ice(const std::string& id,
+                                             const Session::IceRestartRequest& request);
 
  private:
   struct PathKeyHash {

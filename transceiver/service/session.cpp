@@ -28,6 +28,10 @@ constexpr std::string_view kRealtimeEventsLabel = "oai-events";
 // packet Janus and others use for the same reason.
 constexpr uint8_t kOpusSilenceFrame[] = {0xf8, 0xff, 0xfe};
 constexpr int kTrailingSilenceFrames = 5;
+// ICE restarts per session: a burst of 3, then one per 10 s. A restart costs a STUN
+// exchange and a ufrag mint; a client restarting in a loop is broken or hostile.
+constexpr double kRestartBurst = 3;
+constexpr double kRestartsPerSecond = 0.1;
 
 template <typename T>
 T random_value() {
@@ -134,6 +138,7 @@ Session::StunVerdict Session::handle_stun(std::span<const uint8_t> request, cons
   if (!result.authenticated || result.outcome != IceLiteSession::Outcome::success)
     return StunVerdict::rejected;
   if (result.replayed) return StunVerdict::replayed;
+  if (result.completed_restart) complete_ice_restart(now);
   const PathKey key = PathKey::of(path);
   if (!has_path_) {
     switch_media_path(path);
@@ -179,7 +184,11 @@ void Session::on_ice_progress(Nanos now) {
 
 void Session::switch_media_path(const MediaPath& path) {
   const PathKey key = PathKey::of(path);
-  if (has_path_ && !(PathKey::of(path_) == key)) env_.router.unroute(PathKey::of(path_), *this);
+  if (has_path_ && !(PathKey::of(path_) == key)) {
+    env_.router.unroute(PathKey::of(path_), *this);
+    // The gap is measured when the first authenticated media arrives on the new path.
+    if (last_media_at_ != 0) switch_gap_from_ = last_media_at_;
+  }
   // A candidate that becomes the media path is no longer a candidate.
   for (size_t i = 0; i < candidate_count_; ++i) {
     if (PathKey::of(candidates_[i]) == key) {
@@ -213,6 +222,13 @@ void Session::on_authenticated(const MediaPath& path, Nanos now) {
   ice_.refresh_consent(now);
   if (!has_path_) return;
   if (PathKey::of(path) == PathKey::of(path_)) {
+    last_media_at_ = now;
+    if (switch_gap_from_ != 0) {
+      const Nanos gap = now - switch_gap_from_;
+      switch_gap_from_ = 0;
+      env_.metrics.observe_path_gap(static_cast<double>(gap) * 1e-9);
+      add_event({{"type", "path.gap"}, {"gap_ms", static_cast<double>(gap) / 1e6}});
+    }
     if (!path.same_route(path_)) {
       // The relay hop changed (a restarted relay forwards from a new port, or another relay
       // of the VIP took the flow): replies follow it. The client saw nothing change.
@@ -230,9 +246,76 @@ void Session::on_authenticated(const MediaPath& path, Nanos now) {
 }
 
 void Session::release_paths() {
+  env_.router.unroute_ufrag(plan_.local_ufrag, *this);
+  if (!pending_local_ufrag_.empty()) env_.router.unroute_ufrag(pending_local_ufrag_, *this);
   if (has_path_) env_.router.unroute(PathKey::of(path_), *this);
   for (size_t i = 0; i < candidate_count_; ++i) env_.router.unroute(PathKey::of(candidates_[i]), *this);
   candidate_count_ = 0;
+}
+
+std::string Session::etag() const { return "\"" + std::to_string(ice_generation_) + "\""; }
+
+Session::IceRestartVerdict Session::begin_ice_restart(const IceRestartRequest& request, Nanos now) {
+  if (ended_) return IceRestartVerdict::ended;
+  auto count = [this](IceRestartResult r) { env_.metrics.ice_restarts[static_cast<size_t>(r)].add(); };
+  if (!request.if_match.empty() && request.if_match != "*" && request.if_match != etag()) {
+    count(IceRestartResult::precondition_failed);
+    return IceRestartVerdict::precondition_failed;
+  }
+  // Candidates only, or the credentials in force (or pending): trickle, which an ICE-lite
+  // server does not need (it learns the client's addresses from its checks).
+  const auto* pending = ice_.pending_credentials();
+  if (request.remote_ufrag.empty() || request.remote_ufrag == ice_.credentials().remote_ufrag ||
+      (pending && request.remote_ufrag == pending->remote_ufrag))
+    return IceRestartVerdict::trickle;
+  if (request.if_match.empty()) {
+    count(IceRestartResult::precondition_required);
+    return IceRestartVerdict::precondition_required;
+  }
+  if (restart_tokens_at_ == 0) restart_tokens_at_ = now;
+  restart_tokens_ =
+      std::min(kRestartBurst, restart_tokens_ + (now - restart_tokens_at_) * 1e-9 * kRestartsPerSecond);
+  restart_tokens_at_ = now;
+  if (restart_tokens_ < 1) {
+    count(IceRestartResult::rate_limited);
+    return IceRestartVerdict::rate_limited;
+  }
+  restart_tokens_ -= 1;
+  if (!pending_local_ufrag_.empty()) {
+    env_.router.unroute_ufrag(pending_local_ufrag_, *this);
+    count(IceRestartResult::replaced);
+  }
+  if (!ice_.begin_restart({request.local_ufrag, request.local_pwd, request.remote_ufrag, request.remote_pwd}))
+    return IceRestartVerdict::ended;  // consent already lapsed: the client must call again
+  pending_local_ufrag_ = request.local_ufrag;
+  env_.router.route_ufrag(pending_local_ufrag_, *this);
+  ++ice_generation_;
+  count(IceRestartResult::started);
+  add_event({{"type", "ice.restart_started"}, {"generation", ice_generation_}});
+  spdlog::info("session {}: ICE restart {} (server ufrag {})", plan_.id, ice_generation_,
+               pending_local_ufrag_);
+  return IceRestartVerdict::started;
+}
+
+void Session::complete_ice_restart(Nanos now) {
+  // The new credentials nominated: the old server ufrag no longer reaches this session.
+  env_.router.unroute_ufrag(plan_.local_ufrag, *this);
+  const auto& credentials = ice_.credentials();
+  plan_.local_ufrag = credentials.local_ufrag;
+  plan_.local_pwd = credentials.local_pwd;
+  plan_.remote_ufrag = credentials.remote_ufrag;
+  plan_.remote_pwd = credentials.remote_pwd;
+  pending_local_ufrag_.clear();
+  env_.metrics.ice_restarts[static_cast<size_t>(IceRestartResult::completed)].add();
+  add_event({{"type", "ice.restarted"},
+             {"generation", ice_generation_},
+             {"at_path", has_path_ ? path_.client.to_string() : ""}});
+  // The backend sees the same session id go on; the client may be somewhere else now.
+  if (backend_ && backend_state_ != "closed")
+    backend_->send_event({{"type", "session.ice_restarted"},
+                          {"generation", ice_generation_},
+                          {"client_address", has_path_ ? path_.client.to_string() : ""}});
+  (void)now;
 }
 
 bool Session::handle_dtls(std::span<const uint8_t> record, Nanos now) {
@@ -483,6 +566,8 @@ void Session::tick(Nanos now) {
   now_ = now;
   if (ended_) return;
   ice_.on_timer(now);
+  // A restart that completed on the nomination fallback (a client that never nominates).
+  if (!pending_local_ufrag_.empty() && !ice_.restart_pending()) complete_ice_restart(now);
   if (ice_.state() == IceLiteSession::State::disconnected) return end(SessionEnd::consent_expired, now);
   on_ice_progress(now);  // after the nomination fallback
   if (!connected_at_ && now - plan_.offer_received_at > env_.config.connect_timeout)
@@ -743,6 +828,8 @@ nlohmann::json Session::snapshot(Nanos now) const {
     j["data_channel"] = std::move(dc);
   }
   j["has_audio"] = plan_.has_audio;
+  j["ice_generation"] = ice_generation_;
+  j["ice_restart_pending"] = !pending_local_ufrag_.empty();
   if (realtime_) j["realtime_session"] = realtime_->session();
   j["backend"] = {{"kind", env_.config.backend_url.empty() ? "echo-" + env_.config.echo_mode : "websocket"},
                   {"state", backend_state_}};

@@ -92,8 +92,28 @@ class Session final : public BackendListener {
   // authenticates keeps the session alive (consent), follows a relay hop that moved, and
   // moves media to a candidate path it came from.
   void handle_srtp(std::span<uint8_t> packet, const MediaPath& path, Nanos now);
-  // Unroutes every path (the worker calls it before destroying the session).
+  // Unroutes every path and server ufrag (the worker calls it before destroying the session).
   void release_paths();
+
+  // ICE restart (RFC 8445 §9) asked for by a PATCH (RFC 9725 §4.4). The new server ufrag
+  // carries a hint for this same worker, so every relay steers the new path here. DTLS and
+  // SRTP go on; the old credentials are refused once a check with the new ones nominates.
+  struct IceRestartRequest {
+    std::string local_ufrag, local_pwd;    // new, minted by signaling (empty for trickle)
+    std::string remote_ufrag, remote_pwd;  // the client's new ones; empty = candidates only
+    std::string if_match;                  // the request's If-Match ("" when absent)
+  };
+  enum class IceRestartVerdict {
+    started,
+    trickle,
+    precondition_failed,
+    precondition_required,
+    rate_limited,
+    ended
+  };
+  IceRestartVerdict begin_ice_restart(const IceRestartRequest& request, Nanos now);
+  // The session's entity tag for If-Match: "\"<ICE generation>\"", "\"1\"" until a restart.
+  std::string etag() const;
   // Timers: pacing, jitter buffer, RTCP, DTLS retransmission, deadlines.
   void tick(Nanos now);
   void end(SessionEnd reason, Nanos now);
@@ -120,6 +140,7 @@ class Session final : public BackendListener {
   // The packet on `path` authenticated: consent, relay-hop following, candidate promotion.
   void on_authenticated(const MediaPath& path, Nanos now);
   void switch_media_path(const MediaPath& path);
+  void complete_ice_restart(Nanos now);
   void add_candidate_path(const MediaPath& path);
   bool handle_rtp(std::span<uint8_t> packet, Nanos now);
   bool handle_rtcp(std::span<uint8_t> packet, Nanos now);
@@ -162,7 +183,16 @@ class Session final : public BackendListener {
   std::array<uint8_t, 1500> early_flight_{};
   size_t early_flight_len_ = 0;
   bool ice_was_connected_ = false;
-  Nanos now_ = 0;  // time of the event being handled, for callbacks without a `now`
+  // ICE restarts: the generation is the ETag; a token bucket bounds restarts per session.
+  uint64_t ice_generation_ = 1;
+  std::string pending_local_ufrag_;
+  double restart_tokens_ = 3;
+  Nanos restart_tokens_at_ = 0;
+  // The media gap of a path switch: from the last authenticated media on the old path to the
+  // first on the new one.
+  Nanos last_media_at_ = 0;
+  Nanos switch_gap_from_ = 0;  // non-zero while a switch waits for its first packet
+  Nanos now_ = 0;              // time of the event being handled, for callbacks without a `now`
 
   // RTP/RTCP
   ReceiveStats receive_stats_;

@@ -152,6 +152,27 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
   hist.histogram.sample_count = cumulative;
   hist.histogram.sample_sum = sum([](const WorkerMetrics& w) { return w.setup_sum_us.get(); }) / 1e6;
   setup.metric.push_back(hist);
+  auto& gap = m.family("rtcedge_transceiver_path_switch_gap_seconds",
+                       "media gap of a path switch: last packet on the old path to the first on the new",
+                       MetricType::Histogram);
+  prometheus::ClientMetric gap_hist;
+  uint64_t gap_cumulative = 0;
+  for (size_t i = 0; i <= kPathGapBuckets.size(); ++i) {
+    gap_cumulative +=
+        static_cast<uint64_t>(sum([i](const WorkerMetrics& w) { return w.path_gap_buckets[i].get(); }));
+    prometheus::ClientMetric::Bucket b;
+    b.cumulative_count = gap_cumulative;
+    b.upper_bound = i < kPathGapBuckets.size() ? kPathGapBuckets[i] : std::numeric_limits<double>::infinity();
+    gap_hist.histogram.bucket.push_back(b);
+  }
+  gap_hist.histogram.sample_count = gap_cumulative;
+  gap_hist.histogram.sample_sum = sum([](const WorkerMetrics& w) { return w.path_gap_sum_us.get(); }) / 1e6;
+  gap.metric.push_back(gap_hist);
+  auto& restarts = m.family("rtcedge_transceiver_ice_restarts_total",
+                            "ICE restarts (PATCH with new credentials), by result", MetricType::Counter);
+  for (size_t r = 0; r < static_cast<size_t>(IceRestartResult::count); ++r)
+    m.add(restarts, sum([r](const WorkerMetrics& w) { return w.ice_restarts[r].get(); }),
+          {{"result", kIceRestartResultNames[r]}});
   if (s.realtime != nullptr) {
     const RealtimeStats& rt = *s.realtime;
     auto load = [](const std::atomic<uint64_t>& v) {

@@ -11,6 +11,7 @@
 #include "admin_server.h"
 #include "error.h"
 #include "random.h"
+#include "sdp/sdpfrag.h"
 #include "sdp/session_description.h"
 #include "transceiver_metrics.h"
 
@@ -192,7 +193,7 @@ void TransceiverService::add_cors(const std::string& origin, HttpResponse& respo
                       config_.cors_origins.end();
   if (!any && !listed) return;
   response.headers.emplace_back("Access-Control-Allow-Origin", any ? "*" : origin);
-  response.headers.emplace_back("Access-Control-Expose-Headers", "Location");
+  response.headers.emplace_back("Access-Control-Expose-Headers", "Location, ETag");
   if (!any) response.headers.emplace_back("Vary", "Origin");
 }
 
@@ -231,7 +232,7 @@ void TransceiverService::handle(const HttpRequest& request, HttpServer::Responde
     r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE, OPTIONS");
     // X-OpenAI-Agents-SDK and OpenAI-Beta: what Realtime-style browser clients add to their POSTs.
     r.headers.emplace_back("Access-Control-Allow-Headers",
-                           "Authorization, Content-Type, X-OpenAI-Agents-SDK, OpenAI-Beta");
+                           "Authorization, Content-Type, If-Match, X-OpenAI-Agents-SDK, OpenAI-Beta");
     r.headers.emplace_back("Access-Control-Max-Age", "600");
     return respond(std::move(r));
   }
@@ -368,14 +369,7 @@ void TransceiverService::place_offer(std::string_view sdp, OfferContext context,
   params.session_id = sid >> 2;
   params.ssrc = plan.ssrc;
   params.cname = plan.cname;
-  if (config_.relay_mode()) {
-    uint32_t priority = 2130706431;
-    for (const auto& vip : config_.relay_vips)
-      params.candidates.push_back(
-          {vip.ip_string(), vip.port(), priority--, std::to_string(params.candidates.size() + 1)});
-  } else {
-    params.candidates.push_back({config_.advertise_address, worker->local_address().port(), 2130706431, "1"});
-  }
+  params.candidates = answer_candidates(*worker);
   std::string answer = sdp::build_answer(offer, params);
   spdlog::info("session {} on worker {} (ufrag {}, {} mode{}{})", plan.id, worker->index(), plan.local_ufrag,
                config_.relay_mode() ? "relay" : "direct", plan.data_channel ? ", data channel" : "",
@@ -387,6 +381,81 @@ void TransceiverService::place_offer(std::string_view sdp, OfferContext context,
         worker->add_session(std::move(plan));
         done(PlacedCall{std::move(id), std::move(answer)});
       });
+}
+
+std::vector<sdp::AnswerCandidate> TransceiverService::answer_candidates(const MediaWorker& worker) const {
+  std::vector<sdp::AnswerCandidate> candidates;
+  if (config_.relay_mode()) {
+    uint32_t priority = 2130706431;
+    for (const auto& vip : config_.relay_vips)
+      candidates.push_back({vip.ip_string(), vip.port(), priority--, std::to_string(candidates.size() + 1)});
+  } else {
+    candidates.push_back({config_.advertise_address, worker.local_address().port(), 2130706431, "1"});
+  }
+  return candidates;
+}
+
+void TransceiverService::patch_session(const std::string& id, MediaWorker& worker, const HttpRequest& request,
+                                       HttpServer::Responder respond) {
+  MediaWorker* w = &worker;
+  auto count = [w](IceRestartResult result) {
+    w->post([w, result] { w->metrics().ice_restarts[static_cast<size_t>(result)].add(); });
+  };
+  if (!media_type_is(request.header("content-type"), "application/trickle-ice-sdpfrag"))
+    return respond(
+        HttpResponse::text(415, "Content-Type must be application/trickle-ice-sdpfrag (RFC 8840)"));
+  sdp::ParseLimits limits;
+  limits.max_bytes = config_.max_body_bytes;
+  auto parsed = sdp::parse_ice_fragment(request.body, limits);
+  if (auto* error = std::get_if<sdp::OfferError>(&parsed)) {
+    count(IceRestartResult::bad_fragment);
+    return respond(HttpResponse::text(400, "bad ICE fragment: " + error->to_string()));
+  }
+  auto& fragment = std::get<sdp::IceFragment>(parsed);
+  Session::IceRestartRequest restart;
+  std::string if_match(request.header("if-match"));
+  if_match.erase(0, if_match.find_first_not_of(" \t"));
+  if_match.erase(if_match.find_last_not_of(" \t") + 1);
+  restart.if_match = std::move(if_match);
+  sdp::IceFragmentAnswer answer;
+  if (fragment.ufrag) {
+    restart.remote_ufrag = *fragment.ufrag;
+    restart.remote_pwd = fragment.pwd.value_or("");
+    // The same worker's endpoint id: every relay steers the restarted path to this owner.
+    restart.local_ufrag = mint_ufrag(hint_keys_, config_.cluster_id, worker.endpoint_id());
+    restart.local_pwd = random_ice_password();
+    answer.ufrag = restart.local_ufrag;
+    answer.pwd = restart.local_pwd;
+    answer.mids = fragment.mids;
+    answer.candidates = answer_candidates(worker);
+  }
+  w->post([w, id, restart = std::move(restart), answer = std::move(answer), respond] {
+    auto reply = w->restart_ice(id, restart);
+    if (!reply) return respond(HttpResponse::text(404, "no such session"));
+    using V = Session::IceRestartVerdict;
+    HttpResponse r;
+    switch (reply->verdict) {
+      case V::started:
+        r = HttpResponse{200, "application/trickle-ice-sdpfrag", sdp::build_ice_fragment(answer), {}};
+        break;
+      case V::trickle:
+        r = HttpResponse{204, "text/plain", "", {}};  // ICE-lite: the checks tell us the addresses
+        break;
+      case V::precondition_failed:
+        r = HttpResponse::text(412, "If-Match does not name the session's current ETag " + reply->etag);
+        break;
+      case V::precondition_required:
+        r = HttpResponse::text(428, "an ICE restart needs If-Match (the ETag, or *), RFC 9725 section 4.4");
+        break;
+      case V::rate_limited:
+        r = HttpResponse::text(429, "too many ICE restarts for this session");
+        r.headers.emplace_back("Retry-After", "10");
+        break;
+      case V::ended: r = HttpResponse::text(404, "the session has ended"); break;
+    }
+    r.headers.emplace_back("ETag", reply->etag);
+    respond(std::move(r));
+  });
 }
 
 void TransceiverService::hang_up(const std::string& id, std::function<void(bool)> done) {
@@ -453,9 +522,9 @@ void TransceiverService::session_request(const std::string& id, const HttpReques
       respond(ended ? HttpResponse::json(200, ended->dump()) : HttpResponse::text(404, "no such session"));
     });
   } else if (request.method == "PATCH") {
-    respond(HttpResponse::text(405, "trickle ICE is not needed: the server is ICE-lite with one candidate"));
+    patch_session(id, *worker, request, std::move(respond));
   } else {
-    respond(HttpResponse::text(405, "use GET or DELETE"));
+    respond(HttpResponse::text(405, "use GET, PATCH or DELETE"));
   }
 }
 

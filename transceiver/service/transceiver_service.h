@@ -15,6 +15,7 @@
 #include "media_worker.h"
 #include "realtime_signaling.h"
 #include "registry_agent.h"
+#include "sdp/session_description.h"
 #include "transceiver_config.h"
 #include "worker_metrics.h"
 
@@ -42,6 +43,11 @@ class TransceiverService {
   void with_session(const std::string& id, const HttpRequest& request, HttpServer::Responder respond);
   // GET/DELETE of a session, authorization already checked.
   void session_request(const std::string& id, const HttpRequest& request, HttpServer::Responder respond);
+  // PATCH with an RFC 8840 fragment: an ICE restart (new ufrag/pwd) or trickle (candidates only).
+  void patch_session(const std::string& id, MediaWorker& worker, const HttpRequest& request,
+                     HttpServer::Responder respond);
+  // The host candidates an answer (and an ICE restart's fragment) carries for `worker`.
+  std::vector<sdp::AnswerCandidate> answer_candidates(const MediaWorker& worker) const;
   // Draining or over the setup rate: the refusal (counted); else a setup token is taken.
   std::optional<RealtimeError> admit();
   // What a new session's offer brings besides the SDP.

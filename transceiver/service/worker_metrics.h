@@ -47,12 +47,24 @@ namespace rtce {
   X(drained)             /* drain timeout at shutdown */                      \
   X(data_channel_failed) /* a text-only session's SCTP association failed */
 
+// ICE restarts (PATCH with a new ufrag/pwd), by what became of them.
+#define RTCE_ICE_RESTART_RESULTS(X)                                                      \
+  X(started)               /* accepted: the new credentials are live beside the old */   \
+  X(completed)             /* a check with the new credentials nominated: old refused */ \
+  X(replaced)              /* a newer restart replaced one still pending */              \
+  X(bad_fragment)          /* the sdpfrag did not parse (400) */                         \
+  X(precondition_failed)   /* If-Match named another ETag (412) */                       \
+  X(precondition_required) /* a restart without If-Match (428) */                        \
+  X(rate_limited)          /* more restarts than the per-session limit (429) */
+
 #define RTCE_VOCAB_ENUMERATOR_(name) name,
 #define RTCE_VOCAB_LABEL_(name) #name,
 enum class DatagramDrop : uint8_t { RTCE_DATAGRAM_DROPS(RTCE_VOCAB_ENUMERATOR_) count };
 inline constexpr const char* kDatagramDropNames[] = {RTCE_DATAGRAM_DROPS(RTCE_VOCAB_LABEL_)};
 enum class SessionEnd : uint8_t { RTCE_SESSION_ENDS(RTCE_VOCAB_ENUMERATOR_) count };
 inline constexpr const char* kSessionEndNames[] = {RTCE_SESSION_ENDS(RTCE_VOCAB_LABEL_)};
+enum class IceRestartResult : uint8_t { RTCE_ICE_RESTART_RESULTS(RTCE_VOCAB_ENUMERATOR_) count };
+inline constexpr const char* kIceRestartResultNames[] = {RTCE_ICE_RESTART_RESULTS(RTCE_VOCAB_LABEL_)};
 #undef RTCE_VOCAB_ENUMERATOR_
 #undef RTCE_VOCAB_LABEL_
 #define RTCE_VOCAB_VALUE_(name) DatagramDrop::name,
@@ -64,6 +76,10 @@ inline constexpr SessionEnd kSessionEnds[] = {RTCE_SESSION_ENDS(RTCE_VOCAB_VALUE
 
 inline const char* datagram_drop_name(DatagramDrop d) { return vocab_name(kDatagramDropNames, d); }
 inline const char* session_end_name(SessionEnd e) { return vocab_name(kSessionEndNames, e); }
+
+// The media gap of a path switch: last authenticated packet on the old path to the first on
+// the new one, seconds (handover, ICE restart, NAT rebinding).
+inline constexpr std::array<double, 10> kPathGapBuckets = {0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10};
 
 // Setup time (offer received -> DTLS connected), seconds.
 inline constexpr std::array<double, 10> kSetupBuckets = {0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10};
@@ -90,7 +106,18 @@ struct WorkerMetrics {
       data_channel_failures;
   // What the oai-events layer did not handle, by reason (RTCE_REALTIME_DROPS).
   std::array<RelaxedCounter, kRealtimeDropCount> realtime_drops;
+  std::array<RelaxedCounter, static_cast<size_t>(IceRestartResult::count)> ice_restarts;
+  std::array<RelaxedCounter, kPathGapBuckets.size() + 1> path_gap_buckets;  // last = +Inf
+  RelaxedCounter path_gap_sum_us, path_gap_count;
   BackendCounters backend;
+
+  void observe_path_gap(double seconds) {
+    size_t i = 0;
+    while (i < kPathGapBuckets.size() && seconds > kPathGapBuckets[i]) ++i;
+    path_gap_buckets[i].add();
+    path_gap_sum_us.add(static_cast<uint64_t>(seconds * 1e6));
+    path_gap_count.add();
+  }
 
   void observe_setup(double seconds) {
     size_t i = 0;

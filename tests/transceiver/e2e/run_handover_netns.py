@@ -279,6 +279,17 @@ def run_test(args, workdir, results):
         if args.relay_mode == "xdp":
             check("the XDP program made the new address's flow", f["xdp_new_flows"] >= 1, f)
 
+    # For the record (and a failure's diagnosis): what the transceiver and the relay dropped.
+    try:
+        status, body = bx.http_get_in(topo.xcvr, nt.XCVR_V4, bx.HTTP_PORT, "/metrics")
+        if status == 200:
+            drops = prom_metrics.parse(body).by_label("rtcedge_transceiver_datagrams_dropped_total", "reason")
+            results["transceiver_drops"] = {k: v for k, v in drops.items() if v}
+        rm = relay_metrics()
+        results["relay_drops"] = {k: v for k, v in rm.by_label("rtcedge_relay_dropped_packets_total", "reason").items() if v}
+        results["relay_xdp"] = {k: v for k, v in rm.by_label("rtcedge_relay_xdp_packets_total", "reason").items() if v}
+    except Exception as e:  # diagnostics only
+        results["drops_error"] = repr(e)
     splice.close()
     check("transceiver exits 0 on SIGTERM", xcvr.stop() == 0)
     check("relay exits 0 on SIGTERM", relay.stop() == 0)

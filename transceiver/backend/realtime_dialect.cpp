@@ -7,6 +7,7 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <stdexcept>
 
 #include "backend_protocol.h"
 
@@ -148,6 +149,9 @@ RealtimeDialect::RealtimeDialect(int sample_rate)
     : frame_samples_(pcm_frame_bytes(sample_rate) / 2),
       up_(sample_rate, kRealtimeSampleRate),
       down_(kRealtimeSampleRate, sample_rate) {
+  // The connection checks the rate before it builds a dialect; anything else is a bug.
+  if (frame_samples_ == 0)
+    throw std::invalid_argument("realtime dialect: bad sample rate " + std::to_string(sample_rate));
   up_scratch_.reserve(kRealtimeSampleRate / 50 + 16);
   pending_.reserve(frame_samples_ * 2);
 }

@@ -46,6 +46,12 @@ static_assert(std::endian::native == std::endian::little, "PCM frames go on the 
 
 constexpr size_t kMaxQueuedEvents = 64;
 constexpr size_t kMaxOpusPacketBytes = 4000;  // RFC 6716: 120 ms of 1275-byte frames plus headers
+// Realtime dialect: audio released ahead of playout (the session queues 1 s; half of it
+// leaves room for jitter), held audio (30 s; 2.9 MB at 48 kHz when full), and the smallest
+// message limit (1 MiB of base64 is about 16 s at 24 kHz).
+constexpr Nanos kRealtimeLead = 500'000'000;
+constexpr size_t kRealtimeAheadFrames = 1500;
+constexpr size_t kRealtimeMinMessageBytes = 1 << 20;
 
 // The outbound audio queue: a fixed ring of byte buffers reused in place, so that queueing
 // a frame copies it without allocating once every slot has grown to frame size.
@@ -140,12 +146,14 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
         tls_context_(std::move(tls_context)),
         ws_(make_stream(io, tls_context_.get())),
         timer_(io),
+        pace_timer_(io),
         frame_bytes_(pcm_frame_bytes(info_.sample_rate)),
         audio_(config.max_queued_frames, std::max<size_t>(frame_bytes_, 1500)),
         inbound_pcm_(frame_bytes_ / 2) {
     in_flight_.reserve(std::max<size_t>(frame_bytes_, 1500));
     if (config_.dialect == BackendDialect::realtime && frame_bytes_ != 0 && !info_.opus_passthrough) {
       realtime_.emplace(info_.sample_rate);
+      ahead_.emplace(frame_bytes_ / 2, kRealtimeAheadFrames, kRealtimeLead);
       // A base64 append of 20 ms at 24 kHz is 1280 characters plus 46 of JSON: it fits the
       // ring's 1500-byte slots, so queueing it does not allocate either.
       encoded_.reserve(1500);
@@ -211,6 +219,12 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
   void send_event(const nlohmann::json& event) {
     if (state_ != State::connecting && state_ != State::open) return;
     if (realtime_) {
+      // The client stopping the answer (interrupt()) must also stop what is held back here.
+      const auto type = event.find("type");
+      if (type != event.end() && (*type == "response.cancel" || *type == "output_audio_buffer.clear")) {
+        ahead_->clear(monotonic_now());
+        realtime_->clear_pending();
+      }
       queue_text(realtime_->encode_event(event));
     } else {
       queue_event(event);
@@ -225,6 +239,7 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
     } else if (state_ == State::open) {
       state_ = State::closing;
       audio_.clear();
+      pace_timer_.cancel();
       // The realtime dialect has no goodbye message: the close frame says it.
       if (!realtime_) {
         events_.push_back(
@@ -356,7 +371,9 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
         config_.idle_timeout > 0 ? to_duration(config_.idle_timeout) : websocket::stream_base::none();
     timeouts.keep_alive_pings = config_.idle_timeout > 0;
     ws_.set_option(timeouts);
-    ws_.read_message_max(config_.max_message_bytes);
+    // Realtime servers put whole seconds of audio in one delta.
+    ws_.read_message_max(realtime_ ? std::max(config_.max_message_bytes, kRealtimeMinMessageBytes)
+                                   : config_.max_message_bytes);
     spdlog::info("session {}: backend connected to {}:{}{}", info_.session_id, url_.host, url_.port,
                  url_.target);
     read_next();
@@ -416,7 +433,9 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
       if (ec == beast::error::timeout) return fail("backend_timeout");
       if (ec == websocket::error::message_too_big) {
         counters_->protocol_errors.add();
-        return fail("protocol_error: message larger than " + std::to_string(config_.max_message_bytes) +
+        return fail("protocol_error: message larger than " +
+                    std::to_string(realtime_ ? std::max(config_.max_message_bytes, kRealtimeMinMessageBytes)
+                                             : config_.max_message_bytes) +
                     " bytes");
       }
       return fail("backend_error: read: " + ec.message());
@@ -480,17 +499,35 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
                       realtime_dialect_error_message(*in.error));
         return;
       case RealtimeInboundKind::audio:
-        for (size_t i = 0; i < in.frames && listener_; ++i) {
-          counters_->frames_received.add();
-          listener_->on_backend_audio(realtime_->frame(i));
+        if (in.frames > 0) {
+          auto first = realtime_->frame(0);
+          size_t dropped = ahead_->push({first.data(), in.frames * first.size()});
+          counters_->frames_dropped_inbound.add(dropped);
         }
-        return;
+        return release_due();
       case RealtimeInboundKind::clear:
+        ahead_->clear(monotonic_now());
         listener_->on_backend_clear();
         if (listener_) listener_->on_backend_event(in.event);
         return;
       case RealtimeInboundKind::event: listener_->on_backend_event(in.event); return;
     }
+  }
+
+  // Hands the session the frames that are due and wakes up when the next one is.
+  void release_due() {
+    const Nanos now = monotonic_now();
+    while (listener_ && ahead_->pop_due(now, inbound_pcm_)) {
+      counters_->frames_received.add();
+      listener_->on_backend_audio(inbound_pcm_);
+    }
+    if (!listener_ || ahead_->empty() || pacing_) return;
+    pacing_ = true;
+    pace_timer_.expires_after(to_duration(std::max<Nanos>(ahead_->next_due_ns() - now, 1'000'000)));
+    pace_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      self->pacing_ = false;
+      if (!ec && self->state_ == State::open) self->release_due();
+    });
   }
 
   void fail(const std::string& reason) {
@@ -505,6 +542,7 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
   void shut_down() {
     state_ = State::closed;
     timer_.cancel();
+    pace_timer_.cancel();
     resolver_.cancel();
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).socket().close(ignored);
@@ -520,7 +558,8 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
   tcp::resolver resolver_;
   std::shared_ptr<ssl::context> tls_context_;  // wss:// only; outlives the stream built on it
   Stream ws_;
-  asio::steady_timer timer_;  // the connect deadline, then the close deadline
+  asio::steady_timer timer_;       // the connect deadline, then the close deadline
+  asio::steady_timer pace_timer_;  // realtime: the next frame of ahead_ is due
   http::response<http::string_body> upgrade_response_;
   State state_ = State::connecting;
   const size_t frame_bytes_;
@@ -536,6 +575,8 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
   std::vector<int16_t> inbound_pcm_;
   std::optional<RealtimeDialect> realtime_;  // the realtime dialect's framing; empty = rtcedge
   std::string encoded_;                      // the last append event, reused
+  std::optional<AudioAheadBuffer> ahead_;    // realtime: server audio not yet due
+  bool pacing_ = false;                      // pace_timer_ is armed
 };
 
 template <bool Tls>

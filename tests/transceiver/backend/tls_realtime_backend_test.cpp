@@ -353,6 +353,77 @@ TEST(RealtimeDialectBackend, ClosesWithoutSessionEndedAndCountsBinaryFrames) {
   EXPECT_TRUE(listener.closed.empty()) << "no listener call after close()";
 }
 
+std::string delta_of(const std::vector<int16_t>& pcm) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const auto* bytes = reinterpret_cast<const uint8_t*>(pcm.data());
+  const size_t n = pcm.size() * 2;
+  std::string b64;
+  for (size_t i = 0; i < n; i += 3) {
+    uint32_t v = uint32_t{bytes[i]} << 16 | (i + 1 < n ? uint32_t{bytes[i + 1]} << 8 : 0) |
+                 (i + 2 < n ? bytes[i + 2] : 0);
+    b64 += kAlphabet[v >> 18];
+    b64 += kAlphabet[(v >> 12) & 63];
+    b64 += i + 1 < n ? kAlphabet[(v >> 6) & 63] : '=';
+    b64 += i + 2 < n ? kAlphabet[v & 63] : '=';
+  }
+  return R"({"type":"response.output_audio.delta","event_id":"e","delta":")" + b64 + "\"}";
+}
+
+// A server that sends seconds of audio at once gets it played at 20 ms per frame, at most
+// 500 ms ahead of playout; a barge-in drops what is still held back.
+TEST(RealtimeDialectBackend, AudioSentAheadIsReleasedAtPlayoutPace) {
+  boost::asio::io_context io;
+  TestWsServer server;
+  WebSocketBackendConfig config;
+  config.url = server.url();
+  config.dialect = BackendDialect::realtime;
+  RecordingListener listener;
+  BackendCounters counters;
+  BackendSessionInfo info;
+  info.session_id = "paced";
+  info.sample_rate = 24000;  // no resampling: frames are checked sample for sample
+  auto backend = make_websocket_backend(io, config, info, listener, counters);
+  ASSERT_TRUE(run_until(io, [&] { return server.message_count() >= 1; }));
+
+  std::vector<int16_t> three_seconds(72000);
+  for (size_t i = 0; i < three_seconds.size(); ++i) three_seconds[i] = static_cast<int16_t>(i % 30000);
+  server.send_text(delta_of(three_seconds));
+  ASSERT_TRUE(run_until(io, [&] { return listener.audio.size() >= 25; }));
+  const auto first_at = listener.audio_times[0];
+  run_for(io, 100ms);
+  EXPECT_LE(listener.audio.size(), 25u + 6) << "released more than 500 ms ahead of playout";
+  ASSERT_TRUE(run_until(
+      io, [&] { return listener.audio.size() >= 150; }, 8000ms))
+      << listener.audio.size();
+  EXPECT_GE(listener.audio_times[149] - first_at, 125 * 20ms - 60ms) << "not paced";
+  for (size_t f = 0; f < 150; ++f) {
+    ASSERT_EQ(listener.audio[f].size(), 480u);
+    ASSERT_TRUE(
+        std::equal(listener.audio[f].begin(), listener.audio[f].end(), three_seconds.begin() + f * 480))
+        << "frame " << f;
+  }
+  EXPECT_EQ(counters.frames_received.get(), 150u);
+
+  server.send_text(delta_of(three_seconds));
+  ASSERT_TRUE(run_until(io, [&] { return listener.audio.size() >= 175; }));
+  server.send_text(R"({"type":"input_audio_buffer.speech_started","event_id":"e2","audio_start_ms":10})");
+  ASSERT_TRUE(run_until(io, [&] { return listener.clears == 1; }));
+  const size_t at_clear = listener.audio.size();
+  run_for(io, 200ms);
+  EXPECT_EQ(listener.audio.size(), at_clear) << "audio held back before the barge-in still played";
+  ASSERT_FALSE(listener.events.empty());
+  EXPECT_EQ(listener.events.back()["type"], "input_audio_buffer.speech_started");
+
+  // The client's interrupt() (output_audio_buffer.clear) stops held-back audio the same way.
+  server.send_text(delta_of(three_seconds));
+  ASSERT_TRUE(run_until(io, [&] { return listener.audio.size() >= at_clear + 25; }));
+  backend->send_event({{"type", "output_audio_buffer.clear"}, {"event_id", "c1"}});
+  const size_t at_interrupt = listener.audio.size();
+  run_for(io, 200ms);
+  EXPECT_EQ(listener.audio.size(), at_interrupt);
+  backend->close("bye");
+}
+
 TEST(RealtimeDialectBackend, OpusPassthroughIsRefused) {
   boost::asio::io_context io;
   WebSocketBackendConfig config;

@@ -221,6 +221,9 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
     if (realtime_) {
       // The client stopping the answer (interrupt()) must also stop what is held back here.
       const auto type = event.find("type");
+      // rtcedge's own link report means nothing to a Realtime server, which would answer
+      // every one with an error event.
+      if (type != event.end() && *type == "session.quality") return;
       if (type != event.end() && (*type == "response.cancel" || *type == "output_audio_buffer.clear")) {
         ahead_->clear(monotonic_now());
         realtime_->clear_pending();

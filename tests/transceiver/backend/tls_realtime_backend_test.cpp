@@ -333,6 +333,7 @@ TEST(RealtimeDialectBackend, ClosesWithoutSessionEndedAndCountsBinaryFrames) {
   info.session_id = "rt";
   info.sample_rate = 48000;
   auto backend = make_websocket_backend(io, config, info, listener, counters);
+  backend->send_event({{"type", "session.quality"}, {"rtt_ms", 40}});  // rtcedge-only: not sent
   backend->send_audio(numbered_frame(48000, 1));
   ASSERT_TRUE(run_until(io, [&] { return server.message_count() >= 2; }));
   auto messages = server.messages();

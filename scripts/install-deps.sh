@@ -15,11 +15,11 @@ packages=(
   libbpf-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   prometheus-cpp-dev libboost-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # running and testing the data path
-  libnice-dev libsrtp2-dev libopus-dev libusrsctp-dev libhiredis-dev
+  libnice-dev libsrtp2-dev libopus-dev libusrsctp-dev libhiredis-dev libspeexdsp-dev
   # running and testing the data path, the transceiver's peers (Redis, aiortc, Chromium)
   bpftool redis-server redis-tools python3-aiortc python3-websockets python3-numpy python3-yaml chromium jq
   util-linux mount iproute2 ethtool nftables nginx-light libnginx-mod-stream python3 curl procps
-  ca-certificates git
+  ca-certificates git openssl
   # the Helm chart's offline checks: a renderer built from Go's text/template and sprig
   golang-go golang-github-masterminds-sprig-dev golang-github-xeipuuv-gojsonschema-dev
   golang-gopkg-yaml.v3-dev

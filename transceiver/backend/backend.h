@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 
 #include "clock.h"
 #include "relaxed_counter.h"
+#include "vocab.h"
 
 namespace rtce {
 
@@ -72,10 +74,23 @@ class BackendConnection {
   virtual void close(std::string_view reason) = 0;
 };
 
+// What the transceiver speaks on the backend WebSocket (docs/backend-protocol.md#dialects).
+#define RTCE_BACKEND_DIALECTS(X)                                                  \
+  X(rtcedge, "binary PCM16 frames at sample_rate, session.started/session.ended") \
+  X(realtime, "the Realtime WebSocket protocol: base64 PCM16 24 kHz in JSON events")
+
+enum class BackendDialect { RTCE_BACKEND_DIALECTS(RTCE_VOCAB_MESSAGE_ENUMERATOR) };
+std::string_view backend_dialect_name(BackendDialect dialect);
+// nullopt for a name that is not a dialect.
+std::optional<BackendDialect> backend_dialect_from_name(std::string_view name);
+
 struct WebSocketBackendConfig {
-  std::string url;  // ws://host[:port][/path][?query]; wss:// is not supported yet
+  std::string url;  // ws:// or wss://host[:port][/path][?query]
+  BackendDialect dialect = BackendDialect::rtcedge;
+  // wss:// only: PEM file of the CAs to trust instead of the system store; empty = system.
+  std::string ca_file;
   std::vector<std::pair<std::string, std::string>> headers;  // e.g. {"Authorization", "Bearer ..."}
-  Nanos connect_timeout = 3'000'000'000;  // resolve + TCP connect + upgrade; also bounds the close
+  Nanos connect_timeout = 3'000'000'000;  // resolve + TCP connect + TLS + upgrade; also bounds the close
   size_t max_queued_frames = 50;          // 1 s of 20 ms frames
   size_t max_message_bytes = 64 * 1024;   // larger messages from the backend fail the connection
   Nanos idle_timeout = 20'000'000'000;    // ping after half of it; close when the backend is silent; 0 = off

@@ -2,6 +2,7 @@
 #include "backend_protocol.h"
 
 #include <cctype>
+#include <iterator>
 
 namespace rtce {
 
@@ -45,10 +46,9 @@ bool valid_port(std::string_view port) {
 }  // namespace
 
 BackendUrl parse_backend_url(std::string_view url, std::string_view session_id) {
-  constexpr std::string_view kWs = "ws://";
-  if (url.starts_with("wss://")) return url_error("wss:// is not supported yet; use ws://");
-  if (!url.starts_with(kWs)) return url_error("backend URL must start with ws://");
-  std::string_view rest = url.substr(kWs.size());
+  const bool tls = url.starts_with("wss://");
+  if (!tls && !url.starts_with("ws://")) return url_error("backend URL must start with ws:// or wss://");
+  std::string_view rest = url.substr(tls ? 6 : 5);
   size_t authority_end = rest.find_first_of("/?#");
   std::string_view authority = rest.substr(0, authority_end);
   std::string_view target = authority_end == std::string_view::npos ? "" : rest.substr(authority_end);
@@ -57,6 +57,7 @@ BackendUrl parse_backend_url(std::string_view url, std::string_view session_id) 
     return url_error("credentials in the URL are not supported");
 
   BackendUrl out;
+  out.tls = tls;
   if (authority.starts_with('[')) {
     size_t close = authority.find(']');
     if (close == std::string_view::npos) return url_error("unterminated [IPv6] host");
@@ -72,7 +73,7 @@ BackendUrl parse_backend_url(std::string_view url, std::string_view session_id) 
     if (colon != std::string_view::npos) out.port = std::string(authority.substr(colon + 1));
   }
   if (out.host.empty()) return url_error("backend URL has no host");
-  if (out.port.empty()) out.port = "80";
+  if (out.port.empty()) out.port = tls ? "443" : "80";
   if (!valid_port(out.port)) return url_error("backend URL has a bad port");
 
   out.target = target.empty() || target[0] == '?' ? "/" + std::string(target) : std::string(target);
@@ -98,14 +99,28 @@ size_t pcm_frames_in_message(size_t bytes, size_t frame_bytes) {
 nlohmann::json session_started_event(const BackendSessionInfo& info) {
   nlohmann::json metadata = nlohmann::json::object();
   for (const auto& [key, value] : info.metadata) metadata[key] = value;
-  return {{"type", "session.started"},
-          {"session_id", info.session_id},
-          {"sample_rate", info.sample_rate},
-          {"encoding", info.opus_passthrough ? "opus" : "pcm_s16le"},
-          {"frame_ms", 20},
-          {"client", {{"address", info.client_address}, {"user_agent", info.user_agent}}},
-          {"path", info.path},
-          {"metadata", std::move(metadata)}};
+  nlohmann::json event = {{"type", "session.started"},
+                          {"session_id", info.session_id},
+                          {"sample_rate", info.sample_rate},
+                          {"encoding", info.opus_passthrough ? "opus" : "pcm_s16le"},
+                          {"frame_ms", 20},
+                          {"client", {{"address", info.client_address}, {"user_agent", info.user_agent}}},
+                          {"path", info.path},
+                          {"metadata", std::move(metadata)}};
+  if (!info.session_config.is_null()) event["session"] = info.session_config;
+  return event;
+}
+
+namespace {
+const char* const kDialectNames[] = {RTCE_BACKEND_DIALECTS(RTCE_VOCAB_MESSAGE_LABEL)};
+}  // namespace
+
+std::string_view backend_dialect_name(BackendDialect dialect) { return vocab_name(kDialectNames, dialect); }
+
+std::optional<BackendDialect> backend_dialect_from_name(std::string_view name) {
+  for (size_t i = 0; i < std::size(kDialectNames); ++i)
+    if (name == kDialectNames[i]) return static_cast<BackendDialect>(i);
+  return std::nullopt;
 }
 
 nlohmann::json session_ended_event(std::string_view reason) {

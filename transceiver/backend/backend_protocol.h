@@ -14,12 +14,13 @@ namespace rtce {
 
 struct BackendUrl {
   std::string host;
-  std::string port;    // "80" when the URL names none
+  std::string port;    // "80" (ws://) or "443" (wss://) when the URL names none
   std::string target;  // path and query, with session=<id> appended
   std::string error;   // non-empty when the URL is unusable; the other fields are then empty
+  bool tls = false;    // wss://
 };
 
-// ws://host[:port][/path][?query] ([v6]:port allowed). wss:// is reported as unsupported.
+// ws:// or wss://host[:port][/path][?query] ([v6]:port allowed).
 BackendUrl parse_backend_url(std::string_view url, std::string_view session_id);
 
 // Bytes of one 20 ms PCM16 mono frame: sample_rate / 50 samples of 2 bytes; 0 when the
@@ -30,6 +31,7 @@ size_t pcm_frame_bytes(int sample_rate);
 // a positive multiple of frame_bytes (a protocol error).
 size_t pcm_frames_in_message(size_t bytes, size_t frame_bytes);
 
+// Carries info.session_config as "session" when it is not null.
 nlohmann::json session_started_event(const BackendSessionInfo& info);
 nlohmann::json session_ended_event(std::string_view reason);
 

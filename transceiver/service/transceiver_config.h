@@ -71,6 +71,8 @@ struct TransceiverConfig {
   Nanos echo_delay = 500'000'000;
   Nanos backend_connect_timeout = 3'000'000'000;
   std::vector<std::string> backend_headers;  // "Name: value"
+  std::string backend_dialect = "rtcedge";   // "rtcedge" | "realtime" (backend_dialect_from_name)
+  std::string backend_ca_file;               // wss:// trust anchors; empty = the system store
 
   // Shared registry (redis-sync); empty URL = none (endpoint ids from hint.endpoint_base_id).
   std::string registry_redis_url;

@@ -289,14 +289,36 @@ ConfigTable<C> build() {
                                   "[backend-protocol.md](backend-protocol.md))."}));
   t.push_back(string_key<C>(
       "backend.url", &C::backend_url, "",
-      {.help = "backend WebSocket URL (ws://host:port/path); empty = embedded echo",
-       .doc = "backend WebSocket URL, `ws://` only (terminate TLS in a sidecar). Unset: the embedded echo "
-              "backend."},
+      {.help = "backend WebSocket URL (ws:// or wss://host:port/path); empty = embedded echo",
+       .doc = "backend WebSocket URL, `ws://` or `wss://` (TLS, verified against the system CA store or "
+              "`backend.ca_file`). Unset: the embedded echo backend."},
       [](const std::string& url, const std::string& where) {
-        if (url.rfind("ws://", 0) != 0)
-          throw ConfigError(
-              where + ": '" + url +
-              "' must start with ws:// (wss:// is not supported yet; terminate TLS in a sidecar)");
+        if (url.rfind("ws://", 0) != 0 && url.rfind("wss://", 0) != 0)
+          throw ConfigError(where + ": '" + url + "' must start with ws:// or wss://");
+      }));
+  {
+    auto dialect = enum_key<C>(
+        "backend.dialect", &C::backend_dialect, "rtcedge", {"rtcedge", "realtime"},
+        {.help = "protocol spoken to the backend",
+         .doc = "what the transceiver speaks to the backend: `rtcedge` (binary PCM frames at "
+                "`audio.sample_rate`) or `realtime` (the Realtime WebSocket protocol, base64 PCM16 24 kHz; "
+                "[backend-protocol.md](backend-protocol.md#dialects)). `realtime` excludes "
+                "`audio.opus_passthrough`."});
+    dialect.read = [read = dialect.read](const ConfigLayers& c, C& cfg) {
+      read(c, cfg);
+      if (cfg.backend_dialect == "realtime" && cfg.opus_passthrough)
+        throw ConfigError(c.where("backend.dialect") +
+                          ": realtime carries PCM16 in JSON; it cannot be used with audio.opus_passthrough");
+    };
+    t.push_back(std::move(dialect));
+  }
+  t.push_back(string_key<C>(
+      "backend.ca_file", &C::backend_ca_file, "",
+      {.help = "PEM CA bundle that wss:// backends are verified against; default: the system store",
+       .doc = "PEM file of the CA certificates a `wss://` backend's certificate must chain to, instead of "
+              "the system store. Unset: the system store."},
+      [](const std::string& path, const std::string& where) {
+        if (access(path.c_str(), R_OK) != 0) throw ConfigError(where + ": cannot read '" + path + "'");
       }));
   t.push_back(enum_key<C>("backend.echo_mode", &C::echo_mode, "loopback", {"loopback", "parrot"},
                           {.help = "embedded echo", .doc = "embedded echo: `loopback` or `parrot`."}));

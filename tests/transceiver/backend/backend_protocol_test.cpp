@@ -27,10 +27,20 @@ TEST(BackendUrl, DefaultsAndQueries) {
   EXPECT_EQ(v6.port, "9000");
 }
 
+TEST(BackendUrl, WssDefaultsToPort443AndSaysTls) {
+  BackendUrl url = parse_backend_url("wss://api.example/v1/realtime?model=m", "a");
+  EXPECT_EQ(url.error, "");
+  EXPECT_TRUE(url.tls);
+  EXPECT_EQ(url.host, "api.example");
+  EXPECT_EQ(url.port, "443");
+  EXPECT_EQ(url.target, "/v1/realtime?model=m&session=a");
+  EXPECT_EQ(parse_backend_url("wss://[::1]:8443", "a").port, "8443");
+  EXPECT_FALSE(parse_backend_url("ws://h/", "a").tls);
+}
+
 TEST(BackendUrl, RejectsWhatItCannotUse) {
-  EXPECT_NE(parse_backend_url("wss://h/", "a").error.find("wss://"), std::string::npos);
   for (const char* bad : {"http://h/", "ws://", "ws://:80/", "ws://h:0/", "ws://h:65536/", "ws://h:x/",
-                          "ws://[::1/", "ws://[::1]x/", "ws://u:p@h/", ""}) {
+                          "ws://[::1/", "ws://[::1]x/", "ws://u:p@h/", "", "wss://", "wss:/h/", "WSS://h/"}) {
     BackendUrl url = parse_backend_url(bad, "a");
     EXPECT_FALSE(url.error.empty()) << bad;
     EXPECT_TRUE(url.host.empty()) << bad;
@@ -65,6 +75,21 @@ TEST(BackendEvents, SessionStartedAndEnded) {
   // A client's User-Agent is untrusted text: dumping must not throw on invalid UTF-8.
   EXPECT_NO_THROW((void)started.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   EXPECT_EQ(session_ended_event("bye"), (nlohmann::json{{"type", "session.ended"}, {"reason", "bye"}}));
+  EXPECT_FALSE(started.contains("session")) << "no session config, no field";
+}
+
+TEST(BackendEvents, SessionStartedCarriesTheSessionConfig) {
+  BackendSessionInfo info;
+  info.session_config = {{"instructions", "be brief"}, {"voice", "alloy"}};
+  EXPECT_EQ(session_started_event(info)["session"], info.session_config);
+}
+
+TEST(BackendDialects, NamesRoundTrip) {
+  EXPECT_EQ(backend_dialect_name(BackendDialect::rtcedge), "rtcedge");
+  EXPECT_EQ(backend_dialect_name(BackendDialect::realtime), "realtime");
+  EXPECT_EQ(backend_dialect_from_name("realtime"), BackendDialect::realtime);
+  EXPECT_EQ(backend_dialect_from_name("rtcedge"), BackendDialect::rtcedge);
+  EXPECT_EQ(backend_dialect_from_name("Realtime"), std::nullopt);
 }
 
 TEST(BackendText, ClassifiesBackendEvents) {

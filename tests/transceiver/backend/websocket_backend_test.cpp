@@ -94,7 +94,8 @@ TEST_F(WebSocketBackendTest, AudioFramesArriveByteExactInOrder) {
       return m.text && nlohmann::json::parse(m.data)["type"] == "session.quality";
     });
   };
-  ASSERT_TRUE(run_until(io, [&] { return binary_count() >= 10 && has_quality() && counters.frames_sent.get() >= 10; }));
+  ASSERT_TRUE(run_until(
+      io, [&] { return binary_count() >= 10 && has_quality() && counters.frames_sent.get() >= 10; }));
   auto messages = server.messages();
   int audio = 0;
   for (const auto& message : messages) {
@@ -281,11 +282,12 @@ TEST_F(WebSocketBackendTest, UpgradeDeclinedByAPlainHttpServerFailsTheConnect) {
 }
 
 TEST_F(WebSocketBackendTest, InvalidUrlIsReportedAfterTheFactoryReturns) {
-  config.url = "wss://backend.example/";
+  config.url = "http://backend.example/";
   auto backend = make_websocket_backend(io, config, session_info(), listener, counters);
   EXPECT_TRUE(listener.closed.empty()) << "no listener call from inside the factory";
   ASSERT_TRUE(run_until(io, [&] { return !listener.closed.empty(); }));
-  EXPECT_TRUE(listener.closed[0].starts_with("invalid_url: wss:// is not supported")) << listener.closed[0];
+  EXPECT_TRUE(listener.closed[0].starts_with("invalid_url: backend URL must start with ws:// or wss://"))
+      << listener.closed[0];
 }
 
 TEST_F(WebSocketBackendTest, OversizedBackendMessageFailsTheConnection) {

@@ -86,6 +86,22 @@ TEST(TransceiverConfigKeys, CrossKeyErrorsNameTheKey) {
   EXPECT_NE(error("media: {listen: '::'}\n").find("'media.advertise_address'"), std::string::npos);
   EXPECT_NE(error("backend: {echo_mode: shout}\n").find("'shout' is not one of loopback, parrot"),
             std::string::npos);
+  EXPECT_NE(
+      error("audio: {opus_passthrough: true}\nbackend: {dialect: realtime}\n").find("'backend.dialect'"),
+      std::string::npos);
+  EXPECT_NE(error("backend: {dialect: openai}\n").find("not one of rtcedge, realtime"), std::string::npos);
+  EXPECT_NE(error("backend: {url: 'http://h/'}\n").find("must start with ws:// or wss://"),
+            std::string::npos);
+  EXPECT_NE(error("backend: {ca_file: /nonexistent/ca.pem}\n").find("cannot read"), std::string::npos);
+}
+
+TEST(TransceiverConfigKeys, WssAndTheRealtimeDialect) {
+  auto c = resolve_yaml(
+      "backend: {url: 'wss://api.example/v1/realtime', dialect: realtime, ca_file: /dev/null}\n");
+  EXPECT_EQ(c.backend_url, "wss://api.example/v1/realtime");
+  EXPECT_EQ(c.backend_dialect, "realtime");
+  EXPECT_EQ(c.backend_ca_file, "/dev/null");
+  EXPECT_EQ(resolve_yaml("").backend_dialect, "rtcedge");
 }
 
 }  // namespace

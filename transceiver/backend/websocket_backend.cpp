@@ -227,6 +227,9 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
       if (type != event.end() && (*type == "response.cancel" || *type == "output_audio_buffer.clear")) {
         ahead_->clear(monotonic_now());
         realtime_->clear_pending();
+        // WebRTC-only: the edge holds the output buffer and has cleared it; a Realtime
+        // WebSocket server does not know the event and would answer it with an error.
+        if (*type == "output_audio_buffer.clear") return;
       }
       queue_text(realtime_->encode_event(event));
     } else {

@@ -417,6 +417,11 @@ void Session::on_channel_open(uint16_t stream, std::string_view label, std::stri
   };
   callbacks.clear_output = [this] { clear_output(); };
   RealtimeEventChannel::Limits limits;
+  // A Realtime-protocol backend transcribes, reduces noise and runs semantic VAD itself.
+  const bool realtime_backend = !env_.config.backend_url.empty() && env_.config.backend_dialect == "realtime";
+  limits.transcription_supported = realtime_backend;
+  limits.noise_reduction_supported = realtime_backend;
+  limits.semantic_vad_supported = realtime_backend;
   // An event is one message: the smaller of what we announced and the layer's own bound.
   if (plan_.data_channel && plan_.data_channel->local_max_message_size > 0)
     limits.max_message_bytes = std::min(limits.max_message_bytes, plan_.data_channel->local_max_message_size);
@@ -504,6 +509,8 @@ void Session::start_backend() {
     ws.url = env_.config.backend_url;
     ws.headers = parse_headers(env_.config.backend_headers);
     ws.connect_timeout = env_.config.backend_connect_timeout;
+    ws.dialect = backend_dialect_from_name(env_.config.backend_dialect).value_or(BackendDialect::rtcedge);
+    ws.ca_file = env_.config.backend_ca_file;
     backend_ = make_websocket_backend(env_.io, ws, std::move(info), *this, env_.metrics.backend);
   }
   backend_state_ = "open";
@@ -746,6 +753,9 @@ void Session::on_backend_event(const nlohmann::json& event) {
       env_.metrics.data_channel_messages_out.add();
     return;
   }
+  // The edge tells the client about its session itself; a Realtime server's own
+  // session.created/updated would reach the client twice.
+  if (type == "session.created" || type == "session.updated") return;
   if (realtime_) {
     realtime_->on_backend_event(event, now_);
     mirror_realtime_drops();

@@ -7,30 +7,19 @@
 #include <charconv>
 #include <cstdint>
 
+#include "sdp_lexing.h"
+
 namespace rtce::sdp {
 namespace {
+
+using lexing::is_ice_chars;
+using lexing::is_token;
+using lexing::next_token;
 
 constexpr size_t kMaxMidLength = 64;  // as parse_offer
 constexpr size_t kMaxAddressLength = 255;
 
 OfferError error_at(int line, std::string reason) { return OfferError{line, std::move(reason)}; }
-
-// RFC 8839 ice-char = ALPHA / DIGIT / "+" / "/".
-bool is_ice_chars(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
-  });
-}
-
-// RFC 4566 token-char.
-bool is_token(std::string_view s) {
-  if (s.empty()) return false;
-  return std::all_of(s.begin(), s.end(), [](char ch) {
-    auto c = static_cast<unsigned char>(ch);
-    return c == 0x21 || (c >= 0x23 && c <= 0x27) || c == 0x2A || c == 0x2B || c == 0x2D || c == 0x2E ||
-           (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x5E && c <= 0x7E);
-  });
-}
 
 bool is_digits(std::string_view s, size_t max_len) {
   return !s.empty() && s.size() <= max_len &&
@@ -51,19 +40,6 @@ bool is_address(std::string_view s) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
            c == ':' || c == '-' || c == '_';
   });
-}
-
-std::string_view next_token(std::string_view& rest) {
-  size_t start = rest.find_first_not_of(' ');
-  if (start == std::string_view::npos) {
-    rest = {};
-    return {};
-  }
-  rest.remove_prefix(start);
-  size_t end = rest.find(' ');
-  std::string_view token = rest.substr(0, end);
-  rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
-  return token;
 }
 
 // RFC 8839 section 5.1 candidate-attribute, after "candidate:".

@@ -11,10 +11,15 @@
 #include <tuple>
 #include <utility>
 
+#include "sdp_lexing.h"
 #include "vocab.h"
 
 namespace rtce::sdp {
 namespace {
+
+using lexing::is_ice_chars;
+using lexing::is_token;
+using lexing::next_token;
 
 constexpr std::string_view kAudioProtocol = "UDP/TLS/RTP/SAVPF";
 constexpr std::string_view kDataChannelProtocol = "UDP/DTLS/SCTP";
@@ -66,32 +71,6 @@ std::optional<T> parse_number(std::string_view text, T max) {
   return static_cast<T>(value);
 }
 
-// Splits off the first space-separated token; leading spaces are skipped.
-std::string_view next_token(std::string_view& rest) {
-  size_t start = rest.find_first_not_of(' ');
-  if (start == std::string_view::npos) {
-    rest = {};
-    return {};
-  }
-  rest.remove_prefix(start);
-  size_t end = rest.find(' ');
-  std::string_view token = rest.substr(0, end);
-  rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
-  return token;
-}
-
-// RFC 4566 token-char: visible ASCII minus the separators SDP reserves.
-bool is_token(std::string_view s) {
-  if (s.empty()) return false;
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    bool ok = c == 0x21 || (c >= 0x23 && c <= 0x27) || c == 0x2A || c == 0x2B || c == 0x2D || c == 0x2E ||
-              (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x5E && c <= 0x7E);
-    if (!ok) return false;
-  }
-  return true;
-}
-
 // RFC 4566 proto = token *("/" token).
 bool is_protocol(std::string_view s) {
   for (size_t start = 0;;) {
@@ -100,13 +79,6 @@ bool is_protocol(std::string_view s) {
     if (slash == std::string_view::npos) return true;
     start = slash + 1;
   }
-}
-
-// RFC 8839 ice-char = ALPHA / DIGIT / "+" / "/".
-bool is_ice_chars(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
-  });
 }
 
 int hex_value(char c) {

@@ -248,6 +248,7 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
     HttpResponse response{201, "application/sdp", std::move(placed.answer), {}};
     response.headers.emplace_back("Location", std::string(kRealtimeCallsPath) + "/" +
                                                   std::string(kRealtimeCallIdPrefix) + placed.session_id);
+    response.headers.emplace_back("ETag", "\"1\"");  // for If-Match on an ICE restart (PATCH)
     respond(std::move(response));
   });
 }
@@ -266,8 +267,9 @@ void RealtimeSignaling::call_request(std::string_view rest, const HttpRequest& r
   const std::string id = session_id_of_call(rest.substr(0, slash));
   if (id.empty()) return respond(realtime_error_response(RealtimeError::call_not_found, {}, "call_id"));
   if (slash == std::string_view::npos) {
-    if (request.method != "GET" && request.method != "DELETE")
-      return respond(realtime_error_response(RealtimeError::method_not_allowed, "use GET or DELETE"));
+    // PATCH: an ICE restart or trickle, as on /v1/sessions/{id} (RFC 9725 §4.4).
+    if (request.method != "GET" && request.method != "DELETE" && request.method != "PATCH")
+      return respond(realtime_error_response(RealtimeError::method_not_allowed, "use GET, PATCH or DELETE"));
     return hooks_.session_request(id, request, respond);
   }
   if (rest.substr(slash + 1) != "hangup") return respond(realtime_error_response(RealtimeError::not_found));

@@ -209,6 +209,41 @@ class Calls(RealtimeCase):
         self.assert_error(self.tx.request("PUT", f"/v1/realtime/calls/{call_id}", headers=auth),
                           405, "method_not_allowed")
 
+    def test_ice_restart_and_trickle_on_a_call(self):
+        status, headers, answer = self.tx.call(agents_offer())
+        call_id = self.assert_data_channel_answer(status, headers, answer)
+        self.assertEqual(headers.get("etag"), '"1"')
+        url = f"/v1/realtime/calls/{call_id}"
+        frag_type = {"Content-Type": "application/trickle-ice-sdpfrag", "Authorization": f"Bearer {API_KEY}"}
+        restart = ("a=ice-ufrag:NewUfrag1\r\na=ice-pwd:aNewPasswordOf24CharsXYZ\r\n"
+                   "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:0\r\n")
+        status, _, text = self.tx.request("PATCH", url, restart, frag_type)
+        self.assertEqual(status, 428, text)  # a restart needs If-Match
+        status, _, text = self.tx.request("PATCH", url, restart, dict(frag_type, **{"If-Match": '"7"'}))
+        self.assertEqual(status, 412, text)
+        status, _, text = self.tx.request("PATCH", url, "a=ice-ufrag:x\r\n", dict(frag_type, **{"If-Match": "*"}))
+        self.assertEqual(status, 400, text)
+        self.assertIn("line 1", text)
+        status, _, text = self.tx.request("PATCH", url, restart,
+                                          {"Content-Type": "application/sdp", "Authorization": f"Bearer {API_KEY}",
+                                           "If-Match": "*"})
+        self.assertEqual(status, 415, text)
+        status, headers, fragment = self.tx.request("PATCH", url, restart, dict(frag_type, **{"If-Match": '"1"'}))
+        self.assertEqual(status, 200, fragment)
+        self.assertTrue(headers["content-type"].startswith("application/trickle-ice-sdpfrag"), headers)
+        self.assertEqual(headers.get("etag"), '"2"')
+        self.assertIn("a=ice-lite", fragment)
+        self.assertIn("a=mid:0", fragment)
+        new_ufrag = next(l.split(":", 1)[1] for l in fragment.splitlines() if l.startswith("a=ice-ufrag:"))
+        self.assertNotIn(new_ufrag, answer)  # new credentials, not the answer's
+        # The same client ufrag again, with a candidate: trickle, which ICE-lite does not need.
+        trickle = restart + "a=candidate:1 1 udp 2122260223 198.18.0.9 50000 typ host\r\n"
+        status, _, text = self.tx.request("PATCH", url, trickle, dict(frag_type, **{"If-Match": '"2"'}))
+        self.assertEqual(status, 204, text)
+        status, _, text = self.tx.request("GET", url, headers={"Authorization": f"Bearer {API_KEY}"})
+        self.assertEqual(json.loads(text)["ice_generation"], 2)
+        self.assertTrue(json.loads(text)["ice_restart_pending"])
+
     def test_hangup_of_unknown_or_malformed_call_ids(self):
         auth = {"Authorization": f"Bearer {API_KEY}"}
         for call_id in ("rtc_" + "0" * 32, "rtc_" + "ff" * 16, "0" * 32, "rtc_XYZ", "rtc_"):

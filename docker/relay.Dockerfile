@@ -10,7 +10,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
       cmake ninja-build clang libclang-rt-14-dev g++ pkg-config bpftool \
       libbpf-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev \
       prometheus-cpp-dev libboost-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev \
-      libnice-dev libsrtp2-dev libopus-dev libusrsctp-dev libhiredis-dev \
+      libnice-dev libsrtp2-dev libopus-dev libusrsctp-dev libspeexdsp-dev libhiredis-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

@@ -8,7 +8,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
       cmake ninja-build clang libclang-rt-14-dev g++ pkg-config bpftool \
       libbpf-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev \
       prometheus-cpp-dev libboost-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev \
-      libnice-dev libsrtp2-dev libopus-dev libusrsctp-dev libhiredis-dev \
+      libnice-dev libsrtp2-dev libopus-dev libusrsctp-dev libspeexdsp-dev libhiredis-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -20,7 +20,7 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 FROM debian:12-slim
 RUN apt-get update && apt-get install -y --no-install-recommends \
       libnice10 libglib2.0-0 libssl3 libopus0 libyaml-cpp0.7 libspdlog1.10 libfmt9 \
-      libprometheus-cpp-core1.0 libhiredis0.14 libusrsctp2 \
+      libprometheus-cpp-core1.0 libhiredis0.14 libusrsctp2 libspeexdsp1 \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/bin/rtcedge-transceiver /usr/local/bin/rtcedge-transceiver
 USER 10001:10001

@@ -140,6 +140,11 @@ std::string relay_metrics_text(const RelayMetricsSources& s) {
     m.add(m.family("rtcedge_relay_xdp_flow_events_total",
                    "Flow-created events read from the XDP ring buffer.", MetricType::Counter),
           static_cast<double>(xdp_path->events_seen()));
+    m.add(m.family("rtcedge_relay_xdp_passed_up_returns_total",
+                   "Replies of XDP flows the program passed up (no neighbour entry yet, no route, "
+                   "TLVs) that a worker sent to the client.",
+                   MetricType::Counter),
+          sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.returns_passed_up; }));
   }
   m.add(m.family("rtcedge_relay_flows_endpoint_gone_total",
                  "Flows removed because their transceiver endpoint left the routing table.",

@@ -93,7 +93,8 @@ RelayService::RelayService(const RelayConfig& config)
       xdp->install_flow(f.key, f.value.endpoint_id, f.value.endpoint);
     };
   for (unsigned i = 0; i < config_.workers; i++)
-    workers_.push_back(std::make_unique<UdpWorker>(i, config_, routing_, flow_sync_.get(), mirror_into_xdp));
+    workers_.push_back(
+        std::make_unique<UdpWorker>(i, config_, routing_, flow_sync_.get(), mirror_into_xdp, xdp_.get()));
   endpoint_count_ = config_.endpoints.size();
 
   admin_.route("/metrics", [this] {

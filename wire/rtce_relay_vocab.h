@@ -47,7 +47,9 @@
 	/* valid hint, but it made flows.max_per_hint flows this window */                         \
 	X(HINT_FLOW_LIMIT, hint_flow_limit)                                                        \
 	/* valid hint, but the client's prefix made flows.max_per_source_prefix flows */           \
-	X(SOURCE_PREFIX_FLOW_LIMIT, source_prefix_flow_limit)
+	X(SOURCE_PREFIX_FLOW_LIMIT, source_prefix_flow_limit)                                      \
+	/* reply the XDP program passed up, but this tick's budget of flows map lookups was spent */ \
+	X(RETURN_LOOKUP_RATE_LIMITED, return_lookup_rate_limited)
 
 /* Direction of a counter: client -> transceiver (everything that is not the return path,
  * including traffic that is not ours) and transceiver -> client (the return port). */

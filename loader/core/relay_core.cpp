@@ -155,8 +155,11 @@ std::optional<ToClient> RelayCore::on_transceiver_packet(const sockaddr_in6& fro
   }
   SocketAddress client = SocketAddress::from_bytes(pp.family, pp.client_addr, pp.client_port);
   SocketAddress vip = SocketAddress::from_bytes(pp.family, pp.vip_addr, pp.vip_port);
-  Flow* flow = flows_.find(make_flow_key(client, vip));
+  const rtce_flow_key key = make_flow_key(client, vip);
+  Flow* flow = flows_.find(key);
   if (!flow) {
+    if (passed_up_)
+      return on_passed_up_return(from, key, client, vip, packet + payload_off, len - payload_off);
     counters_.drop(DropReason::return_no_flow);
     return std::nullopt;
   }
@@ -170,7 +173,54 @@ std::optional<ToClient> RelayCore::on_transceiver_packet(const sockaddr_in6& fro
   return ToClient{packet + payload_off, payload_len, client, vip, flow->value.vip_socket};
 }
 
+void RelayCore::attach_passed_up_flows(const PassedUpFlows* flows, std::vector<VipSocketBinding> vips,
+                                       uint32_t lookups_per_tick) {
+  passed_up_ = flows;
+  passed_up_vips_ = std::move(vips);
+  passed_up_lookups_per_tick_ = lookups_per_tick;
+  passed_up_lookups_left_ = lookups_per_tick;
+}
+
+std::optional<ToClient> RelayCore::on_passed_up_return(const sockaddr_in6& from, const rtce_flow_key& key,
+                                                       const SocketAddress& client, const SocketAddress& vip,
+                                                       const uint8_t* payload, size_t len) {
+  // Not installed into this core's table: the XDP map stays the one owner of the flow (its
+  // sweep expires it, its program forwards the client's packets), and a copy here would
+  // outlive it. Only the replies the program passes up come this way, until the kernel has
+  // resolved the client's neighbour entry.
+  if (passed_up_lookups_left_ == 0) {
+    counters_.drop(DropReason::return_lookup_rate_limited);
+    return std::nullopt;
+  }
+  passed_up_lookups_left_--;
+  sockaddr_in6 endpoint{};
+  uint16_t endpoint_id = 0;
+  if (!passed_up_->find(key, endpoint, endpoint_id)) {
+    counters_.drop(DropReason::return_no_flow);
+    return std::nullopt;
+  }
+  if (!same_endpoint(endpoint, from)) {
+    counters_.drop(DropReason::return_wrong_sender);
+    return std::nullopt;
+  }
+  size_t socket = passed_up_vips_.size();
+  for (size_t i = 0; i < passed_up_vips_.size() && socket == passed_up_vips_.size(); i++) {
+    const VipSocketBinding& b = passed_up_vips_[i];
+    if (b.bound.family() == vip.family() && (b.wildcard ? b.bound.port() == vip.port() : b.bound == vip))
+      socket = i;
+  }
+  if (socket == passed_up_vips_.size()) {
+    counters_.drop(DropReason::return_no_flow);  // a VIP this worker does not listen on
+    return std::nullopt;
+  }
+  counters_.returns_passed_up.add();
+  counters_.forwarded_packets[static_cast<size_t>(Direction::transceiver_to_client)].add();
+  counters_.forwarded_bytes[static_cast<size_t>(Direction::transceiver_to_client)].add(len);
+  return ToClient{payload, len, client, vip, static_cast<uint16_t>(socket)};
+}
+
 void RelayCore::expire(Nanos now, uint32_t max_slots) {
+  passed_up_lookups_left_ = passed_up_lookups_per_tick_;
   const uint32_t n = flows_.expire(now, max_slots);
   if (n) counters_.flows_expired.add(n);
   counters_.flows_active.set(flows_.size());

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "flow_recovery.h"
 #include "flow_table.h"
@@ -75,6 +76,7 @@ struct RelayCounters {
   RelaxedCounter flow_lookups;         // lookups this worker asked the flow store for
   RelaxedCounter flow_store_puts;      // new and refreshed flows handed to the flow store
   RelaxedCounter packets_waited;       // packets that waited for a lookup (forwarded or not)
+  RelaxedCounter returns_passed_up;    // replies of XDP flows the program passed up, sent here
 
   void drop(DropReason r) { dropped[static_cast<size_t>(r)].add(); }
 };
@@ -116,6 +118,27 @@ struct FlowStoreLink {
   FlowRecovery::Options recovery;
   Nanos refresh_interval = 40'000'000'000;
   uint32_t refresh_per_tick = 1000;  // bounds the refresh rate per worker and housekeeping tick
+};
+
+// Flows a worker did not create but answers for: the XDP program's flows map. The program
+// passes a reply up to the kernel when it cannot send it itself (no neighbour entry for an
+// on-link client yet, no route, PROXY v2 TLVs, no UDP checksum); the kernel delivers it to
+// the workers' sockets on xdp.return_port, and sending it from a socket also makes the
+// kernel resolve the neighbour, so the flow's next replies take the fast path again.
+// Implemented by the XDP data path; find() is a map lookup (a syscall), which is why the
+// core calls it only on a return-path miss and at most a bounded number of times per tick.
+class PassedUpFlows {
+ public:
+  virtual ~PassedUpFlows() = default;
+  // The flow's endpoint (v4-mapped for IPv4) and id; false if the map has no such flow.
+  virtual bool find(const rtce_flow_key& key, sockaddr_in6& endpoint, uint16_t& endpoint_id) const = 0;
+};
+
+// A VIP socket of the worker, for replies of flows it did not create (PassedUpFlows): the
+// socket the reply leaves from is the one bound to the flow's VIP, or a wildcard on its port.
+struct VipSocketBinding {
+  SocketAddress bound;
+  bool wildcard = false;
 };
 
 // Bounds on the flows one hint and one client prefix may create per window
@@ -168,6 +191,12 @@ class RelayCore {
   // A datagram on the return socket. `from` as received on the dual-stack socket.
   std::optional<ToClient> on_transceiver_packet(const sockaddr_in6& from, const uint8_t* packet, size_t len);
 
+  // Answers replies of flows this core does not have from `flows` (the XDP flows map),
+  // sending them from the matching socket of `vips`; at most lookups_per_tick lookups
+  // between two expire() calls. `flows` must outlive the core.
+  void attach_passed_up_flows(const PassedUpFlows* flows, std::vector<VipSocketBinding> vips,
+                              uint32_t lookups_per_tick);
+
   // Housekeeping: expires idle flows, visiting at most max_slots slots.
   void expire(Nanos now, uint32_t max_slots);
 
@@ -183,6 +212,9 @@ class RelayCore {
   std::optional<ToTransceiver> on_miss(const rtce_flow_key& key, uint16_t vip_socket, uint8_t* packet,
                                        size_t len, Nanos now);
   void refresh_stored_flows(Nanos now);
+  std::optional<ToClient> on_passed_up_return(const sockaddr_in6& from, const rtce_flow_key& key,
+                                              const SocketAddress& client, const SocketAddress& vip,
+                                              const uint8_t* payload, size_t len);
   // Frames a packet that waited for a lookup and counts it forwarded.
   ToTransceiver forward_waited(const Flow& flow, uint8_t* packet, size_t len) {
     counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
@@ -200,6 +232,10 @@ class RelayCore {
   std::unique_ptr<FlowRecovery> recovery_;
   uint32_t refresh_cursor_ = 0;
   bool flow_store_activity_ = false;
+  const PassedUpFlows* passed_up_ = nullptr;
+  std::vector<VipSocketBinding> passed_up_vips_;
+  uint32_t passed_up_lookups_per_tick_ = 0;
+  uint32_t passed_up_lookups_left_ = 0;
 };
 
 template <typename Emit>

@@ -23,6 +23,11 @@ namespace {
 constexpr size_t kMaxDatagram = 9216;  // jumbo frames; larger datagrams are counted oversize
 constexpr int kHousekeepingMs = 100;
 constexpr int kBatchesPerWakeup = 8;
+// Flows map lookups per worker and housekeeping tick for replies the XDP program passed up
+// (about 10 000/s): a neighbour is resolved after the first few, so this only bounds what
+// a sender on the transceiver network can make the relay spend in syscalls.
+constexpr uint32_t kPassedUpLookupsPerTick = 1000;
+constexpr uint64_t kTagReturn = 1000, kTagWake = 1001, kTagPassedUp = 1002;  // + index
 
 [[noreturn]] void fail(const std::string& what) {
   throw std::runtime_error(what + ": " + std::strerror(errno));
@@ -57,7 +62,7 @@ struct UdpWorker::Batch {
 };
 
 UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<const RoutingTable> routing,
-                     FlowSync* flow_sync, RecoveredHook on_recovered)
+                     FlowSync* flow_sync, RecoveredHook on_recovered, const PassedUpFlows* passed_up)
     : index_(index),
       config_(config),
       core_(
@@ -107,6 +112,7 @@ UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<
   socklen_t bound_len = sizeof bound;
   getsockname(return_fd_.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len);
   return_address_ = SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&bound), bound_len);
+  if (passed_up) open_passed_up_sockets(config, passed_up);
 
   epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
   wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -118,8 +124,33 @@ UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<
     if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) < 0) fail("epoll_ctl");
   };
   for (size_t i = 0; i < vips_.size(); i++) watch(vips_[i].fd.get(), i);
-  watch(return_fd_.get(), 1000);
-  watch(wake_fd_.get(), 1001);
+  watch(return_fd_.get(), kTagReturn);
+  watch(wake_fd_.get(), kTagWake);
+  for (size_t i = 0; i < passed_up_fds_.size(); i++) watch(passed_up_fds_[i].get(), kTagPassedUp + i);
+}
+
+void UdpWorker::open_passed_up_sockets(const RelayConfig& config, const PassedUpFlows* passed_up) {
+  std::vector<VipSocketBinding> vips;
+  for (const auto& v : vips_) vips.push_back({v.bound, v.wildcard});
+  core_.attach_passed_up_flows(passed_up, std::move(vips), kPassedUpLookupsPerTick);
+  const std::string port = std::to_string(config.xdp_return_port);
+  for (const std::string& text : {config.xdp_relay_address4, "[" + config.xdp_relay_address6 + "]"}) {
+    if (text.empty() || text == "[]") continue;
+    const SocketAddress addr = SocketAddress::parse_or_throw(text + ":" + port, "xdp.relay_address");
+    UniqueFd fd(socket(addr.family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd) fail("socket for XDP pass-ups on " + addr.to_string());
+    // Every worker joins one reuseport group, so passed-up replies spread like the VIPs'.
+    set_socket_option(fd.get(), SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT on " + addr.to_string());
+    set_socket_buffers(fd.get(), static_cast<int>(config.socket_buffer_bytes),
+                       "XDP pass-ups " + addr.to_string());
+    if (!addr.is_v4()) set_socket_option(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, 1, "IPV6_V6ONLY");
+    // The XDP relay address need not be configured on the host (the program answers for it);
+    // then the kernel never delivers a pass-up here, but the relay still starts.
+    set_socket_option(fd.get(), addr.is_v4() ? IPPROTO_IP : IPPROTO_IPV6,
+                      addr.is_v4() ? IP_FREEBIND : IPV6_FREEBIND, 1, "FREEBIND on " + addr.to_string());
+    if (bind(fd.get(), addr.sa(), addr.len()) < 0) fail("bind XDP pass-up socket " + addr.to_string());
+    passed_up_fds_.push_back(std::move(fd));
+  }
 }
 
 UdpWorker::~UdpWorker() {
@@ -163,13 +194,16 @@ void UdpWorker::run() {
     }
     for (int i = 0; i < n; i++) {
       const uint64_t tag = events[i].data.u64;
-      if (tag == 1001) {
+      if (tag == kTagWake) {
         uint64_t drained;
         [[maybe_unused]] auto r = read(wake_fd_.get(), &drained, sizeof drained);
         if (auto table = mailbox_.take()) core_.set_routing(std::move(table));
         if (flow_channel_) drain_flow_replies(monotonic_now());
-      } else if (tag == 1000) {
-        drain_return();
+      } else if (tag == kTagReturn) {
+        drain_return(return_fd_.get(), true);
+      } else if (tag >= kTagPassedUp) {
+        const int fd = passed_up_fds_[tag - kTagPassedUp].get();
+        drain_return(fd, false);
       } else {
         drain_vip(tag);
       }
@@ -208,10 +242,12 @@ void UdpWorker::drain_vip(size_t vip_index) {
   }
 }
 
-void UdpWorker::drain_return() {
+// The return socket is dual-stack (sources arrive as sockaddr_in6); an XDP pass-up socket is
+// of its address's family.
+void UdpWorker::drain_return(int fd, bool dual_stack) {
   UdpReceiveBatch& rx = batch_->rx;
   for (int round = 0; round < kBatchesPerWakeup; round++) {
-    const size_t n = rx.receive(return_fd_.get());
+    const size_t n = rx.receive(fd);
     if (n == 0) return;
     for (size_t i = 0; i < n; i++) {
       if (rx.truncated(i)) {
@@ -219,7 +255,10 @@ void UdpWorker::drain_return() {
         continue;
       }
       sockaddr_in6 from{};
-      std::memcpy(&from, &rx.source(i), sizeof from);
+      if (dual_stack)
+        std::memcpy(&from, &rx.source(i), sizeof from);
+      else
+        from = rx.source_address(i).to_v6_mapped();
       auto out = core_.on_transceiver_packet(from, rx.data(i), rx.length(i));
       if (!out) continue;
       UdpSendBatch& queue = batch_->to_client[out->vip_socket];

@@ -42,8 +42,12 @@ class UdpWorker {
 
   // Opens and binds every socket; throws std::runtime_error naming the address on failure.
   // `flow_sync` (may be null) must outlive the worker.
+  // `passed_up` (XDP mode only, may be null; must outlive the worker): the XDP flows map.
+  // The worker then also listens on xdp.relay_address4/6:xdp.return_port (SO_REUSEPORT, like
+  // its VIP sockets) for the replies the program passes up, and sends them to the client.
   UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<const RoutingTable> routing,
-            FlowSync* flow_sync = nullptr, RecoveredHook on_recovered = {});
+            FlowSync* flow_sync = nullptr, RecoveredHook on_recovered = {},
+            const PassedUpFlows* passed_up = nullptr);
   ~UdpWorker();
   UdpWorker(const UdpWorker&) = delete;
   UdpWorker& operator=(const UdpWorker&) = delete;
@@ -66,7 +70,8 @@ class UdpWorker {
   };
   void run();
   void drain_vip(size_t vip_index);
-  void drain_return();
+  void drain_return(int fd, bool dual_stack);
+  void open_passed_up_sockets(const RelayConfig& config, const PassedUpFlows* passed_up);
   void queue_to_transceiver(const ToTransceiver& out);
   void flush_to_transceivers();
   void drain_flow_replies(Nanos now);
@@ -80,6 +85,7 @@ class UdpWorker {
   RoutingMailbox mailbox_;
   std::vector<VipSocket> vips_;
   UniqueFd return_fd_;
+  std::vector<UniqueFd> passed_up_fds_;  // XDP mode: xdp.relay_address4/6:xdp.return_port
   SocketAddress return_address_;
   UniqueFd epoll_fd_;
   UniqueFd wake_fd_;

@@ -50,6 +50,15 @@ void XdpDataPath::install_flow(const rtce_flow_key& key, uint16_t endpoint_id, c
   flows_->install_flow(key, endpoint_id, endpoint);
 }
 
+bool XdpDataPath::find(const rtce_flow_key& key, sockaddr_in6& endpoint, uint16_t& endpoint_id) const {
+  rtce_xdp_flow flow{};
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.flows), &key, &flow) != 0) return false;
+  endpoint = SocketAddress::from_bytes(flow.endpoint.family, flow.endpoint.addr, ntohs(flow.endpoint.port_be))
+                 .to_v6_mapped();
+  endpoint_id = flow.endpoint_id;
+  return true;
+}
+
 uint64_t XdpDataPath::flows_installed() const { return flows_->flows_installed(); }
 void XdpDataPath::use_key_walk_for_tests() { flows_->use_key_walk(); }
 uint64_t XdpDataPath::flows_endpoint_gone() const { return maps_->flows_endpoint_gone(); }

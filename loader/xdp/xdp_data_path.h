@@ -35,7 +35,7 @@ struct XdpCounters {
   uint64_t flows = 0;  // entries in the flows map (a walk; call at scrape rate, not per packet)
 };
 
-class XdpDataPath {
+class XdpDataPath : public PassedUpFlows {
  public:
   // Loads, attaches to every xdp.interfaces entry and pins. Throws XdpError saying why
   // (not root, no such interface, verifier, attach mode refused, incompatible pins).
@@ -60,6 +60,9 @@ class XdpDataPath {
   // XDP. Callable from any thread (one map update).
   void install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint);
   uint64_t flows_installed() const;
+  // PassedUpFlows: the flows map entry of a reply the program passed up. Callable from any
+  // thread (one map lookup).
+  bool find(const rtce_flow_key& key, sockaddr_in6& endpoint, uint16_t& endpoint_id) const override;
   // Tests: make the idle sweep walk key by key, as on a kernel without batch lookup.
   void use_key_walk_for_tests();
   uint64_t flows_endpoint_gone() const;

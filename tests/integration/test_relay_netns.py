@@ -881,6 +881,31 @@ class RoutingTest(RelayTestCase):
                     self.assert_xdp_passed_up(before, after, xdp_reason)
                     self.assert_no_flow_for(self.relay, client, vip, before, mark)
 
+    def test_replies_reach_a_client_the_relay_has_no_neighbour_entry_for(self):
+        """A client that appears at an on-link address the relay host never sent to (a phone
+        that moved, issue 17): its checks arrive, but the relay has no neighbour entry for it.
+        XDP cannot send the replies itself (bpf_fib_lookup: no neighbour) and passes them up;
+        the workers' sockets on xdp.return_port must send them from the VIP, which makes the
+        kernel resolve the neighbour so the next replies take the fast path again."""
+        for family in FAMILIES:
+            with self.subTest(family=family):
+                ip = nt.CLIENT_V4 if family == 4 else nt.CLIENT_V6
+                self.addCleanup(self.topo.warm_neighbours)
+                nt.run(["ip", "-n", self.topo.relay, "-%d" % family, "neigh", "flush", "dev", "rc0"])
+                self.assertNotIn(ip, self.topo.neighbours(self.topo.relay, "rc0"))
+                before = self.relay.metrics()
+                client, vip = self.establish(family, 1 if family == 4 else 2)
+                self.check_media_follows(client, vip, 1 if family == 4 else 2, n=4)
+                after = self.relay.metrics()
+                self.assert_only_drop(before, after, {})
+                if self.xdp:
+                    passed = self.xdp_delta(before, after, "pass_no_neigh", T2C)
+                    sent = prom_metrics.delta(before, after, "rtcedge_relay_xdp_passed_up_returns_total")
+                    self.assertGreaterEqual(passed, 1, "the reply found a neighbour entry: nothing was tested")
+                    self.assertEqual(sent, passed, "a passed-up reply was not sent by a worker")
+                    self.assertGreaterEqual(self.xdp_delta(before, after, "forwarded", T2C), 1,
+                                            "the neighbour was never resolved: every reply stayed on the slow path")
+
     def test_return_path_accepts_only_the_flow_owner(self):
         for family in FAMILIES:
             with self.subTest(family=family):

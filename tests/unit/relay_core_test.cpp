@@ -169,6 +169,92 @@ TEST_F(RelayCoreTest, ReturnPathStripsFramingAndAnswersFromTheVip) {
   EXPECT_EQ(dropped(DropReason::return_malformed), 1u);
 }
 
+// The XDP flows map as the worker sees it: flows the program created, none in the core.
+class FakeXdpFlows : public PassedUpFlows {
+ public:
+  bool find(const rtce_flow_key& key, sockaddr_in6& endpoint, uint16_t& endpoint_id) const override {
+    lookups++;
+    for (const auto& [k, ep] : flows)
+      if (std::memcmp(&k, &key, sizeof key) == 0) {
+        endpoint = ep;
+        endpoint_id = 1;
+        return true;
+      }
+    return false;
+  }
+  std::vector<std::pair<rtce_flow_key, sockaddr_in6>> flows;
+  mutable int lookups = 0;
+};
+
+std::vector<uint8_t> framed_reply(const char* client, const char* vip) {
+  const SocketAddress c = *SocketAddress::parse(client), v = *SocketAddress::parse(vip);
+  rtce_pp2_flow flow{};
+  flow.family = c.to_bytes(flow.client_addr);
+  v.to_bytes(flow.vip_addr);
+  flow.client_port = c.port();
+  flow.vip_port = v.port();
+  std::vector<uint8_t> framed(rtce_pp2_header_len(flow.family));
+  rtce_pp2_write(framed.data(), static_cast<uint32_t>(framed.size()), &flow);
+  for (uint8_t b : {0x80, 0x6f, 0x00, 0x01, 0xaa}) framed.push_back(b);
+  return framed;
+}
+
+TEST_F(RelayCoreTest, RepliesOfXdpFlowsPassedUpLeaveFromTheFlowsVipSocket) {
+  FakeXdpFlows xdp;
+  const sockaddr_in6 owner = SocketAddress::parse("198.18.2.1:40001")->to_v6_mapped();
+  xdp.flows.push_back({make_flow_key(*SocketAddress::parse("198.18.0.3:50000"), vip_), owner});
+  xdp.flows.push_back(
+      {make_flow_key(*SocketAddress::parse("198.18.0.4:50000"), *SocketAddress::parse("198.18.0.77:3478")),
+       owner});
+  // Socket 0: another VIP; socket 1: a wildcard on the VIP port (the reply's).
+  core_.attach_passed_up_flows(
+      &xdp,
+      {{*SocketAddress::parse("198.18.0.50:3478"), false}, {*SocketAddress::parse("0.0.0.0:3478"), true}}, 2);
+
+  auto reply = framed_reply("198.18.0.3:50000", "198.18.0.1:3478");
+  auto out = core_.on_transceiver_packet(owner, reply.data(), reply.size());
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->len, 5u);
+  EXPECT_EQ(out->data[4], 0xaa);
+  EXPECT_EQ(out->client.to_string(), "198.18.0.3:50000");
+  EXPECT_EQ(out->vip.to_string(), "198.18.0.1:3478");
+  EXPECT_EQ(out->vip_socket, 1u);
+  EXPECT_EQ(core_.counters().returns_passed_up.get(), 1u);
+  // Not copied into the core: the XDP map stays the flow's one owner.
+  EXPECT_EQ(core_.flows().size(), 0u);
+
+  // The map's endpoint must be the sender, as on the XDP return path.
+  const sockaddr_in6 stranger = SocketAddress::parse("198.18.2.9:40001")->to_v6_mapped();
+  EXPECT_FALSE(core_.on_transceiver_packet(stranger, reply.data(), reply.size()));
+  EXPECT_EQ(dropped(DropReason::return_wrong_sender), 1u);
+  EXPECT_EQ(xdp.lookups, 2);
+
+  // Budget spent (2 per tick): no third lookup until the next housekeeping tick.
+  auto unknown = framed_reply("198.18.0.9:50000", "198.18.0.1:3478");
+  EXPECT_FALSE(core_.on_transceiver_packet(owner, unknown.data(), unknown.size()));
+  EXPECT_EQ(dropped(DropReason::return_lookup_rate_limited), 1u);
+  EXPECT_EQ(xdp.lookups, 2);
+  core_.expire(kSecond, 4);
+  EXPECT_FALSE(core_.on_transceiver_packet(owner, unknown.data(), unknown.size()));
+  EXPECT_EQ(dropped(DropReason::return_no_flow), 1u);
+  EXPECT_EQ(xdp.lookups, 3);
+
+  // A flow of a VIP no socket of this worker serves (wrong port, another address).
+  auto elsewhere = framed_reply("198.18.0.4:50000", "198.18.0.77:3478");
+  core_.attach_passed_up_flows(&xdp, {{*SocketAddress::parse("198.18.0.50:3478"), false}}, 2);
+  EXPECT_FALSE(core_.on_transceiver_packet(owner, elsewhere.data(), elsewhere.size()));
+  EXPECT_EQ(dropped(DropReason::return_no_flow), 2u);
+  EXPECT_EQ(core_.counters().returns_passed_up.get(), 1u);
+}
+
+TEST_F(RelayCoreTest, WithoutPassedUpFlowsAMissIsNoFlowAndNothingIsLookedUp) {
+  auto reply = framed_reply("198.18.0.3:50000", "198.18.0.1:3478");
+  const sockaddr_in6 owner = SocketAddress::parse("198.18.2.1:40001")->to_v6_mapped();
+  EXPECT_FALSE(core_.on_transceiver_packet(owner, reply.data(), reply.size()));
+  EXPECT_EQ(dropped(DropReason::return_no_flow), 1u);
+  EXPECT_EQ(dropped(DropReason::return_lookup_rate_limited), 0u);
+}
+
 TEST_F(RelayCoreTest, RoutingReloadDropsFlowsOfGoneEndpointsAndMovesChangedOnes) {
   ASSERT_TRUE(from_client(binding_request(mint_ufrag(keys_, 0, 1)), "198.18.0.10:50000"));
   ASSERT_TRUE(from_client(binding_request(mint_ufrag(keys_, 0, 2)), "198.18.0.13:50000"));

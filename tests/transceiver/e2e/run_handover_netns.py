@@ -290,6 +290,16 @@ def run_test(args, workdir, results):
         results["relay_xdp"] = {k: v for k, v in rm.by_label("rtcedge_relay_xdp_packets_total", "reason").items() if v}
     except Exception as e:  # diagnostics only
         results["drops_error"] = repr(e)
+    if args.relay_mode == "xdp":
+        # A reply to an on-link address the relay host never sent to has no neighbour entry:
+        # the program passes it up, and a worker must send it (which resolves the neighbour).
+        rm = relay_metrics()
+        passed = metric_sum(rm, "rtcedge_relay_xdp_packets_total", reason="pass_no_neigh",
+                            direction="transceiver_to_client")
+        sent = metric_sum(rm, "rtcedge_relay_xdp_passed_up_returns_total")
+        results["xdp_passed_up_replies"] = {"passed_up": passed, "sent_by_workers": sent}
+        check("every reply XDP passed up for want of a neighbour was sent by a worker",
+              sent >= passed, results["xdp_passed_up_replies"])
     splice.close()
     check("transceiver exits 0 on SIGTERM", xcvr.stop() == 0)
     check("relay exits 0 on SIGTERM", relay.stop() == 0)

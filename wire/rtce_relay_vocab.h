@@ -49,7 +49,22 @@
 	/* valid hint, but the client's prefix made flows.max_per_source_prefix flows */           \
 	X(SOURCE_PREFIX_FLOW_LIMIT, source_prefix_flow_limit)                                      \
 	/* reply the XDP program passed up, but this tick's budget of flows map lookups was spent */ \
-	X(RETURN_LOOKUP_RATE_LIMITED, return_lookup_rate_limited)
+	X(RETURN_LOOKUP_RATE_LIMITED, return_lookup_rate_limited)                                  \
+	/* datagram on peers.listen from an address outside peers.trusted */                       \
+	X(PEER_UNTRUSTED, peer_untrusted)                                                          \
+	/* datagram on peers.listen without a valid PROXY v2 header */                             \
+	X(PEER_MALFORMED, peer_malformed)                                                          \
+	/* forwarded datagram of a flow that another peer relay (or no peer) owns */               \
+	X(PEER_WRONG_SENDER, peer_wrong_sender)
+
+/* A flow's role in the global relay (docs/global-relay.md): `local` (client and transceiver
+ * both here), `ingress` (the client entered here; the hint names another cluster, whose
+ * relay gets the flow's packets) or `owner` (the client entered at a peer relay, whose
+ * forwarded packets reach this cluster's transceiver). */
+#define RTCE_RELAY_FLOW_ROLES(X)                                                                   \
+	X(LOCAL, local)                                                                            \
+	X(INGRESS, ingress)                                                                        \
+	X(OWNER, owner)
 
 /* Direction of a counter: client -> transceiver (everything that is not the return path,
  * including traffic that is not ours) and transceiver -> client (the return port). */
@@ -71,9 +86,15 @@ enum rtce_relay_drop_reason {
 enum rtce_xdp_direction { RTCE_RELAY_DIRECTIONS(RTCE_RELAY_DIR_ENUM_) RTCE_XDP_DIR_COUNT };
 #undef RTCE_RELAY_DIR_ENUM_
 
+#define RTCE_RELAY_ROLE_ENUM_(E, name) RTCE_RELAY_ROLE_##E,
+enum rtce_relay_flow_role { RTCE_RELAY_FLOW_ROLES(RTCE_RELAY_ROLE_ENUM_) RTCE_RELAY_ROLE_COUNT };
+#undef RTCE_RELAY_ROLE_ENUM_
+
 #ifndef __bpf__
 /* Metric labels, indexed by the enums above. */
 #define RTCE_VOCAB_LABEL_(E, name) #name,
+static const char *const rtce_relay_flow_role_names[RTCE_RELAY_ROLE_COUNT] = {
+	RTCE_RELAY_FLOW_ROLES(RTCE_VOCAB_LABEL_)};
 static const char *const rtce_relay_drop_reason_names[RTCE_RELAY_DROP_COUNT] = {
 	RTCE_RELAY_DROP_REASONS(RTCE_VOCAB_LABEL_)};
 static const char *const rtce_xdp_direction_names[RTCE_XDP_DIR_COUNT] = {

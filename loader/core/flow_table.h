@@ -19,14 +19,24 @@
 #include "clock.h"
 #include "rtce_flow.h"
 #include "rtce_flow_limit.h"
+#include "rtce_relay_vocab.h"
 #include "rtce_siphash.h"
 
 namespace rtce {
 
+// wire/rtce_relay_vocab.h RTCE_RELAY_FLOW_ROLES.
+#define RTCE_FLOW_ROLE_(E, name) name = RTCE_RELAY_ROLE_##E,
+enum class FlowRole : uint8_t { RTCE_RELAY_FLOW_ROLES(RTCE_FLOW_ROLE_) count = RTCE_RELAY_ROLE_COUNT };
+#undef RTCE_FLOW_ROLE_
+
 struct FlowValue {
-  sockaddr_in6 endpoint{};  // v4-mapped for IPv4 endpoints (dual-stack return socket)
-  uint16_t endpoint_id = 0;
-  uint16_t vip_socket = 0;  // index of the worker's VIP socket the flow arrived on
+  // local, owner: the transceiver; ingress: the owning cluster's relay (its peers.listen).
+  // v4-mapped for IPv4 (dual-stack return socket).
+  sockaddr_in6 endpoint{};
+  uint16_t endpoint_id = 0;  // local, owner: the transceiver endpoint id; ingress: the cluster id
+  uint16_t vip_socket = 0;   // index of the worker's VIP socket the flow arrived on (not owner)
+  FlowRole role = FlowRole::local;
+  sockaddr_in6 via{};  // owner: the ingress relay's address the flow's packets come from
 };
 
 struct Flow {

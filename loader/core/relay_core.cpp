@@ -60,12 +60,100 @@ std::optional<ToTransceiver> RelayCore::on_client_packet(const SocketAddress& cl
     out = frame(*flow, packet, len);
   } else {
     out = route_first_packet(key, vip_socket, packet, len, now);
+    flow = out ? flows_.find(key) : nullptr;
   }
   if (out) {
     counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
     counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
+    count_forwarded(flow ? flow->value.role : FlowRole::local, Direction::client_to_transceiver, len);
   }
   return out;
+}
+
+std::optional<RelayCore::Route> RelayCore::route_hint(const uint8_t* ufrag, uint32_t ufrag_len,
+                                                      bool accept_peer_clusters, rtce_hint& hint) {
+  const RoutingTable& routing = *routing_;
+  rtce_hint_result r = rtce_hint_open(ufrag, ufrag_len, &routing.keys, &hint);
+  // The cluster byte is readable whenever the characters decode; a peer cluster may sign
+  // with keys of its own, so its hints are verified with those.
+  const bool decoded = r == RTCE_HINT_OK || r == RTCE_HINT_UNKNOWN_KEY || r == RTCE_HINT_BAD_MAC;
+  const PeerCluster* peer = nullptr;
+  if (decoded && hint.cluster_id != routing.cluster_id && accept_peer_clusters) {
+    auto it = routing.peer_clusters.find(hint.cluster_id);
+    if (it != routing.peer_clusters.end()) {
+      peer = &it->second;
+      r = rtce_hint_open(ufrag, ufrag_len, &peer->keys, &hint);
+    }
+  }
+  if (r != RTCE_HINT_OK || (hint.cluster_id != routing.cluster_id && !peer)) {
+    const HintFailure failure = r != RTCE_HINT_OK ? static_cast<HintFailure>(r) : HintFailure::wrong_cluster;
+    counters_.hint_failures[static_cast<size_t>(failure)].add();
+    counters_.drop(DropReason::hint_rejected);
+    return std::nullopt;
+  }
+  if (peer) return Route{peer->relay, hint.cluster_id, FlowRole::ingress};
+  auto endpoint = routing.endpoints.find(hint.endpoint_id);
+  if (endpoint == routing.endpoints.end()) {
+    counters_.drop(DropReason::unknown_endpoint);
+    return std::nullopt;
+  }
+  return Route{endpoint->second, hint.endpoint_id, FlowRole::local};
+}
+
+bool RelayCore::within_flow_limits(const rtce_hint& hint, const rtce_flow_key& key, Nanos now) {
+  // Anyone gets a valid hint by POSTing an offer, and may replay it from spoofed sources:
+  // bound the flows one hint and one source prefix create (same decision as the XDP
+  // program, wire/rtce_flow_limit.h), before the flow can take a slot.
+  rtce_hint_limit_key hint_key{};
+  rtce_hint_limit_key_of(&hint, &hint_key);
+  if (!hint_limits_.allows(hint_key, now)) {
+    counters_.drop(DropReason::hint_flow_limit);
+    return false;
+  }
+  rtce_prefix_limit_key prefix_key{};
+  rtce_prefix_limit_key_of(
+      &key, key.family == RTCE_FAMILY_V6 ? limits_.source_prefix_v6 : limits_.source_prefix_v4, &prefix_key);
+  if (!prefix_limits_.allows(prefix_key, now)) {
+    counters_.drop(DropReason::source_prefix_flow_limit);
+    return false;
+  }
+  return true;
+}
+
+Flow* RelayCore::insert_flow(const rtce_flow_key& key, const rtce_hint& hint, const FlowValue& value,
+                             Nanos now) {
+  auto inserted = flows_.insert(key, value, now);
+  switch (inserted.outcome) {
+    case FlowTable::InsertOutcome::full: counters_.drop(DropReason::flow_table_full); return nullptr;
+    case FlowTable::InsertOutcome::evicted_idle:
+      counters_.flows_evicted.add();
+      counters_.flows_created.add();
+      break;
+    case FlowTable::InsertOutcome::inserted: counters_.flows_created.add(); break;
+    case FlowTable::InsertOutcome::updated: break;
+  }
+  if (inserted.outcome != FlowTable::InsertOutcome::updated) {
+    rtce_hint_limit_key hint_key{};
+    rtce_hint_limit_key_of(&hint, &hint_key);
+    hint_limits_.charge(hint_key, now);
+    rtce_prefix_limit_key prefix_key{};
+    rtce_prefix_limit_key_of(
+        &key, key.family == RTCE_FAMILY_V6 ? limits_.source_prefix_v6 : limits_.source_prefix_v4,
+        &prefix_key);
+    prefix_limits_.charge(prefix_key, now);
+  }
+  counters_.flows_active.set(flows_.size());
+  // The flow store's record names a transceiver endpoint of this cluster: only local flows
+  // have one (forwarded flows are recovered by their STUN checks; docs/global-relay.md).
+  if (store_.outbox && value.role == FlowRole::local &&
+      inserted.outcome != FlowTable::InsertOutcome::updated) {
+    flow_store_activity_ = true;
+    if (store_.outbox->put(key, value.endpoint_id)) {
+      inserted.flow->stored = now;
+      counters_.flow_store_puts.add();
+    }
+  }
+  return inserted.flow;
 }
 
 std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& key, uint16_t vip_socket,
@@ -81,67 +169,85 @@ std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& 
     case RTCE_STUN_NO_USERNAME: counters_.drop(DropReason::stun_no_username); return std::nullopt;
     default: counters_.drop(DropReason::stun_malformed); return std::nullopt;
   }
-
-  const RoutingTable& routing = *routing_;
   rtce_hint hint{};
-  const rtce_hint_result r = rtce_hint_open(packet + ufrag_off, ufrag_len, &routing.keys, &hint);
-  if (r != RTCE_HINT_OK || hint.cluster_id != routing.cluster_id) {
-    const HintFailure failure = r != RTCE_HINT_OK ? static_cast<HintFailure>(r) : HintFailure::wrong_cluster;
-    counters_.hint_failures[static_cast<size_t>(failure)].add();
-    counters_.drop(DropReason::hint_rejected);
-    return std::nullopt;
-  }
-
-  auto endpoint = routing.endpoints.find(hint.endpoint_id);
-  if (endpoint == routing.endpoints.end()) {
-    counters_.drop(DropReason::unknown_endpoint);
-    return std::nullopt;
-  }
-
-  // Anyone gets a valid hint by POSTing an offer, and may replay it from spoofed sources:
-  // bound the flows one hint and one source prefix create (same decision as the XDP
-  // program, wire/rtce_flow_limit.h), before the flow can take a slot.
-  rtce_hint_limit_key hint_key{};
-  rtce_hint_limit_key_of(&hint, &hint_key);
-  if (!hint_limits_.allows(hint_key, now)) {
-    counters_.drop(DropReason::hint_flow_limit);
-    return std::nullopt;
-  }
-  rtce_prefix_limit_key prefix_key{};
-  rtce_prefix_limit_key_of(
-      &key, key.family == RTCE_FAMILY_V6 ? limits_.source_prefix_v6 : limits_.source_prefix_v4, &prefix_key);
-  if (!prefix_limits_.allows(prefix_key, now)) {
-    counters_.drop(DropReason::source_prefix_flow_limit);
-    return std::nullopt;
-  }
-
+  const auto route = route_hint(packet + ufrag_off, ufrag_len, /*accept_peer_clusters=*/true, hint);
+  if (!route || !within_flow_limits(hint, key, now)) return std::nullopt;
   FlowValue value;
-  value.endpoint = endpoint->second;
-  value.endpoint_id = hint.endpoint_id;
+  value.endpoint = route->endpoint;
+  value.endpoint_id = route->endpoint_id;
   value.vip_socket = vip_socket;
-  auto inserted = flows_.insert(key, value, now);
-  switch (inserted.outcome) {
-    case FlowTable::InsertOutcome::full: counters_.drop(DropReason::flow_table_full); return std::nullopt;
-    case FlowTable::InsertOutcome::evicted_idle:
-      counters_.flows_evicted.add();
-      counters_.flows_created.add();
-      break;
-    case FlowTable::InsertOutcome::inserted: counters_.flows_created.add(); break;
-    case FlowTable::InsertOutcome::updated: break;
+  value.role = route->role;
+  Flow* flow = insert_flow(key, hint, value, now);
+  if (!flow) return std::nullopt;
+  return frame(*flow, packet, len);
+}
+
+std::optional<ToTransceiver> RelayCore::on_peer_packet(const sockaddr_in6& from, uint8_t* packet, size_t len,
+                                                       Nanos now) {
+  counters_.received_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
+  const RoutingTable& routing = *routing_;
+  const SocketAddress sender =
+      SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&from), sizeof from);
+  const bool trusted = std::any_of(routing.trusted_peers.begin(), routing.trusted_peers.end(),
+                                   [&](const IpPrefix& p) { return p.contains(sender); });
+  if (!trusted) {
+    counters_.drop(DropReason::peer_untrusted);
+    return std::nullopt;
   }
-  if (inserted.outcome != FlowTable::InsertOutcome::updated) {
-    hint_limits_.charge(hint_key, now);
-    prefix_limits_.charge(prefix_key, now);
+  rtce_pp2_flow pp{};
+  uint32_t payload_off = 0;
+  if (rtce_pp2_parse(packet, static_cast<uint32_t>(len), &pp, &payload_off) != RTCE_PP2_OK) {
+    counters_.drop(DropReason::peer_malformed);
+    return std::nullopt;
   }
-  counters_.flows_active.set(flows_.size());
-  if (store_.outbox && inserted.outcome != FlowTable::InsertOutcome::updated) {
-    flow_store_activity_ = true;
-    if (store_.outbox->put(key, hint.endpoint_id)) {
-      inserted.flow->stored = now;
-      counters_.flow_store_puts.add();
+  const rtce_flow_key key =
+      make_flow_key(SocketAddress::from_bytes(pp.family, pp.client_addr, pp.client_port),
+                    SocketAddress::from_bytes(pp.family, pp.vip_addr, pp.vip_port));
+  uint8_t* payload = packet + payload_off;
+  const uint32_t payload_len = static_cast<uint32_t>(len - payload_off);
+  Flow* flow = flows_.find(key);
+  if (flow && (flow->value.role != FlowRole::owner || !same_endpoint(flow->value.via, from))) {
+    // Another ingress for the same client and VIP: only a verified check moves the flow there
+    // (the client's ingress relay restarted on another address); anything else is refused.
+    uint32_t off = 0, ulen = 0;
+    rtce_hint hint{};
+    if (flow->value.role != FlowRole::owner ||
+        rtce_stun_server_ufrag(payload, payload_len, &off, &ulen) != RTCE_STUN_OK ||
+        !route_hint(payload + off, ulen, /*accept_peer_clusters=*/false, hint)) {
+      counters_.drop(DropReason::peer_wrong_sender);
+      return std::nullopt;
     }
+    flow->value.via = from;
   }
-  return frame(*inserted.flow, packet, len);
+  if (!flow) {
+    uint32_t off = 0, ulen = 0;
+    switch (rtce_stun_server_ufrag(payload, payload_len, &off, &ulen)) {
+      case RTCE_STUN_OK: break;
+      case RTCE_STUN_NOT_STUN: counters_.drop(DropReason::no_flow); return std::nullopt;
+      case RTCE_STUN_NOT_BINDING_REQUEST:
+        counters_.drop(DropReason::stun_not_binding_request);
+        return std::nullopt;
+      case RTCE_STUN_NO_USERNAME: counters_.drop(DropReason::stun_no_username); return std::nullopt;
+      default: counters_.drop(DropReason::stun_malformed); return std::nullopt;
+    }
+    // The ingress verified the hint with this cluster's keys; verifying again costs one
+    // SipHash and means a peer can never steer a client anywhere a hint does not say.
+    rtce_hint hint{};
+    const auto route = route_hint(payload + off, ulen, /*accept_peer_clusters=*/false, hint);
+    if (!route || !within_flow_limits(hint, key, now)) return std::nullopt;
+    FlowValue value;
+    value.endpoint = route->endpoint;
+    value.endpoint_id = route->endpoint_id;
+    value.role = FlowRole::owner;
+    value.via = from;
+    flow = insert_flow(key, hint, value, now);
+    if (!flow) return std::nullopt;
+  }
+  flow->last_seen = now;
+  counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
+  counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(payload_len);
+  count_forwarded(FlowRole::owner, Direction::client_to_transceiver, payload_len);
+  return ToTransceiver{packet, len, &flow->value.endpoint};
 }
 
 std::optional<ToClient> RelayCore::on_transceiver_packet(const sockaddr_in6& from, const uint8_t* packet,
@@ -170,6 +276,9 @@ std::optional<ToClient> RelayCore::on_transceiver_packet(const sockaddr_in6& fro
   const size_t payload_len = len - payload_off;
   counters_.forwarded_packets[static_cast<size_t>(Direction::transceiver_to_client)].add();
   counters_.forwarded_bytes[static_cast<size_t>(Direction::transceiver_to_client)].add(payload_len);
+  count_forwarded(flow->value.role, Direction::transceiver_to_client, payload_len);
+  if (flow->value.role == FlowRole::owner)  // framed as the ingress relay wants it: unchanged
+    return ToClient{packet, len, client, vip, 0, &flow->value.via};
   return ToClient{packet + payload_off, payload_len, client, vip, flow->value.vip_socket};
 }
 
@@ -234,12 +343,20 @@ void RelayCore::set_routing(std::shared_ptr<const RoutingTable> routing) {
   routing_ = std::move(routing);
   uint32_t gone = 0;
   flows_.for_each([&](Flow& f) {
-    auto endpoint = routing_->endpoints.find(f.value.endpoint_id);
-    if (endpoint == routing_->endpoints.end()) {
+    // An ingress flow's endpoint is the owning cluster's relay; the others' a transceiver.
+    const sockaddr_in6* now_at = nullptr;
+    if (f.value.role == FlowRole::ingress) {
+      auto peer = routing_->peer_clusters.find(static_cast<uint8_t>(f.value.endpoint_id));
+      if (peer != routing_->peer_clusters.end()) now_at = &peer->second.relay;
+    } else {
+      auto endpoint = routing_->endpoints.find(f.value.endpoint_id);
+      if (endpoint != routing_->endpoints.end()) now_at = &endpoint->second;
+    }
+    if (!now_at) {
       flows_.erase(&f);  // slots stay put: erasing the visited flow is safe
       gone++;
-    } else if (!same_endpoint(endpoint->second, f.value.endpoint)) {
-      f.value.endpoint = endpoint->second;
+    } else if (!same_endpoint(*now_at, f.value.endpoint)) {
+      f.value.endpoint = *now_at;
     }
   });
   if (gone) {
@@ -282,6 +399,7 @@ void RelayCore::refresh_stored_flows(Nanos now) {
   // Redis restart without persistence) gets them back within one interval.
   uint32_t budget = store_.refresh_per_tick;
   flows_.visit_slots(refresh_cursor_, std::max<uint32_t>(256, flows_.capacity() / 50), [&](Flow& f) {
+    if (f.value.role != FlowRole::local) return;
     if (budget == 0 || f.last_seen <= f.stored || now - f.stored < store_.refresh_interval) return;
     budget--;
     flow_store_activity_ = true;

@@ -57,6 +57,11 @@ inline constexpr HintFailure kHintFailures[] = {RTCE_HINT_FAILURES(RTCE_VOCAB_VA
 inline constexpr Direction kDirections[] = {RTCE_RELAY_DIRECTIONS(RTCE_VOCAB_VALUE_)};
 #undef RTCE_VOCAB_VALUE_
 
+#define RTCE_VOCAB_VALUE_(E, name) FlowRole::name,
+inline constexpr FlowRole kFlowRoles[] = {RTCE_RELAY_FLOW_ROLES(RTCE_VOCAB_VALUE_)};
+#undef RTCE_VOCAB_VALUE_
+inline const char* flow_role_name(FlowRole r) { return vocab_name(rtce_relay_flow_role_names, r); }
+
 inline const char* drop_reason_name(DropReason r) { return vocab_name(rtce_relay_drop_reason_names, r); }
 inline const char* hint_failure_name(HintFailure f) { return vocab_name(rtce_hint_failure_names, f); }
 inline const char* direction_name(Direction d) { return vocab_name(rtce_xdp_direction_names, d); }
@@ -77,16 +82,32 @@ struct RelayCounters {
   RelaxedCounter flow_store_puts;      // new and refreshed flows handed to the flow store
   RelaxedCounter packets_waited;       // packets that waited for a lookup (forwarded or not)
   RelaxedCounter returns_passed_up;    // replies of XDP flows the program passed up, sent here
+  // Forwarded, by flow role and direction (the global relay's view of the same traffic).
+  std::array<std::array<RelaxedCounter, static_cast<size_t>(Direction::count)>,
+             static_cast<size_t>(FlowRole::count)>
+      role_packets;
+  std::array<std::array<RelaxedCounter, static_cast<size_t>(Direction::count)>,
+             static_cast<size_t>(FlowRole::count)>
+      role_bytes;
 
   void drop(DropReason r) { dropped[static_cast<size_t>(r)].add(); }
 };
 
 // What the relay knows about transceivers: hint keys, its cluster, the endpoint table.
 // Immutable once published; a reload publishes a new one.
+// Another cluster this relay is an ingress for (docs/global-relay.md): where its relay takes
+// forwarded flows (peers.listen there), and the keys its transceivers sign hints with.
+struct PeerCluster {
+  sockaddr_in6 relay{};  // v4-mapped for IPv4
+  rtce_hint_keyset keys{};
+};
+
 struct RoutingTable {
   uint8_t cluster_id = 0;
   rtce_hint_keyset keys{};
-  std::unordered_map<uint16_t, sockaddr_in6> endpoints;  // v4-mapped for IPv4
+  std::unordered_map<uint16_t, sockaddr_in6> endpoints;    // v4-mapped for IPv4
+  std::unordered_map<uint8_t, PeerCluster> peer_clusters;  // cluster id -> its relay
+  std::vector<IpPrefix> trusted_peers;                     // who may send forwarded flows (peers.trusted)
 };
 
 struct ToTransceiver {
@@ -96,11 +117,14 @@ struct ToTransceiver {
 };
 
 struct ToClient {
-  const uint8_t* data;  // client payload
+  const uint8_t* data;  // client payload; the whole framed datagram when `peer` is set
   size_t len;
   SocketAddress client;
   SocketAddress vip;
   uint16_t vip_socket;
+  // Owner role: the client entered at this peer relay; send `data` there unchanged, from
+  // the peers.listen socket (the ingress relay strips the framing and answers from its VIP).
+  const sockaddr_in6* peer = nullptr;
 };
 
 // Where RelayCore hands work for the shared flow store (FlowSyncChannel in the relay, a
@@ -188,6 +212,12 @@ class RelayCore {
   std::optional<ToTransceiver> on_client_packet(const SocketAddress& client, const SocketAddress& vip,
                                                 uint16_t vip_socket, uint8_t* packet, size_t len, Nanos now);
 
+  // A datagram on peers.listen: PROXY v2 (client, the VIP it used) + client payload from
+  // the ingress relay of another cluster. The framing is the one this relay would write,
+  // so the datagram goes on to the transceiver unchanged. Returns it, or nullopt (counted).
+  std::optional<ToTransceiver> on_peer_packet(const sockaddr_in6& from, uint8_t* packet, size_t len,
+                                              Nanos now);
+
   // A datagram on the return socket. `from` as received on the dual-stack socket.
   std::optional<ToClient> on_transceiver_packet(const sockaddr_in6& from, const uint8_t* packet, size_t len);
 
@@ -208,6 +238,23 @@ class RelayCore {
   std::optional<ToTransceiver> route_first_packet(const rtce_flow_key& key, uint16_t vip_socket,
                                                   uint8_t* packet, size_t len, Nanos now);
   ToTransceiver frame(const Flow& flow, uint8_t* packet, size_t len);
+  // Where a verified hint's flow goes: this cluster's endpoint, or another cluster's relay.
+  struct Route {
+    sockaddr_in6 endpoint;
+    uint16_t endpoint_id;
+    FlowRole role;
+  };
+  // Opens the hint in a first packet's ufrag and finds its route; nullopt = dropped and
+  // counted. `accept_peer_clusters`: false on the owner's path (no forwarding chains).
+  std::optional<Route> route_hint(const uint8_t* ufrag, uint32_t ufrag_len, bool accept_peer_clusters,
+                                  rtce_hint& hint);
+  bool within_flow_limits(const rtce_hint& hint, const rtce_flow_key& key, Nanos now);
+  // Inserts a first packet's flow and charges its limits; nullptr = refused (counted).
+  Flow* insert_flow(const rtce_flow_key& key, const rtce_hint& hint, const FlowValue& value, Nanos now);
+  void count_forwarded(FlowRole role, Direction d, size_t bytes) {
+    counters_.role_packets[static_cast<size_t>(role)][static_cast<size_t>(d)].add();
+    counters_.role_bytes[static_cast<size_t>(role)][static_cast<size_t>(d)].add(bytes);
+  }
 
   std::optional<ToTransceiver> on_miss(const rtce_flow_key& key, uint16_t vip_socket, uint8_t* packet,
                                        size_t len, Nanos now);

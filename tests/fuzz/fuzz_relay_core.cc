@@ -1,5 +1,6 @@
 // fuzz_relay_core.cc — libFuzzer target for the whole userspace relay decision path
-// (loader/relay_core.h): hostile datagrams from clients and on the return socket.
+// (loader/relay_core.h): hostile datagrams from clients, on the return socket and on
+// peers.listen (the global relay's forwarded flows).
 // The first input byte picks the direction and the client; the rest is the datagram.
 // The core has a flow store attached: non-STUN misses start lookups, and selector values
 // with bit 0x40 answer the oldest pending one (found, missing, or an unknown endpoint).
@@ -44,6 +45,10 @@ struct Harness {
     table->keys = keys->keyset();
     table->cluster_id = 1;
     table->endpoints[2] = rtce::SocketAddress::parse("198.18.2.2:40002")->to_v6_mapped();
+    // The global relay: hints for cluster 2 go to its relay; peers.listen trusts one /24.
+    table->peer_clusters[2] =
+        rtce::PeerCluster{rtce::SocketAddress::parse("198.18.100.2:3480")->to_v6_mapped(), keys->keyset()};
+    table->trusted_peers.push_back(*rtce::IpPrefix::parse("198.18.100.0/24"));
     rtce::FlowTable::Options o;
     o.capacity = 8;
     core = std::make_unique<rtce::RelayCore>(o, table);
@@ -87,6 +92,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else if (selector & 0x80) {
     auto out = h.core->on_transceiver_packet(h.endpoint, buffer + rtce::kFramingHeadroom, size - 1);
     if (out && out->len > size) abort();
+  } else if ((selector & 0x30) == 0x30) {
+    // A datagram on peers.listen, from a trusted peer or (bit 0) from outside the range.
+    const char* from = selector & 1 ? "198.18.200.1:40100" : "198.18.100.1:40100";
+    auto out = h.core->on_peer_packet(rtce::SocketAddress::parse(from)->to_v6_mapped(),
+                                      buffer + rtce::kFramingHeadroom, size - 1, h.now);
+    if (out && (selector & 1)) abort();  // untrusted: never forwarded
+    // Forwarded unchanged: the same bytes, a valid frame.
+    if (out && (out->data != buffer + rtce::kFramingHeadroom || out->len != size - 1)) abort();
+    rtce_pp2_flow flow{};
+    uint32_t off = 0;
+    if (out && rtce_pp2_parse(out->data, static_cast<uint32_t>(out->len), &flow, &off) != RTCE_PP2_OK)
+      abort();
   } else {
     const std::string client = "198.18.0." + std::to_string(selector & 0x0f) + ":5000";
     auto vip = *rtce::SocketAddress::parse("198.18.0.1:3478");

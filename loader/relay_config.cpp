@@ -68,6 +68,56 @@ std::vector<EndpointConfig> parse_endpoints(const std::vector<std::string>& item
   return out;
 }
 
+std::vector<PeerClusterConfig> parse_peer_clusters(const std::vector<std::string>& items,
+                                                   const std::string& where) {
+  std::vector<PeerClusterConfig> out;
+  std::set<unsigned> clusters;
+  for (const auto& item : items) {
+    std::string cluster_text, address_text, key_file;
+    if (item.find("cluster=") == 0 || item.find(";cluster=") != std::string::npos) {
+      // A YAML map, flattened by ConfigLayers as "name=value;name=value".
+      for (size_t start = 0; start < item.size();) {
+        size_t end = item.find(';', start);
+        if (end == std::string::npos) end = item.size();
+        const std::string field = item.substr(start, end - start);
+        const size_t eq = field.find('=');
+        const std::string name = field.substr(0, eq);
+        const std::string value = eq == std::string::npos ? "" : field.substr(eq + 1);
+        if (name == "cluster")
+          cluster_text = value;
+        else if (name == "address")
+          address_text = value;
+        else if (name == "hint_key_file")
+          key_file = value;
+        else
+          throw ConfigError(where + ": peer cluster field '" + name +
+                            "' is unknown (expected cluster, address, hint_key_file)");
+        start = end + 1;
+      }
+    } else {
+      const size_t eq = item.find('=');
+      if (eq == std::string::npos) throw ConfigError(where + ": '" + item + "' is not cluster=address:port");
+      cluster_text = item.substr(0, eq);
+      address_text = item.substr(eq + 1);
+    }
+    unsigned cluster = 0;
+    auto [end, ec] = std::from_chars(cluster_text.data(), cluster_text.data() + cluster_text.size(), cluster);
+    if (ec != std::errc() || end != cluster_text.data() + cluster_text.size() || cluster_text.empty() ||
+        cluster > 255)
+      throw ConfigError(where + ": cluster '" + cluster_text + "' is not 0..255");
+    if (!clusters.insert(cluster).second)
+      throw ConfigError(where + ": cluster " + cluster_text + " is listed twice");
+    PeerClusterConfig p;
+    p.cluster = static_cast<uint8_t>(cluster);
+    p.address = SocketAddress::parse_or_throw(address_text, where + ": cluster " + cluster_text);
+    if (p.address.is_unspecified() || p.address.port() == 0)
+      throw ConfigError(where + ": cluster " + cluster_text + " needs its relay's concrete address and port");
+    p.hint_key_file = key_file;
+    out.push_back(p);
+  }
+  return out;
+}
+
 RelayConfig resolve_relay_config(const ConfigLayers& c) {
   RelayConfig cfg;
   read_keys(c, relay_config_keys(), cfg);
@@ -82,6 +132,18 @@ RelayConfig resolve_relay_config(const ConfigLayers& c) {
                         " collides with the userspace return ports " + std::to_string(base) + ".." +
                         std::to_string(last) + " (return_listen)");
   }
+  for (const auto& p : cfg.peer_clusters)
+    if (p.cluster == cfg.cluster_id)
+      throw ConfigError(c.where("peers.clusters") + ": cluster " + std::to_string(p.cluster) +
+                        " is this relay's own cluster_id");
+  if (!cfg.peer_clusters.empty() && cfg.mode != "userspace")
+    // The XDP program drops a hint of another cluster as wrong_cluster before userspace sees it.
+    throw ConfigError(c.where("peers.clusters") + ": the ingress role runs in mode userspace only (" +
+                      cfg.mode + " given); see docs/global-relay.md");
+  if (!cfg.peers_listen.is_unspecified() && cfg.peers_trusted.empty())
+    throw ConfigError(c.where("peers.trusted") +
+                      ": peers.listen is set, so the peer relays' address ranges are required "
+                      "(nothing else may send forwarded flows)");
   if (cfg.mode == "xdp" && cfg.xdp_interfaces.empty())
     throw ConfigError(c.where("xdp.interfaces") + ": mode xdp needs at least one interface");
   return cfg;
@@ -92,6 +154,11 @@ std::shared_ptr<const RoutingTable> build_routing_table(const RelayConfig& confi
   table->cluster_id = config.cluster_id;
   table->keys = HintKeys::load_file(config.hint_key_file).keyset();
   for (const auto& e : config.endpoints) table->endpoints.emplace(e.id, e.address.to_v6_mapped());
+  for (const auto& p : config.peer_clusters)
+    table->peer_clusters[p.cluster] =
+        PeerCluster{p.address.to_v6_mapped(),
+                    p.hint_key_file.empty() ? table->keys : HintKeys::load_file(p.hint_key_file).keyset()};
+  table->trusted_peers = config.peers_trusted;
   return table;
 }
 

@@ -20,6 +20,13 @@ struct EndpointConfig {
   SocketAddress address;
 };
 
+// peers.clusters: another cluster this relay is an ingress for (docs/global-relay.md).
+struct PeerClusterConfig {
+  uint8_t cluster = 0;
+  SocketAddress address;      // that cluster's relay peers.listen
+  std::string hint_key_file;  // empty: this relay's hint_key_file (one key set for the fleet)
+};
+
 struct RelayConfig {
   std::string mode = "userspace";  // userspace | xdp | auto
   std::vector<SocketAddress> listen;
@@ -33,6 +40,11 @@ struct RelayConfig {
   std::string registry_redis_url;  // empty = endpoints only from the configuration
   Nanos registry_ttl = 3'000'000'000;
   std::vector<EndpointConfig> endpoints;
+  // Global relay: where peer relays send forwarded flows (unspecified = the owner role is off),
+  // who may, and the clusters this relay forwards to (the ingress role).
+  SocketAddress peers_listen;
+  std::vector<IpPrefix> peers_trusted;
+  std::vector<PeerClusterConfig> peer_clusters;
   std::string flow_store_redis_url;  // empty = flows live only in this relay
   Nanos flow_store_ttl = 120'000'000'000;
   Nanos flow_store_refresh_interval = 40'000'000'000;
@@ -71,6 +83,10 @@ std::string relay_config_yaml(const RelayConfig& config);
 // --print-config-reference: the Markdown key table of docs/configuration.md.
 std::string relay_config_reference();
 std::vector<EndpointConfig> parse_endpoints(const std::vector<std::string>& items, const std::string& where);
+// peers.clusters items: "2=198.18.100.2:3480" (flags/env) or a YAML map
+// {cluster: 2, address: "198.18.100.2:3480", hint_key_file: "/etc/rtcedge/cluster2.yaml"}.
+std::vector<PeerClusterConfig> parse_peer_clusters(const std::vector<std::string>& items,
+                                                   const std::string& where);
 // Loads the key file and builds the routing table the workers use.
 std::shared_ptr<const RoutingTable> build_routing_table(const RelayConfig& config);
 

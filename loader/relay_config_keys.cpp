@@ -114,6 +114,70 @@ ConfigTable<C> build() {
                  ", address: " + yaml_quote(e.address.to_string()) + "}";
         return out + "]";
       }));
+  t.push_back(custom_key<C>(
+      "peers.listen", ConfigLayers::Kind::scalar,
+      {.help = "global relay, owner role: address:port peer relays of other clusters forward flows to "
+               "(default none)",
+       .doc = "global relay, owner role ([global-relay.md](global-relay.md)): the concrete address:port "
+              "where ingress relays of other clusters send the flows whose hints name this cluster "
+              "(PROXY v2 + client payload). Unset: the role is off. Needs `peers.trusted`.",
+       .default_text = "—"},
+      [](const ConfigLayers& c, C& cfg) {
+        const std::string text = c.get_string("peers.listen", "");
+        if (text.empty()) return;
+        cfg.peers_listen = check_socket_address(text, c.where("peers.listen"), {.need_port = true});
+        if (cfg.peers_listen.is_unspecified())
+          throw ConfigError(c.where("peers.listen") +
+                            ": needs a concrete address (replies must leave from the address the peers "
+                            "send to)");
+      },
+      [](const C& cfg) {
+        return cfg.peers_listen.is_unspecified() ? std::string("\"\"")
+                                                 : yaml_quote(cfg.peers_listen.to_string());
+      }));
+  t.push_back(custom_key<C>(
+      "peers.trusted", ConfigLayers::Kind::list,
+      {.help = "address ranges allowed to send on peers.listen (the peer ingress relays)",
+       .doc =
+           "address ranges (`10.1.0.0/24`, `fd00:1::/64`, or one address) of the peer ingress relays. A "
+           "datagram on `peers.listen` from elsewhere is dropped (`peer_untrusted`): only these may claim a "
+           "client address.",
+       .default_text = "[]",
+       .reloadable = true},
+      [](const ConfigLayers& c, C& cfg) {
+        cfg.peers_trusted.clear();
+        for (const auto& text : c.get_list("peers.trusted", {}))
+          cfg.peers_trusted.push_back(IpPrefix::parse_or_throw(text, c.where("peers.trusted")));
+      },
+      [](const C& cfg) {
+        std::vector<std::string> items;
+        for (const auto& p : cfg.peers_trusted) items.push_back(p.to_string());
+        return yaml_string_list(items);
+      }));
+  t.push_back(custom_key<C>(
+      "peers.clusters", ConfigLayers::Kind::list,
+      {.help = "global relay, ingress role: other clusters' relays, cluster=address:port",
+       .doc =
+           "global relay, ingress role: a first packet whose hint names one of these clusters is "
+           "forwarded to that cluster's relay (its `peers.listen`), and so is the rest of the flow. File: a "
+           "list of `{cluster: N, address: \"ip:port\", hint_key_file: path}` (`hint_key_file` optional: "
+           "that cluster's keys, default this relay's own); flags/env: `2=198.18.100.2:3480,...`. Mode "
+           "`userspace` only for now. A hint for a cluster not listed is `wrong_cluster`.",
+       .default_text = "[]",
+       .reloadable = true},
+      [](const ConfigLayers& c, C& cfg) {
+        cfg.peer_clusters = parse_peer_clusters(c.get_list("peers.clusters", {}), c.where("peers.clusters"));
+      },
+      [](const C& cfg) {
+        std::string out = "[";
+        for (const auto& p : cfg.peer_clusters) {
+          out += (out.size() > 1 ? ", " : "") + std::string("{cluster: ") + std::to_string(p.cluster) +
+                 ", address: " + yaml_quote(p.address.to_string());
+          if (!p.hint_key_file.empty()) out += ", hint_key_file: " + yaml_quote(p.hint_key_file);
+          out += "}";
+        }
+        return out + "]";
+      }));
   t.push_back(redis_url_key<C>(
       "registry.redis_url", &C::registry_redis_url,
       {.help = "redis://host:port of the shared registry; its transceiver endpoints join "

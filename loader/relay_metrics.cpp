@@ -146,6 +146,29 @@ std::string relay_metrics_text(const RelayMetricsSources& s) {
                    MetricType::Counter),
           sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.returns_passed_up; }));
   }
+  {
+    // The global relay's view: the userspace workers' forwarded traffic by flow role. XDP
+    // flows are all local (the program has no ingress or owner role yet).
+    auto& packets =
+        m.family("rtcedge_relay_role_packets_total",
+                 "Datagrams forwarded by the userspace workers, by flow role (local, ingress, owner) "
+                 "and direction.",
+                 MetricType::Counter);
+    auto& role_bytes = m.family(
+        "rtcedge_relay_role_bytes_total",
+        "Payload bytes forwarded by the userspace workers, by flow role and direction.", MetricType::Counter);
+    for (const FlowRole role : kFlowRoles)
+      for (const Direction direction : kDirections) {
+        const auto r = static_cast<size_t>(role);
+        const auto d = static_cast<size_t>(direction);
+        std::vector<prometheus::ClientMetric::Label> l = {{"role", flow_role_name(role)},
+                                                          {"direction", direction_name(direction)}};
+        m.add(packets,
+              sum([&](const RelayCounters& c) -> const RelaxedCounter& { return c.role_packets[r][d]; }), l);
+        m.add(role_bytes,
+              sum([&](const RelayCounters& c) -> const RelaxedCounter& { return c.role_bytes[r][d]; }), l);
+      }
+  }
   m.add(m.family("rtcedge_relay_flows_endpoint_gone_total",
                  "Flows removed because their transceiver endpoint left the routing table.",
                  MetricType::Counter),

@@ -27,7 +27,7 @@ constexpr int kBatchesPerWakeup = 8;
 // (about 10 000/s): a neighbour is resolved after the first few, so this only bounds what
 // a sender on the transceiver network can make the relay spend in syscalls.
 constexpr uint32_t kPassedUpLookupsPerTick = 1000;
-constexpr uint64_t kTagReturn = 1000, kTagWake = 1001, kTagPassedUp = 1002;  // + index
+constexpr uint64_t kTagReturn = 1000, kTagWake = 1001, kTagPeers = 1002, kTagPassedUp = 1003;  // + index
 
 [[noreturn]] void fail(const std::string& what) {
   throw std::runtime_error(what + ": " + std::strerror(errno));
@@ -52,12 +52,13 @@ std::shared_ptr<const RoutingTable> RoutingMailbox::take() {
 // PROXY v2 header; the sends point into those buffers (no copy), so a round's sends are
 // flushed before the next receive reuses them.
 struct UdpWorker::Batch {
-  Batch(size_t n, size_t vip_count) : rx(n, kMaxDatagram, kFramingHeadroom), to_transceiver(n) {
+  Batch(size_t n, size_t vip_count) : rx(n, kMaxDatagram, kFramingHeadroom), to_transceiver(n), to_peers(n) {
     to_client.reserve(vip_count);
     for (size_t v = 0; v < vip_count; v++) to_client.emplace_back(n);
   }
   UdpReceiveBatch rx;
   UdpSendBatch to_transceiver;
+  UdpSendBatch to_peers;                // owner role: framed replies back to the ingress relays
   std::vector<UdpSendBatch> to_client;  // one per VIP socket
 };
 
@@ -113,6 +114,7 @@ UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<
   getsockname(return_fd_.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len);
   return_address_ = SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&bound), bound_len);
   if (passed_up) open_passed_up_sockets(config, passed_up);
+  if (!config.peers_listen.is_unspecified()) open_peer_socket(config);
 
   epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
   wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -127,6 +129,48 @@ UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<
   watch(return_fd_.get(), kTagReturn);
   watch(wake_fd_.get(), kTagWake);
   for (size_t i = 0; i < passed_up_fds_.size(); i++) watch(passed_up_fds_[i].get(), kTagPassedUp + i);
+  if (peer_fd_) watch(peer_fd_.get(), kTagPeers);
+}
+
+void UdpWorker::open_peer_socket(const RelayConfig& config) {
+  // Dual-stack, so that peers and replies are all sockaddr_in6 (v4-mapped) like the return
+  // socket's; every worker joins one reuseport group on the address.
+  const SocketAddress& addr = config.peers_listen;
+  peer_fd_.reset(socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!peer_fd_) fail("socket for peers.listen " + addr.to_string());
+  set_socket_option(peer_fd_.get(), IPPROTO_IPV6, IPV6_V6ONLY, 0, "IPV6_V6ONLY=0 on peers.listen");
+  set_socket_option(peer_fd_.get(), SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT on " + addr.to_string());
+  set_socket_buffers(peer_fd_.get(), static_cast<int>(config.socket_buffer_bytes), "peers.listen");
+  const sockaddr_in6 bound = addr.to_v6_mapped();
+  if (bind(peer_fd_.get(), reinterpret_cast<const sockaddr*>(&bound), sizeof bound) < 0)
+    fail("bind peers.listen " + addr.to_string());
+}
+
+void UdpWorker::drain_peers() {
+  UdpReceiveBatch& rx = batch_->rx;
+  for (int round = 0; round < kBatchesPerWakeup; round++) {
+    const size_t n = rx.receive(peer_fd_.get());
+    if (n == 0) return;
+    const Nanos now = monotonic_now();
+    for (size_t i = 0; i < n; i++) {
+      if (rx.truncated(i)) {
+        core_.counters().drop(DropReason::oversize);
+        continue;
+      }
+      sockaddr_in6 from{};
+      std::memcpy(&from, &rx.source(i), sizeof from);
+      auto out = core_.on_peer_packet(from, rx.data(i), rx.length(i), now);
+      if (out) queue_to_transceiver(*out);
+    }
+    flush_to_transceivers();
+    if (n < rx.capacity()) return;
+  }
+}
+
+void UdpWorker::flush_to_peers() {
+  if (batch_->to_peers.empty()) return;
+  for (size_t refused = batch_->to_peers.flush(peer_fd_.get()); refused > 0; refused--)
+    core_.counters().drop(DropReason::send_error);
 }
 
 void UdpWorker::open_passed_up_sockets(const RelayConfig& config, const PassedUpFlows* passed_up) {
@@ -201,6 +245,8 @@ void UdpWorker::run() {
         if (flow_channel_) drain_flow_replies(monotonic_now());
       } else if (tag == kTagReturn) {
         drain_return(return_fd_.get(), true);
+      } else if (tag == kTagPeers) {
+        drain_peers();
       } else if (tag >= kTagPassedUp) {
         const int fd = passed_up_fds_[tag - kTagPassedUp].get();
         drain_return(fd, false);
@@ -261,12 +307,19 @@ void UdpWorker::drain_return(int fd, bool dual_stack) {
         from = rx.source_address(i).to_v6_mapped();
       auto out = core_.on_transceiver_packet(from, rx.data(i), rx.length(i));
       if (!out) continue;
+      if (out->peer) {  // owner role: back to the ingress relay, framed
+        if (batch_->to_peers.full()) flush_to_peers();
+        batch_->to_peers.add(out->data, out->len, reinterpret_cast<const sockaddr*>(out->peer),
+                             sizeof(sockaddr_in6));
+        continue;
+      }
       UdpSendBatch& queue = batch_->to_client[out->vip_socket];
       if (queue.full()) flush_to_clients(out->vip_socket);
       // A wildcard VIP answers from the exact address the client sent to (ICE requires it).
       queue.add(out->data, out->len, out->client, vips_[out->vip_socket].wildcard ? &out->vip : nullptr);
     }
     for (size_t v = 0; v < vips_.size(); v++) flush_to_clients(v);
+    flush_to_peers();
     if (n < rx.capacity()) return;
   }
 }

@@ -72,6 +72,9 @@ class UdpWorker {
   void drain_vip(size_t vip_index);
   void drain_return(int fd, bool dual_stack);
   void open_passed_up_sockets(const RelayConfig& config, const PassedUpFlows* passed_up);
+  void open_peer_socket(const RelayConfig& config);
+  void drain_peers();
+  void flush_to_peers();
   void queue_to_transceiver(const ToTransceiver& out);
   void flush_to_transceivers();
   void drain_flow_replies(Nanos now);
@@ -86,6 +89,7 @@ class UdpWorker {
   std::vector<VipSocket> vips_;
   UniqueFd return_fd_;
   std::vector<UniqueFd> passed_up_fds_;  // XDP mode: xdp.relay_address4/6:xdp.return_port
+  UniqueFd peer_fd_;                     // peers.listen (global relay, owner role), dual-stack
   SocketAddress return_address_;
   UniqueFd epoll_fd_;
   UniqueFd wake_fd_;

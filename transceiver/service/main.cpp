@@ -66,6 +66,13 @@ int main(int argc, char** argv) {
               rtce::secret_file_mode_warning(config.dtls_private_key, "DTLS private key file", key.mode))
         warnings.push_back(*warning);
     }
+    if (!config.realtime_key_file.empty()) {
+      const auto secrets =
+          rtce::read_config_file(config.realtime_key_file, "realtime.key_file", rtce::kMaxConfigFileBytes);
+      if (auto warning =
+              rtce::secret_file_mode_warning(config.realtime_key_file, "realtime key file", secrets.mode))
+        warnings.push_back(*warning);
+    }
   } catch (const rtce::ConfigError& e) {
     std::cerr << "rtcedge-transceiver: configuration error: " << e.what() << "\n";
     return 2;

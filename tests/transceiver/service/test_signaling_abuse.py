@@ -72,12 +72,12 @@ def raise_own_open_files_limit():
 
 
 class Transceiver:
-    def __init__(self, *extra):
+    def __init__(self, *extra, log_level="warn"):
         self.http_port = free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="rtce-abuse-", suffix=".log", delete=False)
         argv = [ARGS.transceiver, "--http-listen", "127.0.0.1:%d" % self.http_port, "--workers", "1",
                 "--media-listen", "127.0.0.1", "--media-base-port", str(free_port(socket.SOCK_DGRAM)),
-                "--http-api-keys", API_KEY, "--log-level", "warn", *extra]
+                "--http-api-keys", API_KEY, "--log-level", log_level, *extra]
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
         wait_for(self.ready, 15, "transceiver /healthz")
 
@@ -503,6 +503,67 @@ class SessionFloods(unittest.TestCase):
             codes.get(201, 0), codes.get(429, 0), codes.get(503, 0)),
             "%.1f s, setup_rate %d, burst %d, max_per_worker %d; RSS %d → %d KiB" % (
                 elapsed, self.RATE, self.BURST, self.MAX_SESSIONS, rss_before, tx.rss_kib())))
+
+
+class SecretFiles(unittest.TestCase):
+    """Secret files are regular files of bounded size, checked for their mode at start, and
+    no secret reaches the log."""
+
+    def check_config(self, *argv):
+        return subprocess.run([ARGS.transceiver, "--check-config", *argv], capture_output=True, text=True,
+                              timeout=10)
+
+    def test_realtime_key_file_that_never_ends_is_refused(self):
+        # Regression: it was read line by line with std::getline, so /dev/zero hung start-up
+        # while one "line" grew without bound.
+        with tempfile.TemporaryDirectory() as d:
+            fifo = os.path.join(d, "fifo")
+            os.mkfifo(fifo)
+            for path in ("/dev/zero", fifo):
+                r = self.check_config("--realtime-key-file", path)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("realtime.key_file", r.stderr)
+                self.assertIn("regular file", r.stderr)
+            big = os.path.join(d, "big")
+            with open(big, "w") as f:
+                f.write("# x\n" * 300000)
+            r = self.check_config("--realtime-key-file", big)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("too large", r.stderr)
+
+    def test_world_readable_secret_files_are_warned_about(self):
+        with tempfile.TemporaryDirectory() as d:
+            keys = os.path.join(d, "ek.txt")
+            with open(keys, "w") as f:
+                f.write("# ephemeral-key secrets\nk1:%s\n" % ("s" * 40))
+            os.chmod(keys, 0o644)
+            r = self.check_config("--realtime-key-file", keys)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("realtime key file '%s' is readable by every user" % keys, r.stderr)
+            os.chmod(keys, 0o600)
+            r = self.check_config("--realtime-key-file", keys)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("warning", r.stderr)
+            self.assertNotIn("s" * 40, r.stdout + r.stderr)
+
+    def test_no_secret_in_the_log(self):
+        secret_header = "sk-backend-secret-0123456789"
+        ek_secret = "e" * 40
+        tx = Transceiver("--realtime-key-secrets", "k1:" + ek_secret, "--backend-headers",
+                         "Authorization: Bearer " + secret_header, log_level="debug")
+        self.addCleanup(tx.stop)
+        status, _, answer = tx.offer(chrome_offer())
+        self.assertEqual(status, 201, answer)
+        pwd = re.search(r"a=ice-pwd:(\S+)", answer).group(1)
+        self.assertEqual(tx.offer(chrome_offer(), key="wrong-key-0123456789abcdef")[0], 401)
+        status, _, body = tx.request("POST", "/v1/realtime/client_secrets", "{}",
+                                     {"Authorization": "Bearer " + API_KEY, "Content-Type": "application/json"})
+        self.assertEqual(status, 200, body)
+        client_key = re.search(r'"value"\s*:\s*"([^"]+)"', body).group(1)
+        wait_for(lambda: "session" in tx.output(), 5, "the session's log line")
+        log = tx.output()
+        for secret in (API_KEY, "wrong-key-0123456789abcdef", secret_header, ek_secret, pwd, client_key):
+            self.assertNotIn(secret, log)
 
 
 def print_figures():

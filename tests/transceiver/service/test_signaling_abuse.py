@@ -524,6 +524,9 @@ class SecretFiles(unittest.TestCase):
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn("realtime.key_file", r.stderr)
                 self.assertIn("regular file", r.stderr)
+            r = self.check_config("--backend-url", "wss://127.0.0.1:1/x", "--backend-ca-file", fifo)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("backend CA file", r.stderr)
             big = os.path.join(d, "big")
             with open(big, "w") as f:
                 f.write("# x\n" * 300000)

@@ -565,7 +565,14 @@ class SecretFiles(unittest.TestCase):
         client_key = re.search(r'"value"\s*:\s*"([^"]+)"', body).group(1)
         wait_for(lambda: "session" in tx.output(), 5, "the session's log line")
         log = tx.output()
-        for secret in (API_KEY, "wrong-key-0123456789abcdef", secret_header, ek_secret, pwd, client_key):
+        # /metrics carries counts and reasons: no session id, ufrag or key.
+        metrics_text = tx.request("GET", "/metrics")[2]
+        session_id = re.search(r"session ([0-9a-f]{32})", log).group(1)
+        ufrag = re.search(r"a=ice-ufrag:(\S+)", answer).group(1)
+        for value in (session_id, ufrag, API_KEY, client_key):
+            self.assertNotIn(value, metrics_text)
+        offer_pwd = re.search(r"a=ice-pwd:(\S+)", chrome_offer()).group(1)
+        for secret in (API_KEY, "wrong-key-0123456789abcdef", secret_header, ek_secret, pwd, offer_pwd, client_key):
             self.assertNotIn(secret, log)
 
 

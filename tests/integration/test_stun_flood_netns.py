@@ -1,7 +1,10 @@
 #!/usr/bin/python3
-"""test_stun_flood_netns.py — a spoofed-source STUN flood into the userspace relay while an
-established flow keeps its media (issue 16 §3, first bullet). Needs root: it builds the
-client/relay/transceiver namespaces of netns_topology.py; otherwise it exits 77 saying why.
+"""test_stun_flood_netns.py — a spoofed-source STUN flood into the relay, on the userspace
+and the XDP data path in turn, while an established flow keeps its media (issue 16 §3,
+first bullet). Needs root: it builds the client/relay/transceiver namespaces of
+netns_topology.py; otherwise it exits 77 saying why. The XDP run (the program attached
+natively to the relay namespace's veths, as in test_relay_netns.py) is skipped, saying why,
+when xdp_pass.bpf.o or a bpf filesystem is missing.
 
 The flood (spoofed_stun_flood.py, in the client namespace) sends for FLOOD_S seconds, as
 fast as one Python thread writes to a raw socket, datagrams from random sources in
@@ -38,7 +41,7 @@ import stun_codec as stun  # noqa: E402
 
 SKIP = 77
 PWD = "rtce-flood-test-pwd-0123456789"
-CLUSTER, EP_PORT, VIP_PORT, RETURN_PORT, ADMIN_PORT = 7, 40001, 3478, 40100, 9478  # inside our own namespaces
+CLUSTER, EP_PORT, VIP_PORT, RETURN_PORT, ADMIN_PORT, XDP_RETURN_PORT = 7, 40001, 3478, 40100, 9478, 40200  # inside our own namespaces
 FLOOD_S = 8.0
 LIMIT_WINDOW_S = 10
 MAX_PER_HINT = 8
@@ -101,6 +104,12 @@ class Session:
         return (1 - len([s for s in seqs if s in self.received]) / len(seqs)) if seqs else 0.0
 
 
+def xdp_unavailable_reason(args):
+    if not args.xdp_pass_obj or not os.path.exists(args.xdp_pass_obj):
+        return "no xdp_pass.bpf.o (pass --xdp-pass-obj; bpf/CMakeLists.txt builds it)"
+    return nt.ensure_bpffs()
+
+
 def run(args):
     reason = nt.netns_unavailable_reason()
     if reason:
@@ -109,14 +118,33 @@ def run(args):
     nt.install_signal_cleanup()
     nt.sweep_stale()
     failures = []
+    for mode in args.modes.split(","):
+        if mode == "xdp":
+            reason = xdp_unavailable_reason(args)
+            if reason:
+                print("SKIPPED: the XDP data path under flood: %s" % reason)
+                continue
+        run_mode(args, mode, failures)
+    return 1 if failures else 0
 
+
+def run_mode(args, mode, failures):
     def check(cond, what):
         if not cond:
             failures.append(what)
-            print("FAIL: " + what)
+            print("FAIL (%s): %s" % (mode, what))
 
-    with nt.Topology("flood") as topo:
+    with nt.Topology("flood-" + mode[:2]) as topo:
         scratch = nt.make_scratch_dir()
+        pin_path = "%s/%s%d-flood" % (nt.BPFFS, nt.NS_PREFIX, os.getpid())
+        if mode == "xdp":
+            topo.prepare_for_xdp(args.xdp_pass_obj)
+
+            def detach():
+                if os.path.exists(pin_path):
+                    subprocess.run([args.relay, "detach", "--pin-path", pin_path], capture_output=True, timeout=10)
+                    nt.remove_pins(pin_path)
+            nt.register_cleanup(detach)
         keys = os.path.join(scratch, "keys.yaml")
         with open(keys, "w") as f:
             subprocess.run([args.relay, "hint", "keygen", "--id", "1"], stdout=f, check=True, timeout=10)
@@ -136,8 +164,12 @@ def run(args):
             args.relay, "--listen", "%s:%d" % (nt.VIP_V4, VIP_PORT), "--return-listen", "[::]:%d" % RETURN_PORT,
             "--workers", "1", "--pin-cpus", "false", "--cluster-id", str(CLUSTER), "--hint-key-file", keys,
             "--endpoints", "1=%s:%d" % (nt.XCVR_V4, EP_PORT), "--admin-listen", "127.0.0.1:%d" % ADMIN_PORT,
-            "--flows-max-per-hint", str(MAX_PER_HINT), "--flows-limit-window", "%ds" % LIMIT_WINDOW_S],
-            stdout=log, stderr=subprocess.STDOUT)
+            "--flows-max-per-hint", str(MAX_PER_HINT), "--flows-limit-window", "%ds" % LIMIT_WINDOW_S,
+            "--mode", mode] + ([] if mode == "userspace" else [
+                "--xdp-interfaces", "rc0,rx0", "--xdp-relay-address4", nt.RELAY_XCVR_V4,
+                "--xdp-relay-address6", nt.RELAY_XCVR_V6, "--xdp-return-port", str(XDP_RETURN_PORT),
+                "--xdp-pin-path", pin_path]),
+            keep_mounts=True, stdout=log, stderr=subprocess.STDOUT)
 
         def metrics():
             sock = nt.socket_in(topo.relay, socket.AF_INET, socket.SOCK_STREAM)
@@ -171,8 +203,10 @@ def run(args):
                 time.sleep(max(0.0, t_next - time.monotonic()))  # the stream's 20 ms pacing
             return range(first, seq)
 
+        cpu_idle0, t_idle0 = proc_cpu_seconds(relay.pid), time.monotonic()
         before_seqs = stream(2.0)
         m0, cpu0, rss0 = metrics(), proc_cpu_seconds(relay.pid), rss_kib(relay.pid)
+        idle_cpu_share = (cpu0 - cpu_idle0) / (time.monotonic() - t_idle0)  # the baseline: the session alone
         flood = nt.start_in_netns(topo.client, [
             "/usr/bin/python3", os.path.join(HERE, "spoofed_stun_flood.py"), "--dst", "%s:%d" % (nt.VIP_V4, VIP_PORT),
             "--avoid", "198.18.0.0/24", "--avoid", "198.18.1.0/24", "--avoid", "198.18.255.0/24",
@@ -194,6 +228,14 @@ def run(args):
         sent = out.get("sent", 0)
         received = (prom_metrics.delta(m0, m1, "rtcedge_relay_received_packets_total", direction="client_to_transceiver")
                     - len(during_seqs))
+        xdp = {}  # what the XDP program decided, by reason (client to transceiver)
+        for (name, labels), v in m1.samples.items():
+            lab = dict(labels)
+            if name == "rtcedge_relay_xdp_packets_total" and lab.get("direction") == "client_to_transceiver":
+                xdp[lab["reason"]] = int(v - m0.samples.get((name, labels), 0))
+        xdp = {k: v for k, v in xdp.items() if v}
+        if mode == "xdp":  # every datagram met the program first: its decisions count them all
+            received = sum(xdp.values()) - len(during_seqs)
         created = prom_metrics.delta(m0, m1, "rtcedge_relay_flows_created_total")
         windows = int(flood_wall // LIMIT_WINDOW_S) + 2  # a flood may straddle window boundaries
         bound = 2 * MAX_PER_HINT * windows
@@ -216,30 +258,38 @@ def run(args):
                 model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
         except (OSError, StopIteration):
             pass
-        print("\nspoofed STUN flood into the userspace relay (1 worker; %s, %d CPUs shared; veths in namespaces)"
-              % (model, os.cpu_count()))
+        print("\nspoofed STUN flood into the %s relay (1 worker; %s, %d CPUs shared; veths in namespaces)"
+              % (mode, model, os.cpu_count()))
         rows = [
             ("flood sent", "%d datagrams in %.1f s (%.0f/s), %d send errors" % (
                 sent, out.get("seconds", 0), sent / max(out.get("seconds", 1), 1e-9), out.get("errors", 0))),
             ("relay received", "%d (%.0f%% of sent)" % (received, 100 * received / max(sent, 1))),
-            ("relay CPU during the flood", "%.2f s in %.1f s (%.0f%% of one CPU), %.2f µs per datagram received" % (
-                cpu, flood_wall, 100 * cpu / flood_wall, 1e6 * cpu / max(received, 1))),
+            ("relay CPU during the flood", "%.2f s in %.1f s (%.0f%% of one CPU; %.0f%% with the session alone), "
+             "%.2f µs per datagram received" % (cpu, flood_wall, 100 * cpu / flood_wall, 100 * idle_cpu_share,
+                                                1e6 * cpu / max(received, 1))),
             ("flows created by the flood", "%d (bound %d = 2 hints × %d × %d windows)" % (
                 created, bound, MAX_PER_HINT, windows)),
             ("drops", ", ".join("%s %d" % kv for kv in drops.items() if kv[1])),
             ("relay RSS before / after", "%d / %d KiB" % (rss0, rss1)),
+            ("XDP program's decisions", ", ".join("%s %d" % kv for kv in sorted(xdp.items())) or "-"),
             ("session loss before / during / after", "%.1f%% / %.1f%% / %.1f%% (%d pps, %d/%d/%d datagrams)" % (
                 100 * session.loss(before_seqs), 100 * session.loss(during_seqs), 100 * session.loss(after_seqs),
                 MEDIA_PPS, len(before_seqs), len(during_seqs), len(after_seqs))),
         ]
         for what, value in rows:
             print("| %-38s | %s |" % (what, value))
+        nt.stop_process(relay)
+        nt.forget_process(relay)
+        if mode == "xdp":
+            detach()  # the links and pins go with the relay, not with the namespaces
+            print("(XDP: the program runs in the kernel's receive path, so most of its CPU is not the relay process's)")
         if failures:
             sys.stdout.write(open(os.path.join(scratch, "relay.log")).read()[-2000:])
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--relay", required=True)
+    ap.add_argument("--xdp-pass-obj", help="xdp_pass.bpf.o for the veth peers (the XDP run)")
+    ap.add_argument("--modes", default="userspace,xdp")
     sys.exit(run(ap.parse_args()))

@@ -7,7 +7,8 @@ clients (issue 16 §3), on loopback, with the bounds it claims measured and asse
     keeps answering;
   - thousands of idle keep-alive connections against a low http.max_connections: the open
     count stays at the cap, the idlest are closed (evicted_at_cap), the newest still work,
-    and the process's peak RSS grows by less than a stated bound;
+    and the process's peak RSS grows by less than a stated bound; twice the cap of half-sent
+    requests does not keep a real client from its session;
   - header, target and body limits at their exact edges (431, 414, 413);
   - a generated hostile SDP corpus: every offer is answered 201 or 400 naming a reason, the
     process stays up, and bad_sdp counts each 400;
@@ -321,6 +322,30 @@ class IdleConnections(unittest.TestCase):
                         "http.max_connections %d, opened in %.1f s" % (self.CAP, opening)))
         FIGURES.append(("transceiver RSS before / after / peak", "%d / %d / %d KiB" % (rss_before, rss_after, peak),
                         "bound asserted: peak − before < %d KiB" % self.RSS_GROWTH_BOUND_KIB))
+
+
+    def test_half_sent_requests_above_the_cap_do_not_keep_a_real_client_out(self):
+        # Slow clients mid-request are not busy (no request is being handled), so at the cap
+        # they are closed for newcomers like any idle connection.
+        if raise_own_open_files_limit() < 2 * self.CAP + 100:
+            self.skipTest("this test process cannot open %d sockets" % (2 * self.CAP))
+        tx = Transceiver("--http-max-connections", str(self.CAP))
+        self.addCleanup(tx.stop)
+        conns = []
+        self.addCleanup(lambda: [c.close() for c in conns])
+        for i in range(2 * self.CAP):
+            c = socket.create_connection(("127.0.0.1", tx.http_port), timeout=5)
+            c.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\nv=0" if i % 2
+                      else b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+            conns.append(c)
+        t0 = time.monotonic()
+        status, _, body = tx.offer(chrome_offer(), timeout=5)
+        self.assertEqual(status, 201, body[:200])
+        self.assertLess(time.monotonic() - t0, 2.0)
+        m = tx.metrics()
+        self.assertLessEqual(m.get("rtcedge_http_connections_open", server="signaling"), self.CAP)
+        self.assertGreaterEqual(m.get("rtcedge_http_connections_evicted_total", server="signaling", reason="at_cap"),
+                                self.CAP)
 
 
 class OversizedRequests(unittest.TestCase):

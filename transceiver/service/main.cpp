@@ -66,6 +66,16 @@ int main(int argc, char** argv) {
               rtce::secret_file_mode_warning(config.dtls_private_key, "DTLS private key file", key.mode))
         warnings.push_back(*warning);
     }
+    // Read when the first wss:// session connects; a FIFO there would block that thread.
+    if (!config.backend_ca_file.empty())
+      rtce::read_config_file(config.backend_ca_file, "backend CA file", rtce::kMaxConfigFileBytes);
+    if (!config.realtime_key_file.empty()) {
+      const auto secrets =
+          rtce::read_config_file(config.realtime_key_file, "realtime.key_file", rtce::kMaxConfigFileBytes);
+      if (auto warning =
+              rtce::secret_file_mode_warning(config.realtime_key_file, "realtime key file", secrets.mode))
+        warnings.push_back(*warning);
+    }
   } catch (const rtce::ConfigError& e) {
     std::cerr << "rtcedge-transceiver: configuration error: " << e.what() << "\n";
     return 2;

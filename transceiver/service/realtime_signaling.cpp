@@ -1,9 +1,9 @@
 // realtime_signaling.cpp — see realtime_signaling.h.
 #include "realtime_signaling.h"
 
-#include <fstream>
 #include <utility>
 
+#include "config_file.h"
 #include "error.h"
 #include "multipart_form.h"
 #include "random.h"
@@ -142,14 +142,19 @@ std::vector<EphemeralSecret> realtime_key_secrets(const TransceiverConfig& confi
   };
   for (const std::string& item : config.realtime_key_secrets) add(item, "realtime.key_secrets");
   if (!config.realtime_key_file.empty()) {
-    std::ifstream in(config.realtime_key_file);
-    if (!in) throw ConfigError("realtime.key_file: cannot read " + config.realtime_key_file);
-    std::string line;
-    for (int number = 1; std::getline(in, line); ++number) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
+    // A regular file of bounded size: a FIFO or /dev/zero named here must fail start-up, not
+    // hang it or grow a line without end.
+    const ConfigFileText file =
+        read_config_file(config.realtime_key_file, "realtime.key_file", kMaxConfigFileBytes);
+    std::string_view rest = file.text;
+    for (int number = 1; !rest.empty(); ++number) {
+      const size_t end = rest.find('\n');
+      std::string_view line = rest.substr(0, end);
+      rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       const size_t start = line.find_first_not_of(" \t");
-      if (start == std::string::npos || line[start] == '#') continue;
-      add(std::string_view(line).substr(start),
+      if (start == std::string_view::npos || line[start] == '#') continue;
+      add(line.substr(start),
           "realtime.key_file " + config.realtime_key_file + " line " + std::to_string(number));
     }
   }

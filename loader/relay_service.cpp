@@ -96,6 +96,7 @@ RelayService::RelayService(const RelayConfig& config)
     workers_.push_back(
         std::make_unique<UdpWorker>(i, config_, routing_, flow_sync_.get(), mirror_into_xdp, xdp_.get()));
   endpoint_count_ = config_.endpoints.size();
+  peer_cluster_count_ = config_.peer_clusters.size();
 
   admin_.route("/metrics", [this] {
     return HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", metrics_text()};
@@ -103,8 +104,10 @@ RelayService::RelayService(const RelayConfig& config)
   admin_.route("/healthz", [] { return HttpReply{200, "text/plain; charset=utf-8", "ok\n"}; });
   admin_.route("/readyz", [this] {
     if (!ready_) return HttpReply{503, "text/plain; charset=utf-8", "starting\n"};
-    if (endpoint_count_ == 0)
-      return HttpReply{503, "text/plain; charset=utf-8", "no transceiver endpoints configured\n"};
+    // An ingress-only relay of the global relay serves through its peer clusters.
+    if (endpoint_count_ == 0 && peer_cluster_count_ == 0)
+      return HttpReply{503, "text/plain; charset=utf-8",
+                       "no transceiver endpoints or peer clusters configured\n"};
     return HttpReply{200, "text/plain; charset=utf-8", "ready\n"};
   });
   admin_.start();
@@ -185,6 +188,7 @@ std::vector<std::string> RelayService::reload(const RelayConfig& next) {
   for (auto& w : workers_) w->post_routing(routing);
   routing_ = routing;
   endpoint_count_ = next.endpoints.size();
+  peer_cluster_count_ = next.peer_clusters.size();
   return warnings;
 }
 

@@ -65,6 +65,7 @@ class RelayService {
   std::atomic<uint64_t> reloads_ok_{0};
   std::atomic<uint64_t> reloads_failed_{0};
   std::atomic<size_t> endpoint_count_{0};
+  std::atomic<size_t> peer_cluster_count_{0};
   std::atomic<bool> ready_{false};
   // A registry change and a SIGHUP both rebuild the routing from (configuration,
   // registry), one at a time.

@@ -111,6 +111,14 @@ struct {
 	__type(value, struct rtce_hint_keyset);
 } hint_keys SEC(".maps");
 
+/* Clusters this relay is an ingress for (the global relay): their relay and hint keys. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RTCE_XDP_MAX_CLUSTERS);
+	__type(key, __u32);
+	__type(value, struct rtce_xdp_peer_cluster);
+} peer_clusters SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, RTCE_XDP_COUNTER_SLOTS);
@@ -941,6 +949,7 @@ static __always_inline void emit_event(const struct rtce_flow_key *key,
 	__builtin_memcpy(&ev->key, key, sizeof(*key));
 	__builtin_memcpy(&ev->endpoint, &flow->endpoint, sizeof(flow->endpoint));
 	ev->endpoint_id = flow->endpoint_id;
+	ev->role = flow->role;
 	ev->pad = 0;
 	ev->pad2 = 0;
 	ev->timestamp_ns = flow->created_ns;
@@ -963,6 +972,18 @@ static __noinline enum rtce_stun_result stun_walk(const __u8 *buf, __u32 len, __
 	return rtce_stun_server_ufrag(buf, len, uoff, ulen);
 }
 
+/* The cluster byte of a 16-character hint (byte 1 of its base64 decoding: the low nibble of
+ * the second character and the top 4 bits of the third), or 256 when they are not base64.
+ * Unverified: it only chooses the keys the hint is then verified with. */
+static __always_inline __u32 hint_cluster_of(const __u8 *chars)
+{
+	int b = rtce_b64_value(chars[1]), c = rtce_b64_value(chars[2]);
+
+	if (b < 0 || c < 0)
+		return RTCE_XDP_MAX_CLUSTERS;
+	return ((__u32)b & 0x0f) << 4 | (__u32)c >> 2;
+}
+
 /* A flow miss: only a Binding request with a valid hint creates state. Mirrors
  * RelayCore::route_first_packet, reason for reason. */
 static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
@@ -973,6 +994,7 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 	__u32 zero = 0, len, copy, uoff = 0, ulen = 0;
 	struct rtce_xdp_scratch *s;
 	const struct rtce_hint_keyset *ks;
+	const struct rtce_xdp_peer_cluster *pc = 0;
 	const struct rtce_xdp_endpoint *ep;
 	struct rtce_xdp_flow flow = {}, *existing;
 	struct rtce_hint hint = {};
@@ -1027,16 +1049,35 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
 	if (uoff > RTCE_XDP_STUN_WINDOW)
 		return VERDICT(XDP_PASS, RTCE_XDP_STUN_MALFORMED, dir);
+	/* A hint naming a cluster this relay is an ingress for is verified with that cluster's
+	 * keys (RelayCore::route_hint): the cluster byte is read before any key is chosen. */
+	if (ulen == RTCE_HINT_CHARS && uoff <= RTCE_XDP_STUN_WINDOW - RTCE_HINT_CHARS) {
+		__u32 cluster = hint_cluster_of(s->bytes + uoff);
+
+		if (cluster != cfg->cluster_id) {
+			pc = bpf_map_lookup_elem(&peer_clusters, &cluster);
+			if (pc && pc->in_use)
+				ks = &pc->keys;
+			else
+				pc = 0;
+		}
+	}
 	hr = rtce_hint_open(s->bytes + uoff, ulen, ks, &hint);
-	if (hr != RTCE_HINT_OK || hint.cluster_id != cfg->cluster_id) {
+	if (hr != RTCE_HINT_OK || (hint.cluster_id != cfg->cluster_id && !pc)) {
 		count_hint_failure(hr != RTCE_HINT_OK ? (__u32)hr : RTCE_XDP_HINT_WRONG_CLUSTER);
 		return VERDICT(XDP_DROP, RTCE_XDP_HINT_REJECTED, dir);
 	}
 
-	endpoint_id = hint.endpoint_id;
-	ep = bpf_map_lookup_elem(&endpoints, &endpoint_id);
-	if (!ep)
-		return VERDICT(XDP_PASS, RTCE_XDP_UNKNOWN_ENDPOINT, dir);
+	if (pc) {
+		endpoint_id = hint.cluster_id;
+		ep = &pc->relay;
+		flow.role = RTCE_RELAY_ROLE_INGRESS;
+	} else {
+		endpoint_id = hint.endpoint_id;
+		ep = bpf_map_lookup_elem(&endpoints, &endpoint_id);
+		if (!ep)
+			return VERDICT(XDP_PASS, RTCE_XDP_UNKNOWN_ENDPOINT, dir);
+	}
 
 	/* Bounded flows per hint and per source prefix, as RelayCore::route_first_packet.
 	 * Dropped, not passed: the userspace relay applies the same bound, so passing would

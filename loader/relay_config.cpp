@@ -136,10 +136,6 @@ RelayConfig resolve_relay_config(const ConfigLayers& c) {
     if (p.cluster == cfg.cluster_id)
       throw ConfigError(c.where("peers.clusters") + ": cluster " + std::to_string(p.cluster) +
                         " is this relay's own cluster_id");
-  if (!cfg.peer_clusters.empty() && cfg.mode != "userspace")
-    // The XDP program drops a hint of another cluster as wrong_cluster before userspace sees it.
-    throw ConfigError(c.where("peers.clusters") + ": the ingress role runs in mode userspace only (" +
-                      cfg.mode + " given); see docs/global-relay.md");
   if (!cfg.peers_listen.is_unspecified() && cfg.peers_trusted.empty())
     throw ConfigError(c.where("peers.trusted") +
                       ": peers.listen is set, so the peer relays' address ranges are required "

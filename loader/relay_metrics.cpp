@@ -147,8 +147,8 @@ std::string relay_metrics_text(const RelayMetricsSources& s) {
           sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.returns_passed_up; }));
   }
   {
-    // The global relay's view: the userspace workers' forwarded traffic by flow role. XDP
-    // flows are all local (the program has no ingress or owner role yet).
+    // The global relay's view: the userspace workers' forwarded traffic by flow role (the
+    // XDP program's ingress flows count in rtcedge_relay_xdp_packets_total, not here).
     auto& packets =
         m.family("rtcedge_relay_role_packets_total",
                  "Datagrams forwarded by the userspace workers, by flow role (local, ingress, owner) "

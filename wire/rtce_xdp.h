@@ -74,9 +74,11 @@ struct rtce_xdp_endpoint {
  * a map pinned by an older loader keeps its value size and is reused (its flows read
  * last_seen_ns 0; see rtce::xdp_flow_idle). */
 struct rtce_xdp_flow {
-	struct rtce_xdp_endpoint endpoint;
-	__u16 endpoint_id;
-	__u16 pad;
+	struct rtce_xdp_endpoint
+		endpoint;  /* local: the transceiver; ingress: the peer cluster's relay */
+	__u16 endpoint_id; /* local: the endpoint id; ingress: the cluster id */
+	__u8 role;	   /* enum rtce_relay_flow_role (0 = local, as older loaders wrote) */
+	__u8 pad;
 	/* Last client -> transceiver packet, CLOCK_MONOTONIC (bpf_ktime_get_coarse_ns, so it
 	 * may trail the precise clock by a tick). Rewritten only once it is older than the
 	 * config's last_seen_granularity_ns: most hits only read it. The loader's sweep
@@ -85,13 +87,25 @@ struct rtce_xdp_flow {
 	__u64 created_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at creation */
 };
 
+/* `peer_clusters` array value, indexed by cluster id: a cluster this relay is an ingress
+ * for (the global relay, docs/global-relay.md). A first packet whose hint names it and
+ * verifies with `keys` makes an ingress flow whose endpoint is `relay`. */
+struct rtce_xdp_peer_cluster {
+	struct rtce_xdp_endpoint relay;
+	__u8 in_use;
+	__u8 pad[3];
+	struct rtce_hint_keyset keys;
+};
+#define RTCE_XDP_MAX_CLUSTERS 256
+
 /* `events` ring buffer record: a flow the XDP program created. The loader puts it into the
  * flow store (when one is configured). */
 struct rtce_xdp_flow_event {
 	struct rtce_flow_key key;
 	struct rtce_xdp_endpoint endpoint;
 	__u16 endpoint_id;
-	__u16 pad;
+	__u8 role; /* the flow's; only local flows go to the flow store */
+	__u8 pad;
 	__u32 pad2;
 	__u64 timestamp_ns; /* bpf_ktime_get_ns() */
 };

@@ -47,7 +47,8 @@ std::vector<bpf_map*> pinned_maps(rtce_xdp* skel) {
           skel->maps.events,
           skel->maps.flow_limit_config,
           skel->maps.hint_flow_limits,
-          skel->maps.prefix_flow_limits};
+          skel->maps.prefix_flow_limits,
+          skel->maps.peer_clusters};
 }
 
 // Pinned maps that hold only counters: when this build's layout differs from the pin's

@@ -33,7 +33,8 @@ int XdpFlows::on_event(void* ctx, void* data, size_t size) {
   rtce_xdp_flow_event event;
   std::memcpy(&event, data, sizeof event);
   self->events_seen_++;
-  if (self->store_sink_) {
+  // The flow store's record names a transceiver of this cluster: local flows only.
+  if (self->store_sink_ && event.role == RTCE_RELAY_ROLE_LOCAL) {
     self->store_sink_->put(event.key, event.endpoint_id);
     self->store_activity_ = true;
   }
@@ -88,7 +89,8 @@ uint32_t XdpFlows::expire_idle_flows(Nanos now) {
   uint32_t expired = 0;
   for (uint32_t i = 0; i < count; i++) {
     if (!xdp_flow_idle(s.values[i], now, idle_timeout_, watch_start_)) {
-      if (s.refreshing && store_sink_ && static_cast<Nanos>(s.values[i].last_seen_ns) >= s.refresh_since) {
+      if (s.refreshing && store_sink_ && s.values[i].role == RTCE_RELAY_ROLE_LOCAL &&
+          static_cast<Nanos>(s.values[i].last_seen_ns) >= s.refresh_since) {
         store_sink_->put(s.keys[i], s.values[i].endpoint_id);
         store_activity_ = true;
       }

@@ -83,6 +83,29 @@ void XdpMapSync::sync(const RelayConfig& config, const RoutingTable& routing) {
       !std::equal(synced.begin(), synced.end(), synced_endpoints_.begin(), [](const auto& a, const auto& b) {
         return a.first == b.first && std::memcmp(&a.second, &b.second, sizeof a.second) == 0;
       });
+  // Peer clusters (the global relay's ingress role): every slot written, in use or not.
+  std::map<uint16_t, rtce_xdp_endpoint> peers;
+  for (uint32_t cluster = 0; cluster < RTCE_XDP_MAX_CLUSTERS; cluster++) {
+    rtce_xdp_peer_cluster pc{};
+    auto it = routing.peer_clusters.find(static_cast<uint8_t>(cluster));
+    if (it != routing.peer_clusters.end()) {
+      SocketAddress addr = SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&it->second.relay),
+                                                        sizeof(sockaddr_in6))
+                               .unmapped();
+      pc.relay.family = addr.to_bytes(pc.relay.addr);
+      pc.relay.port_be = htons(addr.port());
+      pc.in_use = 1;
+      pc.keys = it->second.keys;
+      peers[static_cast<uint16_t>(cluster)] = pc.relay;
+    }
+    update(skel_->maps.peer_clusters, &cluster, &pc, "peer_clusters");
+  }
+  const bool peers_changed =
+      peers.size() != synced_peers_.size() ||
+      !std::equal(peers.begin(), peers.end(), synced_peers_.begin(), [](const auto& a, const auto& b) {
+        return a.first == b.first && std::memcmp(&a.second, &b.second, sizeof a.second) == 0;
+      });
+  synced_peers_ = std::move(peers);
   const bool first_sync = !synced_once_;
   synced_once_ = true;
   synced_endpoints_ = std::move(synced);
@@ -124,7 +147,8 @@ void XdpMapSync::sync(const RelayConfig& config, const RoutingTable& routing) {
   // pinned flows may name endpoints that only the registry (not yet read) knows. Flows of a
   // VIP that is gone go too: a flow hit skips the VIP lookup (the port filter and the flow
   // key suffice).
-  if (endpoints_changed || vips_removed) reconcile_flows(routing, /*remove_gone=*/!first_sync);
+  if (endpoints_changed || vips_removed || peers_changed)
+    reconcile_flows(routing, /*remove_gone=*/!first_sync);
   // The workers' flow limits (0 = no limit there; here 0 means "default", so no limit
   // is written as RTCE_FLOW_LIMIT_NONE).
   rtce_xdp_flow_limit_config limits{};
@@ -154,10 +178,12 @@ void XdpMapSync::reconcile_flows(const RoutingTable& routing, bool remove_gone) 
               return v.family == key.family && v.port_be == key.vip_port_be &&
                      std::memcmp(v.addr, key.vip_addr, 16) == 0;
             });
-        auto endpoint = synced_endpoints_.find(value.endpoint_id);
+        // An ingress flow's endpoint is its cluster's relay (endpoint_id = the cluster id).
+        const auto& table = value.role == RTCE_RELAY_ROLE_INGRESS ? synced_peers_ : synced_endpoints_;
+        const auto endpoint = table.find(value.endpoint_id);
         if (!vip_known) {
           gone.push_back(key);  // configured VIPs are authoritative, also at a first sync
-        } else if (endpoint == synced_endpoints_.end()) {
+        } else if (endpoint == table.end()) {
           if (remove_gone) gone.push_back(key);
         } else if (std::memcmp(&endpoint->second, &value.endpoint, sizeof value.endpoint) != 0) {
           value.endpoint = endpoint->second;

@@ -73,6 +73,7 @@ class XdpMapSync {
   Nanos idle_timeout_;
   FlowLimits flow_limits_;
   std::map<uint16_t, rtce_xdp_endpoint> synced_endpoints_;  // what the last sync() wrote
+  std::map<uint16_t, rtce_xdp_endpoint> synced_peers_;      // cluster id -> its relay (ingress role)
   bool synced_once_ = false;
   std::vector<rtce_xdp_vip_key> synced_vips_;  // the exact VIPs the last sync() wrote
   std::atomic<uint64_t> flows_endpoint_gone_{0};

@@ -320,6 +320,48 @@ void hint_rejections(Harness& h) {
   EXPECT_TRUE(h.take_events().empty());
 }
 
+// The global relay's ingress role (docs/global-relay.md): a hint naming cluster 9, which
+// this relay forwards to (peer_clusters), is verified with cluster 9's keys; the flow's
+// endpoint is cluster 9's relay, framed exactly as for a local transceiver, and that
+// relay's replies come back to the client from the VIP.
+const Ep kPeerRelay = ep("198.18.9.9", 3480);
+
+void ingress_for_a_peer_cluster(Harness& h) {
+  rtce_xdp_peer_cluster pc{};
+  pc.relay = endpoint_value(kPeerRelay);
+  pc.in_use = 1;
+  pc.keys.keys[0] = test_key(3);
+  h.update(h.skel()->maps.peer_clusters, uint32_t{9}, pc);
+
+  const Bytes s = binding(mint(9, 7, 0x0a0b0c0d, 3));
+  h.step(frame(kClient4, kVip4, s), {XDP_TX, RTCE_XDP_FORWARDED_NEW_FLOW, RTCE_XDP_DIR_TO_TRANSCEIVER,
+                                     to_endpoint(kClient4, kVip4, kPeerRelay, s)});
+  auto f = h.flow(kClient4, kVip4);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->role, RTCE_RELAY_ROLE_INGRESS);
+  EXPECT_EQ(f->endpoint_id, 9) << "an ingress flow's endpoint id is its cluster";
+  auto ev = h.take_events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].role, RTCE_RELAY_ROLE_INGRESS);
+
+  const Bytes media = rtp(200);
+  h.step(frame(kClient4, kVip4, media), {XDP_TX, RTCE_XDP_FORWARDED, RTCE_XDP_DIR_TO_TRANSCEIVER,
+                                         to_endpoint(kClient4, kVip4, kPeerRelay, media)});
+  const Bytes reply = rtp(160);
+  h.step(from_endpoint(kPeerRelay, kClient4, kVip4, reply),
+         {XDP_TX, RTCE_XDP_FORWARDED, RTCE_XDP_DIR_TO_CLIENT, to_client(kClient4, kVip4, reply)});
+
+  // Cluster 9 named but signed with this relay's own key: cluster 9 does not sign with it.
+  const uint64_t before = h.hint_failures(RTCE_HINT_UNKNOWN_KEY);
+  h.step(frame(kClient6, kVip6, binding(mint(9, 7))), {XDP_DROP, RTCE_XDP_HINT_REJECTED});
+  EXPECT_EQ(h.hint_failures(RTCE_HINT_UNKNOWN_KEY), before + 1);
+  // A local hint still goes to the local endpoint, as a local flow.
+  h.step(frame(kClient6, kVip6, binding(mint(kCluster, 3))), kNewFlow);
+  auto local = h.flow(kClient6, kVip6);
+  ASSERT_TRUE(local);
+  EXPECT_EQ(local->role, RTCE_RELAY_ROLE_LOCAL);
+}
+
 void flow_miss_passes(Harness& h) {
   h.step(frame(kClient4, kVip4, binding(mint(kCluster, 9))), {XDP_PASS, RTCE_XDP_UNKNOWN_ENDPOINT});
   h.step(frame(kClient4, kVip4, stun(0x0001, {{0x0024, "abcd"}, {0x802a, "12345678"}})),
@@ -793,6 +835,7 @@ const std::vector<NamedCase>& cases() {
       {"EthernetPaddingIsTrimmed", ethernet_padding_is_trimmed},
       {"UsernameNotFirst", username_not_first},
       {"HintRejections", hint_rejections},
+      {"IngressForAPeerCluster", ingress_for_a_peer_cluster},
       {"FlowMissPasses", flow_miss_passes},
       {"StunTooLongForTheWindow", stun_too_long_for_the_window},
       {"TruncationAtEveryOffset", truncation_at_every_offset},

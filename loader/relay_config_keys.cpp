@@ -161,8 +161,8 @@ ConfigTable<C> build() {
            "global relay, ingress role: a first packet whose hint names one of these clusters is "
            "forwarded to that cluster's relay (its `peers.listen`), and so is the rest of the flow. File: a "
            "list of `{cluster: N, address: \"ip:port\", hint_key_file: path}` (`hint_key_file` optional: "
-           "that cluster's keys, default this relay's own); flags/env: `2=198.18.100.2:3480,...`. Mode "
-           "`userspace` only for now. A hint for a cluster not listed is `wrong_cluster`.",
+           "that cluster's keys, default this relay's own); flags/env: `2=198.18.100.2:3480,...`. Both "
+           "data paths (XDP: the `peer_clusters` map). A hint for a cluster not listed is `wrong_cluster`.",
        .default_text = "[]",
        .reloadable = true},
       [](const ConfigLayers& c, C& cfg) {

@@ -242,6 +242,9 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
   offer.sdp = sdp;
   offer.session = std::move(session);
   offer.user_agent = std::string(request.header("user-agent").substr(0, 256));
+  if (!ingress_header_.empty())
+    offer.region_header = std::string(request.header(ingress_header_).substr(0, 64));
+  offer.client = request.peer;
   hooks_.place(offer, [this, respond](PlaceResult result) {
     if (auto* refusal = std::get_if<PlaceRefusal>(&result)) {
       stats_.calls_rejected[static_cast<size_t>(refusal->error)].fetch_add(1, std::memory_order_relaxed);

@@ -74,6 +74,8 @@ struct RealtimeOffer {
   std::string_view sdp;                               // valid until the place hook returns
   nlohmann::json session = nlohmann::json::object();  // the call's session config
   std::string user_agent;
+  std::string region_header;  // the value of relay.ingress_header ("" = none; global relay)
+  SocketAddress client;       // the HTTP peer
 };
 struct PlacedCall {
   std::string session_id;  // the worker-prefixed hex id; the call id is "rtc_" + it
@@ -126,6 +128,9 @@ class RealtimeSignaling {
   bool handle(const HttpRequest& request, const HttpServer::Responder& respond);
 
   const RealtimeStats& stats() const { return stats_; }
+  // The global relay's region header (relay.ingress_header, lowercase): its value goes into
+  // each RealtimeOffer. Call before serving.
+  void set_ingress_header(std::string lowercase_name) { ingress_header_ = std::move(lowercase_name); }
 
  private:
   void create_call(const HttpRequest& request, const HttpServer::Responder& respond);
@@ -137,6 +142,7 @@ class RealtimeSignaling {
   size_t max_part_bytes_;
   RealtimeHooks hooks_;
   RealtimeStats stats_;
+  std::string ingress_header_;
 };
 
 }  // namespace rtce

@@ -29,6 +29,10 @@ TransceiverConfig resolve_transceiver_config(const ConfigLayers& c) {
   if (cfg.dtls_certificate.empty() != cfg.dtls_private_key.empty())
     throw ConfigError(c.where(cfg.dtls_certificate.empty() ? "dtls.certificate" : "dtls.private_key") +
                       ": dtls.certificate and dtls.private_key go together");
+  if (!cfg.relay_ingress_regions.empty() && !cfg.relay_mode())
+    throw ConfigError(
+        c.where("relay.ingress_regions") +
+        ": needs relay.vips (ingress relays forward to this cluster's relays, which must exist)");
   // The secrets are read and checked now, so --check-config finds a bad file or a short secret.
   if (auto secrets = realtime_key_secrets(cfg); !secrets.empty()) {
     try {

@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "config_keys.h"
 #include "config_layers.h"
+#include "ingress_selector.h"
 #include "net_address.h"
 
 namespace rtce {
@@ -33,6 +34,9 @@ struct TransceiverConfig {
   bool direct_enabled = true;
   std::vector<SocketAddress> relay_vips;  // non-empty = relay mode: these are the candidates
   std::vector<IpPrefix> relay_sources;
+  // Global relay: which ingress VIPs the answer names (ingress_selector.h).
+  std::string relay_ingress_header;  // lowercase header name; "" = no header
+  std::vector<IngressRegion> relay_ingress_regions;
 
   // Routing hints: worker i is endpoint endpoint_base_id + i.
   std::string hint_key_file;  // empty = a random key (direct mode only)

@@ -150,6 +150,55 @@ ConfigTable<C> build() {
       },
       [](const C& cfg) { return string_list(cfg.relay_vips); }));
   t.push_back(custom_key<C>(
+      "relay.ingress_header", ConfigLayers::Kind::scalar,
+      {.help = "request header naming the client's region (set by a geo-aware front door); default none",
+       .doc =
+           "global relay ([global-relay.md](global-relay.md#signaling)): the request header a geo-aware "
+           "front "
+           "door sets to the client's region (e.g. `X-Rtcedge-Region` from a Cloudflare Worker or a GSLB). A "
+           "value naming one of `relay.ingress_regions` makes the answer name that region's VIPs first.",
+       .default_text = "—"},
+      [](const ConfigLayers& c, C& cfg) {
+        std::string name = c.get_string("relay.ingress_header", "");
+        for (char& ch : name) {
+          const auto u = static_cast<unsigned char>(ch);
+          if (!std::isalnum(u) && ch != '-' && ch != '_')
+            throw ConfigError(c.where("relay.ingress_header") + ": '" + name +
+                              "' is not an HTTP header name");
+          ch = static_cast<char>(std::tolower(u));
+        }
+        cfg.relay_ingress_header = name;
+      },
+      [](const C& cfg) { return yaml_quote(cfg.relay_ingress_header); }));
+  t.push_back(custom_key<C>(
+      "relay.ingress_regions", ConfigLayers::Kind::list,
+      {.help = "ingress relay VIPs by region, region=vip:port (global relay)",
+       .doc =
+           "global relay: the ingress relays the answer may name instead of this cluster's own. File: a list "
+           "of `{region: eu, vips: \"203.0.113.10:3478 [2001:db8::10]:3478\", sources: \"198.51.100.0/24\"}` "
+           "(space-separated; `sources` optional: client addresses served from that region); flags/env: "
+           "`eu=203.0.113.10:3478,...`. A region chosen by `relay.ingress_header`, else by the client's "
+           "address, "
+           "puts its VIPs first in the answer and `relay.vips` after them as fallbacks; no match: "
+           "`relay.vips` "
+           "only. Needs `relay.vips`.",
+       .default_text = "[]"},
+      [](const ConfigLayers& c, C& cfg) {
+        cfg.relay_ingress_regions =
+            parse_ingress_regions(c.get_list("relay.ingress_regions", {}), c.where("relay.ingress_regions"));
+      },
+      [](const C& cfg) {
+        std::string out = "[";
+        for (const auto& r : cfg.relay_ingress_regions) {
+          std::string vips, sources;
+          for (const auto& v : r.vips) vips += (vips.empty() ? "" : " ") + v.to_string();
+          for (const auto& p : r.sources) sources += (sources.empty() ? "" : " ") + p.to_string();
+          out += (out.size() > 1 ? ", " : "") + std::string("{region: ") + yaml_quote(r.name) +
+                 ", vips: " + yaml_quote(vips) + ", sources: " + yaml_quote(sources) + "}";
+        }
+        return out + "]";
+      }));
+  t.push_back(custom_key<C>(
       "relay.sources", ConfigLayers::Kind::list,
       {.help = "address ranges framed datagrams are accepted from",
        .doc = "address ranges (`10.0.2.0/24`, `fd00::/8`, or one address) framed datagrams are accepted "

@@ -48,6 +48,15 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
   m.add(rejected, static_cast<double>(s.rejected_capacity), {{"reason", "capacity"}});
   m.add(rejected, static_cast<double>(s.rejected_bad_sdp), {{"reason", "bad_sdp"}});
   m.add(rejected, static_cast<double>(s.rejected_unauthorized), {{"reason", "unauthorized"}});
+  if (s.ingress_chosen) {
+    auto& ingress = m.family("rtcedge_transceiver_ingress_selected_total",
+                             "sessions placed in relay mode, by how the answer's ingress VIPs were chosen: a "
+                             "front-door region header, the client's address, or this cluster's relay.vips",
+                             MetricType::Counter);
+    for (const IngressChoice c : kIngressChoices)
+      m.add(ingress, static_cast<double>((*s.ingress_chosen)[static_cast<size_t>(c)]),
+            {{"how", ingress_choice_name(c)}});
+  }
   auto& drops = m.family("rtcedge_transceiver_datagrams_dropped_total", "datagrams dropped, by reason",
                          MetricType::Counter);
   for (const DatagramDrop drop : kDatagramDrops) {

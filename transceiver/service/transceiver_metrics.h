@@ -23,6 +23,8 @@ struct TransceiverMetricsSources {
   uint64_t rejected_rate_limited = 0, rejected_capacity = 0, rejected_bad_sdp = 0, rejected_unauthorized = 0;
   bool draining = false;
   const RealtimeStats* realtime = nullptr;  // the /v1/realtime routes
+  // Relay mode: answers by how their ingress VIPs were chosen (ingress_selector.h).
+  const std::array<uint64_t, static_cast<size_t>(IngressChoice::count)>* ingress_chosen = nullptr;
 };
 
 std::string transceiver_metrics_text(const TransceiverMetricsSources& sources);

@@ -67,7 +67,8 @@ std::optional<uint32_t> worker_of(std::string_view id) {
 
 }  // namespace
 
-TransceiverService::TransceiverService(TransceiverConfig config) : config_(std::move(config)) {
+TransceiverService::TransceiverService(TransceiverConfig config)
+    : config_(std::move(config)), ingress_(config_.relay_vips, config_.relay_ingress_regions) {
   hint_keys_ =
       config_.hint_key_file.empty() ? HintKeys::generate(1) : HintKeys::load_file(config_.hint_key_file);
   dtls_ = config_.dtls_certificate.empty()
@@ -112,6 +113,7 @@ TransceiverService::TransceiverService(TransceiverConfig config) : config_(std::
   realtime_ = std::make_unique<RealtimeSignaling>(EphemeralKeyring(std::move(secrets)),
                                                   config_.realtime_key_lifetime / 1'000'000'000,
                                                   config_.max_body_bytes, realtime_hooks());
+  realtime_->set_ingress_header(config_.relay_ingress_header);
 }
 
 TransceiverService::~TransceiverService() { stop(); }
@@ -286,6 +288,8 @@ void TransceiverService::create_session(const HttpRequest& request, HttpServer::
   OfferContext context;
   context.user_agent = std::string(request.header("user-agent").substr(0, 256));
   context.received = received;
+  if (config_.relay_mode())
+    context.ingress = choose_ingress(request.header(config_.relay_ingress_header), request.peer);
   place_offer(request.body, std::move(context), [respond, refuse](PlaceResult result) {
     if (auto* refusal = std::get_if<PlaceRefusal>(&result)) return refuse(*refusal);
     auto& placed = std::get<PlacedCall>(result);
@@ -369,7 +373,7 @@ void TransceiverService::place_offer(std::string_view sdp, OfferContext context,
   params.session_id = sid >> 2;
   params.ssrc = plan.ssrc;
   params.cname = plan.cname;
-  params.candidates = answer_candidates(*worker);
+  params.candidates = answer_candidates(*worker, context.ingress);
   std::string answer = sdp::build_answer(offer, params);
   spdlog::info("session {} on worker {} (ufrag {}, {} mode{}{})", plan.id, worker->index(), plan.local_ufrag,
                config_.relay_mode() ? "relay" : "direct", plan.data_channel ? ", data channel" : "",
@@ -383,11 +387,21 @@ void TransceiverService::place_offer(std::string_view sdp, OfferContext context,
       });
 }
 
-std::vector<sdp::AnswerCandidate> TransceiverService::answer_candidates(const MediaWorker& worker) const {
+IngressSelector::Choice TransceiverService::choose_ingress(std::string_view region_header,
+                                                           const SocketAddress& client) {
+  IngressSelector::Choice choice =
+      ingress_.choose(config_.relay_ingress_header.empty() ? std::string_view() : region_header, client);
+  ++ingress_chosen_[static_cast<size_t>(choice.how)];
+  return choice;
+}
+
+std::vector<sdp::AnswerCandidate> TransceiverService::answer_candidates(
+    const MediaWorker& worker, const IngressSelector::Choice& ingress) const {
   std::vector<sdp::AnswerCandidate> candidates;
   if (config_.relay_mode()) {
+    // The chosen region's ingress VIPs first, then this cluster's own (IngressSelector).
     uint32_t priority = 2130706431;
-    for (const auto& vip : config_.relay_vips)
+    for (const auto& vip : ingress.vips.empty() ? config_.relay_vips : ingress.vips)
       candidates.push_back({vip.ip_string(), vip.port(), priority--, std::to_string(candidates.size() + 1)});
   } else {
     candidates.push_back({config_.advertise_address, worker.local_address().port(), 2130706431, "1"});
@@ -427,7 +441,12 @@ void TransceiverService::patch_session(const std::string& id, MediaWorker& worke
     answer.ufrag = restart.local_ufrag;
     answer.pwd = restart.local_pwd;
     answer.mids = fragment.mids;
-    answer.candidates = answer_candidates(worker);
+    // The client may have moved nearer another ingress: choose again from this request.
+    answer.candidates =
+        answer_candidates(worker, ingress_.choose(config_.relay_ingress_header.empty()
+                                                      ? std::string_view()
+                                                      : request.header(config_.relay_ingress_header),
+                                                  request.peer));
   }
   w->post([w, id, restart = std::move(restart), answer = std::move(answer), respond] {
     auto reply = w->restart_ice(id, restart);
@@ -479,6 +498,7 @@ RealtimeHooks TransceiverService::realtime_hooks() {
     context.realtime_session = offer.session;
     context.user_agent = offer.user_agent;
     context.received = monotonic_now();
+    if (config_.relay_mode()) context.ingress = choose_ingress(offer.region_header, offer.client);
     place_offer(offer.sdp, std::move(context), std::move(done));
   };
   hooks.session_request = [this](const std::string& id, const HttpRequest& request,
@@ -537,6 +557,7 @@ std::string TransceiverService::metrics_text() const {
   sources.rejected_capacity = rejected_capacity_;
   sources.rejected_bad_sdp = rejected_sdp_;
   sources.rejected_unauthorized = rejected_auth_;
+  if (config_.relay_mode()) sources.ingress_chosen = &ingress_chosen_;
   sources.draining = draining_;
   sources.realtime = &realtime_->stats();
   return transceiver_metrics_text(sources);

@@ -4,6 +4,7 @@
 // sessions on, the demo page, /metrics, /healthz, /readyz and the drain on shutdown.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include "dtls/dtls_certificate.h"
 #include "hint_keys.h"
 #include "http_server.h"
+#include "ingress_selector.h"
 #include "media_worker.h"
 #include "realtime_signaling.h"
 #include "registry_agent.h"
@@ -47,7 +49,8 @@ class TransceiverService {
   void patch_session(const std::string& id, MediaWorker& worker, const HttpRequest& request,
                      HttpServer::Responder respond);
   // The host candidates an answer (and an ICE restart's fragment) carries for `worker`.
-  std::vector<sdp::AnswerCandidate> answer_candidates(const MediaWorker& worker) const;
+  std::vector<sdp::AnswerCandidate> answer_candidates(const MediaWorker& worker,
+                                                      const IngressSelector::Choice& ingress) const;
   // Draining or over the setup rate: the refusal (counted); else a setup token is taken.
   std::optional<RealtimeError> admit();
   // What a new session's offer brings besides the SDP.
@@ -56,6 +59,7 @@ class TransceiverService {
     bool realtime = false;
     std::string user_agent;
     Nanos received = 0;
+    IngressSelector::Choice ingress;  // the candidates the answer names (relay mode)
   };
   // Parses the offer and places a session on the least loaded worker; done is called once,
   // on this thread for a refusal, from the worker once it owns the session.
@@ -84,6 +88,10 @@ class TransceiverService {
   double tokens_ = 0;
   Nanos tokens_at_ = 0;
   uint64_t rejected_rate_ = 0, rejected_capacity_ = 0, rejected_sdp_ = 0, rejected_auth_ = 0;
+  IngressSelector ingress_;
+  std::array<uint64_t, static_cast<size_t>(IngressChoice::count)> ingress_chosen_{};
+  // The ingress for a request: from relay.ingress_header's value, else the client address.
+  IngressSelector::Choice choose_ingress(std::string_view region_header, const SocketAddress& client);
 };
 
 }  // namespace rtce

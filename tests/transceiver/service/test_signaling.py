@@ -22,6 +22,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "sdp", "fixtures")
+REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 ARGS = None
 API_KEY = "test-key-0123456789abcdef"
 
@@ -438,6 +439,38 @@ class Placement(unittest.TestCase):
             self.assertEqual(metric(text, "rtcedge_transceiver_sessions_active_total"), 6)
         finally:
             tx.stop()
+
+
+class IngressAnswer(unittest.TestCase):
+    """The global relay (docs/global-relay.md): the answer names the ingress VIPs of the
+    client's region first (the front door's header, else the client's address), this
+    cluster's relay.vips after them; the metric counts how each was chosen."""
+
+    def test_region_header_then_client_address_then_fallback(self):
+        cfg = tempfile.NamedTemporaryFile("w", prefix="rtce-ingress-", suffix=".yaml", delete=False)
+        self.addCleanup(os.unlink, cfg.name)
+        json.dump({"relay": {"vips": ["198.18.10.1:3478"], "ingress_header": "X-Rtcedge-Region",
+                             "ingress_regions": [{"region": "eu", "vips": "198.18.20.1:3478"},
+                                                 {"region": "lo", "vips": "198.18.30.1:3478",
+                                                  "sources": "127.0.0.0/8"}]},
+                   "hint": {"key_file": os.path.join(REPO_ROOT, "tests", "golden", "hint-keys.yaml")}}, cfg)
+        cfg.close()
+        tx = Transceiver("--config", cfg.name)
+        self.addCleanup(tx.stop)
+
+        def candidates(extra):
+            status, _, body = tx.offer(chrome_offer(), key=None, extra=extra)
+            self.assertEqual(status, 201, body)
+            return [" ".join(line.split()[4:6]) for line in body.splitlines() if line.startswith("a=candidate:")]
+
+        self.assertEqual(candidates({"X-Rtcedge-Region": "EU"}), ["198.18.20.1 3478", "198.18.10.1 3478"])
+        # No header (or an unknown region): the client is on loopback, the "lo" region's sources.
+        self.assertEqual(candidates({}), ["198.18.30.1 3478", "198.18.10.1 3478"])
+        self.assertEqual(candidates({"X-Rtcedge-Region": "mars"})[0], "198.18.30.1 3478")
+        text = tx.metrics()
+        self.assertEqual(metric(text, "rtcedge_transceiver_ingress_selected_total", {"how": "header"}), 1)
+        self.assertEqual(metric(text, "rtcedge_transceiver_ingress_selected_total", {"how": "source"}), 2)
+        self.assertEqual(metric(text, "rtcedge_transceiver_ingress_selected_total", {"how": "fallback"}), 0)
 
 
 class BodyLimit(unittest.TestCase):

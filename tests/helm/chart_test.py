@@ -400,6 +400,13 @@ def check_value_set(name, manifests, values, tools, binaries, live, work, render
             if svc["spec"]["type"] != "ClusterIP":
                 check(svc["spec"].get("externalTrafficPolicy") == "Local", tag + "VIP externalTrafficPolicy Local")
 
+    # 5b. The Ingress routes the signaling API and the demo page only: /metrics, /healthz and
+    # /readyz share the listener and must not be reachable from the internet (docs/security.md).
+    for ing in by_kind(manifests, "Ingress"):
+        paths = [(p["path"], p["pathType"]) for r in ing["spec"]["rules"] for p in r["http"]["paths"]]
+        check(sorted(paths) == [("/", "Exact"), ("/v1", "Prefix")],
+              tag + "Ingress %s routes only /v1 (Prefix) and / (Exact), not %s" % (ing["metadata"]["name"], paths))
+
     # 6. The rendered configs pass --check-config with the pods' environment.
     for workload, tmpl in pod_specs(manifests):
         if workload["kind"] == "Deployment":

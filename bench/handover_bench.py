@@ -121,7 +121,9 @@ def run_case(args, case):
         return out
     client = res.get("client") or {}
     out["passed"] = res.get("passed")
-    out["failed_checks"] = [c["name"] for c in res.get("checks", []) + client.get("checks", []) if not c.get("ok")]
+    failed = [c for c in res.get("checks", []) + client.get("checks", []) if not c.get("ok")]
+    out["failed_checks"] = [c["name"] for c in failed]
+    out["failed_check_details"] = [{"name": c["name"], "detail": c.get("detail")} for c in failed]
     out["runner_error"] = res.get("error") or client.get("error")
     out["browser_version"] = client.get("browser_version")
     if variant == "recall":

@@ -257,6 +257,8 @@ def run_test(args, workdir, results):
                 else:
                     moved["ip_s"].append(move_client_address(topo, args.relay_mode, addresses[i - 1], addresses[i],
                                                              args.overlap_s))
+                    if args.restart_after_s > 0:
+                        time.sleep(args.restart_after_s)  # the scenario: the app restarts this late
                 moved["done"] = i
             except Exception as e:  # reported as a failed check below
                 moved["error"] = "move %d: %s: %s" % (i, type(e).__name__, e)
@@ -390,6 +392,8 @@ def main():
     ap.add_argument("--recalls", type=int, default=3, help="--variant recall: how many times to hang up and call again")
     ap.add_argument("--overlap-s", type=float, default=1.0,
                     help="restart/no-restart: how long B and A are both up before A is removed")
+    ap.add_argument("--restart-after-s", type=float, default=0,
+                    help="restart: how long after the old address is gone the page restarts ICE (default at once)")
     ap.add_argument("--xdp-pass-obj", help="default: ../bpf/xdp_pass.bpf.o next to the relay's bin/")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--node", default="node")

@@ -26,7 +26,8 @@ network change (netlink), gathers B, and:
                         and network (the alternative a handover is judged against).
 --moves N: N changes in the one call, alternating A -> B, B -> A, ... (the driver's
 move-request.<i> / moved.<i>), each measured on its own (the summary's client.moves[]);
-bench/handover_bench.py runs 20.
+bench/handover_bench.py runs 20. --restart-after-s S: the page restarts S after the old address
+is gone instead of at once (to tell Chromium's view of its networks from the restart itself).
 Checks: the echo is heard after the move, the gap (gap_ms, from the driver's 20 ms samples),
 the relay created a flow for B and expired A's (flows.idle_timeout shortened to 2 s so the
 test waits on it, not on the 30 s default), the transceiver session stayed the same session.

@@ -18,7 +18,8 @@
 //   node ice_restart_e2e.mjs --url http://127.0.0.1:8080 [--expect-path direct|relay]
 //        [--timeout-s 90] [--tone-wav FILE] [--tone-hz 440] [--api-key K]
 //        [--chromium /usr/bin/chromium] [--allow-loopback auto|yes|no] [--gap-only]
-//        [--handover-dir DIR [--no-restart | --rebind]]
+//        [--handover-dir DIR [--no-restart | --rebind] [--moves N] [--move-interval-s S]]
+//        [--recalls N]
 //
 // --gap-only: stop before the PATCH (connect, tone, gap measurement on the normal call, hang
 // up) — what can be checked against a server without PATCH support.
@@ -29,6 +30,15 @@
 // from the move (gap_ms.handover_*). --rebind: the change is invisible to the client (a NAT
 // rebinding: same local address, the network rewrites it), so the check is that RTP comes back
 // on the same credentials, with no restart.
+// --moves N: N network changes in the one call (the runner alternates A -> B, B -> A, ...;
+// DIR/move-request.<i> and DIR/moved.<i>), each handled as above and measured on its own
+// (summary.moves[]); the PATCH contract checks run after the first. --move-interval-s S: at
+// least S between the starts of two moves (restarts are rate-limited per session: 3 in a burst,
+// then one per 10 s). bench/handover_bench.py uses both.
+// --recalls N: no handover; N times hang up (pc.close() + DELETE) and call again on the same
+// page and network (a new RTCPeerConnection on the same microphone stream, a new POST): time
+// from the hang-up to connected, to the new call's first RTP and first audible audio
+// (summary.recalls[]), the alternative a handover is judged against.
 // stdout: one JSON summary (figures: gap_ms.*). Exit 0 = every check passed, 1 = a check
 // failed or timed out, 2 = bad usage.
 
@@ -46,13 +56,14 @@ function usage(msg) {
   if (msg) console.error(`error: ${msg}`);
   console.error('usage: node ice_restart_e2e.mjs --url URL [--expect-path direct|relay] [--timeout-s S] ' +
     '[--tone-wav FILE] [--tone-hz HZ] [--api-key K] [--chromium PATH] [--allow-loopback auto|yes|no] [--gap-only] ' +
-    '[--handover-dir DIR [--no-restart | --rebind]]');
+    '[--handover-dir DIR [--no-restart | --rebind] [--moves N] [--move-interval-s S]] [--recalls N]');
   process.exit(2);
 }
 
 const opts = {
   url: null, expectPath: null, timeoutS: 90, toneWav: null, toneHz: 440, apiKey: '',
   chromium: '/usr/bin/chromium', allowLoopback: 'auto', gapOnly: false, handoverDir: null, restart: true, rebind: false,
+  moves: 1, moveIntervalS: 0, recalls: 0,
 };
 {
   const argv = process.argv.slice(2);
@@ -72,6 +83,9 @@ const opts = {
       case '--handover-dir': opts.handoverDir = val(); break;
       case '--no-restart': opts.restart = false; break;
       case '--rebind': opts.rebind = true; opts.restart = false; break;
+      case '--moves': opts.moves = Number(val()); break;
+      case '--move-interval-s': opts.moveIntervalS = Number(val()); break;
+      case '--recalls': opts.recalls = Number(val()); break;
       case '-h': case '--help': usage();
       default: usage(`unknown argument ${a}`);
     }
@@ -81,6 +95,10 @@ if (!opts.url || !/^https?:\/\//.test(opts.url)) usage('--url http://HOST:PORT i
 if (opts.expectPath && !['direct', 'relay'].includes(opts.expectPath)) usage('--expect-path must be direct or relay');
 if (!(opts.timeoutS > 0) || !(opts.toneHz > 0)) usage('bad --timeout-s or --tone-hz');
 if (!opts.restart && !opts.handoverDir) usage('--no-restart and --rebind only with --handover-dir');
+if (!(Number.isInteger(opts.moves) && opts.moves >= 1 && opts.moves <= 100)) usage('--moves must be 1..100');
+if (!(opts.moveIntervalS >= 0 && opts.moveIntervalS <= 60)) usage('--move-interval-s must be 0..60');
+if (!(Number.isInteger(opts.recalls) && opts.recalls >= 0 && opts.recalls <= 100)) usage('--recalls must be 0..100');
+if (opts.recalls && (opts.handoverDir || opts.gapOnly)) usage('--recalls is a call of its own: not with --handover-dir or --gap-only');
 if (!['auto', 'yes', 'no'].includes(opts.allowLoopback)) usage('--allow-loopback must be auto, yes or no');
 
 const log = (...a) => console.error('[ice-restart]', ...a);
@@ -175,6 +193,8 @@ function installClient() {
   const st = {
     pc: null, stream: null, remote: null, ctx: null, analyser: null, sessionUrl: null, etag: null,
     auth: {}, samples: [], sampler: null, captureBuf: null, captureNode: null, states: [],
+    // gen counts the calls of this page (--recalls): samples and connectedAt say which call.
+    gen: 0, connectedAt: {}, audioEl: null, srcNode: null,
   };
   const authHeaders = (extra = {}) => ({ ...st.auth, ...extra });
   const lines = (sdp) => sdp.split(/\r?\n/).filter((l) => l.length);
@@ -271,24 +291,32 @@ function installClient() {
     st.sampler = setInterval(async () => {
       if (busy || !st.pc) return;
       busy = true;
+      const gen = st.gen, pc = st.pc;
       try {
-        const report = await st.pc.getStats();
+        const report = await pc.getStats();
         let rx = 0;
         report.forEach((s) => { if (s.type === 'inbound-rtp' && (s.kind || s.mediaType) === 'audio') rx = s.packetsReceived || 0; });
-        st.samples.push({ t: performance.now(), rx, level: level() });
-      } finally { busy = false; }
+        // A sample that straddles a recall belongs to neither call.
+        if (gen === st.gen && pc === st.pc) st.samples.push({ t: performance.now(), rx, level: level(), gen });
+      } catch { /* the pc was closed under a recall */ } finally { busy = false; }
     }, 20);
   }
 
   function attachRemote(stream) {
     if (st.remote === stream) return;
     st.remote = stream;
+    // A recall's new call replaces the previous call's nodes (its level must not linger).
+    if (st.audioEl) { st.audioEl.srcObject = null; st.audioEl.remove(); }
+    if (st.srcNode) st.srcNode.disconnect();
+    if (st.captureNode) st.captureNode.disconnect();
     // Chromium feeds a remote track into WebAudio only while a media element plays it.
     const audio = document.createElement('audio');
+    st.audioEl = audio;
     audio.autoplay = true; audio.muted = true; audio.srcObject = stream;
     document.body.appendChild(audio);
     audio.play().catch(() => {});
     const src = st.ctx.createMediaStreamSource(stream);
+    st.srcNode = src;
     st.analyser = st.ctx.createAnalyser();
     st.analyser.fftSize = 1024;
     src.connect(st.analyser);
@@ -308,6 +336,32 @@ function installClient() {
     st.captureNode = node;
   }
 
+  // One call: a new RTCPeerConnection on the page's microphone stream, POST, the answer.
+  async function call() {
+    const gen = st.gen;
+    const pc = new RTCPeerConnection({ bundlePolicy: 'max-bundle', rtcpMuxPolicy: 'require' });
+    st.pc = pc;
+    pc.addEventListener('track', (ev) => attachRemote(ev.streams[0] || new MediaStream([ev.track])));
+    pc.addEventListener('iceconnectionstatechange', () => st.states.push({ t: performance.now(), ice: pc.iceConnectionState, gen }));
+    pc.addEventListener('connectionstatechange', () => {
+      if (pc.connectionState === 'connected' && st.connectedAt[gen] == null) st.connectedAt[gen] = performance.now();
+    });
+    for (const track of st.stream.getAudioTracks()) pc.addTransceiver(track, { direction: 'sendrecv', streams: [st.stream] });
+    const offer = await pc.createOffer();
+    await pc.setLocalDescription(offer);
+    const tPost = performance.now();
+    const res = await fetch('/v1/sessions', {
+      method: 'POST', headers: authHeaders({ 'Content-Type': 'application/sdp' }), body: pc.localDescription.sdp,
+    });
+    const body = await res.text();
+    if (res.status !== 201) throw new Error(`POST /v1/sessions -> ${res.status}: ${body.slice(0, 200)}`);
+    const tAnswer = performance.now();
+    st.sessionUrl = new URL(res.headers.get('Location'), location.href).href;
+    st.etag = res.headers.get('ETag');
+    await pc.setRemoteDescription({ type: 'answer', sdp: body });
+    return { sessionUrl: st.sessionUrl, etag: st.etag, ufrag: fragmentOf(pc.localDescription.sdp).ufrag, gen, tPost, tAnswer };
+  }
+
   window.rc = {
     async start(apiKey) {
       if (apiKey) st.auth = { Authorization: `Bearer ${apiKey}` };
@@ -316,27 +370,26 @@ function installClient() {
       st.stream = await navigator.mediaDevices.getUserMedia({
         audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: false }, video: false,
       });
-      const pc = new RTCPeerConnection({ bundlePolicy: 'max-bundle', rtcpMuxPolicy: 'require' });
-      st.pc = pc;
-      pc.addEventListener('track', (ev) => attachRemote(ev.streams[0] || new MediaStream([ev.track])));
-      pc.addEventListener('iceconnectionstatechange', () => st.states.push({ t: performance.now(), ice: pc.iceConnectionState }));
-      for (const track of st.stream.getAudioTracks()) pc.addTransceiver(track, { direction: 'sendrecv', streams: [st.stream] });
-      const offer = await pc.createOffer();
-      await pc.setLocalDescription(offer);
-      const res = await fetch('/v1/sessions', {
-        method: 'POST', headers: authHeaders({ 'Content-Type': 'application/sdp' }), body: pc.localDescription.sdp,
-      });
-      const body = await res.text();
-      if (res.status !== 201) throw new Error(`POST /v1/sessions -> ${res.status}: ${body.slice(0, 200)}`);
-      st.sessionUrl = new URL(res.headers.get('Location'), location.href).href;
-      st.etag = res.headers.get('ETag');
-      await pc.setRemoteDescription({ type: 'answer', sdp: body });
+      const r = await call();
       startSampler();
-      return { sessionUrl: st.sessionUrl, etag: st.etag, ufrag: fragmentOf(pc.localDescription.sdp).ufrag };
+      return r;
+    },
+    // Hang up and call again: close the pc, DELETE the session (not awaited before the new
+    // POST, as an app that calls again at once would not wait for it), a new call.
+    async recall() {
+      const t0 = performance.now();
+      const old = { pc: st.pc, url: st.sessionUrl };
+      old.pc.close();
+      const del = fetch(old.url, { method: 'DELETE', headers: authHeaders() }).then((r) => r.status, () => 0);
+      st.gen += 1;
+      const r = await call();
+      return { ...r, t0, oldSessionUrl: old.url, deleteStatus: await del };
     },
     now: () => performance.now(),
     selected,
     samples: () => st.samples,
+    samplesSince: (t) => st.samples.filter((s) => s.t >= t),
+    connectedAt: (gen) => st.connectedAt[gen] ?? null,
     states: () => st.states,
     get etag() { return st.etag; },
     get sessionUrl() { return st.sessionUrl; },
@@ -414,6 +467,205 @@ function installClient() {
       return res.status;
     },
   };
+}
+
+// ---------------------------------------------------------------- one move of each kind
+// Each returns the move's gaps (measureGaps over [the move - 500 ms, after the tone check]).
+
+// NAT rebinding: the server must follow the new address on Chromium's next valid check
+// (consent, every ~2.5 s on a stable pair), with no signaling.
+async function rebindMove(summary, page, check, toneCheck, { i, label, tMove, s0 }) {
+  const s1 = await waitFor(`${label}RTP back after the rebinding`, async () => {
+    const a = await page.evaluate(() => rc.selected());
+    await sleep(200);
+    const b = await page.evaluate(() => rc.selected());
+    const since = (await page.evaluate(() => rc.now())) - tMove;
+    return { ok: since > 500 && b.packetsReceived > a.packetsReceived + 3,
+      why: `${b.iceConnectionState} rx +${b.packetsReceived - a.packetsReceived} ${Math.round(since)} ms after`, s: b };
+  }, { intervalMs: 50, limitMs: 30000 }).then((x) => x.s).catch((e) => { log(e.message); return null; });
+  if (i === 1) summary.after = s1;
+  check(`${label}RTP back after the rebinding, same credentials, no restart`, s1 && s1.localUfrag === s0.localUfrag, s1);
+  await sleep(1000);
+  await toneCheck(i === 1 ? 'after_rebinding' : `after_rebinding_${i}`);
+  const tEnd = await page.evaluate(() => rc.now());
+  const g = measureGaps(await page.evaluate((t) => rc.samplesSince(t), tMove - 500), tMove - 500, tEnd);
+  if (i === 1) summary.gap_ms.rebinding = g;
+  log(`${label}media gap around the rebinding: RTP ${g.rtp_gap_ms} ms, audio ${g.audio_gap_ms} ms`);
+  check(`${label}rebinding: RTP gap under 6000 ms (two consent intervals)`, g.rtp_gap_ms < 6000, g.rtp_gap_ms);
+  summary.ice_states = await page.evaluate(() => rc.states());
+  return g;
+}
+
+// Handover without signaling: Chromium re-gathers on the network change and must move the
+// selected pair (same credentials) to the new address by itself.
+async function noRestartMove(summary, page, check, toneCheck, { i, label, tMove, s0 }) {
+  const s1 = await waitFor(`${label}the selected pair on a new local address, RTP flowing`, async () => {
+    const a = await page.evaluate(() => rc.selected());
+    await sleep(200);
+    const b = await page.evaluate(() => rc.selected());
+    return { ok: b.local && b.local !== s0.local && b.packetsReceived > a.packetsReceived &&
+      ['connected', 'completed'].includes(b.iceConnectionState),
+    why: `${b.iceConnectionState} local ${b.local} rx +${b.packetsReceived - a.packetsReceived}`, s: b };
+  }, { limitMs: 30000 }).then((x) => x.s).catch((e) => { log(e.message); return null; });
+  if (i === 1) summary.after = s1;
+  check(`${label}selected pair moved to the new local address (same credentials)`, s1 && s1.local !== s0.local &&
+    s1.localUfrag === s0.localUfrag, s1 && { before: s0.local, after: s1.local, ufrag: s1.localUfrag });
+  await sleep(1000);
+  await toneCheck(i === 1 ? 'after_handover' : `after_handover_${i}`);
+  const tEnd = await page.evaluate(() => rc.now());
+  const g = measureGaps(await page.evaluate((t) => rc.samplesSince(t), tMove - 500), tMove - 500, tEnd);
+  if (i === 1) summary.gap_ms.handover_no_restart = g;
+  log(`${label}media gap around the handover: RTP ${g.rtp_gap_ms} ms, audio ${g.audio_gap_ms} ms`);
+  summary.ice_states = await page.evaluate(() => rc.states());
+  return g;
+}
+
+// The restart: PATCH, the answer applied, ICE on the new credentials. The first move also
+// runs the PATCH contract checks (412, 428, 204) and, without a handover, a second restart
+// the way whip.js sends it. s0: the call before the first move (its ufrags, its address).
+async function restartMove(summary, page, check, toneCheck, { i, label, tMove, s0, started }) {
+  const out = { gap: null, restarts: 0, extra: {} };
+  const prev = await page.evaluate(() => rc.selected());
+  const etagBefore = await page.evaluate(() => rc.etag);
+  let r = await withTimeout(page.evaluate(() => rc.restart()), 15000, `${label}restartIce + PATCH`);
+  if (r.status === 429 && i > 1) {
+    // Restarts are rate-limited per session: a client waits Retry-After and tries again
+    // (--move-interval-s should keep this from happening; it lengthens the gap).
+    const waitS = Math.min(15, Number(r.retryAfter) || 5);
+    out.extra.retried_after_429_s = waitS;
+    log(`${label}restart: 429, retrying after ${waitS} s`);
+    await sleep(waitS * 1000);
+    r = await withTimeout(page.evaluate(() => rc.restart()), 15000, `${label}restartIce + PATCH (retry)`);
+  }
+  if (i === 1) summary.restart = { ...r, body: r.body.slice(0, 2000) };
+  check(`${label}PATCH (new ufrag/pwd) -> 200`, r.status === 200, `${r.status} ${r.status !== 200 ? r.body.slice(0, 200) : ''}`);
+  if (r.status !== 200) return out;
+  out.restarts = 1;
+  check(`${label}PATCH 200 is application/trickle-ice-sdpfrag`, /^application\/trickle-ice-sdpfrag/i.test(r.contentType || ''), r.contentType);
+  check(`${label}PATCH 200 carries a new ETag`, r.etag && r.etag !== etagBefore, { before: etagBefore, after: r.etag });
+  check(`${label}answer fragment: a=ice-lite, a new server ufrag, a=mid, a=end-of-candidates`,
+    /^a=ice-lite\r?$/m.test(r.body) && r.newRemoteUfrag !== prev.remoteUfrag && /^a=mid:/m.test(r.body) && /^a=end-of-candidates/m.test(r.body),
+    { old: prev.remoteUfrag, new: r.newRemoteUfrag, candidates: r.answerCandidates });
+  const s1 = await waitFor(`${label}ICE on the new credentials`, async () => {
+    const s = await page.evaluate(() => rc.selected());
+    return { ok: ['connected', 'completed'].includes(s.iceConnectionState) && s.localUfrag === r.newLocalUfrag,
+      why: `${s.iceConnectionState} local ufrag ${s.localUfrag}`, s };
+  }, { limitMs: 15000 }).then((x) => x.s).catch((e) => { log(e.message); return null; });
+  const tConnected = await page.evaluate(() => rc.now());
+  if (i === 1) summary.after = s1;
+  check(`${label}ICE connected again after the restart`, s1 && ['connected', 'completed'].includes(s1.iceConnectionState), s1 && s1.iceConnectionState);
+  check(`${label}selected pair uses the new local and remote ufrag`, s1 && s1.localUfrag === r.newLocalUfrag &&
+    s1.localUfrag !== prev.localUfrag && (s1.remoteUfrag == null || s1.remoteUfrag === r.newRemoteUfrag),
+    s1 && { local: [prev.localUfrag, s1.localUfrag], remote: [prev.remoteUfrag, s1.remoteUfrag] });
+  const timings = {
+    offer: Math.round(r.tPatchSent - r.tRestart), patch_rtt: Math.round(r.tPatchDone - r.tPatchSent),
+    applied: r.tApplied ? Math.round(r.tApplied - r.tRestart) : null, connected_seen: Math.round(tConnected - r.tRestart),
+  };
+  if (i === 1) summary.restart_timings_ms = timings;
+  out.extra.restart_timings_ms = timings;
+  await sleep(1500);
+  await toneCheck(i === 1 ? 'after_restart' : `after_restart_${i}`);
+  const tEnd = await page.evaluate(() => rc.now());
+  const from = (tMove ?? r.tRestart) - 500;
+  const g = measureGaps(await page.evaluate((t) => rc.samplesSince(t), from), from, tEnd);
+  out.gap = g;
+  if (i === 1) summary.gap_ms[opts.handoverDir ? 'handover_ice_restart' : 'ice_restart'] = g;
+  if (opts.handoverDir) {
+    check(`${label}selected pair moved to the new local address`, s1 && s1.local !== prev.local,
+      s1 && { before: prev.local, after: s1.local });
+  }
+  log(`${label}media gap around the restart: RTP ${g.rtp_gap_ms} ms, audio ${g.audio_gap_ms} ms`);
+  // A handover adds the time Chromium takes to notice the network change and re-gather.
+  const limit = opts.handoverDir ? 3000 : 1000;
+  check(`${label}restart: RTP gap under ${limit} ms`, g.rtp_gap_ms < limit, g.rtp_gap_ms);
+  summary.ice_states = await page.evaluate(() => rc.states());
+  if (i !== 1) return out;
+
+  // ---- concurrency and trickle contract
+  const stale = await page.evaluate((e) => rc.rawPatch({ ifMatch: e }), started.etag);
+  check('a second restart with the stale ETag -> 412', stale.status === 412, stale);
+  const noMatch = await page.evaluate(() => rc.rawPatch({ ifMatch: null }));
+  check('a restart without If-Match -> 428', noMatch.status === 428, noMatch);
+  const trickle = await page.evaluate(() => rc.rawPatch({ ifMatch: rc.etag, candidatesOnly: true }));
+  check('a candidates-only fragment (same ufrag) -> 204', trickle.status === 204, trickle);
+  const sAfter = await page.evaluate(() => rc.selected());
+  check('the refused PATCHes left the call on the new credentials', sAfter.localUfrag === r.newLocalUfrag &&
+    ['connected', 'completed'].includes(sAfter.iceConnectionState), sAfter);
+
+  // ---- a second restart as medooze whip.js sends it (ufrag/pwd only, If-Match: *)
+  if (!opts.handoverDir) {
+    let w = await withTimeout(page.evaluate(() => rc.restart('whipjs')), 15000, 'whip.js-style restart');
+    if (w.status === 429) {
+      // Restarts are rate-limited per session: a client waits Retry-After and tries again.
+      const waitS = Math.min(15, Number(w.retryAfter) || 5);
+      summary.restart_whipjs_429 = { retry_after: w.retryAfter, waited_s: waitS };
+      log(`whip.js-style restart: 429, retrying after ${waitS} s`);
+      await sleep(waitS * 1000);
+      w = await withTimeout(page.evaluate(() => rc.restart('whipjs')), 15000, 'whip.js-style restart (retry)');
+    }
+    summary.restart_whipjs = { ...w, body: w.body.slice(0, 2000) };
+    check('whip.js-style restart (a=ice-ufrag/a=ice-pwd only, If-Match: *) -> 200 with a new ETag',
+      w.status === 200 && w.etag && w.etag !== r.etag, { status: w.status, etag: w.etag, body: w.status !== 200 ? w.body.slice(0, 200) : undefined });
+    if (w.status === 200) {
+      out.restarts++;
+      const s2 = await waitFor('ICE on the third credentials', async () => {
+        const s = await page.evaluate(() => rc.selected());
+        return { ok: ['connected', 'completed'].includes(s.iceConnectionState) && s.localUfrag === w.newLocalUfrag,
+          why: `${s.iceConnectionState} local ufrag ${s.localUfrag}`, s };
+      }, { limitMs: 15000 }).then((x) => x.s).catch((e) => { log(e.message); return null; });
+      check('connected on the whip.js-style restart credentials', s2 && s2.localUfrag === w.newLocalUfrag &&
+        (s2.remoteUfrag == null || s2.remoteUfrag === w.newRemoteUfrag), s2 && { local: s2.localUfrag, remote: s2.remoteUfrag });
+      await sleep(1000);
+      await toneCheck('after_whipjs_restart');
+      const tEnd2 = await page.evaluate(() => rc.now());
+      const g2 = measureGaps(await page.evaluate((t) => rc.samplesSince(t), w.tRestart - 500), w.tRestart - 500, tEnd2);
+      summary.gap_ms.ice_restart_whipjs = g2;
+      log(`media gap around the whip.js-style restart: RTP ${g2.rtp_gap_ms} ms, audio ${g2.audio_gap_ms} ms`);
+      check('whip.js-style restart: RTP gap under 1000 ms', g2.rtp_gap_ms < 1000, g2.rtp_gap_ms);
+    }
+  }
+  return out;
+}
+
+// Hang up and call again, opts.recalls times: per recall, from pc.close() to the new call's
+// connectionState `connected`, its first RTP (packetsReceived > 0) and first audible sample
+// (the echoed tone, level >= -45 dBFS); the RTP and audio gaps are from the old call's last
+// RTP / audible sample to those firsts, the same definitions as a handover's gap.
+async function recallLoop(summary, page, check) {
+  summary.recalls = [];
+  const quietDb = -45;
+  for (let i = 1; i <= opts.recalls; i++) {
+    const label = `recall ${i}`;
+    const r = await withTimeout(page.evaluate(() => rc.recall()), 15000, `${label}: hang up and POST again`);
+    summary.session_url = r.sessionUrl;
+    const w = await waitFor(`${label}: connected, RTP and the echoed tone on the new call`, async () => {
+      const mine = (await page.evaluate((t) => rc.samplesSince(t), r.t0)).filter((s) => s.gen === r.gen);
+      const rtp = mine.find((s) => s.rx > 0);
+      const audio = rtp ? mine.find((s) => s.t >= rtp.t && s.level != null && s.level >= quietDb) : null;
+      const conn = await page.evaluate((g) => rc.connectedAt(g), r.gen);
+      return { ok: rtp && audio && conn != null, why: `connected ${conn != null} rtp ${!!rtp} audio ${!!audio}`, rtp, audio, conn };
+    }, { intervalMs: 50, limitMs: 15000 }).catch((e) => { log(e.message); return null; });
+    const old = (await page.evaluate((t) => rc.samplesSince(t), r.t0 - 3000)).filter((s) => s.gen === r.gen - 1 && s.t <= r.t0);
+    let lastRise = null, lastLoud = null;
+    for (let k = 0; k < old.length; k++) {
+      if (k > 0 && old[k].rx > old[k - 1].rx) lastRise = old[k].t;
+      if (old[k].level != null && old[k].level >= quietDb) lastLoud = old[k].t;
+    }
+    const ms = (a, b) => (a == null || b == null ? null : Math.round(a - b));
+    const rec = {
+      recall: i, delete_status: r.deleteStatus, offer_ms: ms(r.tPost, r.t0), post_rtt_ms: ms(r.tAnswer, r.tPost),
+      hangup_to_connected_ms: w ? ms(w.conn, r.t0) : null, hangup_to_first_rtp_ms: w ? ms(w.rtp.t, r.t0) : null,
+      hangup_to_first_audio_ms: w ? ms(w.audio.t, r.t0) : null,
+      rtp_gap_ms: w ? ms(w.rtp.t, lastRise) : null, audio_gap_ms: w ? ms(w.audio.t, lastLoud) : null,
+    };
+    summary.recalls.push(rec);
+    log(`${label}: connected ${rec.hangup_to_connected_ms} ms, first RTP ${rec.hangup_to_first_rtp_ms} ms, ` +
+      `first audio ${rec.hangup_to_first_audio_ms} ms after the hang-up (RTP gap ${rec.rtp_gap_ms}, audio gap ${rec.audio_gap_ms})`);
+    check(`${label}: the new call connected and its echo came back`, !!w, rec);
+    check(`${label}: DELETE of the old session -> 200 or 204`, r.deleteStatus === 200 || r.deleteStatus === 204, r.deleteStatus);
+    if (!w) break;
+    await sleep(1000); // the call runs a while before the next hang-up: a scenario step
+  }
 }
 
 // ---------------------------------------------------------------- main
@@ -495,146 +747,65 @@ async function run(summary) {
   check('sampler ran every ~20 ms on the normal call', base.samples >= 40 && base.sample_interval_p50_ms <= 40, base);
   check('normal call: no RTP gap over 200 ms', base.rtp_gap_ms <= 200, base.rtp_gap_ms);
 
-  let tMove = null;
-  if (opts.handoverDir && !opts.gapOnly) {
-    // ---- the network change, done by the runner between move-request and moved
-    const moved = path.join(opts.handoverDir, 'moved');
-    tMove = await page.evaluate(() => rc.now());
-    fs.writeFileSync(path.join(opts.handoverDir, 'move-request'), `${Date.now()}\n`);
-    await waitFor('the runner to change the client address', async () => ({ ok: fs.existsSync(moved), why: 'no moved file' }),
-      { intervalMs: 20, limitMs: 15000 });
-    summary.move_wall_ms = Math.round((await page.evaluate(() => rc.now())) - tMove);
-  }
-  if (opts.gapOnly) {
+  if (opts.recalls) {
+    await recallLoop(summary, page, check);
+    await toneCheck('after_recalls');
+  } else if (opts.gapOnly) {
     summary.gap_only = true;
-  } else if (opts.rebind) {
-    // ---- NAT rebinding: the server must follow the new address on Chromium's next valid
-    // check (consent, every ~2.5 s on a stable pair), with no signaling.
-    const s1 = await waitFor('RTP back after the rebinding', async () => {
-      const a = await page.evaluate(() => rc.selected());
-      await sleep(200);
-      const b = await page.evaluate(() => rc.selected());
-      const since = (await page.evaluate(() => rc.now())) - tMove;
-      return { ok: since > 500 && b.packetsReceived > a.packetsReceived + 3,
-        why: `${b.iceConnectionState} rx +${b.packetsReceived - a.packetsReceived} ${Math.round(since)} ms after`, s: b };
-    }, { intervalMs: 50, limitMs: 30000 }).then((x) => x.s).catch((e) => { log(e.message); return null; });
-    summary.after = s1;
-    check('RTP back after the rebinding, same credentials, no restart', s1 && s1.localUfrag === s0.localUfrag, s1);
-    await sleep(1000);
-    await toneCheck('after_rebinding');
-    const tEnd = await page.evaluate(() => rc.now());
-    const g = measureGaps(await page.evaluate(() => rc.samples()), tMove - 500, tEnd);
-    summary.gap_ms.rebinding = g;
-    log(`media gap around the rebinding: RTP ${g.rtp_gap_ms} ms, audio ${g.audio_gap_ms} ms`);
-    check('rebinding: RTP gap under 6000 ms (two consent intervals)', g.rtp_gap_ms < 6000, g.rtp_gap_ms);
-    summary.ice_states = await page.evaluate(() => rc.states());
-  } else if (!opts.restart) {
-    // ---- handover without signaling: Chromium re-gathers on the network change and must
-    // move the selected pair (same credentials) to the new address by itself.
-    const s1 = await waitFor('the selected pair on a new local address, RTP flowing', async () => {
-      const a = await page.evaluate(() => rc.selected());
-      await sleep(200);
-      const b = await page.evaluate(() => rc.selected());
-      return { ok: b.local && b.local !== s0.local && b.packetsReceived > a.packetsReceived &&
-        ['connected', 'completed'].includes(b.iceConnectionState),
-      why: `${b.iceConnectionState} local ${b.local} rx +${b.packetsReceived - a.packetsReceived}`, s: b };
-    }, { limitMs: 30000 }).then((x) => x.s).catch((e) => { log(e.message); return null; });
-    summary.after = s1;
-    check('selected pair moved to the new local address (same credentials)', s1 && s1.local !== s0.local &&
-      s1.localUfrag === s0.localUfrag, s1 && { before: s0.local, after: s1.local, ufrag: s1.localUfrag });
-    await sleep(1000);
-    await toneCheck('after_handover');
-    const tEnd = await page.evaluate(() => rc.now());
-    const g = measureGaps(await page.evaluate(() => rc.samples()), tMove - 500, tEnd);
-    summary.gap_ms.handover_no_restart = g;
-    log(`media gap around the handover: RTP ${g.rtp_gap_ms} ms, audio ${g.audio_gap_ms} ms`);
-    summary.ice_states = await page.evaluate(() => rc.states());
   } else {
-    // ---- the restart
-    const r = await withTimeout(page.evaluate(() => rc.restart()), 15000, 'restartIce + PATCH');
-    summary.restart = { ...r, body: r.body.slice(0, 2000) };
-    check('PATCH (new ufrag/pwd) -> 200', r.status === 200, `${r.status} ${r.status !== 200 ? r.body.slice(0, 200) : ''}`);
-    if (r.status === 200) {
-      check('PATCH 200 is application/trickle-ice-sdpfrag', /^application\/trickle-ice-sdpfrag/i.test(r.contentType || ''), r.contentType);
-      check('PATCH 200 carries a new ETag', r.etag && r.etag !== started.etag, { before: started.etag, after: r.etag });
-      check('answer fragment: a=ice-lite, a new server ufrag, a=mid, a=end-of-candidates',
-        /^a=ice-lite\r?$/m.test(r.body) && r.newRemoteUfrag !== s0.remoteUfrag && /^a=mid:/m.test(r.body) && /^a=end-of-candidates/m.test(r.body),
-        { old: s0.remoteUfrag, new: r.newRemoteUfrag, candidates: r.answerCandidates });
-      const s1 = await waitFor('ICE on the new credentials', async () => {
-        const s = await page.evaluate(() => rc.selected());
-        return { ok: ['connected', 'completed'].includes(s.iceConnectionState) && s.localUfrag === r.newLocalUfrag,
-          why: `${s.iceConnectionState} local ufrag ${s.localUfrag}`, s };
-      }, { limitMs: 15000 }).then((x) => x.s).catch((e) => { log(e.message); return null; });
-      const tConnected = await page.evaluate(() => rc.now());
-      summary.after = s1;
-      check('ICE connected again after the restart', s1 && ['connected', 'completed'].includes(s1.iceConnectionState), s1 && s1.iceConnectionState);
-      check('selected pair uses the new local and remote ufrag', s1 && s1.localUfrag === r.newLocalUfrag &&
-        s1.localUfrag !== s0.localUfrag && (s1.remoteUfrag == null || s1.remoteUfrag === r.newRemoteUfrag),
-        s1 && { local: [s0.localUfrag, s1.localUfrag], remote: [s0.remoteUfrag, s1.remoteUfrag] });
-      summary.restart_timings_ms = {
-        offer: Math.round(r.tPatchSent - r.tRestart), patch_rtt: Math.round(r.tPatchDone - r.tPatchSent),
-        applied: r.tApplied ? Math.round(r.tApplied - r.tRestart) : null, connected_seen: Math.round(tConnected - r.tRestart),
-      };
-      await sleep(1500);
-      await toneCheck('after_restart');
-      const tEnd = await page.evaluate(() => rc.now());
-      const g = measureGaps(await page.evaluate(() => rc.samples()), (tMove ?? r.tRestart) - 500, tEnd);
-      summary.gap_ms[opts.handoverDir ? 'handover_ice_restart' : 'ice_restart'] = g;
+    const nMoves = opts.handoverDir ? opts.moves : 1;
+    if (opts.handoverDir) summary.moves = [];
+    let restarts = 0;
+    let lastMoveAt = null, lastPathGapAt = null;
+    for (let i = 1; i <= nMoves; i++) {
+      // Check names of the first move are the single-move test's; later ones say which move.
+      const label = i === 1 ? '' : `move ${i}: `;
+      let tMove = null, wall = null;
       if (opts.handoverDir) {
-        check('selected pair moved to the new local address', s1 && s1.local !== s0.local,
-          s1 && { before: s0.local, after: s1.local });
-      }
-      log(`media gap around the restart: RTP ${g.rtp_gap_ms} ms, audio ${g.audio_gap_ms} ms`);
-      // A handover adds the time Chromium takes to notice the network change and re-gather.
-      const limit = opts.handoverDir ? 3000 : 1000;
-      check(`restart: RTP gap under ${limit} ms`, g.rtp_gap_ms < limit, g.rtp_gap_ms);
-      summary.ice_states = await page.evaluate(() => rc.states());
-
-      // ---- concurrency and trickle contract
-      const stale = await page.evaluate((e) => rc.rawPatch({ ifMatch: e }), started.etag);
-      check('a second restart with the stale ETag -> 412', stale.status === 412, stale);
-      const noMatch = await page.evaluate(() => rc.rawPatch({ ifMatch: null }));
-      check('a restart without If-Match -> 428', noMatch.status === 428, noMatch);
-      const trickle = await page.evaluate(() => rc.rawPatch({ ifMatch: rc.etag, candidatesOnly: true }));
-      check('a candidates-only fragment (same ufrag) -> 204', trickle.status === 204, trickle);
-      const sAfter = await page.evaluate(() => rc.selected());
-      check('the refused PATCHes left the call on the new credentials', sAfter.localUfrag === r.newLocalUfrag &&
-        ['connected', 'completed'].includes(sAfter.iceConnectionState), sAfter);
-
-      // ---- a second restart as medooze whip.js sends it (ufrag/pwd only, If-Match: *)
-      let restarts = 1;
-      if (!opts.handoverDir) {
-        let w = await withTimeout(page.evaluate(() => rc.restart('whipjs')), 15000, 'whip.js-style restart');
-        if (w.status === 429) {
-          // Restarts are rate-limited per session: a client waits Retry-After and tries again.
-          const waitS = Math.min(15, Number(w.retryAfter) || 5);
-          summary.restart_whipjs_429 = { retry_after: w.retryAfter, waited_s: waitS };
-          log(`whip.js-style restart: 429, retrying after ${waitS} s`);
-          await sleep(waitS * 1000);
-          w = await withTimeout(page.evaluate(() => rc.restart('whipjs')), 15000, 'whip.js-style restart (retry)');
+        if (lastMoveAt !== null && opts.moveIntervalS > 0) {
+          // Pacing, not a wait for a condition: the next restart must not hit the rate limit.
+          const wait = lastMoveAt + opts.moveIntervalS * 1000 - Date.now();
+          if (wait > 0) await sleep(wait);
         }
-        summary.restart_whipjs = { ...w, body: w.body.slice(0, 2000) };
-        check('whip.js-style restart (a=ice-ufrag/a=ice-pwd only, If-Match: *) -> 200 with a new ETag',
-          w.status === 200 && w.etag && w.etag !== r.etag, { status: w.status, etag: w.etag, body: w.status !== 200 ? w.body.slice(0, 200) : undefined });
-        if (w.status === 200) {
-          restarts++;
-          const s2 = await waitFor('ICE on the third credentials', async () => {
-            const s = await page.evaluate(() => rc.selected());
-            return { ok: ['connected', 'completed'].includes(s.iceConnectionState) && s.localUfrag === w.newLocalUfrag,
-              why: `${s.iceConnectionState} local ufrag ${s.localUfrag}`, s };
-          }, { limitMs: 15000 }).then((x) => x.s).catch((e) => { log(e.message); return null; });
-          check('connected on the whip.js-style restart credentials', s2 && s2.localUfrag === w.newLocalUfrag &&
-            (s2.remoteUfrag == null || s2.remoteUfrag === w.newRemoteUfrag), s2 && { local: s2.localUfrag, remote: s2.remoteUfrag });
-          await sleep(1000);
-          await toneCheck('after_whipjs_restart');
-          const tEnd2 = await page.evaluate(() => rc.now());
-          const g2 = measureGaps(await page.evaluate(() => rc.samples()), w.tRestart - 500, tEnd2);
-          summary.gap_ms.ice_restart_whipjs = g2;
-          log(`media gap around the whip.js-style restart: RTP ${g2.rtp_gap_ms} ms, audio ${g2.audio_gap_ms} ms`);
-          check('whip.js-style restart: RTP gap under 1000 ms', g2.rtp_gap_ms < 1000, g2.rtp_gap_ms);
-        }
+        lastMoveAt = Date.now();
+        // ---- the network change, done by the runner between move-request.<i> and moved.<i>
+        const moved = path.join(opts.handoverDir, `moved.${i}`);
+        tMove = await page.evaluate(() => rc.now());
+        fs.writeFileSync(path.join(opts.handoverDir, `move-request.${i}`), `${Date.now()}\n`);
+        await waitFor(`${label}the runner to change the client address`,
+          async () => ({ ok: fs.existsSync(moved), why: 'no moved file' }), { intervalMs: 20, limitMs: 15000 });
+        wall = Math.round((await page.evaluate(() => rc.now())) - tMove);
+        if (i === 1) summary.move_wall_ms = wall;
       }
-
+      let g = null;
+      const extra = {};
+      if (opts.rebind) {
+        g = await rebindMove(summary, page, check, toneCheck, { i, label, tMove, s0 });
+      } else if (!opts.restart) {
+        g = await noRestartMove(summary, page, check, toneCheck, { i, label, tMove, s0 });
+      } else {
+        const out = await restartMove(summary, page, check, toneCheck, { i, label, tMove, s0, started });
+        g = out.gap;
+        restarts += out.restarts;
+        Object.assign(extra, out.extra);
+      }
+      if (opts.handoverDir) {
+        // The server's own view of the move: its client_address, and its path.gap event (last
+        // authenticated packet on the old path to the first on the new) if this move made one.
+        const r = await http('GET', summary.session_url);
+        let addr = null, serverGap = null;
+        try {
+          const j = JSON.parse(r.text);
+          addr = j.client_address;
+          const gaps = (j.events || []).filter((e) => e && e.type === 'path.gap');
+          const last = gaps.length ? gaps[gaps.length - 1] : null;
+          if (last && last.at_ms !== lastPathGapAt) { serverGap = Math.round(last.gap_ms); lastPathGapAt = last.at_ms; }
+        } catch { /* nulls */ }
+        summary.moves.push({ move: i, rtp_gap_ms: g ? g.rtp_gap_ms : null, audio_gap_ms: g ? g.audio_gap_ms : null,
+          server_gap_ms: serverGap, client_address: addr, move_wall_ms: wall, ...extra });
+      }
+    }
+    if (opts.restart && restarts > 0) {
       // ---- the server's view
       const sres = await http('GET', summary.session_url);
       let server = null;

@@ -238,8 +238,10 @@ async def run(args, result):
         if args.ready_file:
             with open(args.ready_file, "w") as f:
                 f.write("%f\n" % result["connected_at"])
+        # The window starts --impair-after-s after connecting, impaired or not (a clean
+        # session is the baseline of the same run).
+        await asyncio.sleep(args.impair_after_s)
         if imp:
-            await asyncio.sleep(args.impair_after_s)
             if args.impair_with == "netem":
                 cmd = ["tc", "qdisc", "add", "dev", args.netem_dev, "root", "netem"] + netem_args(imp)
                 r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
@@ -249,7 +251,7 @@ async def run(args, result):
                 tc_added = True
             else:
                 impairer.active = True
-            result["impaired_from"] = time.monotonic()
+        result["impaired_from"] = time.monotonic()
         end_at = result["connected_at"] + args.seconds
         try:
             await asyncio.wait_for(ended.wait(), max(0.0, end_at - time.monotonic()))

@@ -56,6 +56,7 @@ import run_browser_e2e_xdp as bx  # noqa: E402  (Service, HttpSplice, http_get_i
 SKIP = 77
 CLIENT = os.path.join(HERE, "chaos_aiortc_client.py")
 IMPAIRMENTS = {
+    "none": "none",
     "loss1": "loss=1",
     "loss5": "loss=5",
     "loss10": "loss=10",
@@ -242,7 +243,8 @@ def run_impairment(args, env, results, check):
         row = {"impairment": tag, "model": IMPAIRMENTS[tag], "connected": r.get("connected"),
                "error": r.get("error"), "state_before_delete": sess.get("state"),
                "client_end": r.get("client_end_cause"), "window_s": r.get("window_s"),
-               "impairer": r.get("impairer"), "jitter_buffer": jb, "rtcp_loss": round(sess["loss"], 4) if isinstance(sess.get("loss"), float) else sess.get("loss"),
+               "impairer": r.get("impairer"), "jitter_buffer": jb, "impair_with": results["impair_with"],
+               "rtcp_loss": round(sess["loss"], 4) if isinstance(sess.get("loss"), float) else sess.get("loss"),
                "jitter_ms": sess.get("jitter_ms"), "rtp_packets_received": sess.get("rtp_packets_received"),
                "echo_frames": r.get("window_frames"), "echo_frames_expected": r.get("window_frames_expected"),
                "tone_fraction": r.get("window_tone_fraction"), "max_gap_ms": r.get("window_max_gap_ms"),

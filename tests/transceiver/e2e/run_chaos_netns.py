@@ -13,8 +13,8 @@ transceiver SIGKILLed under live sessions.
   each impaired on the client's uplink for --seconds. Checks per impairment: the session
   stayed connected for the whole window (the transceiver ended no session except by the
   final DELETE), the jitter-buffer counters of that session moved as the impairment implies
-  (lost + concealed with loss, reordered or late with reordering / jitter, nothing with
-  duplication alone: the duplicate is dropped before it reaches the buffer), and the echo
+  (lost, and concealed or fec_recovered, with loss; reordered or late with reordering /
+  jitter; nothing required with duplication alone), and the echo
   still carries the tone (fraction of 20 ms frames with the tone, and the tone SNR, against
   --min-tone-fraction). tc netem is used when the kernel has sch_netem; otherwise the same
   model runs in the client's send path (the report says which).
@@ -189,9 +189,12 @@ def ended_reasons(m):
 # ---------------------------------------------------------------------------- impairment
 
 def expected_movement(imp):
-    """The jitter-buffer outcomes an impairment must move (with this client: no FEC)."""
+    """The jitter-buffer outcomes an impairment must move. A lost frame whose successor is
+    buffered is decoded through libopus's FEC path and counted fec_recovered even when the
+    client sent no in-band FEC (libopus then conceals inside that call); otherwise it is
+    counted concealed. So loss moves `lost` and one of the two."""
     if imp.get("loss"):
-        return ["lost", "concealed"]
+        return ["lost", "concealed|fec_recovered"]
     if imp.get("reorder") or imp.get("jitter"):
         return ["reordered|late"]
     return []
@@ -267,6 +270,16 @@ def run_impairment(args, env, results, check):
                        - before.get("rtcedge_transceiver_jitter_buffer_frames_total", outcome=o))
                 for o in ("lost", "fec_recovered", "concealed", "late", "reordered")}
     results["jitter_buffer_metric_delta"] = jb_total
+    # A duplicated SRTP packet is refused by SRTP replay protection before the jitter buffer.
+    drops = {r: int(after.get("rtcedge_transceiver_datagrams_dropped_total", reason=r)
+                    - before.get("rtcedge_transceiver_datagrams_dropped_total", reason=r))
+             for r in after.by_label("rtcedge_transceiver_datagrams_dropped_total", "reason")}
+    results["transceiver_drops"] = {r: n for r, n in drops.items() if n}
+    duplicated = sum((t["impairer"] or {}).get("duplicated", 0) for t in table)
+    if impair_with == "shim" and duplicated:
+        check("duplicated datagrams were dropped as SRTP replays (srtp_failed), not played",
+              drops.get("srtp_failed", 0) >= 0.8 * duplicated,
+              {"duplicated": duplicated, "srtp_failed": drops.get("srtp_failed", 0)})
     check("rtcedge_transceiver_jitter_buffer_frames_total moved with the sessions' counters",
           sum(jb_total.values()) >= sum(sum((t["jitter_buffer"] or {}).values()) for t in table) > 0, jb_total)
     if args.table:
@@ -487,7 +500,7 @@ def main():
     ap.add_argument("--transceiver-bin", required=True)
     ap.add_argument("--relay-bin", required=True)
     ap.add_argument("--scenario", choices=["impairment", "kill"], required=True)
-    ap.add_argument("--impairments", default="loss5,jitter30,reorder", help="from: " + ", ".join(IMPAIRMENTS))
+    ap.add_argument("--impairments", default="loss5,jitter30,reorder,duplicate", help="from: " + ", ".join(IMPAIRMENTS))
     ap.add_argument("--impair-with", choices=["auto", "netem", "shim"], default="auto")
     ap.add_argument("--impair-after-s", type=float, default=1.5)
     ap.add_argument("--seconds", type=float, default=None,

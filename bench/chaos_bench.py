@@ -73,15 +73,16 @@ def bench_impairment(args):
     impair_with = None
     for i in range(args.runs):
         out, ok = run_once(args, ["--scenario", "impairment", "--impairments", ",".join(ORDER),
-                                  "--seconds", str(args.seconds)])
+                                  "--seconds", str(args.seconds), "--parallel", str(args.parallel)])
         passed += ok
         impair_with = out.get("impair_with")
         for t in out.get("impairments", []):
             rows.setdefault(t["impairment"], []).append(t)
         print("run %d/%d: %s" % (i + 1, args.runs, "pass" if ok else "FAIL"), file=sys.stderr, flush=True)
     print("\nNetwork impairment on the client's uplink, %d run(s) x %g s per impairment (median over runs), "
-          "impairment by %s; aiortc 1.4 client (no in-band FEC), echo backend, userspace relay; all sessions of a "
-          "run side by side; checks passed in %d of %d runs" % (args.runs, args.seconds, impair_with, passed, args.runs))
+          "impairment by %s; aiortc 1.4 client (no in-band FEC), echo backend, userspace relay; %d session(s) side by "
+          "side; checks passed in %d of %d runs" % (args.runs, args.seconds, impair_with, args.parallel, passed,
+                                                   args.runs))
     print("machine: %s\n" % machine())
     print("| impairment | jb lost /s | jb concealed /s | jb fec_recovered /s | jb reordered /s | jb late /s | RTCP loss "
           "| echo frames received | frames with the tone | tone SNR (dB) | max gap (ms) | session up |")
@@ -146,6 +147,9 @@ def main():
     ap.add_argument("--build", default="build", help="the build tree (bin/rtcedge-relay, bin/rtcedge-transceiver)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=30.0, help="impairment: seconds per impairment")
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="impairment: sessions side by side (1: one at a time, so that the Python clients do "
+                         "not starve each other on a small machine)")
     ap.add_argument("scenario", choices=["impairment", "kill"])
     args = ap.parse_args()
     if not (1 <= args.runs <= 100 and 5 <= args.seconds <= 300):

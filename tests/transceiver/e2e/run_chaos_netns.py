@@ -212,14 +212,19 @@ def run_impairment(args, env, results, check):
         results["impair_with_why"] = "tc netem unavailable (%s): the netem model runs in the client's send path" % why
         log(results["impair_with_why"])
     env.start_relay(["--endpoints", "%d=%s:%d" % (bx.ENDPOINT, nt.XCVR_V4, MEDIA_A)])
-    env.start_transceiver("a", HTTP_A, MEDIA_A, ["--hint-endpoint-base-id", str(bx.ENDPOINT)])
+    env.start_transceiver("a", HTTP_A, MEDIA_A, ["--hint-endpoint-base-id", str(bx.ENDPOINT)]
+                          + (["--audio-jitter-delay", args.jitter_delay] if args.jitter_delay else []))
+    results["audio_jitter_delay"] = args.jitter_delay or "40ms (default)"
     names = args.impairments.split(",")
     for n in names:
         if n not in IMPAIRMENTS:
             raise SystemExit("unknown impairment %r (known: %s)" % (n, ", ".join(IMPAIRMENTS)))
     # netem shapes the whole link: one impaired session at a time. The shim impairs only its
-    # own client, so the sessions run side by side (a shorter test).
-    groups = [[n] for n in names] if impair_with == "netem" else [names]
+    # own client, so the sessions may run side by side (--parallel; a shorter test, but on a
+    # loaded machine the Python clients then compete for CPU, which shows as echo gaps).
+    size = 1 if impair_with == "netem" else max(1, args.parallel or len(names))
+    groups = [names[i:i + size] for i in range(0, len(names), size)]
+    results["sessions_side_by_side"] = size
     before = env.xcvr_metrics("a")
     rows = []
     for group in groups:
@@ -503,6 +508,8 @@ def main():
     ap.add_argument("--impairments", default="loss5,jitter30,reorder,duplicate", help="from: " + ", ".join(IMPAIRMENTS))
     ap.add_argument("--impair-with", choices=["auto", "netem", "shim"], default="auto")
     ap.add_argument("--impair-after-s", type=float, default=1.5)
+    ap.add_argument("--jitter-delay", help="impairment: the transceiver's audio.jitter_delay (e.g. 100ms)")
+    ap.add_argument("--parallel", type=int, default=0, help="impairment: sessions side by side (0 = all)")
     ap.add_argument("--seconds", type=float, default=None,
                     help="impairment: the impaired window (default 8); kill: session length (default 12)")
     ap.add_argument("--min-tone-fraction", type=float, default=0.6)

@@ -84,7 +84,8 @@ def bench_impairment(args):
           "side; checks passed in %d of %d runs" % (args.runs, args.seconds, impair_with, args.parallel, passed,
                                                    args.runs))
     print("machine: %s\n" % machine())
-    print("| impairment | jb lost /s | jb concealed /s | jb fec_recovered /s | jb reordered /s | jb late /s | RTCP loss "
+    print("| impairment | jb lost /s | jb concealed /s | jb fec_recovered /s | jb reordered /s | jb late /s "
+          "| RTCP loss "
           "| echo frames received | frames with the tone | tone SNR (dB) | max gap (ms) | session up |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in ORDER:

@@ -316,7 +316,8 @@ def print_impairment_table(results, table):
             t["impairment"], t["model"], im.get("dropped", "-"), im.get("duplicated", "-"), im.get("delayed", "-"),
             jb.get("lost"), jb.get("concealed"), jb.get("reordered"), jb.get("late"), jb.get("fec_recovered"),
             t["rtcp_loss"], t["echo_frames"], t["echo_frames_expected"], 100 * (t["tone_fraction"] or 0),
-            t["tone_snr_db"], t["max_gap_ms"], "up" if t["state_before_delete"] == "connected" else t["state_before_delete"]))
+            t["tone_snr_db"], t["max_gap_ms"],
+            "up" if t["state_before_delete"] == "connected" else t["state_before_delete"]))
 
 
 # ---------------------------------------------------------------------------- kill -9
@@ -436,7 +437,8 @@ def run_kill(args, env, results, check):
                "max_gap_ms_in_kill_window": round(max(gaps) * 1000) if gaps else None,
                "frames_in_reference_window": len(ref) if tag[0] == "a" else None,
                "client_end": r.get("client_end_cause"),
-               "client_end_after_kill_s": round(r["client_ended_at"] - killed_at, 3) if r.get("client_ended_at") else None,
+               "client_end_after_kill_s": (round(r["client_ended_at"] - killed_at, 3)
+                                           if r.get("client_ended_at") else None),
                "last_echo_after_kill_s": round(frames[-1][0] - killed_at, 3) if frames else None,
                "state_before_delete": (r.get("session") or {}).get("state")}
         sessions.append(row)

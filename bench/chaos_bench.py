@@ -13,6 +13,7 @@ clients and, for kill, redis-server, in network namespaces), whose checks must p
               survivors' frames lost across the kill.
 Needs root. Usage:
   sudo bench/chaos_bench.py --build build impairment [--seconds 30] [--runs 3]
+  sudo bench/chaos_bench.py --build build impairment --impair-with nft --impairments none,loss1,loss5,loss10,duplicate
   sudo bench/chaos_bench.py --build build kill [--runs 10]
 """
 
@@ -72,8 +73,9 @@ def bench_impairment(args):
     passed = 0
     impair_with = None
     for i in range(args.runs):
-        out, ok = run_once(args, ["--scenario", "impairment", "--impairments", ",".join(ORDER),
-                                  "--seconds", str(args.seconds), "--parallel", str(args.parallel)])
+        out, ok = run_once(args, ["--scenario", "impairment", "--impairments", args.impairments,
+                                  "--seconds", str(args.seconds), "--parallel", str(args.parallel),
+                                  "--impair-with", args.impair_with])
         passed += ok
         impair_with = out.get("impair_with")
         for t in out.get("impairments", []):
@@ -151,6 +153,10 @@ def main():
     ap.add_argument("--parallel", type=int, default=1,
                     help="impairment: sessions side by side (1: one at a time, so that the Python clients do "
                          "not starve each other on a small machine)")
+    ap.add_argument("--impairments", default=",".join(ORDER), help="impairment: which (run_chaos_netns.py names)")
+    ap.add_argument("--impair-with", choices=["auto", "netem", "shim", "nft"], default="auto",
+                    help="impairment: auto = tc netem if the kernel has it, else the client-side model; nft = loss "
+                         "and duplication in the kernel (a cross-check)")
     ap.add_argument("scenario", choices=["impairment", "kill"])
     args = ap.parse_args()
     if not (1 <= args.runs <= 100 and 5 <= args.seconds <= 300):

@@ -17,6 +17,9 @@ after --impair-after-s (STUN, DTLS, SRTP alike), either by tc netem on the clien
 where the kernel has no sch_netem, by the same model in the client's datagram send path
 (--impair-with shim: aioice's StunProtocol.send_data/send_stun, i.e. right at sendto).
 Both act on the client's egress only, which is what tc netem on a root qdisc does.
+--impair-with nft: loss and duplication only, in the kernel without netem: an nftables
+output chain in the client's namespace (`numgen random` drop, and `dup to` the gateway),
+a cross-check of the shim on a real network path.
   loss=P            drop P % of datagrams
   delay=D,jitter=J  hold each datagram D +- J ms (normal distribution; reorders as netem does)
   reorder=P,gap=D   P % go at once, the rest D ms late (netem "delay D reorder P")
@@ -35,6 +38,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -77,6 +81,31 @@ def netem_args(imp):
     if imp.get("duplicate"):
         args += ["duplicate", "%g%%" % imp["duplicate"]]
     return args
+
+
+def nft_rules(imp, dev, gateway):
+    """An nftables table that drops / duplicates the client's UDP as the netem model does."""
+    if set(imp) - {"loss", "duplicate"}:
+        raise ValueError("--impair-with nft supports loss and duplicate only")
+    rules = []
+    if imp.get("loss"):
+        rules.append("meta l4proto udp numgen random mod 10000 < %d counter drop" % round(imp["loss"] * 100))
+    if imp.get("duplicate"):
+        rules.append('meta l4proto udp numgen random mod 10000 < %d counter dup to %s device "%s"'
+                     % (round(imp["duplicate"] * 100), gateway, dev))
+    return ("table ip rtce_chaos {\n chain out {\n  type filter hook output priority 0; policy accept;\n  %s\n }\n}\n"
+            % "\n  ".join(rules))
+
+
+def nft_counters():
+    """{dropped, duplicated} from the table's rule counters."""
+    out = {}
+    r = subprocess.run(["nft", "list", "table", "ip", "rtce_chaos"], capture_output=True, text=True, timeout=10)
+    for line in r.stdout.splitlines():
+        m = re.search(r"counter packets (\d+)", line)
+        if m:
+            out["dropped" if line.rstrip().endswith("drop") else "duplicated"] = int(m.group(1))
+    return out
 
 
 class Impairer:
@@ -213,7 +242,7 @@ async def run(args, result):
             audio.append((time.monotonic(), mono, rate))
 
     recorder = None
-    tc_added = False
+    tc_added = nft_added = False
     try:
         pc.addTransceiver(ac.ToneTrack(args.tone_hz, -12.0), direction="sendrecv")
         await asyncio.wait_for(pc.setLocalDescription(await pc.createOffer()), 10)
@@ -249,6 +278,13 @@ async def run(args, result):
                     result["error"] = "%s: %s" % (" ".join(cmd), r.stderr.strip())
                     return
                 tc_added = True
+            elif args.impair_with == "nft":
+                r = subprocess.run(["nft", "-f", "-"], input=nft_rules(imp, args.netem_dev, args.nft_gateway),
+                                   capture_output=True, text=True, timeout=10)
+                if r.returncode != 0:
+                    result["error"] = "nft: %s" % r.stderr.strip()
+                    return
+                nft_added = True
             else:
                 impairer.active = True
         result["impaired_from"] = time.monotonic()
@@ -262,10 +298,16 @@ async def run(args, result):
         if tc_added:
             subprocess.run(["tc", "qdisc", "del", "dev", args.netem_dev, "root"], capture_output=True, timeout=10)
             tc_added = False
+        if nft_added:
+            impairer.stats.update(nft_counters())
+            subprocess.run(["nft", "delete", "table", "ip", "rtce_chaos"], capture_output=True, timeout=10)
+            nft_added = False
     finally:
         closing.append(True)
         if tc_added:
             subprocess.run(["tc", "qdisc", "del", "dev", args.netem_dev, "root"], capture_output=True, timeout=10)
+        if nft_added:
+            subprocess.run(["nft", "delete", "table", "ip", "rtce_chaos"], capture_output=True, timeout=10)
         if recorder is not None:
             recorder.cancel()
         if session_url:
@@ -305,7 +347,8 @@ def main():
     ap.add_argument("--tone-hz", type=float, default=440.0)
     ap.add_argument("--tone-fraction", type=float, default=0.5)
     ap.add_argument("--impair", default="", help="e.g. loss=5 | delay=40,jitter=30 | reorder=25,gap=20 | duplicate=5")
-    ap.add_argument("--impair-with", choices=["shim", "netem"], default="shim")
+    ap.add_argument("--impair-with", choices=["shim", "netem", "nft"], default="shim")
+    ap.add_argument("--nft-gateway", default="198.18.0.1", help="nft duplicate: the next hop the copy goes to")
     ap.add_argument("--netem-dev", default="cl0")
     ap.add_argument("--impair-after-s", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=1)

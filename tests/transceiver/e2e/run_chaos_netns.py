@@ -207,6 +207,8 @@ def run_impairment(args, env, results, check):
         impair_with = args.impair_with
         if impair_with == "netem" and not ok:
             raise bx.SkipTest("tc netem does not work here: %s" % why)
+        if impair_with == "nft" and not shutil.which("nft", path="/usr/sbin:/sbin:/usr/bin:/bin"):
+            raise bx.SkipTest("nft not found")
     results["impair_with"] = impair_with
     if impair_with == "shim":
         results["impair_with_why"] = "tc netem unavailable (%s): the netem model runs in the client's send path" % why
@@ -222,7 +224,7 @@ def run_impairment(args, env, results, check):
     # netem shapes the whole link: one impaired session at a time. The shim impairs only its
     # own client, so the sessions may run side by side (--parallel; a shorter test, but on a
     # loaded machine the Python clients then compete for CPU, which shows as echo gaps).
-    size = 1 if impair_with == "netem" else max(1, args.parallel or len(names))
+    size = 1 if impair_with in ("netem", "nft") else max(1, args.parallel or len(names))
     groups = [names[i:i + size] for i in range(0, len(names), size)]
     results["sessions_side_by_side"] = size
     before = env.xcvr_metrics("a")
@@ -281,7 +283,7 @@ def run_impairment(args, env, results, check):
              for r in after.by_label("rtcedge_transceiver_datagrams_dropped_total", "reason")}
     results["transceiver_drops"] = {r: n for r, n in drops.items() if n}
     duplicated = sum((t["impairer"] or {}).get("duplicated", 0) for t in table)
-    if impair_with == "shim" and duplicated:
+    if impair_with in ("shim", "nft") and duplicated:
         check("duplicated datagrams were dropped as SRTP replays (srtp_failed), not played",
               drops.get("srtp_failed", 0) >= 0.8 * duplicated,
               {"duplicated": duplicated, "srtp_failed": drops.get("srtp_failed", 0)})
@@ -508,7 +510,8 @@ def main():
     ap.add_argument("--relay-bin", required=True)
     ap.add_argument("--scenario", choices=["impairment", "kill"], required=True)
     ap.add_argument("--impairments", default="loss5,jitter30,reorder,duplicate", help="from: " + ", ".join(IMPAIRMENTS))
-    ap.add_argument("--impair-with", choices=["auto", "netem", "shim"], default="auto")
+    ap.add_argument("--impair-with", choices=["auto", "netem", "shim", "nft"], default="auto",
+                    help="auto: netem when the kernel has it, else shim; nft: loss and duplicate only, in the kernel")
     ap.add_argument("--impair-after-s", type=float, default=1.5)
     ap.add_argument("--jitter-delay", help="impairment: the transceiver's audio.jitter_delay (e.g. 100ms)")
     ap.add_argument("--parallel", type=int, default=0, help="impairment: sessions side by side (0 = all)")

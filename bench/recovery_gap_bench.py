@@ -13,8 +13,16 @@ private redis-server in the relay namespace as the flow store:
 Reported per run: the echo gap (last echo before the kill -> first echo after), the
 restart time (kill -> new relay ready), and the recovery proper (ready -> first echo).
 
+--scenario redis-then-relay (issue 16 §2, docs/security-chaos.md): each run first SIGKILLs
+redis-server during the stream and starts it again empty (datagrams lost across the Redis
+restart: Redis is not on the media path; time until the relay has written the flow back),
+then SIGKILLs the relay and starts a new one, which must recover the flow from the store
+that restarted: a flow written only after the Redis restart is not lost for good. Per
+restart: loss and gap, p50/p99/max, and a run fails if the stream did not resume.
+
 Needs root (namespaces). Usage:
   sudo bench/recovery_gap_bench.py --relay build/bin/rtcedge-relay [--runs 20] [--mode userspace|xdp]
+                                   [--scenario relay|redis-then-relay]
 """
 
 import argparse
@@ -75,6 +83,102 @@ class RecoveryGapBench(t.FlowRecoveryTest_userspace):  # MODE set from --mode
             self.redis.cli("FLUSHALL")
         print_table(rows)
 
+    def test_redis_then_relay(self):
+        rows = []
+        for run in range(ARGS.runs):
+            first = self.new_relay("rr-%d-a" % run, workers=1, extra=self.store_args())
+            client, vip = self.establish(4, 1, relay=first)
+            self.wait_stored(client)
+            box = {}
+
+            def redis_restart():
+                box["down"] = time.monotonic()
+                self.redis.stop(signal.SIGKILL)
+                self.redis.start()  # empty: nothing persists
+                box["up"] = time.monotonic()
+                # The relay reconnects and its refresh writes the live flow back (bounded wait).
+                deadline = box["up"] + 15.0
+                while time.monotonic() < deadline and not self.redis.has_flow_of(client.addr):
+                    time.sleep(0.02)  # poll interval of a deadline-bounded wait
+                box["stored"] = time.monotonic() if self.redis.has_flow_of(client.addr) else None
+                box["ready"] = time.monotonic()
+
+            got, arrivals, count, _ = self.flow_echo_stream(client, vip, 8000, ARGS.rate, during=redis_restart,
+                                                            at=50, tail=ARGS.tail)
+            self.assertIsNotNone(box["stored"], "run %d: the flow never reached the restarted Redis" % run)
+            redis_lost = count - len(got)
+            redis_gap = max((b - a for a, b in zip(arrivals, arrivals[1:])), default=0) * 1e3
+            stored_ms = (box["stored"] - box["up"]) * 1e3
+            self.assertEqual(sorted(set(range(count - ARGS.tail, count)) - got), [],
+                             "run %d: the stream did not resume after the Redis restart" % run)
+
+            kill = {}
+
+            def relay_restart():
+                kill["down"] = time.monotonic()
+                first.stop(signal.SIGKILL, detach=True)
+                kill["relay"] = self.new_relay("rr-%d-b" % run, workers=1, ports_of=first, extra=self.store_args())
+                kill["ready"] = time.monotonic()
+
+            got, arrivals, count, _ = self.flow_echo_stream(client, vip, 8000, ARGS.rate, during=relay_restart,
+                                                            at=50, tail=ARGS.tail)
+            before = [a for a in arrivals if a < kill["down"]]
+            after = [a for a in arrivals if a >= kill["ready"]]
+            self.assertTrue(before and after, "run %d: no echo before the relay kill or after the restart" % run)
+            self.assertEqual(sorted(set(range(count - ARGS.tail, count)) - got), [],
+                             "run %d: the stream did not resume after the relay restart" % run)
+            m = kill["relay"].metrics()
+            self.assertEqual(m.get("rtcedge_relay_flows_created_total"), 0, "run %d: a STUN reached the relay" % run)
+            self.assertEqual(m.get("rtcedge_relay_flows_recovered_total"), 1,
+                             "run %d: the flow written after the Redis restart was not recovered" % run)
+            rows.append({"redis_lost": redis_lost, "redis_gap": redis_gap, "stored": stored_ms,
+                         "redis_restart": (box["up"] - box["down"]) * 1e3,
+                         "relay_lost": count - len(got), "relay_gap": (after[0] - before[-1]) * 1e3,
+                         "relay_restart": (kill["ready"] - kill["down"]) * 1e3})
+            kill["relay"].stop(signal.SIGTERM)
+            client.close()
+            self.redis.cli("FLUSHALL")
+            nt_log("run %d/%d: %s" % (run + 1, ARGS.runs, rows[-1]))
+        print_restart_table(rows)
+
+
+def nt_log(msg):
+    sys.stderr.write("[recovery_gap_bench] %s\n" % msg)
+    sys.stderr.flush()
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return "%s, %d CPUs, kernel %s, load average %s" % (cpu, os.cpu_count(), platform.release(),
+                                                        " ".join("%.2f" % x for x in os.getloadavg()))
+
+
+def print_restart_table(rows):
+    print("\nRedis SIGKILL + empty restart, then relay SIGKILL + restart, during a %.0f pps stream (%s data path), "
+          "%d runs: every run resumed the stream and recovered the flow from the restarted store" % (
+              ARGS.rate, ARGS.mode, len(rows)))
+    print("machine: %s" % machine())
+    print("\n| per restart | p50 | p99 | max | mean |")
+    print("|---|---|---|---|---|")
+    for key, label in (("redis_lost", "Redis restart: datagrams lost"),
+                       ("redis_gap", "Redis restart: longest echo gap (ms)"),
+                       ("redis_restart", "Redis SIGKILL -> answering PING again (ms)"),
+                       ("stored", "Redis up -> the flow written back by the relay (ms)"),
+                       ("relay_lost", "relay restart: datagrams lost"),
+                       ("relay_gap", "relay restart: echo gap, last before kill -> first after (ms)"),
+                       ("relay_restart", "relay SIGKILL -> new relay ready (ms)")):
+        values = [r[key] for r in rows]
+        print("| %s | %.1f | %.1f | %.1f | %.1f |" % (label, percentile(values, 50), percentile(values, 99),
+                                                      max(values), statistics.mean(values)))
+
 
 def print_table(rows):
     cpu = "unknown CPU"
@@ -114,6 +218,7 @@ def main():
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--tail", type=int, default=100)
     ap.add_argument("--mode", choices=("userspace", "xdp"), default="userspace")
+    ap.add_argument("--scenario", choices=("relay", "redis-then-relay"), default="relay")
     ARGS = ap.parse_args()
     if not (1 <= ARGS.runs <= 500 and 10 <= ARGS.rate <= 2000 and 10 <= ARGS.tail <= 2000):
         ap.error("--runs 1..500, --rate 10..2000, --tail 10..2000")
@@ -123,7 +228,7 @@ def main():
     RecoveryGapBench.MODE = ARGS.mode
     t.nt.install_signal_cleanup()
     suite = unittest.TestSuite()
-    suite.addTest(RecoveryGapBench("test_recovery_gap"))
+    suite.addTest(RecoveryGapBench("test_recovery_gap" if ARGS.scenario == "relay" else "test_redis_then_relay"))
     try:
         t.setUpModule()
         result = unittest.TextTestRunner(verbosity=1).run(suite)

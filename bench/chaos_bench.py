@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+"""chaos_bench.py — the longer chaos runs (issue 16 §2) behind docs/benchmarks.md "Network
+impairment" and docs/security-chaos.md.
+
+Owns nothing but the repetition and the tables: each run is one
+tests/transceiver/e2e/run_chaos_netns.py (real rtcedge-relay, rtcedge-transceiver, aiortc
+clients and, for kill, redis-server, in network namespaces), whose checks must pass.
+  impairment  every impairment (none = the clean baseline of the same run, loss 1/5/10 %,
+              jitter 30 ms, reordering, duplication), --seconds each, --runs times; the
+              table gives per impairment the median over runs of each figure.
+  kill        --runs SIGKILLs of one of two transceivers: p50/p99/max of the relay dropping
+              the endpoint, of the killed sessions' clients seeing the end, and of the
+              survivors' frames lost across the kill.
+Needs root. Usage:
+  sudo bench/chaos_bench.py --build build impairment [--seconds 30] [--runs 3]
+  sudo bench/chaos_bench.py --build build impairment --impair-with nft --impairments none,loss1,loss5,loss10,duplicate
+  sudo bench/chaos_bench.py --build build kill [--runs 10]
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNNER = os.path.join(HERE, "..", "tests", "transceiver", "e2e", "run_chaos_netns.py")
+ORDER = ["none", "loss1", "loss5", "loss10", "jitter30", "reorder", "duplicate"]
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, int(round(p / 100.0 * (len(ordered) - 1)))))
+    return ordered[k]
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return "%s, %d CPUs, kernel %s, load average %s" % (cpu, os.cpu_count(), platform.release(),
+                                                        " ".join("%.2f" % x for x in os.getloadavg()))
+
+
+def run_once(args, extra):
+    cmd = ["/usr/bin/python3", RUNNER, "--transceiver-bin", os.path.join(args.build, "bin", "rtcedge-transceiver"),
+           "--relay-bin", os.path.join(args.build, "bin", "rtcedge-relay")] + extra
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=900)
+    if r.returncode == 77:
+        sys.exit("skipped: " + r.stdout.strip())
+    try:
+        out = json.loads(r.stdout)
+    except ValueError:
+        sys.exit("run_chaos_netns.py printed no JSON (exit %d):\n%s" % (r.returncode, r.stderr[-3000:]))
+    failed = [c["name"] for c in out.get("checks", []) if not c["ok"]]
+    if r.returncode != 0:
+        print("run failed (exit %d): %s %s" % (r.returncode, failed, out.get("error")), file=sys.stderr)
+    return out, r.returncode == 0
+
+
+def med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def bench_impairment(args):
+    rows = {}
+    passed = 0
+    impair_with = None
+    for i in range(args.runs):
+        out, ok = run_once(args, ["--scenario", "impairment", "--impairments", args.impairments,
+                                  "--seconds", str(args.seconds), "--parallel", str(args.parallel),
+                                  "--impair-with", args.impair_with])
+        passed += ok
+        impair_with = out.get("impair_with")
+        for t in out.get("impairments", []):
+            rows.setdefault(t["impairment"], []).append(t)
+        print("run %d/%d: %s" % (i + 1, args.runs, "pass" if ok else "FAIL"), file=sys.stderr, flush=True)
+    print("\nNetwork impairment on the client's uplink, %d run(s) x %g s per impairment (median over runs), "
+          "impairment by %s; aiortc 1.4 client (no in-band FEC), echo backend, userspace relay; %d session(s) side by "
+          "side; checks passed in %d of %d runs" % (args.runs, args.seconds, impair_with, args.parallel, passed,
+                                                   args.runs))
+    print("machine: %s\n" % machine())
+    print("| impairment | jb lost /s | jb concealed /s | jb fec_recovered /s | jb reordered /s | jb late /s "
+          "| RTCP loss "
+          "| echo frames received | frames with the tone | tone SNR (dB) | max gap (ms) | session up |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name in ORDER:
+        rs = rows.get(name, [])
+        if not rs:
+            continue
+
+        def per_s(outcome):
+            return med([(r["jitter_buffer"] or {}).get(outcome, 0) / r["window_s"] for r in rs if r.get("window_s")])
+
+        def fmt(v, spec="%.1f"):
+            return "-" if v is None else spec % v
+
+        recv = med([r["echo_frames"] / r["echo_frames_expected"] for r in rs if r.get("echo_frames_expected")])
+        print("| %s (`%s`) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d |" % (
+            name, rs[0]["model"], fmt(per_s("lost")), fmt(per_s("concealed")), fmt(per_s("fec_recovered")),
+            fmt(per_s("reordered")), fmt(per_s("late")), fmt(med([r.get("rtcp_loss") for r in rs]), "%.3f"),
+            fmt(recv and recv * 100, "%.1f %%"), fmt(med([r.get("tone_fraction") for r in rs]) * 100, "%.1f %%"),
+            fmt(med([r.get("tone_snr_db") for r in rs])), fmt(med([r.get("max_gap_ms") for r in rs]), "%.0f"),
+            sum(1 for r in rs if r.get("state_before_delete") == "connected"), len(rs)))
+    return 0 if passed == args.runs else 1
+
+
+def bench_kill(args):
+    left, ended, lost, gap, ref = [], [], [], [], []
+    passed = 0
+    for i in range(args.runs):
+        out, ok = run_once(args, ["--scenario", "kill"])
+        passed += ok
+        if out.get("relay_endpoint_left_after_s") is not None:
+            left.append(out["relay_endpoint_left_after_s"] * 1000)
+        for s in out.get("sessions", []):
+            if s["transceiver"] == "a":
+                lost.append(s.get("frames_lost_across_kill", 0))
+                gap.append(s.get("max_gap_ms_in_kill_window") or 0)
+                if s.get("frames_in_reference_window") is not None:
+                    ref.append(200 - s["frames_in_reference_window"])
+            elif s.get("client_end_after_kill_s") is not None:
+                ended.append(s["client_end_after_kill_s"] * 1000)
+        print("run %d/%d: %s" % (i + 1, args.runs, "pass" if ok else "FAIL"), file=sys.stderr, flush=True)
+    print("\nSIGKILL of one of two transceivers, %d runs (registry.ttl 1 s, sessions.consent_timeout 3 s, client "
+          "consent shortened to match, 2 aiortc sessions on each transceiver); checks passed in %d of %d runs"
+          % (args.runs, passed, args.runs))
+    print("machine: %s\n" % machine())
+    print("| measure | p50 | p99 | max | samples |")
+    print("|---|---|---|---|---|")
+    for label, vals, unit in (("kill -> relay dropped the endpoint (ms)", left, ""),
+                              ("kill -> killed session's client saw the end (ms)", ended, ""),
+                              ("survivor: echo frames lost in [kill-1s, kill+3s] (of 200)", lost, ""),
+                              ("survivor: longest echo gap in that window (ms)", gap, ""),
+                              ("survivor: frames lost in [kill+3s, kill+7s] (reference, of 200)", ref, "")):
+        if vals:
+            print("| %s | %.0f | %.0f | %.0f | %d |" % (label, percentile(vals, 50), percentile(vals, 99),
+                                                       max(vals), len(vals)))
+    return 0 if passed == args.runs else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build", help="the build tree (bin/rtcedge-relay, bin/rtcedge-transceiver)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=30.0, help="impairment: seconds per impairment")
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="impairment: sessions side by side (1: one at a time, so that the Python clients do "
+                         "not starve each other on a small machine)")
+    ap.add_argument("--impairments", default=",".join(ORDER), help="impairment: which (run_chaos_netns.py names)")
+    ap.add_argument("--impair-with", choices=["auto", "netem", "shim", "nft"], default="auto",
+                    help="impairment: auto = tc netem if the kernel has it, else the client-side model; nft = loss "
+                         "and duplication in the kernel (a cross-check)")
+    ap.add_argument("scenario", choices=["impairment", "kill"])
+    args = ap.parse_args()
+    if not (1 <= args.runs <= 100 and 5 <= args.seconds <= 300):
+        ap.error("--runs 1..100, --seconds 5..300")
+    return bench_impairment(args) if args.scenario == "impairment" else bench_kill(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

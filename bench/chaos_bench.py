@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """chaos_bench.py — the longer chaos runs (issue 16 §2) behind docs/benchmarks.md "Network
-impairment" and docs/security-chaos.md.
+impairment" and docs/security.md (Chaos).
 
 Owns nothing but the repetition and the tables: each run is one
 tests/transceiver/e2e/run_chaos_netns.py (real rtcedge-relay, rtcedge-transceiver, aiortc

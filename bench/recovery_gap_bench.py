@@ -13,7 +13,7 @@ private redis-server in the relay namespace as the flow store:
 Reported per run: the echo gap (last echo before the kill -> first echo after), the
 restart time (kill -> new relay ready), and the recovery proper (ready -> first echo).
 
---scenario redis-then-relay (issue 16 §2, docs/security-chaos.md): each run first SIGKILLs
+--scenario redis-then-relay (issue 16 §2, docs/security.md (Chaos)): each run first SIGKILLs
 redis-server during the stream and starts it again empty (datagrams lost across the Redis
 restart: Redis is not on the media path; time until the relay has written the flow back),
 then SIGKILLs the relay and starts a new one, which must recover the flow from the store

@@ -1629,6 +1629,90 @@ class FlowRecoveryTest(RelayTestCase):
         self.assertEqual(stranger.pending(), [])
 
 
+class GlobalRelayTest(RelayTestCase):
+    """The global relay (issue 13, docs/global-relay.md) with the relay namespace's relay as
+    the ingress of cluster CLUSTER, and a second relay, cluster 2's owner (userspace), in the
+    transceiver namespace in front of the fake transceiver:
+
+        client -> VIP (ingress, this data path) -> 198.18.1.2:PEER_PORT (owner) -> EP1
+
+    In XDP mode the program does the ingress role itself: it creates the flow from the hint
+    of cluster 2 (verified with cluster 2's keys), frames it to the owner from the XDP return
+    port and strips the owner's replies to the client; no userspace worker sees the flow."""
+
+    PEER_PORT = 23480
+    OWNER_ADMIN = 23490
+
+    def start_owner(self, keys):
+        argv = [RELAY_BIN, "--listen", "%s:%d" % (nt.XCVR_V4, 23478), "--return-listen", "[::]:23410",
+                "--workers", "1", "--pin-cpus", "false", "--cluster-id", "2", "--hint-key-file", keys,
+                "--endpoints", "1=%s" % EP_ADDR[1], "--admin-listen", "127.0.0.1:%d" % self.OWNER_ADMIN,
+                "--peers-listen", "%s:%d" % (nt.XCVR_V4, self.PEER_PORT),
+                "--peers-trusted", "%s/32,%s/128" % (nt.RELAY_XCVR_V4, nt.RELAY_XCVR_V6)]
+        log = open(os.path.join(STATE["tmp"], "relay-owner-%s.log" % self.MODE), "a")
+        self.addCleanup(log.close)
+        proc = nt.start_in_netns(self.topo.xcvr, argv, stdout=log, stderr=subprocess.STDOUT)
+
+        def stop():
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=10)
+        self.addCleanup(stop)
+
+        def get(path):
+            sock = nt.socket_in(self.topo.xcvr, socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(2.0)
+                sock.connect(("127.0.0.1", self.OWNER_ADMIN))
+                return prom_metrics.fetch(sock, "127.0.0.1", path, 2.0)
+            finally:
+                sock.close()
+
+        def ready():
+            if proc.poll() is not None:
+                raise AssertionError("owner relay exited with %s" % proc.returncode)
+            with contextlib.suppress(OSError):
+                return get("/readyz")[0] == 200
+            return False
+        self.assertTrue(poll_until(ready, 10), "owner relay not ready")
+        return lambda: prom_metrics.parse(get("/metrics")[1])
+
+    def test_a_flow_of_another_cluster_crosses_the_ingress_and_the_owner(self):
+        cluster2_keys = os.path.join(STATE["tmp"], "cluster2-keys-%s.yaml" % self.MODE)
+        with open(cluster2_keys, "w") as f:
+            subprocess.run([RELAY_BIN, "hint", "keygen", "--id", "4"], stdout=f, check=True, timeout=10)
+        owner_metrics = self.start_owner(cluster2_keys)
+        peers = os.path.join(STATE["tmp"], "peers-%s.yaml" % self.MODE)
+        with open(peers, "w") as f:
+            json.dump({"peers": {"clusters": [{"cluster": 2, "address": "%s:%d" % (nt.XCVR_V4, self.PEER_PORT),
+                                               "hint_key_file": cluster2_keys}]}}, f)
+        ingress = self.new_relay("ingress", workers=1, endpoints=(), extra=["--config", peers])
+        client = self.client(4)
+        vip = ingress.vip(4)
+        before = ingress.metrics()
+        msg, src = client.stun(vip, mint(1, cluster=2, key_file=cluster2_keys))
+        self.check_binding_success(msg, src, client, vip, "EP1", PWD)
+        for payload in media_payloads(4):
+            data, src = client.echo(vip, payload)
+            self.assertEqual((data, src), (b"EP1:" + payload, norm(vip)))
+        after = ingress.metrics()
+        self.assert_only_drop(before, after, {})
+        om = owner_metrics()
+        for d in (C2T, T2C):
+            self.assertGreaterEqual(om.get("rtcedge_relay_role_packets_total", role="owner", direction=d), 5, d)
+        self.assertEqual(om.get("rtcedge_relay_flows_active"), 1)
+        if self.xdp:
+            self.assertEqual(self.xdp_delta(before, after, "forwarded_new_flow"), 1, "XDP did not create the flow")
+            self.assertGreaterEqual(self.xdp_delta(before, after, "forwarded"), 4)
+            self.assertGreaterEqual(self.xdp_delta(before, after, "forwarded", T2C), 5, "XDP did not strip the replies")
+            self.assertEqual(self.userspace_received(after, C2T), self.userspace_received(before, C2T),
+                             "a userspace worker saw the XDP ingress flow")
+        else:
+            for d in (C2T, T2C):
+                self.assertGreaterEqual(prom_metrics.delta(before, after, "rtcedge_relay_role_packets_total",
+                                                           role="ingress", direction=d), 5, d)
+
+
 class CodecSelfTest(unittest.TestCase):
     """The test's own STUN and PROXY v2 codecs against a real capture and round trips."""
 
@@ -1663,7 +1747,7 @@ def per_data_path(*classes):
 
 
 per_data_path(RoutingTest, ReloadTest, IdleExpiryTest, TableBoundTest, HintFlowLimitTest, ShutdownTest,
-              ChromeCaptureReplayTest, FlowRecoveryTest)
+              ChromeCaptureReplayTest, FlowRecoveryTest, GlobalRelayTest)
 
 
 def main():

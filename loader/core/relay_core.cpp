@@ -398,7 +398,20 @@ void RelayCore::refresh_stored_flows(Nanos now) {
   // per refresh_interval: the store keeps live flows, and a store that lost its data (a
   // Redis restart without persistence) gets them back within one interval.
   uint32_t budget = store_.refresh_per_tick;
-  flows_.visit_slots(refresh_cursor_, std::max<uint32_t>(256, flows_.capacity() / 50), [&](Flow& f) {
+  // Slices in proportion to the time since the last call, so that a pass over the whole
+  // table takes at most one refresh_interval however short it is set (a fixed slice made a
+  // pass take 5 s at a 100 ms tick, whatever the interval).
+  const Nanos elapsed = last_refresh_ ? now - last_refresh_ : 0;
+  last_refresh_ = now;
+  const uint64_t capacity = flows_.capacity();
+  uint64_t slots = store_.refresh_interval > 0
+                       ? capacity * static_cast<uint64_t>(std::max<Nanos>(elapsed, 0)) /
+                                 static_cast<uint64_t>(store_.refresh_interval) +
+                             1
+                       : capacity;
+  slots = std::clamp<uint64_t>(slots, std::min<uint64_t>(capacity, std::max<uint64_t>(256, capacity / 50)),
+                               capacity);
+  flows_.visit_slots(refresh_cursor_, static_cast<uint32_t>(slots), [&](Flow& f) {
     if (f.value.role != FlowRole::local) return;
     if (budget == 0 || f.last_seen <= f.stored || now - f.stored < store_.refresh_interval) return;
     budget--;

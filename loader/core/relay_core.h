@@ -278,6 +278,7 @@ class RelayCore {
   FlowStoreLink store_;
   std::unique_ptr<FlowRecovery> recovery_;
   uint32_t refresh_cursor_ = 0;
+  Nanos last_refresh_ = 0;
   bool flow_store_activity_ = false;
   const PassedUpFlows* passed_up_ = nullptr;
   std::vector<VipSocketBinding> passed_up_vips_;

@@ -679,6 +679,54 @@ TEST_F(RelayCoreFlowStoreTest, RefreshPerTickBoundsThePuts) {
         << c;
 }
 
+// A store that lost its data (Redis restarted empty) gets every live flow back within one
+// refresh_interval, however large the table: the sweep's slices follow the elapsed time.
+TEST(RelayCoreRefreshPass, AWholeTableIsRefreshedWithinOneInterval) {
+  HintKeys keys = HintKeys::generate(1);
+  auto table = std::make_shared<RoutingTable>();
+  table->keys = keys.keyset();
+  table->endpoints[1] = SocketAddress::parse("198.18.2.1:40001")->to_v6_mapped();
+  FlowTable::Options o;
+  o.capacity = 20000;  // a fixed slice of capacity/50 per tick would need 5 s here
+  o.idle_timeout = 60 * kSecond;
+  FlowLimits no_limits;
+  no_limits.max_per_hint = no_limits.max_per_source_prefix = 0;  // 6,000 flows from one hint
+  RelayCore core(o, table, no_limits);
+  RecordingOutbox outbox;
+  FlowStoreLink link;
+  link.outbox = &outbox;
+  link.recovery.headroom = kFramingHeadroom;
+  link.refresh_interval = kSecond;
+  link.refresh_per_tick = 100000;
+  core.attach_flow_store(link);
+  alignas(8) static uint8_t buffer[kFramingHeadroom + 512];
+  const std::string user = mint_ufrag(keys, 0, 1) + ":cl";
+  std::vector<uint8_t> stun = {0x00, 0x01, 0,  0,  0x21, 0x12, 0xa4, 0x42,
+                               1,    2,    3,  4,  5,    6,    7,    8,
+                               9,    10,   11, 12, 0x00, 0x06, 0,    static_cast<uint8_t>(user.size())};
+  stun.insert(stun.end(), user.begin(), user.end());
+  while (stun.size() % 4) stun.push_back(0);
+  stun[3] = static_cast<uint8_t>(stun.size() - 20);
+  const SocketAddress vip = *SocketAddress::parse("198.18.0.1:3478");
+  // More flows than 11 ticks of a fixed capacity/50 slice (4,400 slots) could visit.
+  constexpr int kFlows = 6000;
+  for (int i = 0; i < kFlows; i++) {
+    const SocketAddress client =
+        *SocketAddress::parse("198.18." + std::to_string(i / 250) + "." + std::to_string(i % 250) + ":" +
+                              std::to_string(10000 + i));
+    std::memcpy(buffer + kFramingHeadroom, stun.data(), stun.size());
+    ASSERT_TRUE(core.on_client_packet(client, vip, 0, buffer + kFramingHeadroom, stun.size(), kT));
+    const uint8_t rtp[] = {0x80, 0x6f, 0, 1};
+    std::memcpy(buffer + kFramingHeadroom, rtp, sizeof rtp);
+    ASSERT_TRUE(core.on_client_packet(client, vip, 0, buffer + kFramingHeadroom, sizeof rtp, kT + kMs));
+  }
+  ASSERT_EQ(outbox.puts.size(), static_cast<size_t>(kFlows));
+  // Housekeeping every 100 ms from one interval on: by the end of the next interval, every
+  // flow has been written again.
+  for (Nanos t = kT + kSecond; t <= kT + 2 * kSecond + kMs; t += 100 * kMs) core.expire(t, 64);
+  EXPECT_EQ(outbox.puts.size(), static_cast<size_t>(2 * kFlows));
+}
+
 TEST_F(RelayCoreFlowStoreTest, RefusedPutLeavesTheFlowUnstoredAndARefreshRetries) {
   outbox_.accept_puts = false;
   ASSERT_TRUE(stun(1, "198.18.0.10:50000", kT)) << "the flow works without the store";

@@ -3,6 +3,7 @@
 // exported here without an edit.
 #include "relay_metrics.h"
 
+#include <algorithm>
 #include <array>
 
 #include "admin_server.h"
@@ -168,6 +169,30 @@ std::string relay_metrics_text(const RelayMetricsSources& s) {
         m.add(role_bytes,
               sum([&](const RelayCounters& c) -> const RelaxedCounter& { return c.role_bytes[r][d]; }), l);
       }
+  }
+  if (!s.peer_clusters.empty()) {
+    // Ingress role: each peer cluster's relay as this relay sees it. The reply age is the
+    // health signal: it grows while flows to the cluster get no answers.
+    auto& packets = m.family("rtcedge_relay_peer_packets_total",
+                             "Ingress role: datagrams forwarded to (client_to_transceiver) and answered by "
+                             "(transceiver_to_client) each peer cluster's relay, by the userspace workers.",
+                             MetricType::Counter);
+    auto& age = m.family("rtcedge_relay_peer_last_reply_age_seconds",
+                         "Ingress role: seconds since the last reply from each peer cluster's relay "
+                         "(-1: none since start).",
+                         MetricType::Gauge);
+    const Nanos now = monotonic_now();
+    for (uint8_t cluster : s.peer_clusters) {
+      const std::string c = std::to_string(cluster);
+      for (const Direction direction : kDirections)
+        m.add(packets, sum([&](const RelayCounters& rc) -> const RelaxedCounter& {
+                return rc.peer_packets[cluster][static_cast<size_t>(direction)];
+              }),
+              {{"cluster", c}, {"direction", direction_name(direction)}});
+      uint64_t last = 0;
+      for (const auto& w : workers) last = std::max(last, w->counters().peer_last_reply[cluster].get());
+      m.add(age, last ? static_cast<double>(now - static_cast<Nanos>(last)) / 1e9 : -1.0, {{"cluster", c}});
+    }
   }
   m.add(m.family("rtcedge_relay_flows_endpoint_gone_total",
                  "Flows removed because their transceiver endpoint left the routing table.",

@@ -21,6 +21,7 @@ struct RelayMetricsSources {
   FlowSync* flow_sync = nullptr;     // null without flow_store.redis_url
   size_t flow_capacity = 0;          // flows.capacity
   size_t endpoints = 0;
+  std::vector<uint8_t> peer_clusters;  // peers.clusters, for the per-peer health metrics
   // Read by the caller before the state a reload changes: a scrape that sees a reload
   // counted then also sees its endpoints.
   uint64_t reloads_ok = 0;

@@ -203,6 +203,10 @@ std::string RelayService::metrics_text() const {
   sources.flow_sync = flow_sync_.get();
   sources.flow_capacity = config_.flow_capacity;
   sources.endpoints = endpoint_count_.load();
+  {
+    std::lock_guard lock(routing_mutex_);
+    for (const auto& p : configured_.peer_clusters) sources.peer_clusters.push_back(p.cluster);
+  }
   return relay_metrics_text(sources);
 }
 

@@ -69,7 +69,7 @@ class RelayService {
   std::atomic<bool> ready_{false};
   // A registry change and a SIGHUP both rebuild the routing from (configuration,
   // registry), one at a time.
-  std::mutex routing_mutex_;
+  mutable std::mutex routing_mutex_;
   RelayConfig configured_;                          // the last configuration, as read
   std::vector<EndpointConfig> registry_endpoints_;  // the registry's last set
   // Declared last, so destroyed first: its thread calls reload().

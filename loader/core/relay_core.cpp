@@ -66,6 +66,11 @@ std::optional<ToTransceiver> RelayCore::on_client_packet(const SocketAddress& cl
     counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
     counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
     count_forwarded(flow ? flow->value.role : FlowRole::local, Direction::client_to_transceiver, len);
+    if (flow && flow->value.role == FlowRole::ingress)
+      counters_
+          .peer_packets[static_cast<uint8_t>(flow->value.endpoint_id)]
+                       [static_cast<size_t>(Direction::client_to_transceiver)]
+          .add();
   }
   return out;
 }
@@ -251,7 +256,7 @@ std::optional<ToTransceiver> RelayCore::on_peer_packet(const sockaddr_in6& from,
 }
 
 std::optional<ToClient> RelayCore::on_transceiver_packet(const sockaddr_in6& from, const uint8_t* packet,
-                                                         size_t len) {
+                                                         size_t len, Nanos now) {
   counters_.received_packets[static_cast<size_t>(Direction::transceiver_to_client)].add();
   rtce_pp2_flow pp{};
   uint32_t payload_off = 0;
@@ -277,6 +282,11 @@ std::optional<ToClient> RelayCore::on_transceiver_packet(const sockaddr_in6& fro
   counters_.forwarded_packets[static_cast<size_t>(Direction::transceiver_to_client)].add();
   counters_.forwarded_bytes[static_cast<size_t>(Direction::transceiver_to_client)].add(payload_len);
   count_forwarded(flow->value.role, Direction::transceiver_to_client, payload_len);
+  if (flow->value.role == FlowRole::ingress) {
+    const auto cluster = static_cast<uint8_t>(flow->value.endpoint_id);
+    counters_.peer_packets[cluster][static_cast<size_t>(Direction::transceiver_to_client)].add();
+    counters_.peer_last_reply[cluster].set(static_cast<uint64_t>(now));
+  }
   if (flow->value.role == FlowRole::owner)  // framed as the ingress relay wants it: unchanged
     return ToClient{packet, len, client, vip, 0, &flow->value.via};
   return ToClient{packet + payload_off, payload_len, client, vip, flow->value.vip_socket};

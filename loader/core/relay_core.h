@@ -89,6 +89,10 @@ struct RelayCounters {
   std::array<std::array<RelaxedCounter, static_cast<size_t>(Direction::count)>,
              static_cast<size_t>(FlowRole::count)>
       role_bytes;
+  // Ingress role, per peer cluster (the owning cluster's relay): datagrams each way, and the
+  // monotonic time of its last reply (0 = none yet): the peer's health as this relay sees it.
+  std::array<std::array<RelaxedCounter, static_cast<size_t>(Direction::count)>, 256> peer_packets;
+  std::array<RelaxedCounter, 256> peer_last_reply;
 
   void drop(DropReason r) { dropped[static_cast<size_t>(r)].add(); }
 };
@@ -219,7 +223,9 @@ class RelayCore {
                                               Nanos now);
 
   // A datagram on the return socket. `from` as received on the dual-stack socket.
-  std::optional<ToClient> on_transceiver_packet(const sockaddr_in6& from, const uint8_t* packet, size_t len);
+  // `now` (the batch's clock read) dates replies of peer clusters (peer_last_reply).
+  std::optional<ToClient> on_transceiver_packet(const sockaddr_in6& from, const uint8_t* packet, size_t len,
+                                                Nanos now = 0);
 
   // Answers replies of flows this core does not have from `flows` (the XDP flows map),
   // sending them from the matching socket of `vips`; at most lookups_per_tick lookups

@@ -295,6 +295,7 @@ void UdpWorker::drain_return(int fd, bool dual_stack) {
   for (int round = 0; round < kBatchesPerWakeup; round++) {
     const size_t n = rx.receive(fd);
     if (n == 0) return;
+    const Nanos now = monotonic_now();
     for (size_t i = 0; i < n; i++) {
       if (rx.truncated(i)) {
         core_.counters().drop(DropReason::oversize);
@@ -305,7 +306,7 @@ void UdpWorker::drain_return(int fd, bool dual_stack) {
         std::memcpy(&from, &rx.source(i), sizeof from);
       else
         from = rx.source_address(i).to_v6_mapped();
-      auto out = core_.on_transceiver_packet(from, rx.data(i), rx.length(i));
+      auto out = core_.on_transceiver_packet(from, rx.data(i), rx.length(i), now);
       if (!out) continue;
       if (out->peer) {  // owner role: back to the ingress relay, framed
         if (batch_->to_peers.full()) flush_to_peers();

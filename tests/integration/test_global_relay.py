@@ -193,6 +193,15 @@ class GlobalRelayTest(unittest.TestCase):
         self.assertEqual(b.get("rtcedge_relay_role_packets_total", role="local", direction="client_to_transceiver"), 0)
         self.assertEqual(a.get("rtcedge_relay_flows_active"), 1)
         self.assertEqual(b.get("rtcedge_relay_flows_active"), 1)
+        # The ingress's view of cluster 2's relay: traffic both ways, and a recent reply.
+        for d in ("client_to_transceiver", "transceiver_to_client"):
+            self.assertGreaterEqual(a.get("rtcedge_relay_peer_packets_total", cluster="2", direction=d), 6, d)
+        age = a.get("rtcedge_relay_peer_last_reply_age_seconds", cluster="2", default=None)
+        self.assertIsNotNone(age)
+        self.assertTrue(0 <= age < 10, age)
+
+    def test_a_peer_that_never_answered_reports_no_reply(self):
+        self.assertEqual(self.ingress.metrics().get("rtcedge_relay_peer_last_reply_age_seconds", cluster="2"), -1)
 
     def test_forwarded_datagrams_from_outside_peers_trusted_are_dropped(self):
         ufrag = self.mint(2, 7, self.keys2)

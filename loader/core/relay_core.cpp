@@ -161,28 +161,40 @@ Flow* RelayCore::insert_flow(const rtce_flow_key& key, const rtce_hint& hint, co
   return inserted.flow;
 }
 
-std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& key, uint16_t vip_socket,
-                                                           uint8_t* packet, size_t len, Nanos now) {
-  uint32_t ufrag_off = 0;
-  uint32_t ufrag_len = 0;
+RelayCore::Check RelayCore::server_ufrag_of(const uint8_t* packet, size_t len, uint32_t& ufrag_off,
+                                            uint32_t& ufrag_len) {
   switch (rtce_stun_server_ufrag(packet, static_cast<uint32_t>(len), &ufrag_off, &ufrag_len)) {
-    case RTCE_STUN_OK: break;
-    case RTCE_STUN_NOT_STUN: return on_miss(key, vip_socket, packet, len, now);
-    case RTCE_STUN_NOT_BINDING_REQUEST:
-      counters_.drop(DropReason::stun_not_binding_request);
-      return std::nullopt;
-    case RTCE_STUN_NO_USERNAME: counters_.drop(DropReason::stun_no_username); return std::nullopt;
-    default: counters_.drop(DropReason::stun_malformed); return std::nullopt;
+    case RTCE_STUN_OK: return Check::binding_request;
+    case RTCE_STUN_NOT_STUN: return Check::not_stun;
+    case RTCE_STUN_NOT_BINDING_REQUEST: counters_.drop(DropReason::stun_not_binding_request); break;
+    case RTCE_STUN_NO_USERNAME: counters_.drop(DropReason::stun_no_username); break;
+    default: counters_.drop(DropReason::stun_malformed); break;
   }
+  return Check::dropped;
+}
+
+Flow* RelayCore::flow_from_check(const rtce_flow_key& key, const uint8_t* ufrag, uint32_t ufrag_len,
+                                 bool accept_peer_clusters, FlowValue value, Nanos now) {
   rtce_hint hint{};
-  const auto route = route_hint(packet + ufrag_off, ufrag_len, /*accept_peer_clusters=*/true, hint);
-  if (!route || !within_flow_limits(hint, key, now)) return std::nullopt;
-  FlowValue value;
+  const auto route = route_hint(ufrag, ufrag_len, accept_peer_clusters, hint);
+  if (!route || !within_flow_limits(hint, key, now)) return nullptr;
   value.endpoint = route->endpoint;
   value.endpoint_id = route->endpoint_id;
+  if (value.role == FlowRole::local) value.role = route->role;
+  return insert_flow(key, hint, value, now);
+}
+
+std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& key, uint16_t vip_socket,
+                                                           uint8_t* packet, size_t len, Nanos now) {
+  uint32_t ufrag_off = 0, ufrag_len = 0;
+  switch (server_ufrag_of(packet, len, ufrag_off, ufrag_len)) {
+    case Check::binding_request: break;
+    case Check::not_stun: return on_miss(key, vip_socket, packet, len, now);
+    case Check::dropped: return std::nullopt;
+  }
+  FlowValue value;
   value.vip_socket = vip_socket;
-  value.role = route->role;
-  Flow* flow = insert_flow(key, hint, value, now);
+  Flow* flow = flow_from_check(key, packet + ufrag_off, ufrag_len, /*accept_peer_clusters=*/true, value, now);
   if (!flow) return std::nullopt;
   return frame(*flow, packet, len);
 }
@@ -226,26 +238,17 @@ std::optional<ToTransceiver> RelayCore::on_peer_packet(const sockaddr_in6& from,
   }
   if (!flow) {
     uint32_t off = 0, ulen = 0;
-    switch (rtce_stun_server_ufrag(payload, payload_len, &off, &ulen)) {
-      case RTCE_STUN_OK: break;
-      case RTCE_STUN_NOT_STUN: counters_.drop(DropReason::no_flow); return std::nullopt;
-      case RTCE_STUN_NOT_BINDING_REQUEST:
-        counters_.drop(DropReason::stun_not_binding_request);
-        return std::nullopt;
-      case RTCE_STUN_NO_USERNAME: counters_.drop(DropReason::stun_no_username); return std::nullopt;
-      default: counters_.drop(DropReason::stun_malformed); return std::nullopt;
+    switch (server_ufrag_of(payload, payload_len, off, ulen)) {
+      case Check::binding_request: break;
+      case Check::not_stun: counters_.drop(DropReason::no_flow); return std::nullopt;
+      case Check::dropped: return std::nullopt;
     }
     // The ingress verified the hint with this cluster's keys; verifying again costs one
     // SipHash and means a peer can never steer a client anywhere a hint does not say.
-    rtce_hint hint{};
-    const auto route = route_hint(payload + off, ulen, /*accept_peer_clusters=*/false, hint);
-    if (!route || !within_flow_limits(hint, key, now)) return std::nullopt;
     FlowValue value;
-    value.endpoint = route->endpoint;
-    value.endpoint_id = route->endpoint_id;
     value.role = FlowRole::owner;
     value.via = from;
-    flow = insert_flow(key, hint, value, now);
+    flow = flow_from_check(key, payload + off, ulen, /*accept_peer_clusters=*/false, value, now);
     if (!flow) return std::nullopt;
   }
   flow->last_seen = now;

@@ -257,6 +257,14 @@ class RelayCore {
   bool within_flow_limits(const rtce_hint& hint, const rtce_flow_key& key, Nanos now);
   // Inserts a first packet's flow and charges its limits; nullptr = refused (counted).
   Flow* insert_flow(const rtce_flow_key& key, const rtce_hint& hint, const FlowValue& value, Nanos now);
+  // What a first packet is: a Binding request (its server ufrag's offset and length), not
+  // STUN (the caller decides), or dropped and counted.
+  enum class Check : uint8_t { binding_request, not_stun, dropped };
+  Check server_ufrag_of(const uint8_t* packet, size_t len, uint32_t& ufrag_off, uint32_t& ufrag_len);
+  // The flow a first check's hint makes: `value` with the route's endpoint (and role, unless
+  // the caller set one); nullptr when the hint, the limits or the table refuse it (counted).
+  Flow* flow_from_check(const rtce_flow_key& key, const uint8_t* ufrag, uint32_t ufrag_len,
+                        bool accept_peer_clusters, FlowValue value, Nanos now);
   void count_forwarded(FlowRole role, Direction d, size_t bytes) {
     counters_.role_packets[static_cast<size_t>(role)][static_cast<size_t>(d)].add();
     counters_.role_bytes[static_cast<size_t>(role)][static_cast<size_t>(d)].add(bytes);

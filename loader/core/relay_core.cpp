@@ -105,19 +105,24 @@ std::optional<RelayCore::Route> RelayCore::route_hint(const uint8_t* ufrag, uint
   return Route{endpoint->second, hint.endpoint_id, FlowRole::local};
 }
 
+void RelayCore::limit_keys(const rtce_hint& hint, const rtce_flow_key& key, rtce_hint_limit_key& hint_key,
+                           rtce_prefix_limit_key& prefix_key) const {
+  rtce_hint_limit_key_of(&hint, &hint_key);
+  rtce_prefix_limit_key_of(
+      &key, key.family == RTCE_FAMILY_V6 ? limits_.source_prefix_v6 : limits_.source_prefix_v4, &prefix_key);
+}
+
 bool RelayCore::within_flow_limits(const rtce_hint& hint, const rtce_flow_key& key, Nanos now) {
   // Anyone gets a valid hint by POSTing an offer, and may replay it from spoofed sources:
   // bound the flows one hint and one source prefix create (same decision as the XDP
   // program, wire/rtce_flow_limit.h), before the flow can take a slot.
   rtce_hint_limit_key hint_key{};
-  rtce_hint_limit_key_of(&hint, &hint_key);
+  rtce_prefix_limit_key prefix_key{};
+  limit_keys(hint, key, hint_key, prefix_key);
   if (!hint_limits_.allows(hint_key, now)) {
     counters_.drop(DropReason::hint_flow_limit);
     return false;
   }
-  rtce_prefix_limit_key prefix_key{};
-  rtce_prefix_limit_key_of(
-      &key, key.family == RTCE_FAMILY_V6 ? limits_.source_prefix_v6 : limits_.source_prefix_v4, &prefix_key);
   if (!prefix_limits_.allows(prefix_key, now)) {
     counters_.drop(DropReason::source_prefix_flow_limit);
     return false;
@@ -139,12 +144,9 @@ Flow* RelayCore::insert_flow(const rtce_flow_key& key, const rtce_hint& hint, co
   }
   if (inserted.outcome != FlowTable::InsertOutcome::updated) {
     rtce_hint_limit_key hint_key{};
-    rtce_hint_limit_key_of(&hint, &hint_key);
-    hint_limits_.charge(hint_key, now);
     rtce_prefix_limit_key prefix_key{};
-    rtce_prefix_limit_key_of(
-        &key, key.family == RTCE_FAMILY_V6 ? limits_.source_prefix_v6 : limits_.source_prefix_v4,
-        &prefix_key);
+    limit_keys(hint, key, hint_key, prefix_key);
+    hint_limits_.charge(hint_key, now);
     prefix_limits_.charge(prefix_key, now);
   }
   counters_.flows_active.set(flows_.size());

@@ -255,6 +255,8 @@ class RelayCore {
   std::optional<Route> route_hint(const uint8_t* ufrag, uint32_t ufrag_len, bool accept_peer_clusters,
                                   rtce_hint& hint);
   bool within_flow_limits(const rtce_hint& hint, const rtce_flow_key& key, Nanos now);
+  void limit_keys(const rtce_hint& hint, const rtce_flow_key& key, rtce_hint_limit_key& hint_key,
+                  rtce_prefix_limit_key& prefix_key) const;
   // Inserts a first packet's flow and charges its limits; nullptr = refused (counted).
   Flow* insert_flow(const rtce_flow_key& key, const rtce_hint& hint, const FlowValue& value, Nanos now);
   // What a first packet is: a Binding request (its server ufrag's offset and length), not

@@ -15,6 +15,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <variant>
 
 #include "config_layers.h"
 
@@ -73,6 +74,62 @@ bool out_of_descriptors(const beast::error_code& ec) {
   if (ec == asio::error::no_descriptors) return true;  // EMFILE
   if (ec.category() != asio::error::get_system_category()) return false;
   return ec.value() == ENFILE || ec.value() == ENOBUFS || ec.value() == ENOMEM;
+}
+
+using RequestParser = http::request_parser<http::string_body>;
+
+void apply_limits(RequestParser& parser, const HttpServer::Limits& limits) {
+  parser.body_limit(limits.max_body_bytes);
+  parser.header_limit(static_cast<uint32_t>(limits.max_header_bytes));
+}
+
+HttpResponse uri_too_long(const HttpServer::Limits& limits) {
+  return HttpResponse::text(
+      414, "request target longer than " + std::to_string(limits.max_target_bytes) + " bytes");
+}
+
+// The header overflowed: 414 when the request line itself did not fit or names a target
+// longer than a target may be (RFC 9112 §3: a server "SHOULD respond with a 414"), else 431
+// (RFC 6585 §5). The parser hands the request line over as soon as it is complete, so an
+// empty target means the line never ended within the limit.
+HttpResponse header_too_large(const RequestParser& parser, const HttpServer::Limits& limits) {
+  const size_t target = parser.get().target().size();
+  if (target == 0 || target > limits.max_target_bytes) return uri_too_long(limits);
+  return HttpResponse::text(
+      431, "request header fields larger than " + std::to_string(limits.max_header_bytes) + " bytes");
+}
+
+// What the server answers (and then closes) when reading a request failed with ec.
+HttpResponse read_refusal(const beast::error_code& ec, const RequestParser& parser,
+                          const HttpServer::Limits& limits) {
+  if (ec == http::error::body_limit)
+    return HttpResponse::text(413,
+                              "request body larger than " + std::to_string(limits.max_body_bytes) + " bytes");
+  if (ec == http::error::header_limit) return header_too_large(parser, limits);
+  return HttpResponse::text(400, "malformed HTTP request: " + ec.message());
+}
+
+// The parsed message as a handler sees it (the body moved out), or 414 for a long target.
+std::variant<HttpRequest, HttpResponse> to_request(RequestParser& parser, const HttpServer::Limits& limits) {
+  auto& message = parser.get();
+  if (message.target().size() > limits.max_target_bytes) return uri_too_long(limits);
+  HttpRequest request;
+  auto method = message.method_string();
+  request.method.assign(method.data(), method.size());
+  std::string target(message.target());
+  if (auto q = target.find('?'); q != std::string::npos) {
+    request.query = target.substr(q + 1);
+    target.resize(q);
+  }
+  request.path = std::move(target);
+  for (const auto& field : message) {
+    auto name = field.name_string();
+    auto value = field.value();
+    request.headers.emplace_back(lowercase({name.data(), name.size()}),
+                                 std::string(value.data(), value.size()));
+  }
+  request.body = std::move(message.body());
+  return request;
 }
 
 class Connection;
@@ -154,63 +211,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void read() {
     set_busy(false);
     parser_.emplace();
-    parser_->body_limit(limits_.max_body_bytes);
-    parser_->header_limit(static_cast<uint32_t>(limits_.max_header_bytes));
+    apply_limits(*parser_, limits_);
     stream_.expires_after(std::chrono::seconds(limits_.idle_timeout_s));
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
   }
 
-  // The header overflowed: 414 when the request line itself did not fit or names a target
-  // longer than a target may be (RFC 9112 §3: a server "SHOULD respond with a 414"), else 431
-  // (RFC 6585 §5). The parser hands the request line over as soon as it is complete, so an
-  // empty target means the line never ended within the limit.
-  HttpResponse header_too_large() const {
-    const size_t target = parser_->get().target().size();
-    if (target == 0 || target > limits_.max_target_bytes) return uri_too_long();
-    return HttpResponse::text(
-        431, "request header fields larger than " + std::to_string(limits_.max_header_bytes) + " bytes");
-  }
-  HttpResponse uri_too_long() const {
-    return HttpResponse::text(
-        414, "request target longer than " + std::to_string(limits_.max_target_bytes) + " bytes");
-  }
-
   void on_read(beast::error_code ec) {
     set_busy(true);
-    if (ec == http::error::body_limit) {
-      write(HttpResponse::text(
-                413, "request body larger than " + std::to_string(limits_.max_body_bytes) + " bytes"),
-            false);
-      return;
-    }
-    if (ec == http::error::header_limit) return write(header_too_large(), false);
     if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::eof ||
         ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
         ec == asio::error::bad_descriptor)
       return;
-    if (ec) {  // malformed request: say so, then close
-      write(HttpResponse::text(400, "malformed HTTP request: " + ec.message()), false);
-      return;
-    }
+    if (ec) return write(read_refusal(ec, *parser_, limits_), false);  // malformed or too large: close
+    auto parsed = to_request(*parser_, limits_);
+    if (auto* refusal = std::get_if<HttpResponse>(&parsed)) return write(std::move(*refusal), false);
     auto& message = parser_->get();
-    if (message.target().size() > limits_.max_target_bytes) return write(uri_too_long(), false);
-    HttpRequest request;
-    auto method = message.method_string();
-    request.method.assign(method.data(), method.size());
-    std::string target(message.target());
-    if (auto q = target.find('?'); q != std::string::npos) {
-      request.query = target.substr(q + 1);
-      target.resize(q);
-    }
-    request.path = std::move(target);
-    for (const auto& field : message) {
-      auto name = field.name_string();
-      auto value = field.value();
-      request.headers.emplace_back(lowercase({name.data(), name.size()}),
-                                   std::string(value.data(), value.size()));
-    }
-    request.body = std::move(message.body());
+    HttpRequest& request = std::get<HttpRequest>(parsed);
     request.peer = peer_;
     keep_alive_ = message.keep_alive();
     version_ = message.version();
@@ -396,6 +413,34 @@ void configure_http_servers(const ConfigLayers& layers) {
         "http.max_connections {} is not below the open files limit {}: when descriptors run out an HTTP "
         "server closes its idlest connection or pauses accepting",
         max_connections, open_files);
+}
+
+HttpParseResult parse_http_request(std::string_view bytes, const HttpServer::Limits& limits) {
+  RequestParser parser;
+  apply_limits(parser, limits);
+  HttpParseResult out;
+  beast::error_code ec;
+  size_t used = 0;
+  // put() takes what it can; a header cut short takes nothing and asks for more.
+  while (!parser.is_done()) {
+    const size_t n = parser.put(asio::buffer(bytes.data() + used, bytes.size() - used), ec);
+    used += n;
+    if (ec == http::error::need_more) return out;
+    if (ec) {
+      out.refusal = read_refusal(ec, parser, limits);
+      out.consumed = used;
+      return out;
+    }
+    if (n == 0) return out;
+  }
+  out.consumed = used;
+  out.keep_alive = parser.get().keep_alive();
+  auto parsed = to_request(parser, limits);
+  if (auto* refusal = std::get_if<HttpResponse>(&parsed))
+    out.refusal = std::move(*refusal);
+  else
+    out.request = std::move(std::get<HttpRequest>(parsed));
+  return out;
 }
 
 bool media_type_is(std::string_view content_type, std::string_view type_subtype) {

@@ -82,6 +82,17 @@ class HttpServer {
   std::shared_ptr<Impl> impl_;
 };
 
+// One request as the server reads it, without a socket (the fuzzer and tests): `bytes` go
+// through the same Beast parser with the same limits, then become the HttpRequest a handler
+// sees (peer unset), or the refusal the server sends before it closes (400, 413, 414, 431).
+struct HttpParseResult {
+  std::optional<HttpRequest> request;
+  std::optional<HttpResponse> refusal;
+  bool keep_alive = false;
+  size_t consumed = 0;  // bytes of the request; neither set: the bytes end inside it
+};
+HttpParseResult parse_http_request(std::string_view bytes, const HttpServer::Limits& limits);
+
 // The process-wide settings of every HTTP server in this binary (the http.max_connections key,
 // in every binary's key table through http_max_connections_key): call once after the configuration is
 // resolved and before servers start; throws ConfigError. It also raises RLIMIT_NOFILE to its

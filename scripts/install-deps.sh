@@ -10,7 +10,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 packages=(
   # build
-  cmake ninja-build clang libclang-rt-14-dev g++ pkg-config
+  cmake ninja-build clang libclang-rt-14-dev g++ pkg-config ccache
   # libraries
   libbpf-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   prometheus-cpp-dev libboost-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev

@@ -1,6 +1,7 @@
 // http_server_test.cpp — the HTTP vocabulary helpers (media types, auth schemes) and the
 // server's limits over real loopback sockets: 414 and 431, and the connection cap closing
-// the idlest connection.
+// the idlest connection; parse_http_request, the same reading without a socket (the fuzzer's
+// entry), refusing what the server refuses.
 #include "http_server.h"
 
 #include <arpa/inet.h>
@@ -33,6 +34,46 @@ TEST(HttpMediaType, AnythingElseAfterTheSubtypeIsAnotherType) {
   EXPECT_FALSE(media_type_is("application/sd", "application/sdp"));
   EXPECT_FALSE(media_type_is("text/sdp", "application/sdp"));
   EXPECT_FALSE(media_type_is("", "application/sdp"));
+}
+
+TEST(HttpParseRequest, ReadsTheRequestAHandlerSeesAndWhereTheNextOneStarts) {
+  const std::string first =
+      "POST /v1/sessions?x=1 HTTP/1.1\r\nHost: h\r\nContent-Type: application/sdp\r\nContent-Length: "
+      "3\r\n\r\nv=0";
+  const std::string bytes = first + "GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n";
+  auto r = parse_http_request(bytes, HttpServer::Limits{});
+  ASSERT_TRUE(r.request);
+  EXPECT_FALSE(r.refusal);
+  EXPECT_EQ(r.request->method, "POST");
+  EXPECT_EQ(r.request->path, "/v1/sessions");
+  EXPECT_EQ(r.request->query, "x=1");
+  EXPECT_EQ(r.request->header("content-type"), "application/sdp");
+  EXPECT_EQ(r.request->body, "v=0");
+  EXPECT_TRUE(r.keep_alive);
+  EXPECT_EQ(r.consumed, first.size());
+  auto next = parse_http_request(std::string_view(bytes).substr(r.consumed), HttpServer::Limits{});
+  ASSERT_TRUE(next.request);
+  EXPECT_EQ(next.request->path, "/healthz");
+}
+
+TEST(HttpParseRequest, RefusesWhatTheServerRefuses) {
+  HttpServer::Limits limits;
+  limits.max_body_bytes = 8;
+  limits.max_header_bytes = 256;
+  limits.max_target_bytes = 64;
+  auto status = [&](const std::string& bytes) {
+    auto r = parse_http_request(bytes, limits);
+    EXPECT_FALSE(r.request);
+    return r.refusal ? r.refusal->status : 0u;
+  };
+  EXPECT_EQ(status("POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\n123456789"), 413u);
+  EXPECT_EQ(status("GET / HTTP/1.1\r\nX: " + std::string(300, 'a') + "\r\n\r\n"), 431u);
+  EXPECT_EQ(status("GET /" + std::string(300, 'a') + " HTTP/1.1\r\n\r\n"), 414u);
+  EXPECT_EQ(status("GET /" + std::string(100, 'a') + " HTTP/1.1\r\n\r\n"), 414u);
+  EXPECT_EQ(status("GET / HTTP/1.1\r\nBad Header\r\n\r\n"), 400u);
+  // Cut short: neither a request nor a refusal; the server would wait for more.
+  EXPECT_EQ(status("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n12"), 0u);
+  EXPECT_EQ(status("GET / HTTP/1.1\r\nHost"), 0u);
 }
 
 TEST(HttpAuthorization, SchemeIsCaseInsensitiveThenSpaceThenCredentials) {

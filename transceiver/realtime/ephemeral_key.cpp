@@ -58,6 +58,9 @@ std::optional<std::string> base64url_decode(std::string_view text) {
                       reinterpret_cast<const unsigned char*>(padded.data()), static_cast<int>(padded.size()));
   if (n < 0) return std::nullopt;
   out.resize(static_cast<size_t>(n) - padding);
+  // The last character's unused low bits are ignored by the decoder: without this, four
+  // spellings of every key verify (a flipped last signature character could still pass).
+  if (base64url_encode(out) != text) return std::nullopt;
   return out;
 }
 

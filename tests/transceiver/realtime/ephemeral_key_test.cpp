@@ -72,6 +72,27 @@ TEST(EphemeralKey, ForgeriesAreRefused) {
             EphemeralKeyError::too_long);
 }
 
+// Found by the sanitizer stage's run of test_realtime_signaling.py: base64url leaves unused
+// bits in the last character of a 32-byte MAC (and of most claims), so 'B'..'D' decoded like
+// 'A' and a "flipped" signature verified. Only the key as minted may verify.
+TEST(EphemeralKey, OnlyTheCanonicalSpellingVerifies) {
+  EphemeralKeyring ring({{"k1", kSecretA}});
+  const std::string key = ring.mint({{"instructions", "x"}}, kNow, 60)->value;
+  const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  for (const size_t at : {key.size() - 1, key.rfind('.') - 1}) {
+    int verified = 0;
+    for (const char c : alphabet) {
+      std::string variant = key;
+      variant[at] = c;
+      if (!ring.verify(variant, kNow).error) {
+        ++verified;
+        EXPECT_EQ(variant, key) << "position " << at;
+      }
+    }
+    EXPECT_EQ(verified, 1) << "position " << at;
+  }
+}
+
 TEST(EphemeralKey, RotationVerifiesUnderEverySecretHeldAndSignsWithTheFirst) {
   EphemeralKeyring old_ring({{"k1", kSecretA}});
   const std::string minted_before = old_ring.mint({}, kNow, 600)->value;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""fuzz_long.py — the long fuzzing run of docs/security-fuzzing.md: every libFuzzer target CTest
+"""fuzz_long.py — the long fuzzing run of docs/security.md (Sanitizers and fuzzing): every libFuzzer target CTest
 knows (label fuzz), one after another, for a bounded time each on a copy of its seed corpus
 (with the seed dir and -max_len its CTest smoke run uses), and a Markdown table of what each
 did: executions, coverage (cov/ft of libFuzzer's last line), corpus size, findings.

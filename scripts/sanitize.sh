@@ -3,12 +3,12 @@
 # target and library instrumented), builds a subset of the unit tests and fuzzers, and runs
 # them with leak detection on and UBSan fatal. Any finding fails the script.
 #
-#   scripts/sanitize.sh            the CI subset (docs/security-fuzzing.md: what and why)
+#   scripts/sanitize.sh            the CI subset (docs/security.md (Sanitizers and fuzzing): what and why)
 #   scripts/sanitize.sh --full     every gtest target that needs no root, netns or browser, and
 #                                  every fuzzer
 #   options: --build-dir DIR (default build-asan), --jobs N, --fuzz-seconds S (default 5)
 #
-# The subset is chosen by measured cost (docs/security-fuzzing.md): the parsers and state
+# The subset is chosen by measured cost (docs/security.md (Sanitizers and fuzzing)): the parsers and state
 # machines that see network, client or operator input, whose tests run in-process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,7 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
-# The CI subset, chosen by measured cost (docs/security-fuzzing.md): the gtests of wire/ and
+# The CI subset, chosen by measured cost (docs/security.md (Sanitizers and fuzzing)): the gtests of wire/ and
 # the relay core, the shared HTTP server and UDP plumbing, and the transceiver's parsers and
 # state machines (ICE, DTLS, SRTP, SDP, RTP, data channels, realtime); the fuzzers that are
 # cheap to build (the others already run under ASan + UBSan in the main build's ctest, with

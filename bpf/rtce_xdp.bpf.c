@@ -119,6 +119,37 @@ struct {
 	__type(value, struct rtce_xdp_peer_cluster);
 } peer_clusters SEC(".maps");
 
+/* The owner role (the global relay): where peers forward to, who may, and where each owner
+ * flow's replies go back to. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rtce_xdp_peer_listen);
+} peer_listen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, RTCE_XDP_MAX_TRUSTED);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct rtce_xdp_trusted_key);
+	__type(value, __u8);
+} peer_trusted SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, RTCE_XDP_MAX_OWNER_FLOWS);
+	__type(key, struct rtce_flow_key);
+	__type(value, struct rtce_xdp_endpoint);
+} owner_via SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RTCE_XDP_ROLE_COUNTER_SLOTS);
+	__type(key, __u32);
+	__type(value, struct rtce_xdp_counter);
+} role_counters SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, RTCE_XDP_COUNTER_SLOTS);
@@ -497,6 +528,11 @@ struct work {
 	__u8 ret_hdr[64]; /* copy of a return datagram's PROXY v2 header */
 	/* where first_packet() routes the datagram; aligned for ALIGNED4 copies */
 	struct rtce_xdp_endpoint ep __attribute__((aligned(8)));
+	/* the peer relay a peers.listen datagram came from (owner role) */
+	struct rtce_xdp_endpoint via __attribute__((aligned(8)));
+	__u32 peer_off; /* owner role: PROXY v2 bytes before the client's datagram, else 0 */
+	__u8 role;	/* enum rtce_relay_flow_role of the flow the packet belongs to */
+	__u8 pad[3];
 };
 
 struct {
@@ -602,6 +638,22 @@ static __always_inline __u16 udp_csum_update(const struct pkt *p, const struct o
 	plus += (__u16)~csum_fold64(minus);
 	c = (__u16)~csum_fold64(plus);
 	return c ? c : 0xffff; /* 0 means "no checksum" in UDP; send its other form */
+}
+
+/* New UDP checksum when only the outer headers change (the owner role: a peer's framed
+ * datagram goes on to the transceiver, or a reply back to the peer, byte for byte): the
+ * addresses and ports of the pseudo-header and UDP header are swapped, the length and the
+ * payload stay. RFC 1624 eqn. 3 as above. */
+static __always_inline __u16 udp_csum_reframe(const struct pkt *p, const struct out_hdrs *o)
+{
+	__u64 plus = (__u16)~p->udp_csum;
+	__u64 minus = csum_outer(p->family, p->saddr, p->daddr, p->sport, p->dport);
+	__u16 c;
+
+	plus += csum_outer(o->family, o->saddr, o->daddr, o->sport, o->dport);
+	plus += (__u16)~csum_fold64(minus);
+	c = (__u16)~csum_fold64(plus);
+	return c ? c : 0xffff;
 }
 
 /* IPv4 header checksum of the header write_headers() writes: version/IHL/TOS, total
@@ -864,6 +916,72 @@ static __noinline int forward_to_endpoint(struct xdp_md *ctx, const struct rtce_
 	return emit(o, reason, dir);
 }
 
+/* ---------------------------------------------------------------- owner role */
+
+/* Sends the datagram on unchanged (PROXY v2 and payload as received) with new outer headers:
+ * towards the transceiver (dir to_transceiver) from relay_addr:return_port, as a local
+ * flow's; towards the peer relay (dir to_client) from peers.listen, the address the
+ * ingress relay's flow names. `rv` carries the reason and direction to report. */
+static __noinline int reframe(struct xdp_md *ctx, const struct rtce_xdp_config *cfg, struct work *w,
+			      const struct rtce_xdp_endpoint *dst, __u32 rv)
+{
+	const __u32 dir = VERDICT_DIR(rv);
+	const struct pkt *p = &w->p;
+	struct out_hdrs *o = &w->o;
+	const struct rtce_xdp_peer_listen *pl;
+	const __u8 *src = 0;
+	__be16 sport;
+	__u32 zero = 0;
+	__u16 csum = 0;
+	int delta, v;
+
+	if (dst->family != RTCE_FAMILY_V4 && dst->family != RTCE_FAMILY_V6)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_NO_RELAY_ADDR, dir);
+	if (dir == RTCE_XDP_DIR_TO_TRANSCEIVER) {
+		src = relay_addr(cfg, dst->family);
+		sport = cfg->return_port_be;
+	} else {
+		pl = bpf_map_lookup_elem(&peer_listen, &zero);
+		if (!pl)
+			return VERDICT(XDP_PASS, RTCE_XDP_PASS_NO_RELAY_ADDR, dir);
+		if (dst->family == RTCE_FAMILY_V6 && (pl->flags & RTCE_XDP_F_HAVE_V6))
+			src = pl->addr6;
+		else if (dst->family == RTCE_FAMILY_V4 && (pl->flags & RTCE_XDP_F_HAVE_V4))
+			src = pl->addr4;
+		sport = pl->port_be;
+	}
+	if (!src)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_NO_RELAY_ADDR, dir);
+	if (!p->udp_csum && dst->family == RTCE_FAMILY_V6)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_ZERO_CSUM, dir);
+
+	__builtin_memset(o, 0, sizeof(*o));
+	o->family = dst->family;
+	o->tos = p->tos;
+	o->sport = sport;
+	o->dport = dst->port_be;
+	o->udp_len = p->udp_len;
+	if (dst->family == RTCE_FAMILY_V6)
+		__builtin_memcpy(o->saddr, ALIGNED4(src), 16);
+	else
+		__builtin_memcpy(o->saddr, ALIGNED4(src), 4);
+	__builtin_memcpy(o->daddr, ALIGNED4(dst->addr), 16);
+	v = next_hop(ctx, cfg, p, o, dir);
+	if (v)
+		return v;
+	if (p->udp_csum)
+		csum = udp_csum_reframe(p, o);
+
+	if (trim_trailer(ctx, p))
+		return VERDICT(XDP_ABORTED, RTCE_XDP_ABORTED, dir);
+	delta = (int)iphdr_len(p->family) - (int)iphdr_len(o->family);
+	if (delta && bpf_xdp_adjust_head(ctx, delta))
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
+	if (write_headers(ctx, p, o, csum) < 0)
+		return VERDICT(XDP_ABORTED, RTCE_XDP_ABORTED, dir);
+	return emit(o, VERDICT_REASON(rv), dir);
+}
+
 /* Spends one token of this CPU's new-flow budget; 0 when the budget is spent. Bounds the
  * rate at which a flood of valid (replayed) hints can churn the LRU flow table. now_ns is
  * the caller's clock read, which is also the flow's creation time (one read per new flow). */
@@ -985,7 +1103,9 @@ static __always_inline __u32 hint_cluster_of(const __u8 *chars)
 }
 
 /* A flow miss: only a Binding request with a valid hint creates state. Mirrors
- * RelayCore::route_first_packet, reason for reason. */
+ * RelayCore::route_first_packet, reason for reason. For a peer's datagram (owner role,
+ * w->peer_off set) the client's datagram follows the PROXY v2 header, the hint must be this
+ * cluster's (no chains: RelayCore::on_peer_packet) and the flow is an owner flow. */
 static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
 				   struct work *w, const struct rtce_flow_key *key)
 {
@@ -1009,8 +1129,8 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 	__u64 now = 0;
 	long rc;
 
-	len = p->udp_len - sizeof(struct udphdr);
-	if (len == 0)
+	len = p->udp_len - sizeof(struct udphdr) - w->peer_off; /* peer_off <= that (pp2 parse) */
+	if (len == 0 || len > 0xffff)
 		return VERDICT(XDP_PASS, RTCE_XDP_NO_FLOW, dir);
 	s = bpf_map_lookup_elem(&stun_scratch, &zero);
 	if (!s)
@@ -1019,7 +1139,8 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 	 * read from the packet into packet memory, but a fixed-size buffer it can. */
 	copy = len < RTCE_XDP_STUN_WINDOW ? len : RTCE_XDP_STUN_WINDOW;
 	if (copy < 1 || copy > RTCE_XDP_STUN_WINDOW ||
-	    bpf_xdp_load_bytes(ctx, p->l4_off + sizeof(struct udphdr), s->bytes, copy))
+	    bpf_xdp_load_bytes(ctx, p->l4_off + sizeof(struct udphdr) + (w->peer_off & 0xff),
+			       s->bytes, copy))
 		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
 
 	/* The header check reads 20 bytes at most and is told the real datagram length. */
@@ -1051,7 +1172,8 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 		return VERDICT(XDP_PASS, RTCE_XDP_STUN_MALFORMED, dir);
 	/* A hint naming a cluster this relay is an ingress for is verified with that cluster's
 	 * keys (RelayCore::route_hint): the cluster byte is read before any key is chosen. */
-	if (ulen == RTCE_HINT_CHARS && uoff <= RTCE_XDP_STUN_WINDOW - RTCE_HINT_CHARS) {
+	if (!w->peer_off && ulen == RTCE_HINT_CHARS &&
+	    uoff <= RTCE_XDP_STUN_WINDOW - RTCE_HINT_CHARS) {
 		__u32 cluster = hint_cluster_of(s->bytes + uoff);
 
 		if (cluster != cfg->cluster_id) {
@@ -1077,7 +1199,10 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 		ep = bpf_map_lookup_elem(&endpoints, &endpoint_id);
 		if (!ep)
 			return VERDICT(XDP_PASS, RTCE_XDP_UNKNOWN_ENDPOINT, dir);
+		if (w->peer_off)
+			flow.role = RTCE_RELAY_ROLE_OWNER;
 	}
+	w->role = flow.role;
 
 	/* Bounded flows per hint and per source prefix, as RelayCore::route_first_packet.
 	 * Dropped, not passed: the userspace relay applies the same bound, so passing would
@@ -1109,6 +1234,7 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
 		if (!existing)
 			return VERDICT(XDP_PASS, RTCE_XDP_FLOW_INSERT_FAILED, dir);
 		__builtin_memcpy(&w->ep, &existing->endpoint, sizeof(w->ep));
+		w->role = existing->role;
 		return VERDICT(ACT_FORWARD, RTCE_XDP_FORWARDED, dir);
 	}
 	if (rc)
@@ -1163,6 +1289,7 @@ static __always_inline int from_client(struct xdp_md *ctx, const struct rtce_xdp
 	flow = bpf_map_lookup_elem(&flows, &key);
 	if (flow) {
 		touch_flow(cfg, flow);
+		w->role = flow->role;
 		return forward_to_endpoint(ctx, cfg, w, &flow->endpoint, RTCE_XDP_FORWARDED);
 	}
 	if (!is_vip(p->family, p->daddr, p->dport))
@@ -1215,6 +1342,16 @@ static __noinline int from_endpoint(struct xdp_md *ctx, const struct rtce_xdp_co
 	if (flow->endpoint.family != p->family || flow->endpoint.port_be != p->sport ||
 	    !addr_eq(flow->endpoint.addr, p->saddr))
 		return VERDICT(XDP_DROP, RTCE_XDP_RETURN_WRONG_SENDER, dir);
+	w->role = flow->role;
+	if (flow->role == RTCE_RELAY_ROLE_OWNER) {
+		/* The reply goes back to the ingress relay as it is: that relay strips it. */
+		const struct rtce_xdp_endpoint *via = bpf_map_lookup_elem(&owner_via, &key);
+
+		if (!via)
+			return VERDICT(XDP_DROP, RTCE_XDP_RETURN_NO_FLOW, dir);
+		__builtin_memcpy(&w->ep, via, sizeof(w->ep));
+		return reframe(ctx, cfg, w, &w->ep, VERDICT(0, RTCE_XDP_FORWARDED, dir));
+	}
 
 	/* TLVs after the addresses are legal but rare; their bytes are not in the copy the
 	 * checksum update needs, so userspace takes those. */
@@ -1248,21 +1385,112 @@ static __noinline int from_endpoint(struct xdp_md *ctx, const struct rtce_xdp_co
 	return emit(o, RTCE_XDP_FORWARDED, dir);
 }
 
+/* ---------------------------------------------------------------- peer -> endpoint */
+
+static __always_inline int is_peer_listen(const struct rtce_xdp_peer_listen *pl,
+					  const struct pkt *p)
+{
+	__u8 a[16] STACK_KEY = {};
+
+	if (!pl->port_be || p->dport != pl->port_be)
+		return 0;
+	if (p->family == RTCE_FAMILY_V6) {
+		if (!(pl->flags & RTCE_XDP_F_HAVE_V6))
+			return 0;
+		__builtin_memcpy(a, ALIGNED4(pl->addr6), 16);
+	} else {
+		if (!(pl->flags & RTCE_XDP_F_HAVE_V4))
+			return 0;
+		__builtin_memcpy(a, ALIGNED4(pl->addr4), 4);
+	}
+	return addr_eq(a, p->daddr);
+}
+
+/* A datagram on peers.listen: a flow a trusted peer relay forwards. Mirrors
+ * RelayCore::on_peer_packet: the sender must be in peers.trusted, the PROXY v2 header names
+ * the flow, an owner flow's datagrams follow it from the peer that made it, and only a
+ * check whose hint verifies with this cluster's keys creates the flow or moves it to
+ * another peer (the client's ingress relay restarted elsewhere). */
+static __noinline int from_peer(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
+				struct work *w)
+{
+	const __u32 dir = RTCE_XDP_DIR_TO_TRANSCEIVER;
+	const struct pkt *p = &w->p;
+	__u8 *hdr = w->ret_hdr;
+	struct rtce_xdp_trusted_key tk STACK_KEY = {};
+	struct rtce_pp2_flow pp STACK_KEY = {};
+	struct rtce_flow_key key STACK_KEY = {};
+	struct rtce_xdp_flow *flow;
+	const struct rtce_xdp_endpoint *via;
+	__u32 len, copy, payload_off = 0;
+	int moving = 0, v;
+
+	tk.prefixlen = RTCE_XDP_TRUSTED_KEY_PREFIX + (p->family == RTCE_FAMILY_V6 ? 128 : 32);
+	tk.family = p->family;
+	__builtin_memcpy(tk.addr, p->saddr, 16);
+	if (!bpf_map_lookup_elem(&peer_trusted, &tk))
+		return VERDICT(XDP_DROP, RTCE_XDP_PEER_UNTRUSTED, dir);
+
+	__builtin_memset(hdr, 0, sizeof(w->ret_hdr));
+	len = p->udp_len - sizeof(struct udphdr);
+	copy = len < sizeof(w->ret_hdr) ? len : sizeof(w->ret_hdr);
+	if (copy < RTCE_PP2_FIXED_LEN || copy > sizeof(w->ret_hdr) ||
+	    bpf_xdp_load_bytes(ctx, p->l4_off + sizeof(struct udphdr), hdr, copy))
+		return VERDICT(XDP_DROP, RTCE_XDP_PEER_MALFORMED, dir);
+	if (rtce_pp2_parse(hdr, len, &pp, &payload_off) != RTCE_PP2_OK)
+		return VERDICT(XDP_DROP, RTCE_XDP_PEER_MALFORMED, dir);
+	if (payload_off != rtce_pp2_header_len(pp.family))
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir); /* TLVs */
+
+	key.family = pp.family;
+	key.client_port_be = bpf_htons(pp.client_port);
+	key.vip_port_be = bpf_htons(pp.vip_port);
+	__builtin_memcpy(key.client_addr, pp.client_addr, 16);
+	__builtin_memcpy(key.vip_addr, pp.vip_addr, 16);
+	w->role = RTCE_RELAY_ROLE_OWNER;
+	w->via.family = p->family;
+	w->via.port_be = p->sport;
+	__builtin_memcpy(w->via.addr, p->saddr, 16);
+
+	flow = bpf_map_lookup_elem(&flows, &key);
+	if (flow) {
+		if (flow->role != RTCE_RELAY_ROLE_OWNER)
+			return VERDICT(XDP_DROP, RTCE_XDP_PEER_WRONG_SENDER, dir);
+		via = bpf_map_lookup_elem(&owner_via, &key);
+		if (via && via->family == p->family && via->port_be == p->sport &&
+		    addr_eq(via->addr, p->saddr)) {
+			touch_flow(cfg, flow);
+			return reframe(ctx, cfg, w, &flow->endpoint,
+				       VERDICT(0, RTCE_XDP_FORWARDED, dir));
+		}
+		moving = 1;
+	}
+	w->peer_off = payload_off;
+	v = first_packet(ctx, cfg, w, &key);
+	if (VERDICT_ACTION(v) != ACT_FORWARD)
+		return moving ? VERDICT(XDP_DROP, RTCE_XDP_PEER_WRONG_SENDER, dir) : v;
+	if (w->role != RTCE_RELAY_ROLE_OWNER) /* lost a race to a local flow of the same key */
+		return VERDICT(XDP_DROP, RTCE_XDP_PEER_WRONG_SENDER, dir);
+	if (bpf_map_update_elem(&owner_via, &key, &w->via, BPF_ANY))
+		return VERDICT(XDP_PASS, RTCE_XDP_FLOW_INSERT_FAILED, dir);
+	return reframe(ctx, cfg, w, &w->ep, VERDICT(0, VERDICT_REASON(v), dir));
+}
+
 /* ---------------------------------------------------------------- entry */
 
-static __always_inline int handle(struct xdp_md *ctx)
+static __always_inline int handle(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
+				  struct work *w)
 {
 	__u32 zero = 0;
-	const struct rtce_xdp_config *cfg = bpf_map_lookup_elem(&config, &zero);
-	struct work *w = bpf_map_lookup_elem(&work, &zero);
+	const struct rtce_xdp_peer_listen *pl;
 	struct pkt *p;
 	__be16 proto;
 	int v;
 
-	if (!cfg || !w)
-		return NOT_OURS; /* array maps always have entry 0: cannot happen */
 	p = &w->p;
 	__builtin_memset(p, 0, sizeof(*p));
+	w->peer_off = 0;
+	w->role = RTCE_RELAY_ROLE_LOCAL;
 	proto = parse_l2(ctx, p);
 	if (proto == bpf_htons(ETH_P_IP))
 		v = parse_ipv4(ctx, cfg, p);
@@ -1275,17 +1503,46 @@ static __always_inline int handle(struct xdp_md *ctx)
 
 	if (is_return_port(cfg, p->family, p->daddr, p->dport))
 		return from_endpoint(ctx, cfg, w);
+	pl = bpf_map_lookup_elem(&peer_listen, &zero);
+	if (pl && is_peer_listen(pl, p))
+		return from_peer(ctx, cfg, w);
 	if (!on_vip_port(p->dport))
 		return NOT_OURS;
 	return from_client(ctx, cfg, w); /* a flow hit, else is_vip() decides */
+}
+
+/* Forwarded datagrams of ingress and owner flows, by role (local ones are all the others). */
+static __always_inline void count_role(__u32 role, int v, __u64 bytes)
+{
+	__u32 reason = VERDICT_REASON(v), idx;
+	struct rtce_xdp_counter *c;
+
+	if (role == RTCE_RELAY_ROLE_LOCAL || role >= RTCE_RELAY_ROLE_COUNT ||
+	    (reason != RTCE_XDP_FORWARDED && reason != RTCE_XDP_FORWARDED_NEW_FLOW))
+		return;
+	idx = role * RTCE_XDP_DIR_COUNT + VERDICT_DIR(v);
+	c = bpf_map_lookup_elem(&role_counters, &idx);
+	if (c) {
+		c->packets++;
+		c->bytes += bytes;
+	}
 }
 
 SEC("xdp")
 int rtce_xdp(struct xdp_md *ctx)
 {
 	__u64 bytes = frame_len(ctx);
-	int v = handle(ctx);
+	__u32 zero = 0;
+	const struct rtce_xdp_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct work *w = bpf_map_lookup_elem(&work, &zero);
+	int v;
 
+	if (!cfg || !w) { /* array maps always have entry 0: cannot happen */
+		count(RTCE_XDP_PASS_NOT_OURS, RTCE_XDP_DIR_TO_TRANSCEIVER, bytes);
+		return XDP_PASS;
+	}
+	v = handle(ctx, cfg, w);
 	count(VERDICT_REASON(v), VERDICT_DIR(v), bytes);
+	count_role(w->role, v, bytes);
 	return VERDICT_ACTION(v);
 }

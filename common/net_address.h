@@ -60,6 +60,9 @@ class IpPrefix {
   // IPv4-mapped IPv6 addresses match IPv4 prefixes.
   bool contains(const SocketAddress& address) const;
   std::string to_string() const;
+  int family() const { return family_; }
+  const uint8_t* bytes() const { return bytes_; }  // network order; IPv4 in the first 4
+  unsigned bits() const { return bits_; }
 
  private:
   int family_ = AF_INET;

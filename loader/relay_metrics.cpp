@@ -138,6 +138,25 @@ std::string relay_metrics_text(const RelayMetricsSources& s) {
         m.add(xdp_packets, static_cast<double>(x.packets[r][d]), l);
         m.add(xdp_bytes, static_cast<double>(x.bytes[r][d]), l);
       }
+    auto& role_packets = m.family("rtcedge_relay_xdp_role_packets_total",
+                                  "Datagrams the XDP program forwarded for ingress and owner flows of the "
+                                  "global relay, by role and direction.",
+                                  MetricType::Counter);
+    auto& role_bytes = m.family("rtcedge_relay_xdp_role_bytes_total",
+                                "Frame bytes (as received) the XDP program forwarded for ingress and owner "
+                                "flows, by role and direction.",
+                                MetricType::Counter);
+    for (const FlowRole role : kFlowRoles) {
+      if (role == FlowRole::local) continue;  // every other forwarded datagram
+      for (const Direction direction : kDirections) {
+        const auto r = static_cast<size_t>(role);
+        const auto d = static_cast<size_t>(direction);
+        std::vector<prometheus::ClientMetric::Label> l = {{"role", flow_role_name(role)},
+                                                          {"direction", direction_name(direction)}};
+        m.add(role_packets, static_cast<double>(x.role_packets[r][d]), l);
+        m.add(role_bytes, static_cast<double>(x.role_bytes[r][d]), l);
+      }
+    }
     m.add(m.family("rtcedge_relay_xdp_flow_events_total",
                    "Flow-created events read from the XDP ring buffer.", MetricType::Counter),
           static_cast<double>(xdp_path->events_seen()));
@@ -149,7 +168,7 @@ std::string relay_metrics_text(const RelayMetricsSources& s) {
   }
   {
     // The global relay's view: the userspace workers' forwarded traffic by flow role (the
-    // XDP program's ingress flows count in rtcedge_relay_xdp_packets_total, not here).
+    // XDP program's count in rtcedge_relay_xdp_role_packets_total, not here).
     auto& packets =
         m.family("rtcedge_relay_role_packets_total",
                  "Datagrams forwarded by the userspace workers, by flow role (local, ingress, owner) "

@@ -75,8 +75,8 @@ struct rtce_xdp_endpoint {
  * last_seen_ns 0; see rtce::xdp_flow_idle). */
 struct rtce_xdp_flow {
 	struct rtce_xdp_endpoint
-		endpoint;  /* local: the transceiver; ingress: the peer cluster's relay */
-	__u16 endpoint_id; /* local: the endpoint id; ingress: the cluster id */
+		endpoint;  /* local, owner: the transceiver; ingress: the peer cluster's relay */
+	__u16 endpoint_id; /* local, owner: the endpoint id; ingress: the cluster id */
 	__u8 role;	   /* enum rtce_relay_flow_role (0 = local, as older loaders wrote) */
 	__u8 pad;
 	/* Last client -> transceiver packet, CLOCK_MONOTONIC (bpf_ktime_get_coarse_ns, so it
@@ -97,6 +97,43 @@ struct rtce_xdp_peer_cluster {
 	struct rtce_hint_keyset keys;
 };
 #define RTCE_XDP_MAX_CLUSTERS 256
+
+/* `peer_listen` array value (one entry, key 0): the owner role of the global relay. A
+ * datagram to addr:port_be (peers.listen) is a flow a peer relay forwards (PROXY v2 naming
+ * client and VIP, then the client's datagram); the program hands it to the transceiver
+ * unchanged and sends the replies back to that peer from here. A separate map rather than
+ * fields of rtce_xdp_config, so that a config map pinned by an older loader keeps its
+ * value size. port_be 0 = no owner role (peers.listen datagrams are not ours). */
+struct rtce_xdp_peer_listen {
+	__u8 addr4[4];
+	__u8 addr6[16];
+	__be16 port_be;
+	__u8 flags; /* RTCE_XDP_F_HAVE_V4 / RTCE_XDP_F_HAVE_V6: which address is set */
+	__u8 pad;
+};
+
+/* `peer_trusted` LPM trie key: one peers.trusted prefix. prefixlen counts the bits from
+ * `family` on: 32 (family and pad, always compared whole) + the prefix length. */
+struct rtce_xdp_trusted_key {
+	__u32 prefixlen;
+	__u8 family;
+	__u8 pad[3];
+	__u8 addr[16];
+};
+#define RTCE_XDP_MAX_TRUSTED	    256
+#define RTCE_XDP_TRUSTED_KEY_PREFIX 32
+
+/* `owner_via` LRU hash (key: struct rtce_flow_key, value: struct rtce_xdp_endpoint): the
+ * peer relay an owner flow came through, where its replies go. Apart from the flow value,
+ * which is full at 40 bytes (see struct rtce_xdp_flow). Sized for the owner flows of one
+ * relay; an evicted entry's replies are dropped (return_no_flow) until the peer's next
+ * verified check writes it again. */
+#define RTCE_XDP_MAX_OWNER_FLOWS 65536
+
+/* `role_counters` per-CPU array value struct rtce_xdp_counter, index
+ * role * RTCE_XDP_DIR_COUNT + direction: datagrams the program forwarded for ingress and
+ * owner flows (local ones are the forwarded counters minus these). */
+#define RTCE_XDP_ROLE_COUNTER_SLOTS ((int)RTCE_RELAY_ROLE_COUNT * (int)RTCE_XDP_DIR_COUNT)
 
 /* `events` ring buffer record: a flow the XDP program created. The loader puts it into the
  * flow store (when one is configured). */
@@ -219,7 +256,13 @@ struct rtce_xdp_scratch {
 	/* a helper failed mid-rewrite (a guard; the checks before it make it unreachable) */      \
 	X(ABORTED, aborted, ABORTED, NONE)                                                         \
 	/* ring buffer full, flow still created */                                                 \
-	X(EVENT_LOST, event_lost, SIDE_COUNTER, NONE)
+	X(EVENT_LOST, event_lost, SIDE_COUNTER, NONE)                                              \
+	/* owner role: a datagram on peers.listen from outside peers.trusted */                    \
+	X(PEER_UNTRUSTED, peer_untrusted, DROP, PEER_UNTRUSTED)                                    \
+	/* owner role: a datagram on peers.listen without a valid PROXY v2 header */               \
+	X(PEER_MALFORMED, peer_malformed, DROP, PEER_MALFORMED)                                    \
+	/* owner role: the flow is another peer's (or local) and no verified check moved it */     \
+	X(PEER_WRONG_SENDER, peer_wrong_sender, DROP, PEER_WRONG_SENDER)
 
 /* What the program returns for a reason: FORWARD is XDP_TX or XDP_REDIRECT; SIDE_COUNTER
  * is counted besides the exit's own reason. */

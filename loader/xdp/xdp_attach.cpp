@@ -48,7 +48,11 @@ std::vector<bpf_map*> pinned_maps(rtce_xdp* skel) {
           skel->maps.flow_limit_config,
           skel->maps.hint_flow_limits,
           skel->maps.prefix_flow_limits,
-          skel->maps.peer_clusters};
+          skel->maps.peer_clusters,
+          skel->maps.peer_listen,
+          skel->maps.peer_trusted,
+          skel->maps.owner_via,
+          skel->maps.role_counters};
 }
 
 // Pinned maps that hold only counters: when this build's layout differs from the pin's
@@ -56,7 +60,7 @@ std::vector<bpf_map*> pinned_maps(rtce_xdp* skel) {
 // load refused. The old program keeps its own map until the link update swaps it out;
 // the counters restart from zero, which Prometheus reads as a counter reset.
 void replace_counter_pins_of_old_layout(rtce_xdp* skel, const std::filesystem::path& maps_dir) {
-  for (bpf_map* map : {skel->maps.counters, skel->maps.hint_failures}) {
+  for (bpf_map* map : {skel->maps.counters, skel->maps.hint_failures, skel->maps.role_counters}) {
     const std::string path = (maps_dir / bpf_map__name(map)).string();
     const UniqueFd fd(bpf_obj_get(path.c_str()));
     if (!fd) continue;

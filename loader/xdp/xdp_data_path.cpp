@@ -80,6 +80,16 @@ XdpCounters XdpDataPath::read_counters() const {
       }
     }
   }
+  const int role_fd = bpf_map__fd(skel_->maps.role_counters);
+  for (uint32_t role = 0; role < RTCE_RELAY_ROLE_COUNT; role++)
+    for (uint32_t dir = 0; dir < RTCE_XDP_DIR_COUNT; dir++) {
+      const uint32_t index = role * RTCE_XDP_DIR_COUNT + dir;
+      if (bpf_map_lookup_elem(role_fd, &index, per_cpu.data()) != 0) continue;
+      for (const auto& c : per_cpu) {
+        out.role_packets[role][dir] += c.packets;
+        out.role_bytes[role][dir] += c.bytes;
+      }
+    }
   std::vector<uint64_t> hint(static_cast<size_t>(possible_cpus_));
   const int hint_fd = bpf_map__fd(skel_->maps.hint_failures);
   for (uint32_t i = 0; i < RTCE_XDP_HINT_FAILURE_SLOTS; i++)

@@ -32,6 +32,9 @@ struct XdpCounters {
   std::array<std::array<uint64_t, RTCE_XDP_DIR_COUNT>, RTCE_XDP_REASON_COUNT> packets{};
   std::array<std::array<uint64_t, RTCE_XDP_DIR_COUNT>, RTCE_XDP_REASON_COUNT> bytes{};
   std::array<uint64_t, RTCE_XDP_HINT_FAILURE_SLOTS> hint_failures{};
+  // Forwarded by the program for ingress and owner flows (the local row stays 0).
+  std::array<std::array<uint64_t, RTCE_XDP_DIR_COUNT>, RTCE_RELAY_ROLE_COUNT> role_packets{};
+  std::array<std::array<uint64_t, RTCE_XDP_DIR_COUNT>, RTCE_RELAY_ROLE_COUNT> role_bytes{};
   uint64_t flows = 0;  // entries in the flows map (a walk; call at scrape rate, not per packet)
 };
 

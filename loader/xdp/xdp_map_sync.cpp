@@ -159,8 +159,45 @@ void XdpMapSync::sync(const RelayConfig& config, const RoutingTable& routing) {
   limits.prefix_len4 = fl.source_prefix_v4;
   limits.prefix_len6 = fl.source_prefix_v6;
   update(skel_->maps.flow_limit_config, &zero, &limits, "flow_limit_config");
+  sync_owner_role(config, routing);
   // Config last: until now the program saw the previous, consistent configuration.
   update(skel_->maps.config, &zero, &cfg, "config");
+}
+
+void XdpMapSync::sync_owner_role(const RelayConfig& config, const RoutingTable& routing) {
+  // Trusted peers first (upsert, then delete the prefixes gone), then where they send to:
+  // the program never sees a peers.listen address without the ranges allowed to use it.
+  const int trusted_fd = bpf_map__fd(skel_->maps.peer_trusted);
+  std::vector<rtce_xdp_trusted_key> wanted;
+  for (const IpPrefix& prefix : routing.trusted_peers) {
+    rtce_xdp_trusted_key k{};
+    k.family = prefix.family() == AF_INET6 ? RTCE_FAMILY_V6 : RTCE_FAMILY_V4;
+    k.prefixlen = RTCE_XDP_TRUSTED_KEY_PREFIX + prefix.bits();
+    std::memcpy(k.addr, prefix.bytes(), prefix.family() == AF_INET6 ? 16 : 4);
+    const uint8_t yes = 1;
+    update(skel_->maps.peer_trusted, &k, &yes, "peer_trusted");
+    wanted.push_back(k);
+  }
+  for (const auto& k : map_keys<rtce_xdp_trusted_key>(trusted_fd, RTCE_XDP_MAX_TRUSTED))
+    if (std::none_of(wanted.begin(), wanted.end(),
+                     [&](const rtce_xdp_trusted_key& w) { return std::memcmp(&w, &k, sizeof k) == 0; }))
+      bpf_map_delete_elem(trusted_fd, &k);
+
+  rtce_xdp_peer_listen pl{};
+  const SocketAddress& listen = config.peers_listen;
+  if (!listen.is_unspecified()) {
+    uint8_t addr[16]{};
+    if (listen.unmapped().to_bytes(addr) == RTCE_FAMILY_V6) {
+      std::memcpy(pl.addr6, addr, 16);
+      pl.flags |= RTCE_XDP_F_HAVE_V6;
+    } else {
+      std::memcpy(pl.addr4, addr, 4);
+      pl.flags |= RTCE_XDP_F_HAVE_V4;
+    }
+    pl.port_be = htons(listen.port());
+  }
+  const uint32_t zero = 0;
+  update(skel_->maps.peer_listen, &zero, &pl, "peer_listen");
 }
 
 void XdpMapSync::reconcile_flows(const RoutingTable& routing, bool remove_gone) {

@@ -68,6 +68,8 @@ class XdpMapSync {
   // After an endpoint or VIP change: removes flows of endpoints (or VIPs) gone, re-points
   // flows of endpoints that moved.
   void reconcile_flows(const RoutingTable& routing, bool remove_gone);
+  // The owner role: peers.trusted into `peer_trusted`, peers.listen into `peer_listen`.
+  void sync_owner_role(const RelayConfig& config, const RoutingTable& routing);
 
   rtce_xdp* skel_;
   Nanos idle_timeout_;

@@ -362,6 +362,104 @@ void ingress_for_a_peer_cluster(Harness& h) {
   EXPECT_EQ(local->role, RTCE_RELAY_ROLE_LOCAL);
 }
 
+// The owner role: a trusted peer relay (an ingress of this cluster) forwards a flow to
+// peers.listen; the program hands the framed datagrams to the transceiver unchanged and sends
+// the replies back to that peer, from peers.listen, unchanged.
+const Ep kPeerListen4 = ep("198.18.0.1", 3480);
+const Ep kPeerListen6 = ep("2001:2::1", 3480);
+const Ep kIngress4 = ep("198.18.7.7", 40000);
+const Ep kIngress6 = ep("2001:2::7:7", 40000);
+
+void configure_owner_role(Harness& h) {
+  rtce_xdp_peer_listen pl{};
+  std::memcpy(pl.addr4, kPeerListen4.addr.data(), 4);
+  std::memcpy(pl.addr6, kPeerListen6.addr.data(), 16);
+  pl.port_be = htons(kPeerListen4.port);
+  pl.flags = RTCE_XDP_F_HAVE_V4 | RTCE_XDP_F_HAVE_V6;
+  h.update(h.skel()->maps.peer_listen, uint32_t{0}, pl);
+  rtce_xdp_trusted_key t4{};
+  t4.prefixlen = RTCE_XDP_TRUSTED_KEY_PREFIX + 24;  // 198.18.7.0/24
+  t4.family = RTCE_FAMILY_V4;
+  std::memcpy(t4.addr, kIngress4.addr.data(), 3);
+  h.update(h.skel()->maps.peer_trusted, t4, uint8_t{1});
+  rtce_xdp_trusted_key t6{};
+  t6.prefixlen = RTCE_XDP_TRUSTED_KEY_PREFIX + 112;  // 2001:2::7:0/112
+  t6.family = RTCE_FAMILY_V6;
+  std::memcpy(t6.addr, kIngress6.addr.data(), 14);
+  h.update(h.skel()->maps.peer_trusted, t6, uint8_t{1});
+}
+
+uint64_t role_packets(Harness& h, uint32_t role, uint32_t dir) {
+  const int ncpu = libbpf_num_possible_cpus();
+  std::vector<rtce_xdp_counter> per_cpu(static_cast<size_t>(ncpu));
+  const uint32_t idx = role * RTCE_XDP_DIR_COUNT + dir;
+  EXPECT_EQ(bpf_map_lookup_elem(bpf_map__fd(h.skel()->maps.role_counters), &idx, per_cpu.data()), 0);
+  uint64_t n = 0;
+  for (const auto& c : per_cpu) n += c.packets;
+  return n;
+}
+
+// The frame the program emits towards a peer relay: the reply as the transceiver framed it.
+Bytes to_peer(const Ep& peer, const Ep& client, const Ep& vip, const Bytes& payload) {
+  return frame(peer.family == 6 ? kPeerListen6 : kPeerListen4, peer, concat(pp2(client, vip), payload),
+               relay_out());
+}
+
+void owner_for_a_peer_ingress(Harness& h) {
+  configure_owner_role(h);
+  const Bytes check = binding(mint(kCluster, 2));
+  const Bytes framed = concat(pp2(kClient4, kVip4), check);
+
+  // Trust, framing and "no chains" come first; none of them leaves state.
+  h.step(frame(ep("198.18.8.8", 40000), kPeerListen4, framed), {XDP_DROP, RTCE_XDP_PEER_UNTRUSTED});
+  h.step(frame(kIngress4, kPeerListen4, check), {XDP_DROP, RTCE_XDP_PEER_MALFORMED});
+  h.step(frame(kIngress4, kPeerListen4, concat(pp2(kClient4, kVip4), rtp(100))),
+         {XDP_PASS, RTCE_XDP_NO_FLOW});
+  h.step(frame(kIngress4, kPeerListen4, concat(pp2(kClient4, kVip4), binding(mint(9, 2)))),
+         {XDP_DROP, RTCE_XDP_HINT_REJECTED});
+  EXPECT_EQ(h.flow_count(), 0u);
+
+  // The check makes an owner flow and goes to endpoint 2 as it came, from the return port.
+  h.step(frame(kIngress4, kPeerListen4, framed),
+         {XDP_TX, RTCE_XDP_FORWARDED_NEW_FLOW, RTCE_XDP_DIR_TO_TRANSCEIVER,
+          frame(kRelay4, kEndpoint2, framed, relay_out())});
+  auto f = h.flow(kClient4, kVip4);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->role, RTCE_RELAY_ROLE_OWNER);
+  EXPECT_EQ(f->endpoint_id, 2);
+  auto ev = h.take_events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].role, RTCE_RELAY_ROLE_OWNER);
+
+  const Bytes media = concat(pp2(kClient4, kVip4), rtp(200));
+  h.step(frame(kIngress4, kPeerListen4, media), {XDP_TX, RTCE_XDP_FORWARDED, RTCE_XDP_DIR_TO_TRANSCEIVER,
+                                                 frame(kRelay4, kEndpoint2, media, relay_out())});
+  const Bytes reply = rtp(160);
+  h.step(from_endpoint(kEndpoint2, kClient4, kVip4, reply),
+         {XDP_TX, RTCE_XDP_FORWARDED, RTCE_XDP_DIR_TO_CLIENT, to_peer(kIngress4, kClient4, kVip4, reply)});
+
+  // Another trusted peer: its media is refused, its verified check moves the flow there (the
+  // client's ingress restarted elsewhere), over IPv6 towards the IPv4 endpoint.
+  h.step(frame(kIngress6, kPeerListen6, media), {XDP_DROP, RTCE_XDP_PEER_WRONG_SENDER});
+  h.step(frame(kIngress6, kPeerListen6, concat(pp2(kClient4, kVip4), rtp(30))),
+         {XDP_DROP, RTCE_XDP_PEER_WRONG_SENDER});
+  h.step(frame(kIngress6, kPeerListen6, framed), {XDP_TX, RTCE_XDP_FORWARDED, RTCE_XDP_DIR_TO_TRANSCEIVER,
+                                                  frame(kRelay4, kEndpoint2, framed, relay_out())});
+  h.step(from_endpoint(kEndpoint2, kClient4, kVip4, reply),
+         {XDP_TX, RTCE_XDP_FORWARDED, RTCE_XDP_DIR_TO_CLIENT, to_peer(kIngress6, kClient4, kVip4, reply)});
+  h.step(frame(kIngress4, kPeerListen4, media), {XDP_DROP, RTCE_XDP_PEER_WRONG_SENDER});
+
+  // A local flow is nobody's to forward.
+  h.step(frame(kClient6, kVip6, binding(mint(kCluster, 3))), kNewFlow);
+  h.step(frame(kIngress4, kPeerListen4, concat(pp2(kClient6, kVip6), binding(mint(kCluster, 3)))),
+         {XDP_DROP, RTCE_XDP_PEER_WRONG_SENDER});
+
+  EXPECT_EQ(role_packets(h, RTCE_RELAY_ROLE_OWNER, RTCE_XDP_DIR_TO_TRANSCEIVER), 3u);
+  EXPECT_EQ(role_packets(h, RTCE_RELAY_ROLE_OWNER, RTCE_XDP_DIR_TO_CLIENT), 2u);
+  EXPECT_EQ(role_packets(h, RTCE_RELAY_ROLE_LOCAL, RTCE_XDP_DIR_TO_TRANSCEIVER), 0u)
+      << "local is not counted";
+}
+
 void flow_miss_passes(Harness& h) {
   h.step(frame(kClient4, kVip4, binding(mint(kCluster, 9))), {XDP_PASS, RTCE_XDP_UNKNOWN_ENDPOINT});
   h.step(frame(kClient4, kVip4, stun(0x0001, {{0x0024, "abcd"}, {0x802a, "12345678"}})),
@@ -836,6 +934,7 @@ const std::vector<NamedCase>& cases() {
       {"UsernameNotFirst", username_not_first},
       {"HintRejections", hint_rejections},
       {"IngressForAPeerCluster", ingress_for_a_peer_cluster},
+      {"OwnerForAPeerIngress", owner_for_a_peer_ingress},
       {"FlowMissPasses", flow_miss_passes},
       {"StunTooLongForTheWindow", stun_too_long_for_the_window},
       {"TruncationAtEveryOffset", truncation_at_every_offset},

@@ -76,7 +76,8 @@ PIN_PATH = "%s/%s%d" % (nt.BPFFS, nt.NS_PREFIX, os.getpid())  # unique per run
 C2T, T2C = "client_to_transceiver", "transceiver_to_client"
 # The XDP reasons whose packets also count in the shared rtcedge_relay_received_packets_total.
 XDP_FOLDED = ("forwarded", "forwarded_new_flow", "hint_rejected", "return_malformed", "return_no_flow",
-              "return_wrong_sender", "hint_flow_limit", "source_prefix_flow_limit")
+              "return_wrong_sender", "hint_flow_limit", "source_prefix_flow_limit", "peer_untrusted",
+              "peer_malformed", "peer_wrong_sender")
 
 STATE = {}  # tmpdir, key file, pwds, per-data-path environments: set by setUpModule / env_for
 
@@ -1713,6 +1714,98 @@ class GlobalRelayTest(RelayTestCase):
                                                            role="ingress", direction=d), 5, d)
 
 
+class GlobalOwnerTest(RelayTestCase):
+    """The owner role of the global relay in this data path: an ingress relay (cluster 9,
+    userspace) runs in the client namespace with its VIP INGRESS_VIP, and forwards a flow
+    whose hint names cluster CLUSTER to the relay under test's peers.listen, which hands it
+    to the fake transceiver and sends the replies back to the ingress:
+
+        client -> INGRESS_VIP (ingress, client ns) -> 198.18.0.1:PEER_PORT (owner, this data
+        path) -> EP1, and back the same way
+
+    In XDP mode the program does the owner role: it takes the peer's framed datagrams on
+    rc0 (peers.trusted in the peer_trusted map), creates the owner flow, forwards them to
+    EP1 unchanged and sends EP1's replies back to the ingress from peers.listen; no
+    userspace worker sees any of it."""
+
+    PEER_PORT = 24480
+    INGRESS_VIP = "198.18.0.250"
+    INGRESS_ADMIN = 24490
+
+    def start_ingress(self):
+        run_in = self.topo.client
+        subprocess.run(["ip", "-n", run_in, "addr", "replace", "%s/32" % self.INGRESS_VIP, "dev", "lo"],
+                       check=True, timeout=10)
+        self.addCleanup(subprocess.run, ["ip", "-n", run_in, "addr", "del", "%s/32" % self.INGRESS_VIP, "dev", "lo"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+        peers = os.path.join(STATE["tmp"], "owner-peers-%s.yaml" % self.MODE)
+        with open(peers, "w") as f:
+            json.dump({"peers": {"clusters": [{"cluster": CLUSTER, "address": "%s:%d" % (nt.RELAY_LINK_V4, self.PEER_PORT),
+                                               "hint_key_file": STATE["keys"]}]}}, f)
+        argv = [RELAY_BIN, "--listen", "%s:3478" % self.INGRESS_VIP, "--return-listen", "[::]:24410",
+                "--workers", "1", "--pin-cpus", "false", "--cluster-id", "9", "--hint-key-file", STATE["keys"],
+                "--admin-listen", "127.0.0.1:%d" % self.INGRESS_ADMIN, "--config", peers]
+        log = open(os.path.join(STATE["tmp"], "relay-ingress-client-ns-%s.log" % self.MODE), "a")
+        self.addCleanup(log.close)
+        proc = nt.start_in_netns(run_in, argv, stdout=log, stderr=subprocess.STDOUT)
+
+        def stop():
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=10)
+        self.addCleanup(stop)
+
+        def get(path):
+            sock = nt.socket_in(run_in, socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(2.0)
+                sock.connect(("127.0.0.1", self.INGRESS_ADMIN))
+                return prom_metrics.fetch(sock, "127.0.0.1", path, 2.0)
+            finally:
+                sock.close()
+
+        def ready():
+            if proc.poll() is not None:
+                raise AssertionError("ingress relay exited with %s" % proc.returncode)
+            with contextlib.suppress(OSError):
+                return get("/readyz")[0] == 200
+            return False
+        self.assertTrue(poll_until(ready, 10), "ingress relay not ready")
+        return lambda: prom_metrics.parse(get("/metrics")[1])
+
+    def test_a_peer_ingress_flow_is_owned_here(self):
+        owner = self.new_relay("owner", workers=1, extra=[
+            "--peers-listen", "%s:%d" % (nt.RELAY_LINK_V4, self.PEER_PORT),
+            "--peers-trusted", "%s/32" % nt.CLIENT_V4])
+        ingress_metrics = self.start_ingress()
+        client = self.client(4)
+        vip = (self.INGRESS_VIP, 3478)
+        before = owner.metrics()
+        msg, src = client.stun(vip, mint(1))
+        self.check_binding_success(msg, src, client, vip, "EP1", PWD)
+        for payload in media_payloads(4):
+            data, src = client.echo(vip, payload)
+            self.assertEqual((data, src), (b"EP1:" + payload, vip))
+        after = owner.metrics()
+        self.assert_only_drop(before, after, {})
+        im = ingress_metrics()
+        for d in (C2T, T2C):
+            self.assertGreaterEqual(im.get("rtcedge_relay_role_packets_total", role="ingress", direction=d), 5, d)
+        if self.xdp:
+            for d in (C2T, T2C):
+                self.assertGreaterEqual(prom_metrics.delta(before, after, "rtcedge_relay_xdp_role_packets_total",
+                                                           role="owner", direction=d), 5, "XDP owner %s" % d)
+            self.assertEqual(self.xdp_delta(before, after, "forwarded_new_flow"), 1, "XDP did not create the flow")
+            self.assertEqual(self.userspace_received(after, C2T), self.userspace_received(before, C2T),
+                             "a userspace worker saw the XDP owner flow")
+            self.assertEqual(self.userspace_received(after, T2C), self.userspace_received(before, T2C),
+                             "a userspace worker saw the owner flow's replies")
+        else:
+            for d in (C2T, T2C):
+                self.assertGreaterEqual(prom_metrics.delta(before, after, "rtcedge_relay_role_packets_total",
+                                                           role="owner", direction=d), 5, d)
+
+
 class CodecSelfTest(unittest.TestCase):
     """The test's own STUN and PROXY v2 codecs against a real capture and round trips."""
 
@@ -1747,7 +1840,7 @@ def per_data_path(*classes):
 
 
 per_data_path(RoutingTest, ReloadTest, IdleExpiryTest, TableBoundTest, HintFlowLimitTest, ShutdownTest,
-              ChromeCaptureReplayTest, FlowRecoveryTest, GlobalRelayTest)
+              ChromeCaptureReplayTest, FlowRecoveryTest, GlobalRelayTest, GlobalOwnerTest)
 
 
 def main():

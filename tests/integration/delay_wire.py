@@ -34,14 +34,14 @@ Stable API (used by global_sim_topology.py and bench/global_relay_bench.py):
         .run(max_seconds, stop=None) forward until max_seconds or stop.is_set()
         .counters()                  {"a_to_b": {...}, "b_to_a": {...}, "config": {...}}
     WireProcess(ns, if_a, if_b, delay_ab_ms, delay_ba_ms=None, jitter_ms=0, loss_pct=0,
-                seed=1, max_seconds=300, workdir=None)
+                seed=1, max_seconds=300, workdir=None, queue_max=4096, rt_priority=0)
         runs this file as a program inside ns (netns_topology.start_in_netns, so it is
         killed with the test); .wait_ready(timeout), .stop() -> the counters dict.
     attach_xdp_pass(ns, dev, obj)    xdp_pass on a wire interface (see above)
 
 Program:  delay_wire.py --if-a wa --if-b wb --delay-ab-ms 10 [--delay-ba-ms 10]
           [--jitter-ms 0] [--loss-pct 0] [--seed 1] [--queue-max 4096] [--max-seconds 300]
-          [--ready-file F] [--stats-file F]
+          [--rt-priority N] [--ready-file F] [--stats-file F]
   prints the counters as one JSON line on stdout on SIGTERM/SIGINT or at --max-seconds
   (and writes them to --stats-file).
           delay_wire.py --selftest
@@ -214,7 +214,7 @@ class WireProcess:
     """This file run as a program inside namespace ns; killed with the test (PDEATHSIG)."""
 
     def __init__(self, ns, if_a, if_b, delay_ab_ms, delay_ba_ms=None, jitter_ms=0.0, loss_pct=0.0, seed=1,
-                 max_seconds=300, workdir=None, queue_max=4096):
+                 max_seconds=300, workdir=None, queue_max=4096, rt_priority=0):
         import subprocess
         import tempfile
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -232,7 +232,7 @@ class WireProcess:
         argv = ["/usr/bin/python3", os.path.abspath(__file__), "--if-a", if_a, "--if-b", if_b,
                 "--delay-ab-ms", str(delay_ab_ms), "--delay-ba-ms", str(delay_ab_ms if delay_ba_ms is None else delay_ba_ms),
                 "--jitter-ms", str(jitter_ms), "--loss-pct", str(loss_pct), "--seed", str(seed),
-                "--queue-max", str(queue_max), "--max-seconds", str(max_seconds),
+                "--queue-max", str(queue_max), "--max-seconds", str(max_seconds), "--rt-priority", str(rt_priority),
                 "--ready-file", self.ready_file, "--stats-file", self.stats_file]
         with open(self.log_path, "wb") as log:
             self.proc = nt.start_in_netns(ns, argv, stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL)
@@ -276,6 +276,11 @@ def _program(args):
     wire = DelayWire(args.if_a, args.if_b, args.delay_ab_ms, args.delay_ba_ms, args.jitter_ms, args.loss_pct,
                      args.seed, args.queue_max).open()
     stop = _Flag()
+    if args.rt_priority:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(max(1, min(50, args.rt_priority))))
+        except OSError as e:
+            print("delay_wire: SCHED_FIFO not available (%s); normal scheduling" % e, file=sys.stderr, flush=True)
 
     def on_signal(_s, _f):
         stop.set_ = True
@@ -376,7 +381,7 @@ def _selftest(args):
                 rtts.append(got)
             return rtts
 
-        wire = WireProcess(ns_w, "wa", "wb", 20, 5, workdir=workdir, max_seconds=60).wait_ready()
+        wire = WireProcess(ns_w, "wa", "wb", 20, 5, workdir=workdir, max_seconds=60, rt_priority=10).wait_ready()
         rtts = ping(1, timeout=3.0)  # the first one resolves ARP through the wire
         rtts = [r for r in ping(40) if r is not None]
         rtts.sort()
@@ -430,6 +435,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--queue-max", type=int, default=4096)
     ap.add_argument("--max-seconds", type=float, default=300.0)
+    ap.add_argument("--rt-priority", type=int, default=0,
+                    help="SCHED_FIFO priority (1..50) so that a loaded machine does not delay frames past their "
+                         "deadline; 0 = normal scheduling. The loop blocks in epoll, it never spins")
     ap.add_argument("--ready-file")
     ap.add_argument("--stats-file")
     args = ap.parse_args()

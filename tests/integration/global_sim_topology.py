@@ -1,11 +1,17 @@
 """global_sim_topology.py — the global relay in network namespaces, with modelled link delays.
 
-                    access wire                          backbone wire
-   client ns   cl_c ~~~~~~~~~~~~~~ c_acc   relay C ns   c_bb ~~~~~~~~~~~ [bridge ns br0] ── a_bb  relay A ns
-   198.18.10.2    (ACCESS_MS each way)  VIP_C 198.18.255.30  198.18.12.1  (BACKBONE_MS)     ├── b_bb  relay B ns
-               cl_a ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~ a_pub  (VIP_A 198.18.255.10)
-   198.18.11.2                    public wire (PUBLIC_MS each way)                              a_x ── x_a xcvr A ns
-                                                                                              relay B: b_x ── x_b xcvr B ns
+                 access wire              (router)                  backbone wire
+   client ns  cl0 ~~~~~~~~~~~~~~ i_cl [isp ns] i_c ──── c_acc  relay C ns  c_bb ~~~~~~~~~~~ [bridge ns br0] ── a_bb  relay A ns
+   198.18.10.2   (ACCESS_MS each way)  │          VIP_C 198.18.255.30   198.18.12.1 (BACKBONE_MS)   ├── b_bb  relay B ns
+                                       └ i_pub ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~ a_pub (VIP_A 198.18.255.10)
+                                             public wire (PUBLIC_MS each way)                         a_x ── x_a  xcvr A ns
+                                                                                           relay B: b_x ── x_b  xcvr B ns
+
+The client has one interface, as a real one does: its access link (a delay wire) ends at
+its provider's router (isp ns), which reaches relay C's VIP next door and relay A's VIP over
+the public internet (the public wire). So the ingress path is client -> access -> C ->
+backbone -> A, and the public path client -> access -> public -> A; both start from the
+same local ICE candidate, so the answer's candidate priorities alone choose between them.
 
 Clusters: A = CLUSTER_A (relay A owns, transceiver A serves), B = CLUSTER_B (relay B owns,
 transceiver B), C = CLUSTER_C (relay C: ingress only, no endpoints; its peers.clusters name A
@@ -13,8 +19,7 @@ and B at their peers.listen, with their key files). Each "~~~" is a delay wire
 (delay_wire.py, a userspace netem: the kernel here has no sch_netem) in its own namespace;
 the ends of a wire share one L2 segment. The backbone wire ends in a bridge namespace where
 A's and B's backbone veths meet, so C reaches both over the one delayed link.
-The client's access link enters at C; the "public path" joins the client to A's VIP
-directly. Only 198.18.0.0/15 is used; IPv6 is disabled in every namespace (IPv4 only).
+Only 198.18.0.0/15 is used; IPv6 is disabled in every namespace (IPv4 only).
 
 Stable API (bench/global_relay_bench.py builds on it; add, do not change):
 
@@ -32,7 +37,7 @@ Stable API (bench/global_relay_bench.py builds on it; add, do not change):
         door's header; a client-supplied one is dropped) and goes to transceiver A's HTTP
         from relay A's namespace
     sim.stop_wires() -> {"access": counters, "backbone": ..., "public": ...}
-    sim.modelled_rtt_ms("ingress"|"public")   2 x the one-way delays of that path
+    sim.modelled_rtt_ms("ingress"|"public")   2 x (access + backbone), 2 x (access + public)
     sim.keys[...]: hint key files, "a", "b", "c"; sim.ns[...]: namespace names
     sim.close()                   netns_topology.cleanup_all() (also atexit / on signal)
 
@@ -59,8 +64,10 @@ import netns_topology as nt  # noqa: E402
 import prom_metrics  # noqa: E402
 
 CLUSTER_A, CLUSTER_B, CLUSTER_C = 1, 2, 3
-CLIENT_C_V4, RELAY_C_ACC_V4 = "198.18.10.2", "198.18.10.1"  # access segment
-CLIENT_A_V4, RELAY_A_PUB_V4 = "198.18.11.2", "198.18.11.1"  # public segment
+CLIENT_V4, ISP_CL_V4 = "198.18.10.2", "198.18.10.1"  # access segment (the wire)
+CLIENT_C_V4 = CLIENT_V4  # the client's address, as relay C and the transceiver see it
+ISP_PUB_V4, RELAY_A_PUB_V4 = "198.18.11.2", "198.18.11.1"  # public segment (the wire)
+ISP_C_V4, RELAY_C_ACC_V4 = "198.18.15.1", "198.18.15.2"  # isp <-> relay C, no delay
 RELAY_C_BB_V4, RELAY_A_BB_V4, RELAY_B_BB_V4 = "198.18.12.1", "198.18.12.2", "198.18.12.3"  # backbone
 RELAY_A_X_V4, XCVR_A_V4 = "198.18.13.1", "198.18.13.2"
 RELAY_B_X_V4, XCVR_B_V4 = "198.18.14.1", "198.18.14.2"
@@ -274,7 +281,7 @@ class HttpSplice:
 
 
 class GlobalSim:
-    ROLES = ("client", "w_access", "relay_c", "w_backbone", "bridge", "relay_a", "xcvr_a", "w_public",
+    ROLES = ("client", "w_access", "isp", "relay_c", "w_backbone", "bridge", "relay_a", "xcvr_a", "w_public",
              "relay_b", "xcvr_b")
 
     def __init__(self, tag="gs", access_ms=10.0, backbone_ms=25.0, public_ms=60.0, jitter_ms=0.0, loss_pct=0.0,
@@ -293,10 +300,11 @@ class GlobalSim:
         self.pin_paths = {}
         # (ns role, dev, peer ns role, peer dev) of every veth; the wire ends have no address.
         self.veths = [
-            ("client", "cl_c", "w_access", "wc"), ("w_access", "wr", "relay_c", "c_acc"),
+            ("client", "cl0", "w_access", "wc"), ("w_access", "wr", "isp", "i_cl"),
+            ("isp", "i_c", "relay_c", "c_acc"),
             ("relay_c", "c_bb", "w_backbone", "wr"), ("w_backbone", "wb", "bridge", "br_w"),
             ("bridge", "br_a", "relay_a", "a_bb"), ("bridge", "br_b", "relay_b", "b_bb"),
-            ("client", "cl_a", "w_public", "wc"), ("w_public", "wr", "relay_a", "a_pub"),
+            ("isp", "i_pub", "w_public", "wc"), ("w_public", "wr", "relay_a", "a_pub"),
             ("relay_a", "a_x", "xcvr_a", "x_a"), ("relay_b", "b_x", "xcvr_b", "x_b"),
         ]
 
@@ -331,7 +339,8 @@ class GlobalSim:
         for dev in ("br_w", "br_a", "br_b"):
             self._ip("bridge", "link", "set", dev, "master", "br0")
         addrs = [
-            ("client", "cl_c", [CLIENT_C_V4 + "/24"]), ("client", "cl_a", [CLIENT_A_V4 + "/24"]),
+            ("client", "cl0", [CLIENT_V4 + "/24"]), ("isp", "i_cl", [ISP_CL_V4 + "/24"]),
+            ("isp", "i_c", [ISP_C_V4 + "/24"]), ("isp", "i_pub", [ISP_PUB_V4 + "/24"]),
             ("relay_c", "c_acc", [RELAY_C_ACC_V4 + "/24", VIP_C_V4 + "/32"]),
             ("relay_c", "c_bb", [RELAY_C_BB_V4 + "/24"]),
             ("relay_a", "a_bb", [RELAY_A_BB_V4 + "/24"]),
@@ -353,8 +362,12 @@ class GlobalSim:
             self._ip(a, "link", "set", da, "up")
             self._ip(b, "link", "set", db, "up")
         self._ip("bridge", "link", "set", "br0", "up")
-        self._ip("client", "route", "add", VIP_C_V4 + "/32", "via", RELAY_C_ACC_V4, "dev", "cl_c")
-        self._ip("client", "route", "add", VIP_A_V4 + "/32", "via", RELAY_A_PUB_V4, "dev", "cl_a")
+        self._ip("client", "route", "add", "default", "via", ISP_CL_V4, "dev", "cl0")
+        self._exec("isp", "sysctl", "-qw", "net.ipv4.conf.all.forwarding=1")
+        self._ip("isp", "route", "add", VIP_C_V4 + "/32", "via", RELAY_C_ACC_V4, "dev", "i_c")
+        self._ip("isp", "route", "add", VIP_A_V4 + "/32", "via", RELAY_A_PUB_V4, "dev", "i_pub")
+        self._ip("relay_c", "route", "add", "198.18.10.0/24", "via", ISP_C_V4, "dev", "c_acc")
+        self._ip("relay_a", "route", "add", "198.18.10.0/24", "via", ISP_PUB_V4, "dev", "a_pub")
         self._wait_links()
 
     def _wait_links(self, timeout=5.0):
@@ -373,7 +386,7 @@ class GlobalSim:
         program XDP_TXes or redirects into a veth are only delivered to an end running XDP), and
         forwarding in the relay namespaces (bpf_fib_lookup refuses without it)."""
         self.xdp = True
-        for role, dev in (("w_access", "wr"), ("w_backbone", "wr"), ("bridge", "br_a"), ("w_public", "wr"),
+        for role, dev in (("isp", "i_c"), ("w_backbone", "wr"), ("bridge", "br_a"), ("w_public", "wr"),
                           ("xcvr_a", "x_a")):
             delay_wire.attach_xdp_pass(self.ns[role], dev, xdp_pass_obj)
         for role in ("relay_a", "relay_c"):
@@ -402,18 +415,18 @@ class GlobalSim:
         if path == "ingress":
             return 2 * (self.delays["access"] + self.delays["backbone"])
         if path == "public":
-            return 2 * self.delays["public"]
+            return 2 * (self.delays["access"] + self.delays["public"])
         raise ValueError(path)
 
     def warm_neighbours(self, timeout=5.0):
         """Each relay namespace resolves its on-link peers (a datagram to the discard port;
         the ICMP error that comes back is ignored) and waits for usable entries."""
         usable = {"REACHABLE", "STALE", "DELAY", "PROBE", "PERMANENT"}
-        want = [("relay_c", "c_acc", CLIENT_C_V4), ("relay_c", "c_bb", RELAY_A_BB_V4),
+        want = [("relay_c", "c_acc", ISP_C_V4), ("relay_c", "c_bb", RELAY_A_BB_V4),
                 ("relay_c", "c_bb", RELAY_B_BB_V4),
-                ("relay_a", "a_bb", RELAY_C_BB_V4), ("relay_a", "a_pub", CLIENT_A_V4), ("relay_a", "a_x", XCVR_A_V4),
+                ("relay_a", "a_bb", RELAY_C_BB_V4), ("relay_a", "a_pub", ISP_PUB_V4), ("relay_a", "a_x", XCVR_A_V4),
                 ("relay_b", "b_bb", RELAY_C_BB_V4), ("relay_b", "b_x", XCVR_B_V4),
-                ("client", "cl_c", RELAY_C_ACC_V4), ("client", "cl_a", RELAY_A_PUB_V4)]
+                ("client", "cl0", ISP_CL_V4), ("isp", "i_c", RELAY_C_ACC_V4), ("isp", "i_pub", RELAY_A_PUB_V4)]
         socks = []
         try:
             for role, _, ip in want:

@@ -374,8 +374,8 @@ def run_test(args, workdir, results):
             cli.sendto(request, (gs.VIP_C_V4, gs.VIP_PORT))
 
         def rejected(m):
-            return (delta(c0, m, "rtcedge_relay_dropped_packets_total", reason="hint_rejected")
-                    + delta(c0, m, "rtcedge_relay_xdp_packets_total", reason="hint_rejected"))
+            # rtcedge_relay_dropped_packets_total folds in XDP's own drops.
+            return delta(c0, m, "rtcedge_relay_dropped_packets_total", reason="hint_rejected")
         c1 = gs.poll_until(lambda: (lambda m: m if rejected(m) >= 3 else None)(sim.relay_metrics("c")), 5) \
             or sim.relay_metrics("c")
         answered = bool(select.select([cli], [], [], 0.3)[0])
@@ -388,9 +388,15 @@ def run_test(args, workdir, results):
          "a_received_from_peers": int(delta(a0, a1, "rtcedge_relay_role_packets_total", role="owner", direction=C2T)),
          "answered": answered, "c_xdp": xdp_moved(c0, c1)}
     results["nobody_serves"] = f
-    check("a hint of cluster 9 (nobody serves it) at C: 3 counted rejections, no flow, nothing reaches A, no answer",
+    check("a hint of cluster 9 (nobody serves it) at C: 3 counted rejections (wrong_cluster), no flow, nothing "
+          "reaches A, no answer",
           f["hint_rejected"] >= 3 and f["c_flows_created"] == 0 and f["a_received_from_peers"] == 0 and not answered,
           f)
+    if args.relay_mode == "xdp":
+        check("the XDP program rejected that hint itself (xdp hint_rejected)",
+              f["c_xdp"].get("%s/hint_rejected" % C2T, 0) >= 3, f["c_xdp"])
+    else:
+        check("relay C's worker counted wrong_cluster for that hint", f["wrong_cluster"] >= 3, f)
 
     # ---- the wires carried it all, and dropped nothing
     splice.close()

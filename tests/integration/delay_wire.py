@@ -92,10 +92,12 @@ class DelayWire:
         self.socks = {}
         self.heap = []  # (deadline, seq, direction, frame)
         self.seq = 0
+        self.started = time.monotonic()
         self.queued = {"a_to_b": 0, "b_to_a": 0}
         self.last_deadline = {"a_to_b": 0.0, "b_to_a": 0.0}
         self.stats = {d: {"received": 0, "forwarded": 0, "bytes": 0, "lost": 0, "queue_full": 0,
-                          "send_errors": 0, "max_queued": 0, "max_late_us": 0}
+                          "send_errors": 0, "max_queued": 0, "max_late_us": 0,
+                          "late_over_1ms": 0, "max_late_at_s": None}
                       for d in ("a_to_b", "b_to_a")}
 
     def open(self):
@@ -164,8 +166,11 @@ class DelayWire:
                 st["forwarded"] += 1
                 st["bytes"] += len(frame)
                 late = int((now - deadline) * 1e6)
+                if late > 1000:
+                    st["late_over_1ms"] += 1
                 if late > st["max_late_us"]:
                     st["max_late_us"] = late
+                    st["max_late_at_s"] = round(now - self.started, 3)
             except OSError:
                 st["send_errors"] += 1
 
@@ -179,7 +184,8 @@ class DelayWire:
             for side, s in self.socks.items():
                 ep.register(s.fileno(), select.EPOLLIN)
                 fd_side[s.fileno()] = side
-            end = time.monotonic() + max_seconds
+            self.started = time.monotonic()
+            end = self.started + max_seconds
             while not (stop is not None and stop.is_set()):
                 now = time.monotonic()
                 if now >= end:

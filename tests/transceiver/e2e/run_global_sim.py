@@ -407,7 +407,8 @@ def run_test(args, workdir, results):
         rc = sim.relays[name].stop()
         check("relay %s exits 0 on SIGTERM" % name.upper(), rc == 0, rc)
     wires = sim.stop_wires()
-    results["wires"] = {n: {d: {k: c[d][k] for k in ("forwarded", "lost", "queue_full", "send_errors", "max_late_us")}
+    results["wires"] = {n: {d: {k: c[d][k] for k in ("forwarded", "lost", "queue_full", "send_errors", "max_late_us",
+                                                       "late_over_1ms", "max_late_at_s")}
                             for d in ("a_to_b", "b_to_a")} if c else None for n, c in wires.items()}
     check("the wires dropped nothing (no queue_full, no send error)",
           all(c and all(c[d]["queue_full"] == 0 and c[d]["send_errors"] == 0 for d in ("a_to_b", "b_to_a"))

@@ -29,7 +29,10 @@ Stable API (bench/global_relay_bench.py builds on it; add, do not change):
     sim.prepare_for_xdp(obj)      xdp_pass on every veth end facing an XDP relay, forwarding on
     sim.start_wires()             the three delay wires (WireProcess), waits until they run
     sim.warm_neighbours()         ARP across the wires, so that XDP's first packet has a neighbour
-    sim.start_relays(relay_bin, mode="userspace"|"xdp", keys=None) -> {"a","b","c": Service}
+    sim.make_keys(relay_bin)      one hint key file per cluster (start_relays calls it if needed)
+    sim.start_relays(relay_bin, mode="userspace"|"xdp", extra=None) -> {"a","b","c": Service}
+        A and C in `mode` (XDP on a_pub,a_x,a_bb and c_acc,c_bb; pins under pin_path(name),
+        detached on cleanup), B always userspace; extra = {"a": [more argv], ...}
     sim.start_transceivers(transceiver_bin, extra_a=(), extra_b=()) -> {"a","b": Service}
     sim.relay_metrics("a"|"b"|"c"), sim.transceiver_metrics("a"|"b")  (prom_metrics.Metrics)
     sim.http_splice_to_a(region="near-c") -> HttpSplice listening on 127.0.0.1:port in the
@@ -38,7 +41,9 @@ Stable API (bench/global_relay_bench.py builds on it; add, do not change):
         from relay A's namespace
     sim.stop_wires() -> {"access": counters, "backbone": ..., "public": ...}
     sim.modelled_rtt_ms("ingress"|"public")   2 x (access + backbone), 2 x (access + public)
-    sim.keys[...]: hint key files, "a", "b", "c"; sim.ns[...]: namespace names
+    sim.keys[...]: hint key files, "a", "b", "c"; sim.ns[...]: namespace names by role
+        (client, w_access, isp, relay_c, w_backbone, bridge, relay_a, xcvr_a, w_public,
+        relay_b, xcvr_b); sim.logs() -> {name: log path}; the module's address constants
     sim.close()                   netns_topology.cleanup_all() (also atexit / on signal)
 
 Names: namespaces are rtce-it-<pid>-<tag>-<role>, so netns_topology.sweep_stale removes the

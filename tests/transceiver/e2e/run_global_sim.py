@@ -301,7 +301,11 @@ def run_test(args, workdir, results):
           and (ar.get("window_tone_fraction") or 0) >= 0.5,
           {"tone": tone, "tone_fraction": ar.get("window_tone_fraction")})
     to_c = [r for addr, r in stun_rtts if addr and "%s:%d" % tuple(addr) == vip_c]
-    results["aiortc_stun_to"] = sorted({"%s:%d" % tuple(a) for a, _ in stun_rtts if a})
+    by_addr = {}
+    for addr, r in stun_rtts:
+        if addr:
+            by_addr.setdefault("%s:%d" % tuple(addr), []).append(r)
+    results["aiortc_stun_rtts_ms"] = by_addr
     rtt_check("aiortc", to_c, "aioice's first-try STUN transactions to VIP C: checks and consent")
     after = snapshot()
     relay_checks("aiortc", before, after)

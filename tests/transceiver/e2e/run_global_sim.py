@@ -176,7 +176,7 @@ def run_test(args, workdir, results):
 
     t0 = time.monotonic()
     sim = gs.GlobalSim(tag="gsim", access_ms=args.access_ms, backbone_ms=args.backbone_ms, public_ms=args.public_ms,
-                       workdir=workdir).create()
+                       jitter_ms=args.jitter_ms, loss_pct=args.loss_pct, workdir=workdir).create()
     results["logs"] = {}
     if args.relay_mode == "xdp":
         try:
@@ -200,6 +200,7 @@ def run_test(args, workdir, results):
     url = "http://127.0.0.1:%d" % splice.port
     modelled = sim.modelled_rtt_ms("ingress")
     results["model"] = {"access_ms": args.access_ms, "backbone_ms": args.backbone_ms, "public_ms": args.public_ms,
+                        "jitter_ms": args.jitter_ms, "loss_pct": args.loss_pct,
                         "modelled_rtt_ms": modelled, "public_rtt_ms": sim.modelled_rtt_ms("public")}
     results["setup_s"] = round(time.monotonic() - t0, 2)
     for r in ("a", "c"):
@@ -438,6 +439,9 @@ def main():
     ap.add_argument("--backbone-ms", type=float, default=25.0, help="C <-> clusters A and B, one way")
     ap.add_argument("--public-ms", type=float, default=60.0,
                     help="the client's router <-> A's VIP over the public internet, one way (after the access link)")
+    ap.add_argument("--jitter-ms", type=float, default=0.0,
+                    help="every wire, each way: uniform jitter (exploration; the CTests run without)")
+    ap.add_argument("--loss-pct", type=float, default=0.0, help="every wire, each way: Bernoulli loss (exploration)")
     ap.add_argument("--rtt-tolerance-ms", type=float, default=5.0,
                     help="measured RTT may exceed the modelled one by this much (the stack, scheduling)")
     ap.add_argument("--aiortc-seconds", type=float, default=6.0)

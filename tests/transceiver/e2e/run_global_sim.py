@@ -22,7 +22,8 @@ transactions to VIP C; Chromium: the candidate pair's currentRoundTripTime), is 
 2 x (ACCESS + BACKBONE) plus at most --rtt-tolerance-ms (the stack's own RTT, a fraction of a
 millisecond on veths, and scheduling; the public path would be 2 x (ACCESS + PUBLIC)). Relays: C's
 role="ingress" and A's role="owner" counters moved both ways (userspace mode); in XDP mode
-C's XDP program created the flows and forwarded at least what A's owner role carried, and
+C's XDP program created the flows and forwarded at least what A's owner role carried, A's
+XDP program did the owner role (rtcedge_relay_xdp_role_packets_total{role="owner"}), and
 C's userspace workers saw none of it. Then two cheap failure cases: a forwarded datagram to
 A's peers.listen from relay B's address (not in A's peers.trusted: peer_untrusted, no flow,
 no answer) and a hint of a cluster nobody serves sent to C (a counted hint rejection, no flow,
@@ -137,6 +138,14 @@ def delta(before, after, name, **labels):
     return metric_sum(after, name, **labels) - metric_sum(before, name, **labels)
 
 
+def owner_packets(m0, m1, direction):
+    """Datagrams relay A's owner role carried in one direction: its userspace workers'
+    (rtcedge_relay_role_packets_total) plus its XDP program's (rtcedge_relay_xdp_role_packets_total,
+    XDP mode)."""
+    return int(delta(m0, m1, "rtcedge_relay_role_packets_total", role="owner", direction=direction)
+               + delta(m0, m1, "rtcedge_relay_xdp_role_packets_total", role="owner", direction=direction))
+
+
 def xdp_moved(before, after):
     """{direction/reason: n} of every rtcedge_relay_xdp_packets_total sample that moved."""
     out = {}
@@ -216,10 +225,12 @@ def run_test(args, workdir, results):
         return {"a": sim.relay_metrics("a"), "c": sim.relay_metrics("c"), "xa": sim.transceiver_metrics("a")}
 
     def relay_checks(client, before, after):
+        # A's owner role: its workers (userspace) or its XDP program (XDP mode) carried it.
         """The path through C (ingress) and A (owner), by the relays' own counters."""
         a0, a1, c0, c1 = before["a"], after["a"], before["c"], after["c"]
-        fig = {"owner_a": {d: int(delta(a0, a1, "rtcedge_relay_role_packets_total", role="owner", direction=d))
-                           for d in (C2T, T2C)},
+        fig = {"owner_a": {d: owner_packets(a0, a1, d) for d in (C2T, T2C)},
+               "owner_a_xdp": {d: int(delta(a0, a1, "rtcedge_relay_xdp_role_packets_total", role="owner",
+                                            direction=d)) for d in (C2T, T2C)},
                "ingress_c_userspace": {d: int(delta(c0, c1, "rtcedge_relay_role_packets_total", role="ingress",
                                                     direction=d)) for d in (C2T, T2C)},
                "c_peer_a": {d: int(delta(c0, c1, "rtcedge_relay_peer_packets_total", cluster=str(gs.CLUSTER_A),
@@ -242,6 +253,8 @@ def run_test(args, workdir, results):
             check("%s: relay C counted its peer, cluster A, both ways" % client,
                   all(v >= 50 for v in fig["c_peer_a"].values()), fig["c_peer_a"])
         else:
+            check("%s: relay A's XDP program did the owner role both ways (>= 50 packets each)" % client,
+                  all(v >= 50 for v in fig["owner_a_xdp"].values()), fig["owner_a_xdp"])
             x = fig["c_xdp"]
             new_flows = x.get("%s/forwarded_new_flow" % C2T, 0)
             fwd = {d: sum(x.get("%s/%s" % (d, r), 0) for r in XDP_FORWARDED) for d in (C2T, T2C)}
@@ -362,7 +375,7 @@ def run_test(args, workdir, results):
         stranger.close()
     f = {"peer_untrusted": int(delta(a0, a1, "rtcedge_relay_dropped_packets_total", reason="peer_untrusted")),
          "flows_created": int(delta(a0, a1, "rtcedge_relay_flows_created_total")),
-         "owner_c2t": int(delta(a0, a1, "rtcedge_relay_role_packets_total", role="owner", direction=C2T)),
+         "owner_c2t": owner_packets(a0, a1, C2T),
          "answered": answered}
     results["forged_forward"] = f
     check("forged forward from outside peers.trusted: 3 x peer_untrusted at A, no flow, nothing forwarded, no answer",
@@ -390,7 +403,7 @@ def run_test(args, workdir, results):
     f = {"hint_rejected": int(rejected(c1)),
          "wrong_cluster": int(delta(c0, c1, "rtcedge_relay_hint_failures_total", reason="wrong_cluster")),
          "c_flows_created": int(delta(c0, c1, "rtcedge_relay_flows_created_total")),
-         "a_received_from_peers": int(delta(a0, a1, "rtcedge_relay_role_packets_total", role="owner", direction=C2T)),
+         "a_received_from_peers": owner_packets(a0, a1, C2T),
          "answered": answered, "c_xdp": xdp_moved(c0, c1)}
     results["nobody_serves"] = f
     check("a hint of cluster 9 (nobody serves it) at C: 3 counted rejections (wrong_cluster), no flow, nothing "

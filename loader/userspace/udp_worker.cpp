@@ -335,8 +335,9 @@ void UdpWorker::drain_flow_replies(Nanos now) {
   // The packets that waited live in the core's recovery pool until the next miss; they are
   // all sent (flushed) before this returns, so no miss can reuse their slots first.
   flow_channel_->drain_replies([&](const FlowLookupReply& reply) {
-    const Flow* flow = core_.on_lookup_reply(reply.key, reply.endpoint_id, now,
-                                             [&](const ToTransceiver& out) { queue_to_transceiver(out); });
+    const Flow* flow = core_.on_lookup_reply(
+        reply.key, reply.endpoint_id, now, [&](const ToTransceiver& out) { queue_to_transceiver(out); },
+        reply.role);
     if (flow && on_recovered_) on_recovered_(*flow);
   });
   flush_to_transceivers();

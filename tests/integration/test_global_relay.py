@@ -24,6 +24,7 @@ owner-restart case, a consent check every 2.5 s, like Chromium:
   (a) the ingress relay restarted mid-call: it recovers the flow from the store, and the
       media reaches the transceiver again with no check sent since the restart;
   (b) the owning cluster's relay restarted: media resumes after the client's next check;
+      so it does when the ingress restarts on another return address (peer_wrong_sender);
   (c) a reload moves cluster 2's relay: a live flow and a recovered one follow it, and a
       relay restarted after the move recovers its flows to the new address.
 Each prints the measured gap.
@@ -468,6 +469,26 @@ class GlobalRelayFailureTest(GlobalRelayTest):
               "%.0f ms; first echo %.0f ms after /readyz)" % (stream.outage_after(stopped) * 1e3, stream.lost(),
                                                                (up - stopped) * 1e3, (min(first) - up) * 1e3),
               file=sys.stderr)
+
+    def test_an_ingress_restarted_on_another_return_address_waits_for_the_next_check(self):
+        # The owner's flow belongs to the old return address: media from the new one is
+        # peer_wrong_sender until a verified check moves the flow (the trust model).
+        client = self.client()
+        ufrag = self.call(client)
+        with MediaStream(client, self.vip, ufrag, check_interval=2.5) as stream:
+            wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
+            stopped = time.monotonic()
+            self.return_port = free_port()
+            self.write_ingress_config("127.0.0.2:%d" % self.peer_port)
+            up = self.restart_ingress()
+            first = min(wait_for(lambda: stream.echoed_since(up), 6, "media echoed after the restart"))
+            checks = list(stream.checks_sent)
+        self.assertTrue(any(up <= c <= first for c in checks), "media resumed before any check")
+        self.assertGreaterEqual(self.owner.metrics().get("rtcedge_relay_dropped_packets_total",
+                                                         reason="peer_wrong_sender"), 1)
+        self.assertGreaterEqual(self.ingress.metrics().get("rtcedge_relay_flows_recovered_total"), 1)
+        print("\n[measured] ingress restart on another return port (check every 2.5 s): media outage %.0f ms, "
+              "%d datagrams of 20 ms lost" % (stream.outage_after(stopped) * 1e3, stream.lost()), file=sys.stderr)
 
     def test_a_restarted_owner_relay_takes_media_again_after_the_next_check(self):
         client = self.client()

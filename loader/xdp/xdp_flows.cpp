@@ -177,8 +177,9 @@ void XdpFlows::attach_flow_store(FlowStoreOutbox* sink, Nanos refresh_interval) 
 
 bool XdpFlows::mirror(const rtce_flow_key& key, uint8_t role, uint16_t endpoint_id) {
   // A local flow's record names its transceiver endpoint, an ingress flow's the owning
-  // cluster (the program keeps the cluster id in endpoint_id). The XDP program makes no
-  // owner flows.
+  // cluster (the program keeps the cluster id in endpoint_id). Owner flows are not stored:
+  // a restarted owner rebuilds them from the peer's next check (docs/global-relay.md,
+  // Failure cases).
   switch (role) {
     case RTCE_RELAY_ROLE_LOCAL: store_sink_->put(key, endpoint_id); return true;
     case RTCE_RELAY_ROLE_INGRESS:

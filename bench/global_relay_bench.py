@@ -1,0 +1,847 @@
+#!/usr/bin/python3
+"""global_relay_bench.py — the global relay against TURN (issue 13 §2): one client, three paths
+to the same owning cluster, on modelled delays, in one run.
+
+                     access (A ms, loss L)                 backbone (B ms)
+    client ns  ───────── wire ─────────>  ingress ns  ───────── wire ─────────>  owner ns
+    aiortc         ingress VIP :3478         rtcedge-relay (ingress only)         rtcedge-relay
+    (tone 440 Hz)  TURN :3478                turnserver (coturn), relay-ip on     (owner VIP, peers.listen)
+               │                              the backbone                        rtcedge-transceiver
+               └──────────────────── public path (A + P ms, loss L) ────────────> owner VIP   (echo backend)
+
+  direct   the client's ICE pair is client -> owner VIP over the public path (A + P one way);
+  ingress  client -> ingress VIP (A), framed over the backbone to the owner's peers.listen (B);
+  turn     client -> coturn at the ingress's spot (A): Allocate, ChannelBind, ChannelData;
+           coturn relays from its backbone address to the owner VIP (B). The client has
+           iceTransportPolicy "relay" (aiortc 1.4 has no switch for it: the bench passes
+           aioice's transport_policy=RELAY, so the client offers relayed candidates only).
+
+Each path is one wire: a userspace L2 delay element between two veths (this file's
+--wire-element mode, AF_PACKET in a wire namespace; the kernel has no sch_netem), with a
+one-way delay per direction and, on the client's access, loss per direction (IPv4 UDP only).
+The public path carries the access delay and loss too: it is the same last mile followed by a
+longer public transit. Signaling (HTTP) reaches the transceiver through a splice on loopback,
+undelayed, the same for every path.
+
+Per session (aiortc client, this file's --client mode in the client namespace): time from
+createOffer to the gathering done (TURN: the allocation) and to connectionState "connected";
+media RTT from RTCP (the transceiver's report blocks echo the client's SR: each raw sample is
+now - LSR time - DLSR, taken before aiortc's smoothing), the transceiver's own RTCP RTT, the
+downlink jitter and loss (aiortc's inbound-rtp), the uplink loss as the transceiver saw it
+(remote-inbound-rtp), echo frames carrying the tone, and which address the transceiver saw
+as the client's. The selected ICE pair is checked against the path (its remote address, and a
+relayed local candidate for TURN).
+
+Printed: per condition and path, p50/p99 over sessions of each figure (p99 nearest rank) and
+ratios of p50 against the direct path of the same condition and run; the machine.
+Needs root, aiortc, numpy, turnserver (coturn). Exit 77 when something is missing. Usage:
+  sudo bench/global_relay_bench.py [--build build] [--sessions 8] [--seconds 10]
+       [--access-ms 15] [--backbone-ms 40] [--public-ms 55] [--loss 0,2] [--quick]
+       [--json-out FILE] [--markdown-out FILE]
+"""
+
+import argparse
+import asyncio
+import heapq
+import json
+import math
+import os
+import platform
+import random
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.abspath(os.path.join(HERE, ".."))
+E2E = os.path.join(REPO_ROOT, "tests", "transceiver", "e2e")
+sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "integration"))
+sys.path.insert(0, E2E)
+
+SKIP = 77
+PATHS = ["direct", "ingress", "turn"]
+CLUSTER_OWNER, CLUSTER_INGRESS, ENDPOINT = 2, 1, 1
+# Addresses (198.18.0.0/15 only). Links: access C-I, public C-O, backbone I-O.
+C_ACC, I_ACC = "198.18.20.2", "198.18.20.1"
+C_PUB, O_PUB = "198.18.21.2", "198.18.21.1"
+I_BB, O_BB = "198.18.22.1", "198.18.22.2"
+XCVR = "198.18.23.1"  # the transceiver, on the owner namespace's loopback
+INGRESS_VIP, TURN_IP, OWNER_VIP = "198.18.254.10", "198.18.254.11", "198.18.254.20"
+VIP_PORT, PEER_PORT, TURN_PORT, HTTP_PORT, MEDIA_PORT = 3478, 3480, 3478, 8080, 40000
+OWNER_ADMIN, INGRESS_ADMIN = 9478, 9479
+TURN_USER, TURN_PASS, TURN_REALM = "bench", "bench-secret", "rtcedge.bench"
+REGION = "near"
+
+
+def log(msg):
+    print("[global_relay_bench] %s" % msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------- the delay wire
+
+ETH_P_ALL = 0x0003
+
+
+def wire_main(args):
+    """A transparent L2 element between interfaces a and b: every frame that arrives on one
+    leaves the other after that direction's delay; IPv4 UDP is dropped with that direction's
+    loss. Frames never overtake each other (a wire does not reorder). Runs until SIGTERM,
+    then writes its counters to --stats-file."""
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    socks = []
+    for ifname in (args.a, args.b):
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        s.bind((ifname, 0))
+        s.setblocking(False)
+        socks.append(s)
+    a, b = socks
+    rng = random.Random(args.seed)
+    conf = {a: (b, args.ab_ms / 1000.0, args.ab_loss, "ab"), b: (a, args.ba_ms / 1000.0, args.ba_loss, "ba")}
+    stats = {d: {"frames": 0, "udp": 0, "dropped": 0, "queue_full": 0} for d in ("ab", "ba")}
+    last_due = {a: 0.0, b: 0.0}
+    heap, seq = [], 0
+    max_queue = 200000  # bounded: a flood cannot grow the element without limit
+    while not stop:
+        now = time.monotonic()
+        timeout = 0.2 if not heap else max(0.0, heap[0][0] - now)
+        try:
+            ready, _, _ = select.select(socks, [], [], timeout)
+        except InterruptedError:
+            continue
+        for s in ready:
+            out, delay, loss, d = conf[s]
+            for _ in range(256):
+                try:
+                    data, addr = s.recvfrom(65536)
+                except (BlockingIOError, InterruptedError):
+                    break
+                if addr[2] == socket.PACKET_OUTGOING:
+                    continue  # our own sends on this interface
+                st = stats[d]
+                st["frames"] += 1
+                udp = len(data) >= 34 and data[12:14] == b"\x08\x00" and data[23] == 17
+                if udp:
+                    st["udp"] += 1
+                    if loss and rng.random() * 100.0 < loss:
+                        st["dropped"] += 1
+                        continue
+                if len(heap) >= max_queue:
+                    st["queue_full"] += 1
+                    continue
+                due = max(time.monotonic() + delay, last_due[s])
+                last_due[s] = due
+                heapq.heappush(heap, (due, seq, out, data))
+                seq += 1
+        now = time.monotonic()
+        while heap and heap[0][0] <= now:
+            _, _, out, data = heapq.heappop(heap)
+            try:
+                out.send(data)
+            except OSError:
+                pass  # a full veth queue loses the frame, as a wire would
+    if args.stats_file:
+        with open(args.stats_file, "w") as f:
+            json.dump(stats, f)
+    return 0
+
+
+# ---------------------------------------------------------------------------- the aiortc client
+
+def client_main(args):
+    import aioice.ice
+    import aiortc.rtcicetransport as rit
+    from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
+    from aiortc.rtp import RtcpRrPacket, RtcpSrPacket
+    from aiortc.rtcrtpsender import RTCRtpSender
+    import chaos_aiortc_client as cc  # tone_frame, and its aiortc_client helpers (ToneTrack)
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    ac = cc.ac
+    if os.environ.get("RTCE_BENCH_CLIENT_DEBUG"):
+        import logging
+        logging.basicConfig(level=logging.DEBUG, format="%(relativeCreated)d %(name)s %(message)s")
+    local_ip = args.local_ip
+    # One host address: the client's address on the link of this path, so no check leaves
+    # by another link with a source address the far end cannot answer.
+    aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: [local_ip]
+    if args.turn:
+        original_kwargs = rit.connection_kwargs
+
+        def relay_only(servers):
+            kw = original_kwargs(servers)
+            kw["transport_policy"] = aioice.ice.TransportPolicy.RELAY
+            return kw
+
+        rit.connection_kwargs = relay_only
+
+    rtt_samples = []
+    original_rtcp = RTCRtpSender._handle_rtcp_packet
+
+    async def raw_rtt(self, packet):
+        # aiortc keeps only a smoothed RTT; take each sample before it is smoothed.
+        if isinstance(packet, (RtcpRrPacket, RtcpSrPacket)):
+            for report in packet.reports:
+                if (report.ssrc == self._ssrc and report.dlsr and report.lsr
+                        and getattr(self, "_RTCRtpSender__lsr", None) == report.lsr):
+                    rtt = time.time() - self._RTCRtpSender__lsr_time - report.dlsr / 65536.0
+                    rtt_samples.append(round(rtt * 1000.0, 2))
+        await original_rtcp(self, packet)
+
+    RTCRtpSender._handle_rtcp_packet = raw_rtt
+
+    def http(method, url, body=None, headers=None, timeout=5.0):
+        req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as res:
+                return res.status, dict(res.headers), res.read()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers or {}), e.read()
+
+    async def ahttp(*a, **kw):
+        return await asyncio.wait_for(asyncio.to_thread(http, *a, **kw), kw.get("timeout", 5.0) + 2)
+
+    result = {"path": args.path, "connected": False}
+
+    async def run():
+        config = None
+        if args.turn:
+            config = RTCConfiguration(iceServers=[RTCIceServer(
+                urls="turn:%s?transport=udp" % args.turn, username=TURN_USER, credential=TURN_PASS)])
+        pc = RTCPeerConnection(config) if config else RTCPeerConnection()
+        connected = asyncio.Event()
+        remote_track = asyncio.get_running_loop().create_future()
+        frames = []
+
+        @pc.on("connectionstatechange")
+        def on_state():
+            result.setdefault("states", []).append(pc.connectionState)
+            if pc.connectionState == "connected" and "connected_at" not in result:
+                result["connected_at"] = time.monotonic()
+                connected.set()
+
+        @pc.on("track")
+        def on_track(track):
+            if track.kind == "audio" and not remote_track.done():
+                remote_track.set_result(track)
+
+        async def record(track):
+            while True:
+                try:
+                    frame = await asyncio.wait_for(track.recv(), timeout=1.0)
+                except asyncio.TimeoutError:
+                    continue
+                except Exception:
+                    return
+                mono, rate = ac.frame_to_mono(frame)
+                has, _ = cc.tone_frame(mono, rate, 440.0, 0.5)
+                frames.append((time.monotonic(), has))
+
+        session_url = None
+        recorder = None
+        try:
+            pc.addTransceiver(ac.ToneTrack(440.0, -12.0), direction="sendrecv")
+            t0 = time.monotonic()
+            await asyncio.wait_for(pc.setLocalDescription(await pc.createOffer()), 15)
+            t_gathered = time.monotonic()
+            result["gather_ms"] = round((t_gathered - t0) * 1000, 1)
+            result["local_candidate_types"] = sorted({ln.split()[7] for ln in pc.localDescription.sdp.splitlines()
+                                                      if ln.startswith("a=candidate:")})
+            headers = {"Content-Type": "application/sdp"}
+            if args.region:
+                headers["X-Rtcedge-Region"] = args.region
+            status, rh, body = await ahttp("POST", args.url + "/v1/sessions", pc.localDescription.sdp.encode(),
+                                           headers)
+            if status != 201:
+                result["error"] = "POST /v1/sessions: HTTP %d: %s" % (status, body[:200])
+                return
+            t_answer = time.monotonic()
+            result["signaling_ms"] = round((t_answer - t_gathered) * 1000, 1)
+            location = next((v for k, v in rh.items() if k.lower() == "location"), None)
+            session_url = urllib.parse.urljoin(args.url + "/", location)
+            # Keep only the candidate of this path (the answer names the ingress first and
+            # the owner's own VIP as a fallback): each case measures one path.
+            lines = body.decode().splitlines()
+            cands = [ln for ln in lines if ln.startswith("a=candidate:")]
+            result["answer_candidates"] = ["%s:%s" % (ln.split()[4], ln.split()[5]) for ln in cands]
+            keep = [ln for ln in lines if not ln.startswith("a=candidate:")
+                    or "%s %s" % (ln.split()[4], ln.split()[5]) == args.remote.replace(":", " ")]
+            if len(keep) == len(lines) - len(cands):
+                result["error"] = "the answer has no candidate %s: %s" % (args.remote, result["answer_candidates"])
+                return
+            await asyncio.wait_for(pc.setRemoteDescription(RTCSessionDescription("\r\n".join(keep) + "\r\n",
+                                                                                 "answer")), 10)
+            try:
+                await asyncio.wait_for(connected.wait(), args.connect_timeout_s)
+            except asyncio.TimeoutError:
+                result["error"] = "not connected after %g s (states %s)" % (args.connect_timeout_s,
+                                                                            result.get("states"))
+                return
+            result["connected"] = True
+            result["connect_ms"] = round((result["connected_at"] - t0) * 1000, 1)
+            result["answer_to_connected_ms"] = round((result["connected_at"] - t_answer) * 1000, 1)
+            ice = pc.getTransceivers()[0].sender.transport.transport
+            pair = ice._connection._nominated.get(1)
+            if pair is not None:
+                result["selected_pair"] = {"local_type": pair.local_candidate.type,
+                                           "local": "%s:%d" % (pair.local_candidate.host, pair.local_candidate.port),
+                                           "remote": "%s:%d" % (pair.remote_candidate.host,
+                                                                pair.remote_candidate.port)}
+            track = await asyncio.wait_for(remote_track, timeout=5)
+            recorder = asyncio.ensure_future(record(track))
+            await asyncio.sleep(args.seconds)
+            stats = await pc.getStats()
+            for s in stats.values():
+                if s.type == "inbound-rtp" and s.kind == "audio":
+                    result["inbound"] = {"packets_received": s.packetsReceived, "packets_lost": s.packetsLost,
+                                         "jitter_ms": round(s.jitter / 48.0, 2)}
+                elif s.type == "remote-inbound-rtp" and s.kind == "audio":
+                    result["remote_inbound"] = {"packets_lost": s.packetsLost, "fraction_lost": s.fractionLost,
+                                                "rtt_ms": None if s.roundTripTime is None
+                                                else round(s.roundTripTime * 1000, 2)}
+                elif s.type == "outbound-rtp" and s.kind == "audio":
+                    result["outbound"] = {"packets_sent": s.packetsSent}
+            status, _, body = await ahttp("GET", session_url, timeout=3)
+            if status == 200:
+                sess = json.loads(body)
+                result["session"] = {k: sess.get(k) for k in ("state", "client_address", "vip", "relay_address",
+                                                             "rtt_ms", "jitter_ms", "loss", "path",
+                                                             "rtp_packets_received", "time_to_connected_ms")}
+        finally:
+            if recorder is not None:
+                recorder.cancel()
+            if session_url:
+                await ahttp("DELETE", session_url, timeout=3)
+            await asyncio.wait_for(pc.close(), 5)
+            result["rtt_samples_ms"] = rtt_samples
+            if frames:
+                skip = frames[0][0] + 1.0  # codec ramp-up
+                win = [h for t, h in frames if t >= skip]
+                result["echo_frames"] = len(frames)
+                result["tone_fraction"] = round(sum(win) / len(win), 3) if win else 0.0
+
+    budget = args.connect_timeout_s + args.seconds + 40
+    try:
+        asyncio.run(asyncio.wait_for(run(), budget))
+    except asyncio.TimeoutError:
+        result.setdefault("error", "watchdog: the session exceeded %.0f s" % budget)
+    except Exception as e:  # reported in the JSON, never a bare traceback
+        result.setdefault("error", "%s: %s" % (type(e).__name__, e))
+    with open(args.json_out + ".tmp", "w") as f:
+        json.dump(result, f)
+    os.replace(args.json_out + ".tmp", args.json_out)
+    return 0 if result.get("connected") and "error" not in result else 1
+
+
+# ---------------------------------------------------------------------------- topology
+
+class GlobalTopology:
+    """client, ingress, owner and wire namespaces; three veth pairs per path through the wire
+    namespace, where one delay element per path joins the two inner ends. Registered with
+    netns_topology, so cleanup_all() removes all of it on every exit path."""
+
+    LINKS = {  # path: (ns a, dev a, wire dev a, wire dev b, ns b, dev b, address a, address b)
+        "access": ("client", "acc0", "wa0", "wa1", "ingress", "acc1", C_ACC, I_ACC),
+        "public": ("client", "pub0", "wp0", "wp1", "owner", "pub1", C_PUB, O_PUB),
+        "backbone": ("ingress", "bb0", "wb0", "wb1", "owner", "bb1", I_BB, O_BB),
+    }
+
+    def __init__(self, nt, workdir):
+        self.nt, self.workdir = nt, workdir
+        prefix = "%s%d-grb" % (nt.NS_PREFIX, os.getpid())
+        self.ns = {n: "%s-%s" % (prefix, n) for n in ("client", "ingress", "owner", "wire")}
+        self.wires = {}
+
+    def ip(self, ns, *args):
+        return self.nt.run(["ip", "-n", self.ns[ns]] + list(args))
+
+    def sh(self, ns, *args):
+        return self.nt.run(["ip", "netns", "exec", self.ns[ns]] + list(args))
+
+    def create(self):
+        nt = self.nt
+        for n in self.ns.values():
+            with nt._lock:
+                nt.run(["ip", "netns", "add", n])
+                nt._namespaces.append(n)
+            nt.run(["ip", "netns", "exec", n, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1"])
+            nt.run(["ip", "-n", n, "link", "set", "lo", "up"])
+        for name, (na, da, wa, wb, nb, db, aa, ab) in self.LINKS.items():
+            nt.run(["ip", "link", "add", da, "netns", self.ns[na], "type", "veth", "peer", "name", wa,
+                    "netns", self.ns["wire"]])
+            nt.run(["ip", "link", "add", wb, "netns", self.ns["wire"], "type", "veth", "peer", "name", db,
+                    "netns", self.ns[nb]])
+            self.ip(na, "addr", "add", aa + "/24", "dev", da)
+            self.ip(nb, "addr", "add", ab + "/24", "dev", db)
+            # A frame read by AF_PACKET with a checksum still to be filled in would leave the
+            # element with a wrong one: every end computes its checksums in software.
+            for ns, dev in ((na, da), ("wire", wa), ("wire", wb), (nb, db)):
+                self.sh(ns, "ethtool", "-K", dev, "tx", "off", "rx", "off")
+                self.ip(ns, "link", "set", dev, "up")
+        self.ip("ingress", "addr", "add", INGRESS_VIP + "/32", "dev", "acc1")
+        self.ip("ingress", "addr", "add", TURN_IP + "/32", "dev", "acc1")
+        self.ip("owner", "addr", "add", OWNER_VIP + "/32", "dev", "pub1")
+        self.ip("owner", "addr", "add", XCVR + "/32", "dev", "lo")
+        self.ip("client", "route", "add", INGRESS_VIP + "/32", "via", I_ACC, "dev", "acc0")
+        self.ip("client", "route", "add", TURN_IP + "/32", "via", I_ACC, "dev", "acc0")
+        self.ip("client", "route", "add", OWNER_VIP + "/32", "via", O_PUB, "dev", "pub0")
+        # coturn relays to the owner VIP over the backbone.
+        self.ip("ingress", "route", "add", OWNER_VIP + "/32", "via", O_BB, "dev", "bb0")
+        return self
+
+    def start_wires(self, access_ms, backbone_ms, public_ms, loss, seed):
+        """(Re)starts the three delay elements for one condition."""
+        self.stop_wires()
+        plan = {"access": (access_ms, access_ms, loss, loss), "public": (access_ms + public_ms, access_ms + public_ms, loss, loss),
+                "backbone": (backbone_ms, backbone_ms, 0.0, 0.0)}
+        for i, (name, (ab_ms, ba_ms, ab_loss, ba_loss)) in enumerate(plan.items()):
+            _, _, wa, wb, _, _, _, _ = self.LINKS[name]
+            stats = os.path.join(self.workdir, "wire-%s-%d.json" % (name, seed))
+            argv = ["/usr/bin/python3", os.path.abspath(__file__), "--wire-element", "--a", wa, "--b", wb,
+                    "--ab-ms", str(ab_ms), "--ba-ms", str(ba_ms), "--ab-loss", str(ab_loss), "--ba-loss",
+                    str(ba_loss), "--seed", str(seed * 10 + i), "--stats-file", stats]
+            logf = open(os.path.join(self.workdir, "wire-%s.log" % name), "ab")
+            proc = self.nt.start_in_netns(self.ns["wire"], argv, stdout=logf, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL)
+            logf.close()
+            self.wires[name] = (proc, stats)
+
+    def stop_wires(self):
+        out = {}
+        for name, (proc, stats) in self.wires.items():
+            self.nt.stop_process(proc, signal.SIGTERM, timeout=3.0)
+            self.nt.forget_process(proc)
+            try:
+                with open(stats) as f:
+                    out[name] = json.load(f)
+            except (OSError, ValueError):
+                out[name] = None
+        self.wires = {}
+        return out
+
+    def udp_rtt_ms(self, far_ns, far_ip, count=5):
+        """The modelled path as a bare UDP round trip (checks the wires): the median of `count`
+        probes from the client's namespace to a socket at far_ip, echoed by this process."""
+        near = self.nt.socket_in(self.ns["client"], socket.AF_INET)
+        far = self.nt.socket_in(self.ns[far_ns], socket.AF_INET)
+        try:
+            far.bind((far_ip, 0))
+            near.settimeout(2.0)
+            far.settimeout(2.0)
+            rtts = []
+            for i in range(count):
+                t = time.monotonic()
+                near.sendto(b"probe%d" % i, far.getsockname())
+                try:
+                    data, peer = far.recvfrom(64)
+                    far.sendto(data, peer)
+                    near.recvfrom(64)
+                except socket.timeout:
+                    continue  # lost on a lossy access: the median of the others
+                rtts.append((time.monotonic() - t) * 1000.0)
+            return round(percentile(rtts, 50), 1) if rtts else None
+        finally:
+            near.close()
+            far.close()
+
+
+# ---------------------------------------------------------------------------- the bench
+
+def percentile(values, q):
+    """Nearest rank: the smallest value with at least q % of the values at or below it."""
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, int(math.ceil(q / 100.0 * len(ordered))) - 1))]
+
+
+def summary(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"n": len(values), "p50": percentile(values, 50), "p99": percentile(values, 99),
+            "min": min(values), "max": max(values)}
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "cpu": cpu, "kernel": platform.release(),
+            "loadavg": " ".join("%.2f" % x for x in os.getloadavg())}
+
+
+def versions(turnserver):
+    out = {"python": platform.python_version()}
+    try:
+        import aiortc
+        import aioice
+        out["aiortc"], out["aioice"] = aiortc.__version__, aioice.__version__
+    except ImportError:
+        pass
+    r = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "coturn"], capture_output=True, text=True)
+    out["coturn"] = r.stdout.strip() or "?"
+    return out
+
+
+def unavailable_reason(args):
+    import netns_topology as nt
+    reason = nt.netns_unavailable_reason()
+    if reason:
+        return reason
+    r = subprocess.run(["/usr/bin/python3", "-c", "import aiortc, numpy"], capture_output=True, timeout=60)
+    if r.returncode != 0:
+        return "python3-aiortc / python3-numpy not installed"
+    if not shutil.which(args.turnserver):
+        return "turnserver (coturn) not found"
+    for tool in ("ethtool",):
+        if not shutil.which(tool, path="/usr/sbin:/sbin:/usr/bin:/bin"):
+            return "%s not found" % tool
+    return None
+
+
+class Bench:
+    def __init__(self, args, nt, bx, workdir):
+        self.args, self.nt, self.bx, self.workdir = args, nt, bx, workdir
+        self.topo = GlobalTopology(nt, workdir).create()
+        self.keys = os.path.join(workdir, "hint-keys.yaml")
+        with open(self.keys, "wb") as f:
+            subprocess.run([args.relay_bin, "hint", "keygen"], stdout=f, check=True, timeout=10)
+        self.services = []
+
+    def service(self, name, ns, argv):
+        svc = self.bx.Service(name, self.topo.ns[ns], argv, self.workdir)
+        self.services.append(svc)
+        return svc
+
+    def start(self):
+        a, bx, ns = self.args, self.bx, self.topo.ns
+        relay = [a.relay_bin, "--workers", "1", "--pin-cpus", "false", "--hint-key-file", self.keys]
+        # The owner: its own VIP for the direct path and for coturn, peers.listen on the backbone.
+        self.owner = self.service("relay-owner", "owner", relay + [
+            "--listen", "%s:%d" % (OWNER_VIP, VIP_PORT), "--cluster-id", str(CLUSTER_OWNER),
+            "--admin-listen", "127.0.0.1:%d" % OWNER_ADMIN, "--endpoints", "%d=%s:%d" % (ENDPOINT, XCVR, MEDIA_PORT),
+            "--peers-listen", "%s:%d" % (O_BB, PEER_PORT), "--peers-trusted", "%s/32" % I_BB])
+        bx.wait_http(self.owner, ns["owner"], "127.0.0.1", OWNER_ADMIN, "/metrics")
+        # The ingress: no endpoints; the owner's cluster shares this fleet's hint keys.
+        conf = os.path.join(self.workdir, "ingress.yaml")
+        with open(conf, "w") as f:
+            json.dump({"peers": {"clusters": [{"cluster": CLUSTER_OWNER, "address": "%s:%d" % (O_BB, PEER_PORT)}]}},
+                      f)  # JSON is YAML
+        self.ingress = self.service("relay-ingress", "ingress", relay + [
+            "--listen", "%s:%d" % (INGRESS_VIP, VIP_PORT), "--cluster-id", str(CLUSTER_INGRESS),
+            "--admin-listen", "127.0.0.1:%d" % INGRESS_ADMIN, "--config", conf])
+        bx.wait_http(self.ingress, ns["ingress"], "127.0.0.1", INGRESS_ADMIN, "/readyz")
+        self.xcvr = self.service("transceiver", "owner", [
+            a.transceiver_bin, "--http-listen", "%s:%d" % (XCVR, HTTP_PORT), "--http-allow-public-without-keys",
+            "true", "--workers", "1", "--media-listen", XCVR, "--media-base-port", str(MEDIA_PORT),
+            "--relay-vips", "%s:%d" % (OWNER_VIP, VIP_PORT), "--relay-sources", "198.18.0.0/15",
+            "--relay-ingress-header", "X-Rtcedge-Region",
+            "--relay-ingress-regions", "%s=%s:%d" % (REGION, INGRESS_VIP, VIP_PORT),
+            "--direct-enabled", "false", "--hint-key-file", self.keys, "--hint-cluster-id", str(CLUSTER_OWNER),
+            "--hint-endpoint-base-id", str(ENDPOINT), "--backend-echo-mode", "loopback",
+            "--backend-echo-delay", "0ms", "--sessions-drain-timeout", "1s"])
+        bx.wait_http(self.xcvr, ns["owner"], XCVR, HTTP_PORT, "/metrics")
+        self.splice = bx.HttpSplice(ns["client"], ns["owner"], (XCVR, HTTP_PORT))
+        self.nt.register_cleanup(self.splice.close)
+        self.start_turn()
+
+    def start_turn(self):
+        a = self.args
+        tdir = os.path.join(self.workdir, "turn")
+        os.makedirs(tdir, exist_ok=True)
+        conf = os.path.join(tdir, "turnserver.conf")
+        lines = [
+            "listening-ip=%s" % TURN_IP, "listening-port=%d" % TURN_PORT, "relay-ip=%s" % I_BB,
+            "min-port=49152", "max-port=49999", "lt-cred-mech", "fingerprint", "realm=%s" % TURN_REALM,
+            "user=%s:%s" % (TURN_USER, TURN_PASS), "no-tls", "no-dtls", "no-tcp", "no-tcp-relay", "no-cli",
+            "no-multicast-peers", "no-rfc5780", "no-stun-backward-compatibility",
+            # 198.18.0.0/15 is special-purpose (RFC 2544); allow exactly the owner's VIP.
+            "allowed-peer-ip=%s" % OWNER_VIP,
+            "userdb=%s" % os.path.join(tdir, "turndb"), "pidfile=%s" % os.path.join(tdir, "turnserver.pid"),
+            "log-file=%s" % os.path.join(tdir, "turn.log"), "simple-log", "new-log-timestamp",
+        ]
+        with open(conf, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.turn = self.service("turnserver", "ingress", [shutil.which(a.turnserver), "-c", conf])
+        self.turn_log = os.path.join(tdir, "turn.log")
+
+        def listening():
+            self.turn.check_alive()
+            r = self.nt.run(["ip", "netns", "exec", self.topo.ns["ingress"], "ss", "-Hlun", "src",
+                             "%s:%d" % (TURN_IP, TURN_PORT)], check=False)
+            return bool(r.stdout.strip())
+
+        if not self.bx.poll_until(listening, 15):
+            raise RuntimeError("turnserver is not listening on %s:%d within 15 s" % (TURN_IP, TURN_PORT))
+
+    def run_session(self, path, tag):
+        a = self.args
+        out = os.path.join(self.workdir, "client-%s.json" % tag)
+        argv = ["/usr/bin/python3", os.path.abspath(__file__), "--client", "--path", path,
+                "--url", "http://127.0.0.1:%d" % self.splice.port, "--seconds", "%g" % a.seconds,
+                "--json-out", out]
+        if path == "direct":
+            argv += ["--local-ip", C_PUB, "--remote", "%s:%d" % (OWNER_VIP, VIP_PORT)]
+        elif path == "ingress":
+            argv += ["--local-ip", C_ACC, "--remote", "%s:%d" % (INGRESS_VIP, VIP_PORT), "--region", REGION]
+        else:
+            argv += ["--local-ip", C_ACC, "--remote", "%s:%d" % (OWNER_VIP, VIP_PORT),
+                     "--turn", "%s:%d" % (TURN_IP, TURN_PORT)]
+        logp = os.path.join(self.workdir, "client-%s.log" % tag)
+        with open(logp, "wb") as logf:
+            proc = self.nt.start_in_netns(self.topo.ns["client"], argv, stdout=logf, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL)
+        try:
+            proc.wait(timeout=a.seconds + 90)
+        except subprocess.TimeoutExpired:
+            self.nt.stop_process(proc)
+        self.nt.forget_process(proc)
+        try:
+            with open(out) as f:
+                r = json.load(f)
+        except (OSError, ValueError) as e:
+            with open(logp, "rb") as f:
+                r = {"path": path, "error": "no result (%s): %s" % (e, f.read()[-1500:].decode("utf-8", "replace"))}
+        r["checks"] = self.check(path, r)
+        return r
+
+    def check(self, path, r):
+        """Why this session does not count for its path (empty: it does)."""
+        bad = []
+        if not r.get("connected") or r.get("error"):
+            bad.append(r.get("error") or "not connected")
+            return bad
+        pair = r.get("selected_pair") or {}
+        want_remote = {"direct": OWNER_VIP, "ingress": INGRESS_VIP, "turn": OWNER_VIP}[path]
+        if not pair.get("remote", "").startswith(want_remote + ":"):
+            bad.append("selected pair %s is not to %s" % (pair, want_remote))
+        if (pair.get("local_type") == "relay") != (path == "turn"):
+            bad.append("selected local candidate is %s" % pair.get("local_type"))
+        sess = r.get("session") or {}
+        want_client = {"direct": C_PUB, "ingress": C_ACC, "turn": I_BB}[path]
+        if not (sess.get("client_address") or "").startswith(want_client + ":"):
+            bad.append("the transceiver saw the client at %s, not %s" % (sess.get("client_address"), want_client))
+        if (r.get("tone_fraction") or 0) < 0.5:
+            bad.append("the echo carried the tone in %.0f %% of frames" % (100 * (r.get("tone_fraction") or 0)))
+        return bad
+
+    def stop(self):
+        for svc in reversed(self.services):
+            svc.stop()
+
+
+def figures(sessions):
+    ok = [s for s in sessions if not s["checks"]]
+    rtt = [x for s in ok for x in s.get("rtt_samples_ms") or []]
+    per_session_rtt = [percentile(s["rtt_samples_ms"], 50) for s in ok if s.get("rtt_samples_ms")]
+
+    def get(s, *keys):
+        for k in keys:
+            s = (s or {}).get(k)
+        return s
+
+    def loss_pct(s, where):
+        got = get(s, where, "packets_received") if where == "inbound" else get(s, "outbound", "packets_sent")
+        lost = get(s, where, "packets_lost")
+        if got is None or lost is None:
+            return None
+        total = got + lost if where == "inbound" else got
+        return round(100.0 * lost / total, 2) if total else None
+
+    return {
+        "sessions": len(sessions), "ok": len(ok),
+        "connect_ms": summary([s.get("connect_ms") for s in ok]),
+        "gather_ms": summary([s.get("gather_ms") for s in ok]),
+        "answer_to_connected_ms": summary([s.get("answer_to_connected_ms") for s in ok]),
+        "rtt_ms": summary(rtt), "rtt_session_p50_ms": summary(per_session_rtt),
+        "xcvr_rtt_ms": summary([get(s, "session", "rtt_ms") for s in ok]),
+        "jitter_ms": summary([get(s, "inbound", "jitter_ms") for s in ok]),
+        "down_loss_pct": summary([loss_pct(s, "inbound") for s in ok]),
+        "up_loss_pct": summary([loss_pct(s, "remote_inbound") for s in ok]),
+        "tone_fraction": summary([s.get("tone_fraction") for s in ok]),
+        "failures": [s["checks"] for s in sessions if s["checks"]],
+    }
+
+
+def fmt(s, key="p50", digits=0):
+    if not s:
+        return "—"
+    return ("%%.%df" % digits) % s[key]
+
+
+def ratio(a, b, key="p50"):
+    if not a or not b or not b[key]:
+        return "—"
+    return "%.2f" % (a[key] / b[key])
+
+
+def report(args, conds, mach, vers, t_total):
+    L = []
+    L.append("Machine: %d CPUs (`nproc`), %s, kernel %s (`uname -r`); load average %s at the start, %s at the end "
+             "(2 cores shared with other jobs). aiortc %s / aioice %s client, coturn %s, userspace relays, "
+             "rtcedge-transceiver with the loopback echo. %d sessions per path and condition, %g s of media each, "
+             "paths interleaved; %.0f s in all."
+             % (mach["nproc"], mach["cpu"], mach["kernel"], mach["loadavg"], machine()["loadavg"],
+                vers.get("aiortc", "?"), vers.get("aioice", "?"), vers.get("coturn", "?"), args.sessions,
+                args.seconds, t_total))
+    L.append("")
+    L.append("Modelled one-way delays: access (client to ingress / TURN) %g ms, backbone (ingress / TURN to owner) "
+             "%g ms, public transit %g ms (direct = access + public transit = %g ms one way)."
+             % (args.access_ms, args.backbone_ms, args.public_ms, args.access_ms + args.public_ms))
+    L.append("")
+    L.append("| access loss | path | sessions ok | connected p50 | p99 | / direct | TURN alloc + gather p50 "
+             "| answer to connected p50 | media RTT p50 | p99 | / direct | xcvr RTT p50 | jitter p50 | p99 "
+             "| loss down p50 | loss up p50 | wire RTT |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for c in conds:
+        base = c["paths"].get("direct") or {}
+        for p in PATHS:
+            f = c["paths"].get(p)
+            if not f:
+                continue
+            L.append("| %g %% | %s | %d / %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                c["loss"], p, f["ok"], f["sessions"], fmt(f["connect_ms"]), fmt(f["connect_ms"], "p99"),
+                "1" if p == "direct" else ratio(f["connect_ms"], base.get("connect_ms")), fmt(f["gather_ms"]),
+                fmt(f["answer_to_connected_ms"]), fmt(f["rtt_ms"], digits=1), fmt(f["rtt_ms"], "p99", 1),
+                "1" if p == "direct" else ratio(f["rtt_ms"], base.get("rtt_ms")), fmt(f["xcvr_rtt_ms"], digits=1),
+                fmt(f["jitter_ms"], digits=1), fmt(f["jitter_ms"], "p99", 1), fmt(f["down_loss_pct"], digits=2),
+                fmt(f["up_loss_pct"], digits=2), "%s" % (c["ping"].get(p) or "—")))
+    L.append("")
+    L.append("Times in ms. *connected*: createOffer to RTCPeerConnection `connected` (gathering, the POST, ICE, "
+             "DTLS); *TURN alloc + gather*: createOffer to the local description (for TURN the two Allocate round "
+             "trips); *media RTT*: every raw RTCP round trip the client measured (now - LSR - DLSR from the "
+             "transceiver's report blocks), p50/p99 over all samples of all sessions; *xcvr RTT*: the "
+             "transceiver's own RTCP RTT at the end of each session (GET /v1/sessions/{id}); *jitter*: aiortc's "
+             "inbound-rtp interarrival jitter of the echo; *loss down/up*: % of the echo's packets lost (aiortc "
+             "inbound-rtp) and of the client's packets lost as the transceiver's RR reports it; *wire RTT*: a bare UDP round trip "
+             "through the same wires before the condition's sessions (client to the owner VIP, to the ingress VIP, "
+             "to the TURN address; the TURN path's second leg is not in it). Ratios are of p50s against the "
+             "direct path of the same condition in the same run.")
+    bad = [(c["loss"], p, fl) for c in conds for p, f in c["paths"].items() for fl in f["failures"]]
+    if bad:
+        L.append("")
+        for loss, p, fl in bad:
+            L.append("- %g %% %s: %s" % (loss, p, "; ".join(str(x) for x in fl)))
+    return "\n".join(L) + "\n"
+
+
+def bench_main(args):
+    import netns_topology as nt
+    import run_browser_e2e_xdp as bx
+
+    for flag, path in (("--transceiver-bin", args.transceiver_bin), ("--relay-bin", args.relay_bin)):
+        if not os.access(path, os.X_OK):
+            raise SystemExit("error: %s %s is not an executable (build it, or pass the path)" % (flag, path))
+    reason = unavailable_reason(args)
+    if reason:
+        print("SKIP: %s" % reason, flush=True)
+        return SKIP
+    if args.quick:
+        args.sessions, args.seconds, args.loss = 1, 3.0, "2"
+    losses = [float(x) for x in args.loss.split(",") if x.strip()]
+    if not 1 <= args.sessions <= 100 or not 1 <= args.seconds <= 120 or not losses:
+        raise SystemExit("error: --sessions 1..100, --seconds 1..120, --loss a list")
+    mach, vers = machine(), versions(args.turnserver)
+    log("machine: %(nproc)d CPUs, %(cpu)s, kernel %(kernel)s, load average %(loadavg)s" % mach)
+    nt.sweep_stale()
+    nt.install_signal_cleanup()
+    workdir = nt.make_scratch_dir()
+    t0 = time.monotonic()
+    conds = []
+    try:
+        b = Bench(args, nt, bx, workdir)
+        b.start()
+        for ci, loss in enumerate(losses):
+            b.topo.start_wires(args.access_ms, args.backbone_ms, args.public_ms, loss, ci + 1)
+            ping = {"direct": b.topo.udp_rtt_ms("owner", OWNER_VIP),
+                    "ingress": b.topo.udp_rtt_ms("ingress", INGRESS_VIP),
+                    "turn": b.topo.udp_rtt_ms("ingress", TURN_IP)}
+            log("loss %g %%: wire UDP RTT %s" % (loss, ping))
+            sessions = {p: [] for p in PATHS}
+            for i in range(args.sessions):
+                for p in [q for q in PATHS if q in args.paths.split(",")]:  # interleaved, so drift in the machine's load hits every path alike
+                    r = b.run_session(p, "%g-%s-%d" % (loss, p, i))
+                    sessions[p].append(r)
+                    log("loss %g %% %s #%d: %s" % (loss, p, i, "; ".join(r["checks"]) or
+                                                  "connected %s ms, RTT samples %s, tone %s" % (
+                                                      r.get("connect_ms"), r.get("rtt_samples_ms"),
+                                                      r.get("tone_fraction"))))
+                    for s in b.services:
+                        s.check_alive()
+            wires = b.topo.stop_wires()
+            conds.append({"loss": loss, "ping": ping, "wires": wires,
+                          "paths": {p: figures(v) for p, v in sessions.items()}, "sessions": sessions})
+        b.stop()
+    finally:
+        nt.cleanup_all()
+    table = report(args, conds, mach, vers, time.monotonic() - t0)
+    print(table)
+    if args.markdown_out:
+        with open(args.markdown_out, "w") as f:
+            f.write(table)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump({"machine": mach, "versions": vers, "args": vars(args), "conditions": conds}, f, indent=1)
+    complete = all(f["ok"] == f["sessions"] == args.sessions for c in conds for f in c["paths"].values())
+    if args.quick:
+        log("quick: %s" % ("every path connected and carried the tone" if complete else "a path failed"))
+    return 0 if complete else 1
+
+
+def main():
+    build = os.path.join(REPO_ROOT, "build")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=build)
+    ap.add_argument("--transceiver-bin")
+    ap.add_argument("--relay-bin")
+    ap.add_argument("--turnserver", default="turnserver")
+    ap.add_argument("--sessions", type=int, default=8, help="sessions per path and condition")
+    ap.add_argument("--seconds", type=float, default=10.0, help="media per session, after connecting")
+    ap.add_argument("--access-ms", type=float, default=15.0, help="one way, client to ingress / TURN")
+    ap.add_argument("--backbone-ms", type=float, default=40.0, help="one way, ingress / TURN to the owner")
+    ap.add_argument("--public-ms", type=float, default=55.0, help="one way public transit (direct: access + this)")
+    ap.add_argument("--loss", default="0,2", help="access loss per direction, %%, one condition each")
+    ap.add_argument("--paths", default=",".join(PATHS), help="comma-separated subset of " + ",".join(PATHS))
+    ap.add_argument("--quick", action="store_true", help="smoke: 1 session per path, 3 s, 2 %% loss")
+    ap.add_argument("--json-out")
+    ap.add_argument("--markdown-out")
+    # internal modes (run by the bench inside its namespaces)
+    ap.add_argument("--wire-element", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--a", help=argparse.SUPPRESS)
+    ap.add_argument("--b", help=argparse.SUPPRESS)
+    ap.add_argument("--ab-ms", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--ba-ms", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--ab-loss", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--ba-loss", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--stats-file", help=argparse.SUPPRESS)
+    ap.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--path", help=argparse.SUPPRESS)
+    ap.add_argument("--url", help=argparse.SUPPRESS)
+    ap.add_argument("--local-ip", help=argparse.SUPPRESS)
+    ap.add_argument("--remote", help=argparse.SUPPRESS)
+    ap.add_argument("--region", help=argparse.SUPPRESS)
+    ap.add_argument("--turn", help=argparse.SUPPRESS)
+    ap.add_argument("--connect-timeout-s", type=float, default=15.0, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.wire_element:
+        return wire_main(args)
+    if args.client:
+        return client_main(args)
+    args.transceiver_bin = args.transceiver_bin or os.path.join(args.build, "bin", "rtcedge-transceiver")
+    args.relay_bin = args.relay_bin or os.path.join(args.build, "bin", "rtcedge-relay")
+    return bench_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

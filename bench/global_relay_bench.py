@@ -181,6 +181,17 @@ def client_main(args):
             return kw
 
         rit.connection_kwargs = relay_only
+        # aioice 0.8 leaves the host candidate out of the offer under RELAY but still pairs
+        # it with the answer's candidates; drop it so that every check goes through TURN.
+        original_gather = aioice.ice.Connection.gather_candidates
+
+        async def gather_relayed(self):
+            await original_gather(self)
+            # Not closed: its connection_lost would end the whole connection. The process
+            # exits after one session.
+            self._protocols = [p for p in self._protocols if p.local_candidate.type != "host"]
+
+        aioice.ice.Connection.gather_candidates = gather_relayed
 
     rtt_samples = []
     original_rtcp = RTCRtpSender._handle_rtcp_packet
@@ -427,10 +438,11 @@ class GlobalTopology:
         self.wires = {}
         return out
 
-    def udp_rtt_ms(self, far_ns, far_ip, count=5):
-        """The modelled path as a bare UDP round trip (checks the wires): the median of `count`
-        probes from the client's namespace to a socket at far_ip, echoed by this process."""
-        near = self.nt.socket_in(self.ns["client"], socket.AF_INET)
+    def udp_rtt_ms(self, near_ns, far_ns, far_ip, count=5):
+        """The modelled path as a bare UDP round trip (checks the wires, and resolves the
+        neighbours before any session): the median of `count` probes from near_ns to a socket
+        at far_ip in far_ns, echoed by this process."""
+        near = self.nt.socket_in(self.ns[near_ns], socket.AF_INET)
         far = self.nt.socket_in(self.ns[far_ns], socket.AF_INET)
         try:
             far.bind((far_ip, 0))
@@ -697,7 +709,9 @@ def report(args, conds, mach, vers, t_total):
     L.append("")
     L.append("Modelled one-way delays: access (client to ingress / TURN) %g ms, backbone (ingress / TURN to owner) "
              "%g ms, public transit %g ms (direct = access + public transit = %g ms one way)."
-             % (args.access_ms, args.backbone_ms, args.public_ms, args.access_ms + args.public_ms))
+             % (args.access_ms, args.backbone_ms, args.public_ms, args.access_ms + args.public_ms)
+             + " Bare UDP round trip of the backbone wire: %s ms." % "/".join(
+                 "%s" % c["ping"].get("backbone") for c in conds))
     L.append("")
     L.append("| access loss | path | sessions ok | connected p50 | p99 | / direct | TURN alloc + gather p50 "
              "| answer to connected p50 | media RTT p50 | p99 | / direct | xcvr RTT p50 | jitter p50 | p99 "
@@ -763,11 +777,12 @@ def bench_main(args):
         b.start()
         for ci, loss in enumerate(losses):
             b.topo.start_wires(args.access_ms, args.backbone_ms, args.public_ms, loss, ci + 1)
-            ping = {"direct": b.topo.udp_rtt_ms("owner", OWNER_VIP),
-                    "ingress": b.topo.udp_rtt_ms("ingress", INGRESS_VIP),
-                    "turn": b.topo.udp_rtt_ms("ingress", TURN_IP)}
+            ping = {"direct": b.topo.udp_rtt_ms("client", "owner", OWNER_VIP),
+                    "ingress": b.topo.udp_rtt_ms("client", "ingress", INGRESS_VIP),
+                    "turn": b.topo.udp_rtt_ms("client", "ingress", TURN_IP),
+                    "backbone": b.topo.udp_rtt_ms("ingress", "owner", O_BB)}
             log("loss %g %%: wire UDP RTT %s" % (loss, ping))
-            sessions = {p: [] for p in PATHS}
+            sessions = {p: [] for p in PATHS if p in args.paths.split(",")}
             for i in range(args.sessions):
                 for p in [q for q in PATHS if q in args.paths.split(",")]:  # interleaved, so drift in the machine's load hits every path alike
                     r = b.run_session(p, "%g-%s-%d" % (loss, p, i))
@@ -783,6 +798,8 @@ def bench_main(args):
                           "paths": {p: figures(v) for p, v in sessions.items()}, "sessions": sessions})
         b.stop()
     finally:
+        if args.logs_dir:
+            shutil.copytree(workdir, args.logs_dir, dirs_exist_ok=True)
         nt.cleanup_all()
     table = report(args, conds, mach, vers, time.monotonic() - t0)
     print(table)
@@ -792,7 +809,8 @@ def bench_main(args):
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump({"machine": mach, "versions": vers, "args": vars(args), "conditions": conds}, f, indent=1)
-    complete = all(f["ok"] == f["sessions"] == args.sessions for c in conds for f in c["paths"].values())
+    complete = all(f["ok"] == f["sessions"] == args.sessions for c in conds for p, f in c["paths"].items()
+                   if p in args.paths.split(","))
     if args.quick:
         log("quick: %s" % ("every path connected and carried the tone" if complete else "a path failed"))
     return 0 if complete else 1
@@ -815,6 +833,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smoke: 1 session per path, 3 s, 2 %% loss")
     ap.add_argument("--json-out")
     ap.add_argument("--markdown-out")
+    ap.add_argument("--logs-dir", help="copy every process's log (relays, transceiver, coturn, clients) here")
     # internal modes (run by the bench inside its namespaces)
     ap.add_argument("--wire-element", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--a", help=argparse.SUPPRESS)

@@ -701,11 +701,11 @@ def report(args, conds, mach, vers, t_total):
     L = []
     L.append("Machine: %d CPUs (`nproc`), %s, kernel %s (`uname -r`); load average %s at the start, %s at the end "
              "(2 cores shared with other jobs). aiortc %s / aioice %s client, coturn %s, userspace relays, "
-             "rtcedge-transceiver with the loopback echo. %d sessions per path and condition, %g s of media each, "
-             "paths interleaved; %.0f s in all."
+             "rtcedge-transceiver with the loopback echo. %d sessions per path and condition (after %d uncounted "
+             "warm-up sessions per path), %g s of media each, paths interleaved; %.0f s in all."
              % (mach["nproc"], mach["cpu"], mach["kernel"], mach["loadavg"], machine()["loadavg"],
                 vers.get("aiortc", "?"), vers.get("aioice", "?"), vers.get("coturn", "?"), args.sessions,
-                args.seconds, t_total))
+                args.warmup, args.seconds, t_total))
     L.append("")
     L.append("Modelled one-way delays: access (client to ingress / TURN) %g ms, backbone (ingress / TURN to owner) "
              "%g ms, public transit %g ms (direct = access + public transit = %g ms one way)."
@@ -761,7 +761,7 @@ def bench_main(args):
         print("SKIP: %s" % reason, flush=True)
         return SKIP
     if args.quick:
-        args.sessions, args.seconds, args.loss = 1, 3.0, "2"
+        args.sessions, args.seconds, args.loss, args.warmup = 1, 3.0, "2", 0
     losses = [float(x) for x in args.loss.split(",") if x.strip()]
     if not 1 <= args.sessions <= 100 or not 1 <= args.seconds <= 120 or not losses:
         raise SystemExit("error: --sessions 1..100, --seconds 1..120, --loss a list")
@@ -783,6 +783,13 @@ def bench_main(args):
                     "backbone": b.topo.udp_rtt_ms("ingress", "owner", O_BB)}
             log("loss %g %%: wire UDP RTT %s" % (loss, ping))
             sessions = {p: [] for p in PATHS if p in args.paths.split(",")}
+            if ci == 0:
+                # The first session of each path pays for cold caches (neighbours, the
+                # transceiver's first session, coturn's first allocation): not counted.
+                for p in sessions:
+                    for i in range(args.warmup):
+                        r = b.run_session(p, "warmup-%s-%d" % (p, i))
+                        log("warm-up %s: %s" % (p, "; ".join(r["checks"]) or "connected %s ms" % r.get("connect_ms")))
             for i in range(args.sessions):
                 for p in [q for q in PATHS if q in args.paths.split(",")]:  # interleaved, so drift in the machine's load hits every path alike
                     r = b.run_session(p, "%g-%s-%d" % (loss, p, i))
@@ -824,6 +831,7 @@ def main():
     ap.add_argument("--relay-bin")
     ap.add_argument("--turnserver", default="turnserver")
     ap.add_argument("--sessions", type=int, default=8, help="sessions per path and condition")
+    ap.add_argument("--warmup", type=int, default=1, help="uncounted sessions per path at the start")
     ap.add_argument("--seconds", type=float, default=10.0, help="media per session, after connecting")
     ap.add_argument("--access-ms", type=float, default=15.0, help="one way, client to ingress / TURN")
     ap.add_argument("--backbone-ms", type=float, default=40.0, help="one way, ingress / TURN to the owner")

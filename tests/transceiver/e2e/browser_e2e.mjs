@@ -10,7 +10,10 @@
 //   node browser_e2e.mjs --url http://127.0.0.1:8080 [--expect-path direct|relay]
 //        [--timeout-s 60] [--screenshot out.png] [--tone-wav FILE] [--tone-hz 440]
 //        [--capture-s 3] [--api-key K] [--chromium /usr/bin/chromium]
-//        [--allow-loopback auto|yes|no] [--no-audio-check]
+//        [--allow-loopback auto|yes|no] [--no-audio-check] [--rtt-sample-s S]
+//
+// --rtt-sample-s S: after media flows, polls the selected pair's currentRoundTripTime every
+// 100 ms for S seconds (summary.pair_rtt_samples_ms; run_global_sim.py takes their median).
 //
 // stdout: one JSON summary. Exit code 0 = every check passed, 1 = a check failed or timed
 // out, 2 = bad usage. playwright-core comes from tests/golden/tools/node_modules (or
@@ -37,7 +40,7 @@ function usage(msg) {
 
 const opts = {
   url: null, expectPath: null, timeoutS: 60, screenshot: null, toneWav: null, toneHz: 440, captureS: 3,
-  apiKey: '', chromium: '/usr/bin/chromium', allowLoopback: 'auto', audioCheck: true,
+  apiKey: '', chromium: '/usr/bin/chromium', allowLoopback: 'auto', audioCheck: true, rttSampleS: 0,
 };
 {
   const argv = process.argv.slice(2);
@@ -56,6 +59,7 @@ const opts = {
       case '--chromium': opts.chromium = val(); break;
       case '--allow-loopback': opts.allowLoopback = val(); break;
       case '--no-audio-check': opts.audioCheck = false; break;
+      case '--rtt-sample-s': opts.rttSampleS = Number(val()); break;
       case '-h': case '--help': usage();
       default: usage(`unknown argument ${a}`);
     }
@@ -64,6 +68,7 @@ const opts = {
 if (!opts.url || !/^https?:\/\//.test(opts.url)) usage('--url http://HOST:PORT is required');
 if (opts.expectPath && !['direct', 'relay'].includes(opts.expectPath)) usage('--expect-path must be direct or relay');
 if (!(opts.timeoutS > 0) || !(opts.toneHz > 0) || !(opts.captureS >= 1)) usage('bad --timeout-s, --tone-hz or --capture-s');
+if (!(opts.rttSampleS >= 0 && opts.rttSampleS <= 60)) usage('--rtt-sample-s must be 0..60');
 if (!['auto', 'yes', 'no'].includes(opts.allowLoopback)) usage('--allow-loopback must be auto, yes or no');
 
 const log = (...a) => console.error('[e2e]', ...a);
@@ -213,6 +218,16 @@ async function run(summary) {
   const rtt = stats && (stats.pairRttMs ?? stats.rtcpRttMs);
   check('an RTT is reported (candidate-pair or remote-inbound-rtp)', typeof rtt === 'number' && isFinite(rtt),
     { pair_rtt_ms: stats && stats.pairRttMs, rtcp_rtt_ms: stats && stats.rtcpRttMs });
+
+  if (opts.rttSampleS > 0) {
+    summary.pair_rtt_samples_ms = [];
+    const until = Date.now() + opts.rttSampleS * 1000;
+    while (Date.now() < until && remainingMs() > 0) {
+      const s = await page.evaluate(() => rtcedgeDebug.stats());
+      if (s && typeof s.pairRttMs === 'number') summary.pair_rtt_samples_ms.push(s.pairRttMs);
+      await sleep(100);
+    }
+  }
 
   // ---- the echoed tone
   if (opts.audioCheck) {

@@ -2,26 +2,28 @@
 """global_relay_bench.py — the global relay against TURN (issue 13 §2): one client, three paths
 to the same owning cluster, on modelled delays, in one run.
 
-                     access (A ms, loss L)                 backbone (B ms)
-    client ns  ───────── wire ─────────>  ingress ns  ───────── wire ─────────>  owner ns
-    aiortc         ingress VIP :3478         rtcedge-relay (ingress only)         rtcedge-relay
-    (tone 440 Hz)  TURN :3478                turnserver (coturn), relay-ip on     (owner VIP, peers.listen)
-               │                              the backbone                        rtcedge-transceiver
-               └──────────────────── public path (A + P ms, loss L) ────────────> owner VIP   (echo backend)
+The topology is h1's global_sim_topology.GlobalSim (tests/integration/): the client's one
+interface ends at its provider's router (isp) over the access wire; the router reaches relay C
+(ingress only) next door and relay A (owner of cluster A, transceiver A with the loopback
+echo behind it) over the public wire; C reaches A over the backbone wire. This bench adds
+coturn (`turnserver`) in relay C's namespace, at the ingress's spot:
 
-  direct   the client's ICE pair is client -> owner VIP over the public path (A + P one way);
-  ingress  client -> ingress VIP (A), framed over the backbone to the owner's peers.listen (B);
-  turn     client -> coturn at the ingress's spot (A): Allocate, ChannelBind, ChannelData;
-           coturn relays from its backbone address to the owner VIP (B). The client has
-           iceTransportPolicy "relay" (aiortc 1.4 has no switch for it: the bench passes
-           aioice's transport_policy=RELAY, so the client offers relayed candidates only).
+    client ──access (A ms, loss L)── isp ── relay C: VIP C, TURN ──backbone (B ms)── relay A ── transceiver A
+                                      └────────────── public (P ms) ───────────────> VIP A
 
-Each path is one wire: a userspace L2 delay element between two veths (this file's
---wire-element mode, AF_PACKET in a wire namespace; the kernel has no sch_netem), with a
-one-way delay per direction and, on the client's access, loss per direction (IPv4 UDP only).
-The public path carries the access delay and loss too: it is the same last mile followed by a
-longer public transit. Signaling (HTTP) reaches the transceiver through a splice on loopback,
-undelayed, the same for every path.
+  direct   the client's ICE pair is client -> VIP A over access + public (A + P one way);
+  ingress  client -> VIP C (A), framed over the backbone to relay A's peers.listen (B);
+  turn     client -> coturn next to VIP C (A): Allocate, ChannelBind, ChannelData; coturn
+           relays from relay C's backbone address to VIP A (B). iceTransportPolicy "relay":
+           aiortc 1.4 has no switch for it, so the bench passes aioice's
+           transport_policy=RELAY and drops the host candidate's pairs (aioice 0.8 still
+           checks from it), so every check and all media go through coturn.
+
+Each "──" with a delay is h1's delay wire (delay_wire.py, a userspace netem: the kernel has
+no sch_netem), the same one-way delay both ways; the loss, per direction on IPv4 UDP, is on
+the access wire only, which every path crosses. Signaling (HTTP) reaches transceiver A
+through a splice on loopback, undelayed and the same for every path; for the ingress path
+the splice is the front door that adds X-Rtcedge-Region, so the answer names VIP C first.
 
 Per session (aiortc client, this file's --client mode in the client namespace): time from
 createOffer to the gathering done (TURN: the allocation) and to connectionState "connected";
@@ -30,27 +32,23 @@ now - LSR time - DLSR, taken before aiortc's smoothing), the transceiver's own R
 downlink jitter and loss (aiortc's inbound-rtp), the uplink loss as the transceiver saw it
 (remote-inbound-rtp), echo frames carrying the tone, and which address the transceiver saw
 as the client's. The selected ICE pair is checked against the path (its remote address, and a
-relayed local candidate for TURN).
+relayed local candidate for TURN); a session that fails a check is not counted.
 
 Printed: per condition and path, p50/p99 over sessions of each figure (p99 nearest rank) and
 ratios of p50 against the direct path of the same condition and run; the machine.
 Needs root, aiortc, numpy, turnserver (coturn). Exit 77 when something is missing. Usage:
   sudo bench/global_relay_bench.py [--build build] [--sessions 8] [--seconds 10]
-       [--access-ms 15] [--backbone-ms 40] [--public-ms 55] [--loss 0,2] [--quick]
-       [--json-out FILE] [--markdown-out FILE]
+       [--access-ms 15] [--backbone-ms 40] [--public-ms 55] [--loss 0,2,5] [--quick]
+       [--paths direct,ingress,turn] [--json-out FILE] [--markdown-out FILE] [--logs-dir DIR]
 """
 
 import argparse
 import asyncio
-import heapq
 import json
 import math
 import os
 import platform
-import random
-import select
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -64,91 +62,14 @@ sys.path.insert(0, E2E)
 
 SKIP = 77
 PATHS = ["direct", "ingress", "turn"]
-CLUSTER_OWNER, CLUSTER_INGRESS, ENDPOINT = 2, 1, 1
-# Addresses (198.18.0.0/15 only). Links: access C-I, public C-O, backbone I-O.
-C_ACC, I_ACC = "198.18.20.2", "198.18.20.1"
-C_PUB, O_PUB = "198.18.21.2", "198.18.21.1"
-I_BB, O_BB = "198.18.22.1", "198.18.22.2"
-XCVR = "198.18.23.1"  # the transceiver, on the owner namespace's loopback
-INGRESS_VIP, TURN_IP, OWNER_VIP = "198.18.254.10", "198.18.254.11", "198.18.254.20"
-VIP_PORT, PEER_PORT, TURN_PORT, HTTP_PORT, MEDIA_PORT = 3478, 3480, 3478, 8080, 40000
-OWNER_ADMIN, INGRESS_ADMIN = 9478, 9479
+# The TURN server's address, on relay C's access link next to VIP C (global_sim_topology's
+# addresses are 198.18.0.0/15; this one is outside its VIP list).
+TURN_IP, TURN_PORT = "198.18.255.31", 3478
 TURN_USER, TURN_PASS, TURN_REALM = "bench", "bench-secret", "rtcedge.bench"
-REGION = "near"
 
 
 def log(msg):
     print("[global_relay_bench] %s" % msg, file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------------------- the delay wire
-
-ETH_P_ALL = 0x0003
-
-
-def wire_main(args):
-    """A transparent L2 element between interfaces a and b: every frame that arrives on one
-    leaves the other after that direction's delay; IPv4 UDP is dropped with that direction's
-    loss. Frames never overtake each other (a wire does not reorder). Runs until SIGTERM,
-    then writes its counters to --stats-file."""
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    socks = []
-    for ifname in (args.a, args.b):
-        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        s.bind((ifname, 0))
-        s.setblocking(False)
-        socks.append(s)
-    a, b = socks
-    rng = random.Random(args.seed)
-    conf = {a: (b, args.ab_ms / 1000.0, args.ab_loss, "ab"), b: (a, args.ba_ms / 1000.0, args.ba_loss, "ba")}
-    stats = {d: {"frames": 0, "udp": 0, "dropped": 0, "queue_full": 0} for d in ("ab", "ba")}
-    last_due = {a: 0.0, b: 0.0}
-    heap, seq = [], 0
-    max_queue = 200000  # bounded: a flood cannot grow the element without limit
-    while not stop:
-        now = time.monotonic()
-        timeout = 0.2 if not heap else max(0.0, heap[0][0] - now)
-        try:
-            ready, _, _ = select.select(socks, [], [], timeout)
-        except InterruptedError:
-            continue
-        for s in ready:
-            out, delay, loss, d = conf[s]
-            for _ in range(256):
-                try:
-                    data, addr = s.recvfrom(65536)
-                except (BlockingIOError, InterruptedError):
-                    break
-                if addr[2] == socket.PACKET_OUTGOING:
-                    continue  # our own sends on this interface
-                st = stats[d]
-                st["frames"] += 1
-                udp = len(data) >= 34 and data[12:14] == b"\x08\x00" and data[23] == 17
-                if udp:
-                    st["udp"] += 1
-                    if loss and rng.random() * 100.0 < loss:
-                        st["dropped"] += 1
-                        continue
-                if len(heap) >= max_queue:
-                    st["queue_full"] += 1
-                    continue
-                due = max(time.monotonic() + delay, last_due[s])
-                last_due[s] = due
-                heapq.heappush(heap, (due, seq, out, data))
-                seq += 1
-        now = time.monotonic()
-        while heap and heap[0][0] <= now:
-            _, _, out, data = heapq.heappop(heap)
-            try:
-                out.send(data)
-            except OSError:
-                pass  # a full veth queue loses the frame, as a wire would
-    if args.stats_file:
-        with open(args.stats_file, "w") as f:
-            json.dump(stats, f)
-    return 0
 
 
 # ---------------------------------------------------------------------------- the aiortc client
@@ -266,8 +187,6 @@ def client_main(args):
             result["local_candidate_types"] = sorted({ln.split()[7] for ln in pc.localDescription.sdp.splitlines()
                                                       if ln.startswith("a=candidate:")})
             headers = {"Content-Type": "application/sdp"}
-            if args.region:
-                headers["X-Rtcedge-Region"] = args.region
             status, rh, body = await ahttp("POST", args.url + "/v1/sessions", pc.localDescription.sdp.encode(),
                                            headers)
             if status != 201:
@@ -353,116 +272,30 @@ def client_main(args):
 
 # ---------------------------------------------------------------------------- topology
 
-class GlobalTopology:
-    """client, ingress, owner and wire namespaces; three veth pairs per path through the wire
-    namespace, where one delay element per path joins the two inner ends. Registered with
-    netns_topology, so cleanup_all() removes all of it on every exit path."""
-
-    LINKS = {  # path: (ns a, dev a, wire dev a, wire dev b, ns b, dev b, address a, address b)
-        "access": ("client", "acc0", "wa0", "wa1", "ingress", "acc1", C_ACC, I_ACC),
-        "public": ("client", "pub0", "wp0", "wp1", "owner", "pub1", C_PUB, O_PUB),
-        "backbone": ("ingress", "bb0", "wb0", "wb1", "owner", "bb1", I_BB, O_BB),
-    }
-
-    def __init__(self, nt, workdir):
-        self.nt, self.workdir = nt, workdir
-        prefix = "%s%d-grb" % (nt.NS_PREFIX, os.getpid())
-        self.ns = {n: "%s-%s" % (prefix, n) for n in ("client", "ingress", "owner", "wire")}
-        self.wires = {}
-
-    def ip(self, ns, *args):
-        return self.nt.run(["ip", "-n", self.ns[ns]] + list(args))
-
-    def sh(self, ns, *args):
-        return self.nt.run(["ip", "netns", "exec", self.ns[ns]] + list(args))
-
-    def create(self):
-        nt = self.nt
-        for n in self.ns.values():
-            with nt._lock:
-                nt.run(["ip", "netns", "add", n])
-                nt._namespaces.append(n)
-            nt.run(["ip", "netns", "exec", n, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
-                    "net.ipv6.conf.default.disable_ipv6=1"])
-            nt.run(["ip", "-n", n, "link", "set", "lo", "up"])
-        for name, (na, da, wa, wb, nb, db, aa, ab) in self.LINKS.items():
-            nt.run(["ip", "link", "add", da, "netns", self.ns[na], "type", "veth", "peer", "name", wa,
-                    "netns", self.ns["wire"]])
-            nt.run(["ip", "link", "add", wb, "netns", self.ns["wire"], "type", "veth", "peer", "name", db,
-                    "netns", self.ns[nb]])
-            self.ip(na, "addr", "add", aa + "/24", "dev", da)
-            self.ip(nb, "addr", "add", ab + "/24", "dev", db)
-            # A frame read by AF_PACKET with a checksum still to be filled in would leave the
-            # element with a wrong one: every end computes its checksums in software.
-            for ns, dev in ((na, da), ("wire", wa), ("wire", wb), (nb, db)):
-                self.sh(ns, "ethtool", "-K", dev, "tx", "off", "rx", "off")
-                self.ip(ns, "link", "set", dev, "up")
-        self.ip("ingress", "addr", "add", INGRESS_VIP + "/32", "dev", "acc1")
-        self.ip("ingress", "addr", "add", TURN_IP + "/32", "dev", "acc1")
-        self.ip("owner", "addr", "add", OWNER_VIP + "/32", "dev", "pub1")
-        self.ip("owner", "addr", "add", XCVR + "/32", "dev", "lo")
-        self.ip("client", "route", "add", INGRESS_VIP + "/32", "via", I_ACC, "dev", "acc0")
-        self.ip("client", "route", "add", TURN_IP + "/32", "via", I_ACC, "dev", "acc0")
-        self.ip("client", "route", "add", OWNER_VIP + "/32", "via", O_PUB, "dev", "pub0")
-        # coturn relays to the owner VIP over the backbone.
-        self.ip("ingress", "route", "add", OWNER_VIP + "/32", "via", O_BB, "dev", "bb0")
-        return self
-
-    def start_wires(self, access_ms, backbone_ms, public_ms, loss, seed):
-        """(Re)starts the three delay elements for one condition."""
-        self.stop_wires()
-        plan = {"access": (access_ms, access_ms, loss, loss), "public": (access_ms + public_ms, access_ms + public_ms, loss, loss),
-                "backbone": (backbone_ms, backbone_ms, 0.0, 0.0)}
-        for i, (name, (ab_ms, ba_ms, ab_loss, ba_loss)) in enumerate(plan.items()):
-            _, _, wa, wb, _, _, _, _ = self.LINKS[name]
-            stats = os.path.join(self.workdir, "wire-%s-%d.json" % (name, seed))
-            argv = ["/usr/bin/python3", os.path.abspath(__file__), "--wire-element", "--a", wa, "--b", wb,
-                    "--ab-ms", str(ab_ms), "--ba-ms", str(ba_ms), "--ab-loss", str(ab_loss), "--ba-loss",
-                    str(ba_loss), "--seed", str(seed * 10 + i), "--stats-file", stats]
-            logf = open(os.path.join(self.workdir, "wire-%s.log" % name), "ab")
-            proc = self.nt.start_in_netns(self.ns["wire"], argv, stdout=logf, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL)
-            logf.close()
-            self.wires[name] = (proc, stats)
-
-    def stop_wires(self):
-        out = {}
-        for name, (proc, stats) in self.wires.items():
-            self.nt.stop_process(proc, signal.SIGTERM, timeout=3.0)
-            self.nt.forget_process(proc)
+def udp_rtt_ms(nt, near_ns, far_ns, far_ip, count=5):
+    """A path as a bare UDP round trip (checks the wires): the median of `count` probes from
+    near_ns to a socket at far_ip in far_ns, echoed by this process."""
+    near = nt.socket_in(near_ns, socket.AF_INET)
+    far = nt.socket_in(far_ns, socket.AF_INET)
+    try:
+        far.bind((far_ip, 0))
+        near.settimeout(2.0)
+        far.settimeout(2.0)
+        rtts = []
+        for i in range(count):
+            t = time.monotonic()
+            near.sendto(b"probe%d" % i, far.getsockname())
             try:
-                with open(stats) as f:
-                    out[name] = json.load(f)
-            except (OSError, ValueError):
-                out[name] = None
-        self.wires = {}
-        return out
-
-    def udp_rtt_ms(self, near_ns, far_ns, far_ip, count=5):
-        """The modelled path as a bare UDP round trip (checks the wires, and resolves the
-        neighbours before any session): the median of `count` probes from near_ns to a socket
-        at far_ip in far_ns, echoed by this process."""
-        near = self.nt.socket_in(self.ns[near_ns], socket.AF_INET)
-        far = self.nt.socket_in(self.ns[far_ns], socket.AF_INET)
-        try:
-            far.bind((far_ip, 0))
-            near.settimeout(2.0)
-            far.settimeout(2.0)
-            rtts = []
-            for i in range(count):
-                t = time.monotonic()
-                near.sendto(b"probe%d" % i, far.getsockname())
-                try:
-                    data, peer = far.recvfrom(64)
-                    far.sendto(data, peer)
-                    near.recvfrom(64)
-                except socket.timeout:
-                    continue  # lost on a lossy access: the median of the others
-                rtts.append((time.monotonic() - t) * 1000.0)
-            return round(percentile(rtts, 50), 1) if rtts else None
-        finally:
-            near.close()
-            far.close()
+                data, peer = far.recvfrom(64)
+                far.sendto(data, peer)
+                near.recvfrom(64)
+            except socket.timeout:
+                continue  # lost on a lossy access: the median of the others
+            rtts.append((time.monotonic() - t) * 1000.0)
+        return round(percentile(rtts, 50), 1) if rtts else None
+    finally:
+        near.close()
+        far.close()
 
 
 # ---------------------------------------------------------------------------- the bench
@@ -515,103 +348,113 @@ def unavailable_reason(args):
         return "python3-aiortc / python3-numpy not installed"
     if not shutil.which(args.turnserver):
         return "turnserver (coturn) not found"
-    for tool in ("ethtool",):
+    for tool in ("ethtool", "ss"):
         if not shutil.which(tool, path="/usr/sbin:/sbin:/usr/bin:/bin"):
             return "%s not found" % tool
     return None
 
 
 class Bench:
-    def __init__(self, args, nt, bx, workdir):
-        self.args, self.nt, self.bx, self.workdir = args, nt, bx, workdir
-        self.topo = GlobalTopology(nt, workdir).create()
-        self.keys = os.path.join(workdir, "hint-keys.yaml")
-        with open(self.keys, "wb") as f:
-            subprocess.run([args.relay_bin, "hint", "keygen"], stdout=f, check=True, timeout=10)
-        self.services = []
+    """h1's GlobalSim (tests/integration/global_sim_topology.py) plus what only this bench
+    needs: coturn in relay C's namespace (the ingress's spot) and the wires with loss on the
+    access only."""
 
-    def service(self, name, ns, argv):
-        svc = self.bx.Service(name, self.topo.ns[ns], argv, self.workdir)
-        self.services.append(svc)
-        return svc
+    def __init__(self, args, nt, gs, workdir):
+        self.args, self.nt, self.gs, self.workdir = args, nt, gs, workdir
+        self.sim = gs.GlobalSim(tag="grb", access_ms=args.access_ms, backbone_ms=args.backbone_ms,
+                                public_ms=args.public_ms, workdir=workdir).create()
+        ns = self.sim.ns
+        # The TURN server's address sits next to VIP C on relay C's access link; the client's
+        # provider routes it there. coturn relays from relay C's backbone address, so it
+        # reaches VIP A over the backbone, as the ingress does.
+        self.ip("relay_c", "addr", "add", TURN_IP + "/32", "dev", "c_acc")
+        self.ip("isp", "route", "add", TURN_IP + "/32", "via", gs.RELAY_C_ACC_V4, "dev", "i_c")
+        self.ip("relay_c", "route", "add", gs.VIP_A_V4 + "/32", "via", gs.RELAY_A_BB_V4, "dev", "c_bb")
+        self.services = []
+        self.ns = ns
+
+    def ip(self, role, *args):
+        return self.nt.run(["ip", "-n", self.sim.ns[role]] + list(args))
 
     def start(self):
-        a, bx, ns = self.args, self.bx, self.topo.ns
-        relay = [a.relay_bin, "--workers", "1", "--pin-cpus", "false", "--hint-key-file", self.keys]
-        # The owner: its own VIP for the direct path and for coturn, peers.listen on the backbone.
-        self.owner = self.service("relay-owner", "owner", relay + [
-            "--listen", "%s:%d" % (OWNER_VIP, VIP_PORT), "--cluster-id", str(CLUSTER_OWNER),
-            "--admin-listen", "127.0.0.1:%d" % OWNER_ADMIN, "--endpoints", "%d=%s:%d" % (ENDPOINT, XCVR, MEDIA_PORT),
-            "--peers-listen", "%s:%d" % (O_BB, PEER_PORT), "--peers-trusted", "%s/32" % I_BB])
-        bx.wait_http(self.owner, ns["owner"], "127.0.0.1", OWNER_ADMIN, "/metrics")
-        # The ingress: no endpoints; the owner's cluster shares this fleet's hint keys.
-        conf = os.path.join(self.workdir, "ingress.yaml")
-        with open(conf, "w") as f:
-            json.dump({"peers": {"clusters": [{"cluster": CLUSTER_OWNER, "address": "%s:%d" % (O_BB, PEER_PORT)}]}},
-                      f)  # JSON is YAML
-        self.ingress = self.service("relay-ingress", "ingress", relay + [
-            "--listen", "%s:%d" % (INGRESS_VIP, VIP_PORT), "--cluster-id", str(CLUSTER_INGRESS),
-            "--admin-listen", "127.0.0.1:%d" % INGRESS_ADMIN, "--config", conf])
-        bx.wait_http(self.ingress, ns["ingress"], "127.0.0.1", INGRESS_ADMIN, "/readyz")
-        self.xcvr = self.service("transceiver", "owner", [
-            a.transceiver_bin, "--http-listen", "%s:%d" % (XCVR, HTTP_PORT), "--http-allow-public-without-keys",
-            "true", "--workers", "1", "--media-listen", XCVR, "--media-base-port", str(MEDIA_PORT),
-            "--relay-vips", "%s:%d" % (OWNER_VIP, VIP_PORT), "--relay-sources", "198.18.0.0/15",
-            "--relay-ingress-header", "X-Rtcedge-Region",
-            "--relay-ingress-regions", "%s=%s:%d" % (REGION, INGRESS_VIP, VIP_PORT),
-            "--direct-enabled", "false", "--hint-key-file", self.keys, "--hint-cluster-id", str(CLUSTER_OWNER),
-            "--hint-endpoint-base-id", str(ENDPOINT), "--backend-echo-mode", "loopback",
-            "--backend-echo-delay", "0ms", "--sessions-drain-timeout", "1s"])
-        bx.wait_http(self.xcvr, ns["owner"], XCVR, HTTP_PORT, "/metrics")
-        self.splice = bx.HttpSplice(ns["client"], ns["owner"], (XCVR, HTTP_PORT))
-        self.nt.register_cleanup(self.splice.close)
+        a, sim = self.args, self.sim
+        self.relays = sim.start_relays(a.relay_bin, mode="userspace")
+        self.xcvrs = sim.start_transceivers(a.transceiver_bin)
+        self.services = list(self.relays.values()) + list(self.xcvrs.values())
+        # The front door: the ingress path's requests carry the region of relay C; the
+        # direct and TURN paths' requests none, so the answer names VIP A alone.
+        self.splices = {"ingress": sim.http_splice_to_a("near-c"), "direct": sim.http_splice_to_a(None)}
+        self.splices["turn"] = self.splices["direct"]
         self.start_turn()
 
+    def start_wires(self, loss, seed):
+        """h1's three wires, with the loss on the access wire only (GlobalSim.start_wires puts
+        one loss on every wire): every path crosses the access, so every path sees it."""
+        sim, gs = self.sim, self.gs
+        plan = {"access": ("w_access", "wc", "wr", loss), "backbone": ("w_backbone", "wr", "wb", 0.0),
+                "public": ("w_public", "wc", "wr", 0.0)}
+        for i, (name, (role, if_a, if_b, lp)) in enumerate(plan.items()):
+            d = sim.delays[name]
+            sim.wires[name] = gs.delay_wire.WireProcess(sim.ns[role], if_a, if_b, d, d, loss_pct=lp,
+                                                        seed=seed * 10 + i, max_seconds=3600,
+                                                        workdir=self.workdir, rt_priority=10)
+        for w in sim.wires.values():
+            w.wait_ready()
+        sim.warm_neighbours()
+
     def start_turn(self):
-        a = self.args
+        a, gs = self.args, self.gs
         tdir = os.path.join(self.workdir, "turn")
         os.makedirs(tdir, exist_ok=True)
         conf = os.path.join(tdir, "turnserver.conf")
         lines = [
-            "listening-ip=%s" % TURN_IP, "listening-port=%d" % TURN_PORT, "relay-ip=%s" % I_BB,
+            "listening-ip=%s" % TURN_IP, "listening-port=%d" % TURN_PORT, "relay-ip=%s" % gs.RELAY_C_BB_V4,
             "min-port=49152", "max-port=49999", "lt-cred-mech", "fingerprint", "realm=%s" % TURN_REALM,
             "user=%s:%s" % (TURN_USER, TURN_PASS), "no-tls", "no-dtls", "no-tcp", "no-tcp-relay", "no-cli",
             "no-multicast-peers", "no-rfc5780", "no-stun-backward-compatibility",
             # 198.18.0.0/15 is special-purpose (RFC 2544); allow exactly the owner's VIP.
-            "allowed-peer-ip=%s" % OWNER_VIP,
+            "allowed-peer-ip=%s" % gs.VIP_A_V4,
             "userdb=%s" % os.path.join(tdir, "turndb"), "pidfile=%s" % os.path.join(tdir, "turnserver.pid"),
             "log-file=%s" % os.path.join(tdir, "turn.log"), "simple-log", "new-log-timestamp",
         ]
         with open(conf, "w") as f:
             f.write("\n".join(lines) + "\n")
-        self.turn = self.service("turnserver", "ingress", [shutil.which(a.turnserver), "-c", conf])
-        self.turn_log = os.path.join(tdir, "turn.log")
+        self.turn = gs.Service("turnserver", self.sim.ns["relay_c"], [shutil.which(a.turnserver), "-c", conf],
+                               self.workdir)
+        self.services.append(self.turn)
 
         def listening():
             self.turn.check_alive()
-            r = self.nt.run(["ip", "netns", "exec", self.topo.ns["ingress"], "ss", "-Hlun", "src",
+            r = self.nt.run(["ip", "netns", "exec", self.sim.ns["relay_c"], "ss", "-Hlun", "src",
                              "%s:%d" % (TURN_IP, TURN_PORT)], check=False)
             return bool(r.stdout.strip())
 
-        if not self.bx.poll_until(listening, 15):
+        if not gs.poll_until(listening, 15):
             raise RuntimeError("turnserver is not listening on %s:%d within 15 s" % (TURN_IP, TURN_PORT))
+
+    def wire_rtts(self):
+        gs, ns, nt = self.gs, self.sim.ns, self.nt
+        return {"direct": udp_rtt_ms(nt, ns["client"], ns["relay_a"], gs.VIP_A_V4),
+                "ingress": udp_rtt_ms(nt, ns["client"], ns["relay_c"], gs.VIP_C_V4),
+                "turn": udp_rtt_ms(nt, ns["client"], ns["relay_c"], TURN_IP),
+                "backbone": udp_rtt_ms(nt, ns["relay_c"], ns["relay_a"], gs.RELAY_A_BB_V4)}
 
     def run_session(self, path, tag):
         a = self.args
         out = os.path.join(self.workdir, "client-%s.json" % tag)
+        gs = self.gs
         argv = ["/usr/bin/python3", os.path.abspath(__file__), "--client", "--path", path,
-                "--url", "http://127.0.0.1:%d" % self.splice.port, "--seconds", "%g" % a.seconds,
-                "--json-out", out]
+                "--url", "http://127.0.0.1:%d" % self.splices[path].port, "--seconds", "%g" % a.seconds,
+                "--json-out", out, "--local-ip", gs.CLIENT_V4]
         if path == "direct":
-            argv += ["--local-ip", C_PUB, "--remote", "%s:%d" % (OWNER_VIP, VIP_PORT)]
+            argv += ["--remote", "%s:%d" % (gs.VIP_A_V4, gs.VIP_PORT)]
         elif path == "ingress":
-            argv += ["--local-ip", C_ACC, "--remote", "%s:%d" % (INGRESS_VIP, VIP_PORT), "--region", REGION]
+            argv += ["--remote", "%s:%d" % (gs.VIP_C_V4, gs.VIP_PORT)]
         else:
-            argv += ["--local-ip", C_ACC, "--remote", "%s:%d" % (OWNER_VIP, VIP_PORT),
-                     "--turn", "%s:%d" % (TURN_IP, TURN_PORT)]
+            argv += ["--remote", "%s:%d" % (gs.VIP_A_V4, gs.VIP_PORT), "--turn", "%s:%d" % (TURN_IP, TURN_PORT)]
         logp = os.path.join(self.workdir, "client-%s.log" % tag)
         with open(logp, "wb") as logf:
-            proc = self.nt.start_in_netns(self.topo.ns["client"], argv, stdout=logf, stderr=subprocess.STDOUT,
+            proc = self.nt.start_in_netns(self.sim.ns["client"], argv, stdout=logf, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL)
         try:
             proc.wait(timeout=a.seconds + 90)
@@ -634,13 +477,14 @@ class Bench:
             bad.append(r.get("error") or "not connected")
             return bad
         pair = r.get("selected_pair") or {}
-        want_remote = {"direct": OWNER_VIP, "ingress": INGRESS_VIP, "turn": OWNER_VIP}[path]
+        gs = self.gs
+        want_remote = {"direct": gs.VIP_A_V4, "ingress": gs.VIP_C_V4, "turn": gs.VIP_A_V4}[path]
         if not pair.get("remote", "").startswith(want_remote + ":"):
             bad.append("selected pair %s is not to %s" % (pair, want_remote))
         if (pair.get("local_type") == "relay") != (path == "turn"):
             bad.append("selected local candidate is %s" % pair.get("local_type"))
         sess = r.get("session") or {}
-        want_client = {"direct": C_PUB, "ingress": C_ACC, "turn": I_BB}[path]
+        want_client = {"direct": gs.CLIENT_V4, "ingress": gs.CLIENT_V4, "turn": gs.RELAY_C_BB_V4}[path]
         if not (sess.get("client_address") or "").startswith(want_client + ":"):
             bad.append("the transceiver saw the client at %s, not %s" % (sess.get("client_address"), want_client))
         if (r.get("tone_fraction") or 0) < 0.5:
@@ -650,6 +494,7 @@ class Bench:
     def stop(self):
         for svc in reversed(self.services):
             svc.stop()
+        self.sim.stop_wires()
 
 
 def figures(sessions):
@@ -750,8 +595,8 @@ def report(args, conds, mach, vers, t_total):
 
 
 def bench_main(args):
+    import global_sim_topology as gs
     import netns_topology as nt
-    import run_browser_e2e_xdp as bx
 
     for flag, path in (("--transceiver-bin", args.transceiver_bin), ("--relay-bin", args.relay_bin)):
         if not os.access(path, os.X_OK):
@@ -773,14 +618,11 @@ def bench_main(args):
     t0 = time.monotonic()
     conds = []
     try:
-        b = Bench(args, nt, bx, workdir)
+        b = Bench(args, nt, gs, workdir)
         b.start()
         for ci, loss in enumerate(losses):
-            b.topo.start_wires(args.access_ms, args.backbone_ms, args.public_ms, loss, ci + 1)
-            ping = {"direct": b.topo.udp_rtt_ms("client", "owner", OWNER_VIP),
-                    "ingress": b.topo.udp_rtt_ms("client", "ingress", INGRESS_VIP),
-                    "turn": b.topo.udp_rtt_ms("client", "ingress", TURN_IP),
-                    "backbone": b.topo.udp_rtt_ms("ingress", "owner", O_BB)}
+            b.start_wires(loss, ci + 1)
+            ping = b.wire_rtts()
             log("loss %g %%: wire UDP RTT %s" % (loss, ping))
             sessions = {p: [] for p in PATHS if p in args.paths.split(",")}
             if ci == 0:
@@ -791,7 +633,8 @@ def bench_main(args):
                         r = b.run_session(p, "warmup-%s-%d" % (p, i))
                         log("warm-up %s: %s" % (p, "; ".join(r["checks"]) or "connected %s ms" % r.get("connect_ms")))
             for i in range(args.sessions):
-                for p in [q for q in PATHS if q in args.paths.split(",")]:  # interleaved, so drift in the machine's load hits every path alike
+                # Interleaved, so that drift in the machine's load hits every path alike.
+                for p in sessions:
                     r = b.run_session(p, "%g-%s-%d" % (loss, p, i))
                     sessions[p].append(r)
                     log("loss %g %% %s #%d: %s" % (loss, p, i, "; ".join(r["checks"]) or
@@ -800,7 +643,7 @@ def bench_main(args):
                                                       r.get("tone_fraction"))))
                     for s in b.services:
                         s.check_alive()
-            wires = b.topo.stop_wires()
+            wires = b.sim.stop_wires()
             conds.append({"loss": loss, "ping": ping, "wires": wires,
                           "paths": {p: figures(v) for p, v in sessions.items()}, "sessions": sessions})
         b.stop()
@@ -836,33 +679,21 @@ def main():
     ap.add_argument("--access-ms", type=float, default=15.0, help="one way, client to ingress / TURN")
     ap.add_argument("--backbone-ms", type=float, default=40.0, help="one way, ingress / TURN to the owner")
     ap.add_argument("--public-ms", type=float, default=55.0, help="one way public transit (direct: access + this)")
-    ap.add_argument("--loss", default="0,2", help="access loss per direction, %%, one condition each")
+    ap.add_argument("--loss", default="0,2,5", help="access loss per direction, %%, one condition each")
     ap.add_argument("--paths", default=",".join(PATHS), help="comma-separated subset of " + ",".join(PATHS))
     ap.add_argument("--quick", action="store_true", help="smoke: 1 session per path, 3 s, 2 %% loss")
     ap.add_argument("--json-out")
     ap.add_argument("--markdown-out")
     ap.add_argument("--logs-dir", help="copy every process's log (relays, transceiver, coturn, clients) here")
-    # internal modes (run by the bench inside its namespaces)
-    ap.add_argument("--wire-element", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--a", help=argparse.SUPPRESS)
-    ap.add_argument("--b", help=argparse.SUPPRESS)
-    ap.add_argument("--ab-ms", type=float, default=0.0, help=argparse.SUPPRESS)
-    ap.add_argument("--ba-ms", type=float, default=0.0, help=argparse.SUPPRESS)
-    ap.add_argument("--ab-loss", type=float, default=0.0, help=argparse.SUPPRESS)
-    ap.add_argument("--ba-loss", type=float, default=0.0, help=argparse.SUPPRESS)
-    ap.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
-    ap.add_argument("--stats-file", help=argparse.SUPPRESS)
+    # internal mode: one session, run by the bench in the client's namespace
     ap.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--local-ip", help=argparse.SUPPRESS)
     ap.add_argument("--remote", help=argparse.SUPPRESS)
-    ap.add_argument("--region", help=argparse.SUPPRESS)
     ap.add_argument("--turn", help=argparse.SUPPRESS)
     ap.add_argument("--connect-timeout-s", type=float, default=15.0, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.wire_element:
-        return wire_main(args)
     if args.client:
         return client_main(args)
     args.transceiver_bin = args.transceiver_bin or os.path.join(args.build, "bin", "rtcedge-transceiver")

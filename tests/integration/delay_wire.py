@@ -47,7 +47,9 @@ Program:  delay_wire.py --if-a wa --if-b wb --delay-ab-ms 10 [--delay-ba-ms 10]
           delay_wire.py --selftest
   root only (exit 77 otherwise): two namespaces joined by a wire of 20 ms (a->b) + 5 ms
   (b->a); a UDP ping must take 25 ms (+- tolerance), none faster; then the same through a
-  stopped wire must not get through (the path is the wire); then 30 % loss drops about 30 %.
+  stopped wire must not get through (the path is the wire); then 10 +- 5 ms of jitter each
+  way spreads the RTTs (stdev >= 2 ms) within [10, 30] ms; then 30 % loss each way answers
+  about half the pings.
 """
 
 import argparse
@@ -406,6 +408,20 @@ def _selftest(args):
         # The same ping with the wire stopped: nothing else joins the two namespaces.
         lost = ping(3, timeout=0.3)
         check("no ping through a stopped wire", all(r is None for r in lost), lost)
+
+        # Jitter: 10 ms +- 5 ms each way; every RTT within [10, 30] ms and spread out.
+        wire = WireProcess(ns_w, "wa", "wb", 10, 10, jitter_ms=5, seed=3, workdir=workdir, max_seconds=60,
+                           rt_priority=10).wait_ready()
+        got = [r for r in ping(30) if r is not None]
+        wire.stop()
+        mean = sum(got) / len(got) if got else 0
+        sd = (sum((r - mean) ** 2 for r in got) / len(got)) ** 0.5 if got else 0
+        results["jitter_rtt_ms"] = {"n": len(got), "min": got and round(min(got), 2), "max": got and round(max(got), 2),
+                                    "mean": round(mean, 2), "stdev": round(sd, 2)}
+        # Two independent uniform(-5, 5) terms: stdev 4.1 ms; without jitter it is ~0.1 ms.
+        check("10 +- 5 ms each way: every RTT in [10, %.0f] ms, stdev >= 2 ms" % (30 + args.tolerance_ms),
+              len(got) == 30 and min(got) >= 10 and max(got) <= 30 + args.tolerance_ms and sd >= 2,
+              results["jitter_rtt_ms"])
 
         wire = WireProcess(ns_w, "wa", "wb", 1, 1, loss_pct=30, seed=7, workdir=workdir, max_seconds=60).wait_ready()
         got = ping(200, timeout=0.1)

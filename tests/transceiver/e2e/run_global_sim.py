@@ -176,7 +176,7 @@ def run_test(args, workdir, results):
 
     t0 = time.monotonic()
     sim = gs.GlobalSim(tag="gsim", access_ms=args.access_ms, backbone_ms=args.backbone_ms, public_ms=args.public_ms,
-                       workdir=workdir).create()
+                       jitter_ms=args.jitter_ms, loss_pct=args.loss_pct, workdir=workdir).create()
     results["logs"] = {}
     if args.relay_mode == "xdp":
         try:
@@ -200,6 +200,7 @@ def run_test(args, workdir, results):
     url = "http://127.0.0.1:%d" % splice.port
     modelled = sim.modelled_rtt_ms("ingress")
     results["model"] = {"access_ms": args.access_ms, "backbone_ms": args.backbone_ms, "public_ms": args.public_ms,
+                        "jitter_ms": args.jitter_ms, "loss_pct": args.loss_pct,
                         "modelled_rtt_ms": modelled, "public_rtt_ms": sim.modelled_rtt_ms("public")}
     results["setup_s"] = round(time.monotonic() - t0, 2)
     for r in ("a", "c"):
@@ -301,7 +302,11 @@ def run_test(args, workdir, results):
           and (ar.get("window_tone_fraction") or 0) >= 0.5,
           {"tone": tone, "tone_fraction": ar.get("window_tone_fraction")})
     to_c = [r for addr, r in stun_rtts if addr and "%s:%d" % tuple(addr) == vip_c]
-    results["aiortc_stun_to"] = sorted({"%s:%d" % tuple(a) for a, _ in stun_rtts if a})
+    by_addr = {}
+    for addr, r in stun_rtts:
+        if addr:
+            by_addr.setdefault("%s:%d" % tuple(addr), []).append(r)
+    results["aiortc_stun_rtts_ms"] = by_addr
     rtt_check("aiortc", to_c, "aioice's first-try STUN transactions to VIP C: checks and consent")
     after = snapshot()
     relay_checks("aiortc", before, after)
@@ -434,6 +439,9 @@ def main():
     ap.add_argument("--backbone-ms", type=float, default=25.0, help="C <-> clusters A and B, one way")
     ap.add_argument("--public-ms", type=float, default=60.0,
                     help="the client's router <-> A's VIP over the public internet, one way (after the access link)")
+    ap.add_argument("--jitter-ms", type=float, default=0.0,
+                    help="every wire, each way: uniform jitter (exploration; the CTests run without)")
+    ap.add_argument("--loss-pct", type=float, default=0.0, help="every wire, each way: Bernoulli loss (exploration)")
     ap.add_argument("--rtt-tolerance-ms", type=float, default=5.0,
                     help="measured RTT may exceed the modelled one by this much (the stack, scheduling)")
     ap.add_argument("--aiortc-seconds", type=float, default=6.0)

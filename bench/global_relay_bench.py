@@ -545,9 +545,9 @@ def ratio(a, b, key="p50"):
 def report(args, conds, mach, vers, t_total):
     L = []
     L.append("Machine: %d CPUs (`nproc`), %s, kernel %s (`uname -r`); load average %s at the start, %s at the end "
-             "(2 cores shared with other jobs). aiortc %s / aioice %s client, coturn %s, userspace relays, "
+             "(shared with other jobs). aiortc %s / aioice %s client, coturn %s, userspace relays, "
              "rtcedge-transceiver with the loopback echo. %d sessions per path and condition (after %d uncounted "
-             "warm-up sessions per path), %g s of media each, paths interleaved; %.0f s in all."
+             "warm-up session(s) per path), %g s of media each, paths interleaved; %.0f s in all."
              % (mach["nproc"], mach["cpu"], mach["kernel"], mach["loadavg"], machine()["loadavg"],
                 vers.get("aiortc", "?"), vers.get("aioice", "?"), vers.get("coturn", "?"), args.sessions,
                 args.warmup, args.seconds, t_total))

@@ -584,7 +584,7 @@ def report(args, conds, mach, vers, t_total):
              "inbound-rtp interarrival jitter of the echo; *loss down/up*: % of the echo's packets lost (aiortc "
              "inbound-rtp) and of the client's packets lost as the transceiver's RR reports it; *wire RTT*: a bare UDP round trip "
              "through the same wires before the condition's sessions (client to the owner VIP, to the ingress VIP, "
-             "to the TURN address; the TURN path's second leg is not in it). Ratios are of p50s against the "
+             "to the TURN address; the backbone leg of the ingress and TURN paths is not in it). Ratios are of p50s against the "
              "direct path of the same condition in the same run.")
     bad = [(c["loss"], p, fl) for c in conds for p, f in c["paths"].items() for fl in f["failures"]]
     if bad:

@@ -2,7 +2,7 @@
 """global_relay_bench.py — the global relay against TURN (issue 13 §2): one client, three paths
 to the same owning cluster, on modelled delays, in one run.
 
-The topology is h1's global_sim_topology.GlobalSim (tests/integration/): the client's one
+The topology is the global relay simulation's (global_sim_topology.GlobalSim in tests/integration/): the client's one
 interface ends at its provider's router (isp) over the access wire; the router reaches relay C
 (ingress only) next door and relay A (owner of cluster A, transceiver A with the loopback
 echo behind it) over the public wire; C reaches A over the backbone wire. This bench adds
@@ -19,7 +19,7 @@ coturn (`turnserver`) in relay C's namespace, at the ingress's spot:
            transport_policy=RELAY and drops the host candidate's pairs (aioice 0.8 still
            checks from it), so every check and all media go through coturn.
 
-Each "──" with a delay is h1's delay wire (delay_wire.py, a userspace netem: the kernel has
+Each "──" with a delay is a delay wire (delay_wire.py, a userspace netem: the kernel has
 no sch_netem), the same one-way delay both ways; the loss, per direction on IPv4 UDP, is on
 the access wire only, which every path crosses. Signaling (HTTP) reaches transceiver A
 through a splice on loopback, undelayed and the same for every path; for the ingress path
@@ -355,7 +355,7 @@ def unavailable_reason(args):
 
 
 class Bench:
-    """h1's GlobalSim (tests/integration/global_sim_topology.py) plus what only this bench
+    """GlobalSim (tests/integration/global_sim_topology.py) plus what only this bench
     needs: coturn in relay C's namespace (the ingress's spot) and the wires with loss on the
     access only."""
 
@@ -388,7 +388,7 @@ class Bench:
         self.start_turn()
 
     def start_wires(self, loss, seed):
-        """h1's three wires, with the loss on the access wire only (GlobalSim.start_wires puts
+        """The simulation's three wires, with the loss on the access wire only (GlobalSim.start_wires puts
         one loss on every wire): every path crosses the access, so every path sees it."""
         sim, gs = self.sim, self.gs
         plan = {"access": ("w_access", "wc", "wr", loss), "backbone": ("w_backbone", "wr", "wb", 0.0),

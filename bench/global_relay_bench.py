@@ -2,14 +2,14 @@
 """global_relay_bench.py — the global relay against TURN (issue 13 §2): one client, three paths
 to the same owning cluster, on modelled delays, in one run.
 
-The topology is the global relay simulation's (global_sim_topology.GlobalSim in tests/integration/): the client's one
-interface ends at its provider's router (isp) over the access wire; the router reaches relay C
-(ingress only) next door and relay A (owner of cluster A, transceiver A with the loopback
+The topology is the global relay simulation's (global_sim_topology.GlobalSim in
+tests/integration/): the client's one interface ends at its provider's router (isp) over
+the access wire; the router reaches relay C (ingress only) next door and relay A (owner of cluster A, transceiver A with the loopback
 echo behind it) over the public wire; C reaches A over the backbone wire. This bench adds
 coturn (`turnserver`) in relay C's namespace, at the ingress's spot:
 
-    client ──access (A ms, loss L)── isp ── relay C: VIP C, TURN ──backbone (B ms)── relay A ── transceiver A
-                                      └────────────── public (P ms) ───────────────> VIP A
+    client ──access (A ms, loss L)── isp ── relay C: VIP C, TURN ──backbone (B ms)── relay A ── xcvr A
+                                      └──────────── public (P ms) ─────────────> VIP A
 
   direct   the client's ICE pair is client -> VIP A over access + public (A + P one way);
   ingress  client -> VIP C (A), framed over the backbone to relay A's peers.listen (B);
@@ -568,8 +568,8 @@ def report(args, conds, mach, vers, t_total):
             f = c["paths"].get(p)
             if not f:
                 continue
-            L.append("| %g %% | %s | %d / %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                c["loss"], p, f["ok"], f["sessions"], fmt(f["connect_ms"]), fmt(f["connect_ms"], "p99"),
+            L.append("| %g %% | %s | %d / %d |" % (c["loss"], p, f["ok"], f["sessions"]) + " %s |" * 14 % (
+                fmt(f["connect_ms"]), fmt(f["connect_ms"], "p99"),
                 "1" if p == "direct" else ratio(f["connect_ms"], base.get("connect_ms")), fmt(f["gather_ms"]),
                 fmt(f["answer_to_connected_ms"]), fmt(f["rtt_ms"], digits=1), fmt(f["rtt_ms"], "p99", 1),
                 "1" if p == "direct" else ratio(f["rtt_ms"], base.get("rtt_ms")), fmt(f["xcvr_rtt_ms"], digits=1),
@@ -582,10 +582,10 @@ def report(args, conds, mach, vers, t_total):
              "transceiver's report blocks), p50/p99 over all samples of all sessions; *xcvr RTT*: the "
              "transceiver's own RTCP RTT at the end of each session (GET /v1/sessions/{id}); *jitter*: aiortc's "
              "inbound-rtp interarrival jitter of the echo; *loss down/up*: % of the echo's packets lost (aiortc "
-             "inbound-rtp) and of the client's packets lost as the transceiver's RR reports it; *wire RTT*: a bare UDP round trip "
-             "through the same wires before the condition's sessions (client to the owner VIP, to the ingress VIP, "
-             "to the TURN address; the backbone leg of the ingress and TURN paths is not in it). Ratios are of p50s against the "
-             "direct path of the same condition in the same run.")
+             "inbound-rtp) and of the client's packets lost as the transceiver's RR reports it; *wire RTT*: a bare "
+             "UDP round trip through the same wires before the condition's sessions (client to the owner VIP, to "
+             "the ingress VIP, to the TURN address; the backbone leg of the ingress and TURN paths is not in it). "
+             "Ratios are of p50s against the direct path of the same condition in the same run.")
     bad = [(c["loss"], p, fl) for c in conds for p, f in c["paths"].items() for fl in f["failures"]]
     if bad:
         L.append("")

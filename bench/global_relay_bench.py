@@ -4,8 +4,9 @@ to the same owning cluster, on modelled delays, in one run.
 
 The topology is the global relay simulation's (global_sim_topology.GlobalSim in
 tests/integration/): the client's one interface ends at its provider's router (isp) over
-the access wire; the router reaches relay C (ingress only) next door and relay A (owner of cluster A, transceiver A with the loopback
-echo behind it) over the public wire; C reaches A over the backbone wire. This bench adds
+the access wire; the router reaches relay C (ingress only) next door and relay A (owner of
+cluster A, transceiver A with the loopback echo behind it) over the public wire; C reaches
+A over the backbone wire. This bench adds
 coturn (`turnserver`) in relay C's namespace, at the ingress's spot:
 
     client ──access (A ms, loss L)── isp ── relay C: VIP C, TURN ──backbone (B ms)── relay A ── xcvr A

@@ -85,6 +85,28 @@ def stop_process(proc, sig=signal.SIGTERM, timeout=3.0):
     return proc.returncode
 
 
+def poll_until(predicate, timeout, interval=0.05):
+    """predicate()'s first true value, or its last value once `timeout` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)  # poll interval of a deadline-bounded wait
+
+
+def http_get_in(ns, host, port, path, timeout=2.0):
+    """(status, body) of GET http://host:port/path from a socket created inside ns."""
+    import prom_metrics  # noqa: E402 (a sibling module; imported late to keep this one standalone)
+    sock = socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect((host, port))
+        return prom_metrics.fetch(sock, host, path, timeout)
+    finally:
+        sock.close()
+
+
 def make_scratch_dir():
     """A temporary directory named after this process (so a later run can sweep it if this
     one is SIGKILLed), removed by cleanup_all()."""

@@ -569,6 +569,38 @@ class RelayTestCase(unittest.TestCase):
         cls.addClassCleanup(relay.stop)
         return relay
 
+    def start_side_relay(self, ns, argv, admin_port, name):
+        """A second relay (the global relay's other role) run by hand in namespace ns, with its
+        admin endpoint on 127.0.0.1:admin_port there; waits for /readyz and returns a
+        function that reads its metrics. Stopped at cleanup."""
+        log = open(os.path.join(STATE["tmp"], "relay-%s-%s.log" % (name, self.MODE)), "a")
+        self.addCleanup(log.close)
+        proc = nt.start_in_netns(ns, argv, stdout=log, stderr=subprocess.STDOUT)
+
+        def stop():
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=10)
+        self.addCleanup(stop)
+
+        def get(path):
+            sock = nt.socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(2.0)
+                sock.connect(("127.0.0.1", admin_port))
+                return prom_metrics.fetch(sock, "127.0.0.1", path, 2.0)
+            finally:
+                sock.close()
+
+        def ready():
+            if proc.poll() is not None:
+                raise AssertionError("%s relay exited with %s" % (name, proc.returncode))
+            with contextlib.suppress(OSError):
+                return get("/readyz")[0] == 200
+            return False
+        self.assertTrue(poll_until(ready, 10), "%s relay not ready" % name)
+        return lambda: prom_metrics.parse(get("/metrics")[1])
+
     def new_relay(self, name, **kwargs):
         kwargs.setdefault("mode", self.MODE)
         relay = Relay("%s-%s" % (name, self.MODE), **kwargs)
@@ -1650,33 +1682,7 @@ class GlobalRelayTest(RelayTestCase):
                 "--endpoints", "1=%s" % EP_ADDR[1], "--admin-listen", "127.0.0.1:%d" % self.OWNER_ADMIN,
                 "--peers-listen", "%s:%d" % (nt.XCVR_V4, self.PEER_PORT),
                 "--peers-trusted", "%s/32,%s/128" % (nt.RELAY_XCVR_V4, nt.RELAY_XCVR_V6)]
-        log = open(os.path.join(STATE["tmp"], "relay-owner-%s.log" % self.MODE), "a")
-        self.addCleanup(log.close)
-        proc = nt.start_in_netns(self.topo.xcvr, argv, stdout=log, stderr=subprocess.STDOUT)
-
-        def stop():
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(timeout=10)
-        self.addCleanup(stop)
-
-        def get(path):
-            sock = nt.socket_in(self.topo.xcvr, socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                sock.settimeout(2.0)
-                sock.connect(("127.0.0.1", self.OWNER_ADMIN))
-                return prom_metrics.fetch(sock, "127.0.0.1", path, 2.0)
-            finally:
-                sock.close()
-
-        def ready():
-            if proc.poll() is not None:
-                raise AssertionError("owner relay exited with %s" % proc.returncode)
-            with contextlib.suppress(OSError):
-                return get("/readyz")[0] == 200
-            return False
-        self.assertTrue(poll_until(ready, 10), "owner relay not ready")
-        return lambda: prom_metrics.parse(get("/metrics")[1])
+        return self.start_side_relay(self.topo.xcvr, argv, self.OWNER_ADMIN, "owner")
 
     def test_a_flow_of_another_cluster_crosses_the_ingress_and_the_owner(self):
         cluster2_keys = os.path.join(STATE["tmp"], "cluster2-keys-%s.yaml" % self.MODE)
@@ -1796,33 +1802,7 @@ class GlobalOwnerTest(RelayTestCase):
         argv = [RELAY_BIN, "--listen", "%s:3478" % self.INGRESS_VIP, "--return-listen", "[::]:24410",
                 "--workers", "1", "--pin-cpus", "false", "--cluster-id", "9", "--hint-key-file", STATE["keys"],
                 "--admin-listen", "127.0.0.1:%d" % self.INGRESS_ADMIN, "--config", peers]
-        log = open(os.path.join(STATE["tmp"], "relay-ingress-client-ns-%s.log" % self.MODE), "a")
-        self.addCleanup(log.close)
-        proc = nt.start_in_netns(run_in, argv, stdout=log, stderr=subprocess.STDOUT)
-
-        def stop():
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(timeout=10)
-        self.addCleanup(stop)
-
-        def get(path):
-            sock = nt.socket_in(run_in, socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                sock.settimeout(2.0)
-                sock.connect(("127.0.0.1", self.INGRESS_ADMIN))
-                return prom_metrics.fetch(sock, "127.0.0.1", path, 2.0)
-            finally:
-                sock.close()
-
-        def ready():
-            if proc.poll() is not None:
-                raise AssertionError("ingress relay exited with %s" % proc.returncode)
-            with contextlib.suppress(OSError):
-                return get("/readyz")[0] == 200
-            return False
-        self.assertTrue(poll_until(ready, 10), "ingress relay not ready")
-        return lambda: prom_metrics.parse(get("/metrics")[1])
+        return self.start_side_relay(run_in, argv, self.INGRESS_ADMIN, "ingress-client-ns")
 
     def test_a_peer_ingress_flow_is_owned_here(self):
         owner = self.new_relay("owner", workers=1, extra=[

@@ -72,24 +72,8 @@ def log(msg):
     print("[run_browser_e2e_xdp] %s" % msg, file=sys.stderr, flush=True)
 
 
-def poll_until(predicate, timeout, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)  # poll interval of a deadline-bounded wait
-
-
-def http_get_in(ns, host, port, path, timeout=2.0):
-    """(status, body) of GET http://host:port/path from a socket created inside ns."""
-    sock = nt.socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(timeout)
-        sock.connect((host, port))
-        return prom_metrics.fetch(sock, host, path, timeout)
-    finally:
-        sock.close()
+poll_until = nt.poll_until
+http_get_in = nt.http_get_in
 
 
 class HttpSplice:

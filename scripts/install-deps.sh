@@ -30,8 +30,17 @@ packages=(
 )
 # Every program the build, tests, benchmarks and demo run is in tests/deps/programs.txt;
 # tests/deps/package_coverage_test.sh fails when its package is missing from this list.
+# coturn's package enables and starts a TURN server (UDP 3478, every interface, the stock
+# config) on a systemd machine. The bench runs its own turnserver in a namespace, so a
+# coturn this script installs is stopped and disabled; one that was already there is left
+# as its owner configured it.
+had_coturn=0
+dpkg-query -W -f='${Status}' coturn 2>/dev/null | grep -q "install ok installed" && had_coturn=1
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+if [[ $had_coturn == 0 ]] && command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+  systemctl disable --now coturn.service >/dev/null 2>&1 || true
+fi
 # Debian 12's nodejs is 18; a machine with a newer Node (and its npm) keeps it.
 command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 

@@ -364,6 +364,8 @@ class Bench:
         self.args, self.nt, self.gs, self.workdir = args, nt, gs, workdir
         self.sim = gs.GlobalSim(tag="grb", access_ms=args.access_ms, backbone_ms=args.backbone_ms,
                                 public_ms=args.public_ms, workdir=workdir).create()
+        if args.relay_mode == "xdp":
+            self.sim.prepare_for_xdp(args.xdp_pass_obj)  # before any wire or relay starts
         ns = self.sim.ns
         # The TURN server's address sits next to VIP C on relay C's access link; the client's
         # provider routes it there. coturn relays from relay C's backbone address, so it
@@ -379,7 +381,7 @@ class Bench:
 
     def start(self):
         a, sim = self.args, self.sim
-        self.relays = sim.start_relays(a.relay_bin, mode="userspace")
+        self.relays = sim.start_relays(a.relay_bin, mode=a.relay_mode)
         self.xcvrs = sim.start_transceivers(a.transceiver_bin)
         self.services = list(self.relays.values()) + list(self.xcvrs.values())
         # The front door: the ingress path's requests carry the region of relay C; the
@@ -613,6 +615,7 @@ def bench_main(args):
         raise SystemExit("error: --sessions 1..100, --seconds 1..120, --loss a list")
     mach, vers = machine(), versions(args.turnserver)
     log("machine: %(nproc)d CPUs, %(cpu)s, kernel %(kernel)s, load average %(loadavg)s" % mach)
+    log("relays A and C: %s data path" % args.relay_mode)
     nt.sweep_stale()
     nt.install_signal_cleanup()
     workdir = nt.make_scratch_dir()
@@ -682,6 +685,9 @@ def main():
     ap.add_argument("--public-ms", type=float, default=55.0, help="one way public transit (direct: access + this)")
     ap.add_argument("--loss", default="0,2,5", help="access loss per direction, %%, one condition each")
     ap.add_argument("--paths", default=",".join(PATHS), help="comma-separated subset of " + ",".join(PATHS))
+    ap.add_argument("--relay-mode", choices=("userspace", "xdp"), default="userspace",
+                    help="data path of relays A and C (B stays userspace)")
+    ap.add_argument("--xdp-pass-obj", help="default: BUILD/bpf/xdp_pass.bpf.o")
     ap.add_argument("--quick", action="store_true", help="smoke: 1 session per path, 3 s, 2 %% loss")
     ap.add_argument("--json-out")
     ap.add_argument("--markdown-out")
@@ -699,6 +705,7 @@ def main():
         return client_main(args)
     args.transceiver_bin = args.transceiver_bin or os.path.join(args.build, "bin", "rtcedge-transceiver")
     args.relay_bin = args.relay_bin or os.path.join(args.build, "bin", "rtcedge-relay")
+    args.xdp_pass_obj = args.xdp_pass_obj or os.path.join(args.build, "bpf", "xdp_pass.bpf.o")
     return bench_main(args)
 
 

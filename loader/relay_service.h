@@ -70,8 +70,9 @@ class RelayService {
   // A registry change and a SIGHUP both rebuild the routing from (configuration,
   // registry), one at a time.
   mutable std::mutex routing_mutex_;
-  RelayConfig configured_;                          // the last configuration, as read
-  std::vector<EndpointConfig> registry_endpoints_;  // the registry's last set
+  RelayConfig configured_;                           // the last configuration, as read
+  std::vector<EndpointConfig> registry_endpoints_;   // the registry's last set
+  std::map<uint8_t, SocketAddress> registry_peers_;  // learned peer cluster relay addresses
   // Declared last, so destroyed first: its thread calls reload().
   std::unique_ptr<RegistrySync> registry_;
 };

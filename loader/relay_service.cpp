@@ -151,7 +151,10 @@ void RelayService::start_registry() {
     next.peer_clusters = merge_peer_clusters(configured_.peer_clusters, registry_peers_);
     try {
       reload(next);
-      spdlog::info("registry: routing updated ({} endpoints)", next.endpoints.size());
+      size_t routable_peers = 0;
+      for (const auto& p : next.peer_clusters) routable_peers += p.address.is_unspecified() ? 0 : 1;
+      spdlog::info("registry: routing updated ({} endpoints, {} of {} peer clusters routable)",
+                   next.endpoints.size(), routable_peers, next.peer_clusters.size());
     } catch (const std::exception& e) {  // e.g. the key file went bad since the last reload
       spdlog::error("registry: routing not updated, keeping the running one: {}", e.what());
     }

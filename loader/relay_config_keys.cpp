@@ -118,12 +118,12 @@ ConfigTable<C> build() {
       "peers.listen", ConfigLayers::Kind::scalar,
       {.help = "global relay, owner role: address:port peer relays of other clusters forward flows to "
                "(default none)",
-       .doc =
-           "global relay, owner role ([global-relay.md](global-relay.md)): the concrete address:port "
-           "where ingress relays of other clusters send the flows whose hints name this cluster "
-           "(PROXY v2 + client payload). Unset: the role is off. Needs `peers.trusted`. With "
-           "`registry.redis_url` it is published there for this cluster (refreshed every `registry.ttl` / 3, "
-           "withdrawn on a clean stop), for ingress relays that learn it.",
+       .doc = "global relay, owner role ([global-relay.md](global-relay.md)): the concrete address:port "
+              "where ingress relays of other clusters send the flows whose hints name this cluster "
+              "(PROXY v2 + client payload). Unset: the role is off. Needs `peers.trusted`. With "
+              "`registry.redis_url` it is published there for this cluster (refreshed at least every "
+              "`registry.ttl` / 3, "
+              "withdrawn on a clean stop), for ingress relays that learn it.",
        .default_text = "—"},
       [](const ConfigLayers& c, C& cfg) {
         const std::string text = c.get_string("peers.listen", "");
@@ -167,7 +167,8 @@ ConfigTable<C> build() {
            "that cluster's keys, default this relay's own); flags/env: `2=198.18.100.2:3480,...`. An entry "
            "without `address` (flags/env: `2=registry`) learns it from the registry (`registry.redis_url`, "
            "required), where that cluster's relays publish their `peers.listen`. Both data paths (XDP: the "
-           "`peer_clusters` map). A hint for a cluster not listed, or not learned yet, is `wrong_cluster`.",
+           "`peer_clusters` map). A hint for a cluster not listed, or not learned yet, is rejected "
+           "(`hint_rejected`).",
        .default_text = "[]",
        .reloadable = true},
       [](const ConfigLayers& c, C& cfg) {

@@ -40,7 +40,7 @@ import stun_codec as stun  # noqa: E402
 
 ARGS = None
 PWD = "global-relay-registry-pwd-01"
-TTL = "1500ms"  # registry.ttl of the relays: the owner republishes every 500 ms
+TTL_MS = 3000  # registry.ttl of the relays: the owner republishes every second
 
 
 def free_port(kind=socket.SOCK_DGRAM, host="127.0.0.1"):
@@ -115,7 +115,7 @@ class Relay(Process):
         self.vip_port, self.admin = free_port(), free_port(socket.SOCK_STREAM)
         argv = [ARGS.relay, "--hint-key-file", keys, "--listen", "127.0.0.1:%d" % self.vip_port,
                 "--admin-listen", "127.0.0.1:%d" % self.admin, "--workers", "1", "--pin-cpus", "false",
-                "--cluster-id", str(cluster), "--registry-ttl", TTL] + extra
+                "--cluster-id", str(cluster), "--registry-ttl", "%dms" % TTL_MS] + extra
         super().__init__(name, argv, tmp)
 
     def ready(self):
@@ -223,7 +223,7 @@ class GlobalRelayRegistryTest(unittest.TestCase):
                                 "the owner's peers.listen published")
         self.assertEqual(set(members), {first})
         self.assertGreater(members[first], now, "the member's score is its expiry, in the future")
-        self.assertLessEqual(members[first], now + 1500 + 100, "expiry within registry.ttl")
+        self.assertLessEqual(members[first], now + TTL_MS + 100, "expiry within registry.ttl")
         wait_for(lambda: "registry: cluster 2 relay ingress %s" % first in self.ingress.text(), 5,
                  "the ingress learning %s" % first)
         client = self.client()
@@ -234,7 +234,8 @@ class GlobalRelayRegistryTest(unittest.TestCase):
 
         # The owner moves: a clean stop withdraws its member, the new one is learned.
         owner.stop()
-        wait_for(lambda: first not in self.redis.ingress(2)[0], 3, "the stopped owner's member withdrawn")
+        # Sooner than it could expire (at least TTL - 1 s after the stop): withdrawn.
+        wait_for(lambda: first not in self.redis.ingress(2)[0], TTL_MS / 2000, "the stopped owner's member withdrawn")
         owner, second = self.start_owner()
         wait_for(lambda: "registry: cluster 2 relay ingress %s (was %s)" % (second, first) in self.ingress.text(),
                  5, "the ingress following the owner to %s" % second)
@@ -249,7 +250,7 @@ class GlobalRelayRegistryTest(unittest.TestCase):
         # Redis gone: the learned address stays, forwarding goes on (the established flow
         # and a new one), over more than one registry.ttl.
         self.redis.stop()
-        deadline = time.monotonic() + 2.5
+        deadline = time.monotonic() + TTL_MS / 1000 + 0.5
         while time.monotonic() < deadline:  # exercised all along the outage, not once
             self.media_through(client, "outage")
         self.check_through(self.client(), "new-in-outage")

@@ -142,12 +142,12 @@ RestoreResult restore_into_table(uint16_t port, uint8_t cluster, const Endpoints
   RestoreResult result = timed_restore(port, cluster, [&](std::span<const FlowEntry> batch) {
     const rtce::Nanos now = rtce::monotonic_now();
     for (const auto& entry : batch) {
-      const auto endpoint = routes.find(entry.endpoint_id);
+      const auto endpoint = routes.find(entry.record.id);
       if (endpoint == routes.end()) {
         ++refused;  // the relay drops flows of endpoints it does not know
         continue;
       }
-      const rtce::FlowValue value{.endpoint = endpoint->second, .endpoint_id = entry.endpoint_id};
+      const rtce::FlowValue value{.endpoint = endpoint->second, .endpoint_id = entry.record.id};
       if (table.insert(make_flow_key(entry.key.client, entry.key.vip), value, now).flow == nullptr) {
         ++refused;
       }
@@ -157,9 +157,8 @@ RestoreResult restore_into_table(uint16_t port, uint8_t cluster, const Endpoints
   bool samples_ok = true;
   for (const auto& sample : samples) {
     const rtce::Flow* flow = table.find(make_flow_key(sample.key.client, sample.key.vip));
-    samples_ok =
-        samples_ok && flow != nullptr && flow->value.endpoint_id == sample.endpoint_id &&
-        std::memcmp(&flow->value.endpoint, &routes.at(sample.endpoint_id), sizeof(sockaddr_in6)) == 0;
+    samples_ok = samples_ok && flow != nullptr && flow->value.endpoint_id == sample.record.id &&
+                 std::memcmp(&flow->value.endpoint, &routes.at(sample.record.id), sizeof(sockaddr_in6)) == 0;
   }
   result.ok = result.ok && refused == 0 && result.flows == expected && samples_ok;
   return result;
@@ -245,7 +244,7 @@ MapRestoreResult restore_into_bpf_map(uint16_t port, uint8_t cluster, const Endp
     values.clear();
     const rtce::Nanos now = rtce::monotonic_now();  // CLOCK_MONOTONIC, as bpf_ktime_get_ns
     for (const auto& entry : batch) {
-      const auto endpoint = xdp_endpoints.find(entry.endpoint_id);
+      const auto endpoint = xdp_endpoints.find(entry.record.id);
       if (endpoint == xdp_endpoints.end()) {
         ++refused;
         continue;
@@ -253,7 +252,7 @@ MapRestoreResult restore_into_bpf_map(uint16_t port, uint8_t cluster, const Endp
       keys.push_back(make_flow_key(entry.key.client, entry.key.vip));
       rtce_xdp_flow value{};
       value.endpoint = endpoint->second;
-      value.endpoint_id = entry.endpoint_id;
+      value.endpoint_id = entry.record.id;
       value.last_seen_ns = static_cast<uint64_t>(now);
       value.created_ns = static_cast<uint64_t>(now);
       values.push_back(value);
@@ -286,9 +285,9 @@ MapRestoreResult restore_into_bpf_map(uint16_t port, uint8_t cluster, const Endp
   for (const auto& sample : samples) {
     const rtce_flow_key key = make_flow_key(sample.key.client, sample.key.vip);
     rtce_xdp_flow value{};
-    const rtce_xdp_endpoint& want = xdp_endpoints.at(sample.endpoint_id);
+    const rtce_xdp_endpoint& want = xdp_endpoints.at(sample.record.id);
     samples_ok = samples_ok && bpf_map_lookup_elem(map.get(), &key, &value) == 0 &&
-                 value.endpoint_id == sample.endpoint_id && value.created_ns != 0 &&
+                 value.endpoint_id == sample.record.id && value.created_ns != 0 &&
                  std::memcmp(&value.endpoint, &want, sizeof want) == 0;
   }
   result.ok = result.ok && refused == 0 && result.flows == expected && samples_ok;

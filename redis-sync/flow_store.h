@@ -18,17 +18,18 @@ namespace rtce {
 
 class FlowStore {
  public:
-  using GetCallback = std::function<void(std::optional<EndpointId> endpoint_id)>;
+  using GetCallback = std::function<void(std::optional<FlowRecord> record)>;
   using BatchCallback = std::function<void(std::span<const FlowEntry> batch)>;
 
   virtual ~FlowStore() = default;
 
-  virtual void put(const FlowKey& key, EndpointId endpoint_id, Millis ttl, DoneCallback done = {}) = 0;
+  virtual void put(const FlowKey& key, FlowRecord record, Millis ttl, DoneCallback done = {}) = 0;
   // Many puts written together (one pipelined write for Redis); no per-flow callback.
   virtual void put_many(std::span<const FlowEntry> flows, Millis ttl) = 0;
   // done(false) when the flow is gone (expired or deleted) or the store is unreachable.
   virtual void refresh(const FlowKey& key, Millis ttl, DoneCallback done = {}) = 0;
-  // nullopt when there is no such flow or the store is unreachable (both counted).
+  // nullopt when there is no such flow, its record is of an unknown version, or the store
+  // is unreachable (all counted).
   virtual void get(const FlowKey& key, GetCallback done) = 0;
   virtual void del(const FlowKey& key, DoneCallback done = {}) = 0;
   // Reads back every flow of the cluster in batches (for a restarted relay), then done(ok).

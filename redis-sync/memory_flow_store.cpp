@@ -44,12 +44,12 @@ void MemoryFlowStore::complete_later(Fn&& fn) {
   });
 }
 
-bool MemoryFlowStore::put_locked(const FlowKey& key, EndpointId endpoint_id, Nanos expires_at) {
+bool MemoryFlowStore::put_locked(const FlowKey& key, FlowRecord record, Nanos expires_at) {
   counters_.commands_sent.add();
   auto& flows = backend_->flows_;
   std::string text = MemoryFlowBackend::text_key(key);
   if (auto it = flows.find(text); it != flows.end()) {
-    it->second = {key, endpoint_id, expires_at};
+    it->second = {key, record, expires_at};
     return true;
   }
   if (flows.size() >= backend_->max_flows_) {
@@ -59,15 +59,15 @@ bool MemoryFlowStore::put_locked(const FlowKey& key, EndpointId endpoint_id, Nan
       return false;
     }
   }
-  flows.emplace(std::move(text), MemoryFlowBackend::Entry{key, endpoint_id, expires_at});
+  flows.emplace(std::move(text), MemoryFlowBackend::Entry{key, record, expires_at});
   return true;
 }
 
-void MemoryFlowStore::put(const FlowKey& key, EndpointId endpoint_id, Millis ttl, DoneCallback done) {
+void MemoryFlowStore::put(const FlowKey& key, FlowRecord record, Millis ttl, DoneCallback done) {
   bool stored = false;
   {
     std::lock_guard lock(backend_->mutex_);
-    stored = put_locked(key, endpoint_id, backend_->clock_() + ttl_nanos(ttl));
+    stored = put_locked(key, record, backend_->clock_() + ttl_nanos(ttl));
   }
   if (!stored) {
     if (done) asio::post(io_, [done = std::move(done)] { done(false); });
@@ -82,7 +82,7 @@ void MemoryFlowStore::put_many(std::span<const FlowEntry> flows, Millis ttl) {
   std::lock_guard lock(backend_->mutex_);
   const Nanos expires_at = backend_->clock_() + ttl_nanos(ttl);
   for (const auto& flow : flows) {
-    if (put_locked(flow.key, flow.endpoint_id, expires_at)) counters_.replies.add();
+    if (put_locked(flow.key, flow.record, expires_at)) counters_.replies.add();
   }
 }
 
@@ -104,14 +104,14 @@ void MemoryFlowStore::refresh(const FlowKey& key, Millis ttl, DoneCallback done)
 }
 
 void MemoryFlowStore::get(const FlowKey& key, GetCallback done) {
-  std::optional<EndpointId> endpoint;
+  std::optional<FlowRecord> endpoint;
   {
     std::lock_guard lock(backend_->mutex_);
     counters_.commands_sent.add();
     auto it = backend_->flows_.find(MemoryFlowBackend::text_key(key));
     if (it != backend_->flows_.end()) {
       if (it->second.expires_at > backend_->clock_()) {
-        endpoint = it->second.endpoint_id;
+        endpoint = it->second.record;
       } else {
         backend_->flows_.erase(it);
       }
@@ -139,7 +139,7 @@ void MemoryFlowStore::restore(BatchCallback on_batch, DoneCallback done) {
     const Nanos now = backend_->clock_();
     all.reserve(backend_->flows_.size());
     for (const auto& [text, entry] : backend_->flows_) {
-      if (entry.expires_at > now) all.push_back(FlowEntry{entry.key, entry.endpoint_id});
+      if (entry.expires_at > now) all.push_back(FlowEntry{entry.key, entry.record});
     }
   }
   complete_later([on_batch = std::move(on_batch), done = std::move(done), all = std::move(all)] {

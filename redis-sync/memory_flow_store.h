@@ -28,7 +28,7 @@ class MemoryFlowBackend {
   friend class MemoryFlowStore;
   struct Entry {
     FlowKey key;
-    EndpointId endpoint_id;
+    FlowRecord record;
     Nanos expires_at;
   };
   static std::string text_key(const FlowKey& key);
@@ -45,7 +45,7 @@ class MemoryFlowStore final : public FlowStore {
   MemoryFlowStore(boost::asio::io_context& io, std::shared_ptr<MemoryFlowBackend> backend);
   ~MemoryFlowStore() override;
 
-  void put(const FlowKey& key, EndpointId endpoint_id, Millis ttl, DoneCallback done = {}) override;
+  void put(const FlowKey& key, FlowRecord record, Millis ttl, DoneCallback done = {}) override;
   void put_many(std::span<const FlowEntry> flows, Millis ttl) override;
   void refresh(const FlowKey& key, Millis ttl, DoneCallback done = {}) override;
   void get(const FlowKey& key, GetCallback done) override;
@@ -56,7 +56,7 @@ class MemoryFlowStore final : public FlowStore {
   const SyncCounters& counters() const override { return counters_; }
 
  private:
-  bool put_locked(const FlowKey& key, EndpointId endpoint_id, Nanos expires_at);
+  bool put_locked(const FlowKey& key, FlowRecord record, Nanos expires_at);
   template <typename Fn>
   void complete_later(Fn&& fn);
 

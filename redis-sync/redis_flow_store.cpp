@@ -38,9 +38,9 @@ RedisFlowStore::RedisFlowStore(asio::io_context& io, RedisOptions redis, FlowSto
 
 RedisFlowStore::~RedisFlowStore() { life_.reset(); }
 
-void RedisFlowStore::put(const FlowKey& key, EndpointId endpoint_id, Millis ttl, DoneCallback done) {
+void RedisFlowStore::put(const FlowKey& key, FlowRecord record, Millis ttl, DoneCallback done) {
   const std::string redis_key = schema_.flow_key(key);
-  const std::string value = std::to_string(endpoint_id);
+  const std::string value = format_flow_record(record);
   const std::string ttl_text = std::to_string(ttl.count());
   const std::array<std::string_view, 5> args{"SET", redis_key, value, "PX", ttl_text};
   RedisConnection::ReplyHandler handler;
@@ -73,12 +73,12 @@ void RedisFlowStore::put_many(std::span<const FlowEntry> flows, Millis ttl) {
     append_number(batch_, key_scratch_.size());
     batch_ += "\r\n";
     batch_ += key_scratch_;
-    char value[8];
-    const char* value_end = std::to_chars(value, value + sizeof value, flow.endpoint_id).ptr;
+    value_scratch_.clear();
+    append_flow_record(flow.record, value_scratch_);
     batch_ += "\r\n$";
-    append_number(batch_, static_cast<uint64_t>(value_end - value));
+    append_number(batch_, value_scratch_.size());
     batch_ += "\r\n";
-    batch_.append(value, static_cast<size_t>(value_end - value));
+    batch_ += value_scratch_;
     batch_ += "\r\n";
     batch_ += tail;
     batch_ends_.push_back(batch_.size());
@@ -113,7 +113,7 @@ void RedisFlowStore::get(const FlowKey& key, GetCallback done) {
       done(std::nullopt);
       return;
     }
-    done(parse_endpoint_id(reply_string(reply)));
+    done(parse_flow_record(reply_string(reply)));
   });
 }
 
@@ -177,8 +177,8 @@ void RedisFlowStore::scan_page(std::shared_ptr<Restore> state) {
             std::vector<FlowEntry> batch;
             batch.reserve(values->elements);
             for (size_t i = 0; i < values->elements; ++i) {
-              const auto endpoint = parse_endpoint_id(reply_string(values->element[i]));
-              if (endpoint && (*flow_keys)[i]) batch.push_back(FlowEntry{*(*flow_keys)[i], *endpoint});
+              const auto record = parse_flow_record(reply_string(values->element[i]));
+              if (record && (*flow_keys)[i]) batch.push_back(FlowEntry{*(*flow_keys)[i], *record});
             }
             if (!batch.empty()) state->on_batch(batch);
             state->finish_if_done();

@@ -1,5 +1,5 @@
-// redis_flow_store.h — FlowStore on Redis: one string key per flow holding the endpoint
-// id, with a PX TTL; restore() walks the cluster's flow keys with SCAN and reads each
+// redis_flow_store.h — FlowStore on Redis: one string key per flow holding its record
+// (format_flow_record), with a PX TTL; restore() walks the cluster's flow keys with SCAN and reads each
 // page with one MGET, the MGETs pipelined behind the SCANs.
 #pragma once
 
@@ -25,7 +25,7 @@ class RedisFlowStore final : public FlowStore {
   RedisFlowStore(boost::asio::io_context& io, RedisOptions redis, FlowStoreOptions options);
   ~RedisFlowStore() override;
 
-  void put(const FlowKey& key, EndpointId endpoint_id, Millis ttl, DoneCallback done = {}) override;
+  void put(const FlowKey& key, FlowRecord record, Millis ttl, DoneCallback done = {}) override;
   void put_many(std::span<const FlowEntry> flows, Millis ttl) override;
   void refresh(const FlowKey& key, Millis ttl, DoneCallback done = {}) override;
   void get(const FlowKey& key, GetCallback done) override;
@@ -52,6 +52,7 @@ class RedisFlowStore final : public FlowStore {
   std::vector<size_t> batch_ends_;
   std::vector<std::string_view> batch_commands_;
   std::string key_scratch_;
+  std::string value_scratch_;
 };
 
 }  // namespace rtce

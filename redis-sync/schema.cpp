@@ -75,4 +75,29 @@ std::optional<EndpointId> parse_endpoint_id(std::string_view text) {
   return static_cast<EndpointId>(value);
 }
 
+void append_flow_record(const FlowRecord& record, std::string& out) {
+  char buf[8];
+  char* p = buf;
+  if (record.kind == FlowRecord::Kind::peer_cluster) *p++ = 'c';
+  p = std::to_chars(p, buf + sizeof buf, record.id).ptr;
+  out.append(buf, p);
+}
+
+std::string format_flow_record(const FlowRecord& record) {
+  std::string out;
+  append_flow_record(record, out);
+  return out;
+}
+
+std::optional<FlowRecord> parse_flow_record(std::string_view text) {
+  if (text.starts_with('c')) {
+    const auto cluster = parse_endpoint_id(text.substr(1));
+    if (!cluster || *cluster > 255) return std::nullopt;
+    return FlowRecord::peer_cluster(static_cast<uint8_t>(*cluster));
+  }
+  const auto endpoint = parse_endpoint_id(text);
+  if (!endpoint) return std::nullopt;
+  return FlowRecord(*endpoint);
+}
+
 }  // namespace rtce

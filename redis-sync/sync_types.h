@@ -41,9 +41,32 @@ struct FlowKey {
   friend bool operator==(const FlowKey&, const FlowKey&) = default;
 };
 
+// What a flow store record says about its flow (docs/redis.md, "Flow records"): a
+// transceiver endpoint of this cluster (a `local` flow; the only record of version 1), or
+// another cluster whose relay owns the flow (an `ingress` flow of the global relay). The
+// cluster, not its relay's address, is stored, so a recovered flow goes wherever that
+// cluster's relay is now (peers.clusters).
+struct FlowRecord {
+  enum class Kind : uint8_t { endpoint, peer_cluster };
+  Kind kind = Kind::endpoint;
+  uint16_t id = 0;  // endpoint id (endpoint) or cluster id (peer_cluster, 1..255)
+
+  constexpr FlowRecord() = default;
+  // Implicit: an endpoint id is the version-1 record, and what most callers store.
+  constexpr FlowRecord(EndpointId endpoint) : id(endpoint) {}  // NOLINT(google-explicit-constructor)
+  static constexpr FlowRecord peer_cluster(uint8_t cluster) {
+    FlowRecord r;
+    r.kind = Kind::peer_cluster;
+    r.id = cluster;
+    return r;
+  }
+
+  friend bool operator==(const FlowRecord&, const FlowRecord&) = default;
+};
+
 struct FlowEntry {
   FlowKey key;
-  EndpointId endpoint_id = 0;
+  FlowRecord record;
 };
 
 // Written on the owner's io_context thread only; read from anywhere (metrics scrape).

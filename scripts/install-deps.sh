@@ -25,6 +25,8 @@ packages=(
   golang-gopkg-yaml.v3-dev
   # benchmarks (perf is optional there, but a benchmark run should not depend on the machine)
   linux-perf
+  # the TURN server bench/global_relay_bench.py compares the global relay with
+  coturn
 )
 # Every program the build, tests, benchmarks and demo run is in tests/deps/programs.txt;
 # tests/deps/package_coverage_test.sh fails when its package is missing from this list.

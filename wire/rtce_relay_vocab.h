@@ -55,7 +55,9 @@
 	/* datagram on peers.listen without a valid PROXY v2 header */                             \
 	X(PEER_MALFORMED, peer_malformed)                                                          \
 	/* forwarded datagram of a flow that another peer relay (or no peer) owns */               \
-	X(PEER_WRONG_SENDER, peer_wrong_sender)
+	X(PEER_WRONG_SENDER, peer_wrong_sender)                                                    \
+	/* waited; the flow store named a peer cluster this relay no longer serves */              \
+	X(FLOW_CLUSTER_GONE, flow_cluster_gone)
 
 /* A flow's role in the global relay (docs/global-relay.md): `local` (client and transceiver
  * both here), `ingress` (the client entered here; the hint names another cluster, whose

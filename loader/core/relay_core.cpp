@@ -150,17 +150,24 @@ Flow* RelayCore::insert_flow(const rtce_flow_key& key, const rtce_hint& hint, co
     prefix_limits_.charge(prefix_key, now);
   }
   counters_.flows_active.set(flows_.size());
-  // The flow store's record names a transceiver endpoint of this cluster: only local flows
-  // have one (forwarded flows are recovered by their STUN checks; docs/global-relay.md).
-  if (store_.outbox && value.role == FlowRole::local &&
-      inserted.outcome != FlowTable::InsertOutcome::updated) {
-    flow_store_activity_ = true;
-    if (store_.outbox->put(key, value.endpoint_id)) {
-      inserted.flow->stored = now;
-      counters_.flow_store_puts.add();
-    }
+  if (store_.outbox && inserted.outcome != FlowTable::InsertOutcome::updated && put_to_store(key, value)) {
+    inserted.flow->stored = now;
+    counters_.flow_store_puts.add();
   }
   return inserted.flow;
+}
+
+bool RelayCore::put_to_store(const rtce_flow_key& key, const FlowValue& value) {
+  // A local flow's record names its endpoint, an ingress flow's the owning cluster (its
+  // endpoint_id). An owner flow is rebuilt from the client's next check instead
+  // (docs/global-relay.md, "Failure cases").
+  switch (value.role) {
+    case FlowRole::local: flow_store_activity_ = true; return store_.outbox->put(key, value.endpoint_id);
+    case FlowRole::ingress:
+      flow_store_activity_ = true;
+      return store_.outbox->put_ingress(key, static_cast<uint8_t>(value.endpoint_id));
+    default: return false;
+  }
 }
 
 RelayCore::Check RelayCore::server_ufrag_of(const uint8_t* packet, size_t len, uint32_t& ufrag_off,
@@ -427,11 +434,10 @@ void RelayCore::refresh_stored_flows(Nanos now) {
   slots = std::clamp<uint64_t>(slots, std::min<uint64_t>(capacity, std::max<uint64_t>(256, capacity / 50)),
                                capacity);
   flows_.visit_slots(refresh_cursor_, static_cast<uint32_t>(slots), [&](Flow& f) {
-    if (f.value.role != FlowRole::local) return;
+    if (f.value.role == FlowRole::owner) return;
     if (budget == 0 || f.last_seen <= f.stored || now - f.stored < store_.refresh_interval) return;
     budget--;
-    flow_store_activity_ = true;
-    if (store_.outbox->put(f.key, f.value.endpoint_id)) {
+    if (put_to_store(f.key, f.value)) {
       f.stored = now;
       counters_.flow_store_puts.add();
     }

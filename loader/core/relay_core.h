@@ -138,6 +138,14 @@ class FlowStoreOutbox {
  public:
   virtual ~FlowStoreOutbox() = default;
   virtual bool put(const rtce_flow_key& key, uint16_t endpoint_id) = 0;
+  // An ingress flow of the global relay: the record names the owning cluster, which a
+  // recovery resolves to that cluster's relay as peers.clusters has it then. An outbox that
+  // keeps no such records refuses them.
+  virtual bool put_ingress(const rtce_flow_key& key, uint8_t cluster) {
+    (void)key;
+    (void)cluster;
+    return false;
+  }
   virtual bool lookup(const rtce_flow_key& key) = 0;
 };
 
@@ -197,11 +205,13 @@ class RelayCore {
   void attach_flow_store(const FlowStoreLink& link);
   bool has_flow_store() const { return recovery_ != nullptr; }
 
-  // The flow store's answer for `key` (endpoint_id 0: no such flow, or no answer). Calls
-  // emit(ToTransceiver) for every packet that waited, and returns the flow it installed
-  // (nullptr if none) so the caller can mirror it, e.g. into the XDP flows map.
+  // The flow store's answer for `key` (endpoint_id 0: no such flow, or no answer; with
+  // role ingress, endpoint_id is the owning cluster). Calls emit(ToTransceiver) for every
+  // packet that waited, and returns the flow it installed (nullptr if none) so the caller
+  // can mirror it, e.g. into the XDP flows map.
   template <typename Emit>
-  const Flow* on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now, Emit&& emit);
+  const Flow* on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now, Emit&& emit,
+                              FlowRole role = FlowRole::local);
 
   // True once since the last call if this core handed the outbox anything (the caller
   // then wakes the flow sync once per batch).
@@ -275,6 +285,9 @@ class RelayCore {
   std::optional<ToTransceiver> on_miss(const rtce_flow_key& key, uint16_t vip_socket, uint8_t* packet,
                                        size_t len, Nanos now);
   void refresh_stored_flows(Nanos now);
+  // Hands a local or ingress flow to the flow store (owner flows are not stored); true if
+  // the outbox took it.
+  bool put_to_store(const rtce_flow_key& key, const FlowValue& value);
   std::optional<ToClient> on_passed_up_return(const sockaddr_in6& from, const rtce_flow_key& key,
                                               const SocketAddress& client, const SocketAddress& vip,
                                               const uint8_t* payload, size_t len);
@@ -282,6 +295,12 @@ class RelayCore {
   ToTransceiver forward_waited(const Flow& flow, uint8_t* packet, size_t len) {
     counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
     counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
+    count_forwarded(flow.value.role, Direction::client_to_transceiver, len);
+    if (flow.value.role == FlowRole::ingress)
+      counters_
+          .peer_packets[static_cast<uint8_t>(flow.value.endpoint_id)]
+                       [static_cast<size_t>(Direction::client_to_transceiver)]
+          .add();
     return frame(flow, packet, len);
   }
 
@@ -303,8 +322,8 @@ class RelayCore {
 };
 
 template <typename Emit>
-const Flow* RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now,
-                                       Emit&& emit) {
+const Flow* RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now, Emit&& emit,
+                                       FlowRole role) {
   if (!recovery_) return nullptr;
   if (Flow* existing = flows_.find(key)) {
     // A STUN created the flow while these packets waited: its hint is newer than the store.
@@ -313,13 +332,27 @@ const Flow* RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoi
     });
     return existing;
   }
-  const auto endpoint = endpoint_id ? routing_->endpoints.find(endpoint_id) : routing_->endpoints.end();
-  if (endpoint == routing_->endpoints.end()) {
-    // Not found, no answer, or an endpoint this relay does not route to (any more): all
-    // remembered as missing, so the flow's next packets do not spend the lookup budget.
+  // An ingress flow's record names its cluster: it goes to that cluster's relay as
+  // peers.clusters has it now, so a flow whose cluster moved while this relay was down
+  // follows it.
+  const sockaddr_in6* target = nullptr;
+  if (role == FlowRole::ingress) {
+    const auto peer = endpoint_id ? routing_->peer_clusters.find(static_cast<uint8_t>(endpoint_id))
+                                  : routing_->peer_clusters.end();
+    if (peer != routing_->peer_clusters.end()) target = &peer->second.relay;
+  } else {
+    const auto endpoint = endpoint_id ? routing_->endpoints.find(endpoint_id) : routing_->endpoints.end();
+    if (endpoint != routing_->endpoints.end()) target = &endpoint->second;
+  }
+  if (!target) {
+    // Not found, no answer, or an endpoint (a cluster) this relay does not route to (any
+    // more): all remembered as missing, so the flow's next packets do not spend the lookup
+    // budget.
     const uint32_t n =
         recovery_->on_reply(key, /*found=*/false, now, [](const uint8_t*, size_t, uint16_t) {});
-    const DropReason why = endpoint_id ? DropReason::unknown_endpoint : DropReason::flow_not_recovered;
+    const DropReason why = !endpoint_id                ? DropReason::flow_not_recovered
+                           : role == FlowRole::ingress ? DropReason::flow_cluster_gone
+                                                       : DropReason::unknown_endpoint;
     counters_.dropped[static_cast<size_t>(why)].add(n);
     return nullptr;
   }
@@ -328,9 +361,10 @@ const Flow* RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoi
   recovery_->on_reply(key, true, now, [&](uint8_t* packet, size_t len, uint16_t vip_socket) {
     if (!flow && !refused) {
       FlowValue value;
-      value.endpoint = endpoint->second;
+      value.endpoint = *target;
       value.endpoint_id = endpoint_id;
       value.vip_socket = vip_socket;
+      value.role = role == FlowRole::ingress ? FlowRole::ingress : FlowRole::local;
       auto inserted = flows_.insert(key, value, now);
       if (!inserted.flow) {
         refused = true;

@@ -20,6 +20,20 @@ FlowKey to_flow_key(const rtce_flow_key& key) {
                  SocketAddress::from_bytes(key.family, key.vip_addr, ntohs(key.vip_port_be))};
 }
 
+FlowRecord to_flow_record(FlowRole role, uint16_t id) {
+  return role == FlowRole::ingress ? FlowRecord::peer_cluster(static_cast<uint8_t>(id)) : FlowRecord(id);
+}
+
+FlowLookupReply to_lookup_reply(const rtce_flow_key& key, const std::optional<FlowRecord>& record) {
+  FlowLookupReply reply;
+  reply.key = key;
+  if (record) {
+    reply.endpoint_id = record->id;
+    reply.role = record->kind == FlowRecord::Kind::peer_cluster ? FlowRole::ingress : FlowRole::local;
+  }
+  return reply;
+}
+
 bool FlowSyncChannel::push(const FlowSyncRequest& request) {
   if (requests_.push(request)) return true;
   requests_dropped.add();
@@ -99,16 +113,14 @@ void FlowSync::drain() {
     FlowSyncChannel* channel = channel_ptr.get();
     channel->requests_.consume_all([&](const FlowSyncRequest& r) {
       if (r.op == FlowSyncRequest::Op::put) {
-        put_batch_.push_back(FlowEntry{to_flow_key(r.key), r.endpoint_id});
+        put_batch_.push_back(FlowEntry{to_flow_key(r.key), to_flow_record(r.role, r.endpoint_id)});
         return;
       }
       counters_.lookups.add();
-      store_->get(to_flow_key(r.key), [this, channel, key = r.key](std::optional<EndpointId> id) {
-        FlowLookupReply reply;
-        reply.key = key;
-        reply.endpoint_id = id.value_or(0);
-        reply.store_reachable = id.has_value() || store_->connected();
-        if (id)
+      store_->get(to_flow_key(r.key), [this, channel, key = r.key](std::optional<FlowRecord> record) {
+        FlowLookupReply reply = to_lookup_reply(key, record);
+        reply.store_reachable = record.has_value() || store_->connected();
+        if (record)
           counters_.lookups_found.add();
         else if (reply.store_reachable)
           counters_.lookups_missing.add();

@@ -28,13 +28,15 @@ namespace rtce {
 struct FlowSyncRequest {
   enum class Op : uint8_t { put, lookup };
   Op op = Op::put;
-  uint16_t endpoint_id = 0;  // put only
+  FlowRole role = FlowRole::local;  // put only: local or ingress
+  uint16_t endpoint_id = 0;         // put only: the endpoint, or an ingress flow's cluster
   rtce_flow_key key{};
 };
 
 struct FlowLookupReply {
   rtce_flow_key key{};
-  uint16_t endpoint_id = 0;  // 0: the store has no such flow, or could not answer
+  uint16_t endpoint_id = 0;         // 0: the store has no such flow, or could not answer
+  FlowRole role = FlowRole::local;  // ingress: endpoint_id is the owning cluster
   bool store_reachable = true;
 };
 
@@ -46,10 +48,13 @@ class FlowSyncChannel final : public FlowStoreOutbox {
   // Producer side (one thread). False when the ring is full (counted).
   bool push(const FlowSyncRequest& request);
   bool put(const rtce_flow_key& key, uint16_t endpoint_id) override {
-    return push(FlowSyncRequest{FlowSyncRequest::Op::put, endpoint_id, key});
+    return push(FlowSyncRequest{FlowSyncRequest::Op::put, FlowRole::local, endpoint_id, key});
+  }
+  bool put_ingress(const rtce_flow_key& key, uint8_t cluster) override {
+    return push(FlowSyncRequest{FlowSyncRequest::Op::put, FlowRole::ingress, cluster, key});
   }
   bool lookup(const rtce_flow_key& key) override {
-    return push(FlowSyncRequest{FlowSyncRequest::Op::lookup, 0, key});
+    return push(FlowSyncRequest{FlowSyncRequest::Op::lookup, FlowRole::local, 0, key});
   }
   // Consumer side of replies (the producer's thread).
   template <typename Fn>
@@ -72,7 +77,7 @@ class FlowSyncChannel final : public FlowStoreOutbox {
 struct FlowSyncCounters {
   RelaxedCounter puts;             // flows handed to the store (new and refreshed)
   RelaxedCounter lookups;          // lookups sent
-  RelaxedCounter lookups_found;    // ... that named an endpoint
+  RelaxedCounter lookups_found;    // ... that named an endpoint or a peer cluster
   RelaxedCounter lookups_missing;  // ... the store answered: no such flow
   RelaxedCounter lookups_failed;   // ... the store could not answer (down, timeout)
 };
@@ -119,5 +124,9 @@ class FlowSync {
 };
 
 FlowKey to_flow_key(const rtce_flow_key& key);
+// Between the core's (role, id) and the store's record: local flows name an endpoint,
+// ingress flows their owning cluster.
+FlowRecord to_flow_record(FlowRole role, uint16_t id);
+FlowLookupReply to_lookup_reply(const rtce_flow_key& key, const std::optional<FlowRecord>& record);
 
 }  // namespace rtce

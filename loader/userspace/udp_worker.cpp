@@ -194,6 +194,7 @@ void UdpWorker::open_passed_up_sockets(const RelayConfig& config, const PassedUp
                       addr.is_v4() ? IP_FREEBIND : IPV6_FREEBIND, 1, "FREEBIND on " + addr.to_string());
     if (bind(fd.get(), addr.sa(), addr.len()) < 0) fail("bind XDP pass-up socket " + addr.to_string());
     passed_up_fds_.push_back(std::move(fd));
+    passed_up_families_.push_back(addr.family());
   }
 }
 
@@ -335,11 +336,33 @@ void UdpWorker::drain_flow_replies(Nanos now) {
   // The packets that waited live in the core's recovery pool until the next miss; they are
   // all sent (flushed) before this returns, so no miss can reuse their slots first.
   flow_channel_->drain_replies([&](const FlowLookupReply& reply) {
-    const Flow* flow = core_.on_lookup_reply(reply.key, reply.endpoint_id, now,
-                                             [&](const ToTransceiver& out) { queue_to_transceiver(out); });
+    // XDP mode: the program sends the rest of a recovered ingress flow from the XDP relay
+    // address and return port, and the owning relay's flow belongs to one sender
+    // (peer_wrong_sender otherwise), so the packets that waited leave from there too.
+    const bool from_xdp_port = reply.role == FlowRole::ingress && !passed_up_fds_.empty();
+    const Flow* flow = core_.on_lookup_reply(
+        reply.key, reply.endpoint_id, now,
+        [&](const ToTransceiver& out) {
+          if (!from_xdp_port || !send_from_xdp_port(out)) queue_to_transceiver(out);
+        },
+        reply.role);
     if (flow && on_recovered_) on_recovered_(*flow);
   });
   flush_to_transceivers();
+}
+
+bool UdpWorker::send_from_xdp_port(const ToTransceiver& out) {
+  // Recovery only (at most FlowRecovery's packets_per_flow per flow): one sendto each.
+  const SocketAddress to =
+      SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(out.endpoint), sizeof(sockaddr_in6))
+          .unmapped();
+  for (size_t i = 0; i < passed_up_fds_.size(); i++) {
+    if (passed_up_families_[i] != to.family()) continue;
+    if (sendto(passed_up_fds_[i].get(), out.data, out.len, 0, to.sa(), to.len()) < 0)
+      core_.counters().drop(DropReason::send_error);
+    return true;
+  }
+  return false;  // no XDP relay address of that family: from the return socket
 }
 
 void UdpWorker::notify_flow_sync() {

@@ -76,6 +76,8 @@ class UdpWorker {
   void drain_peers();
   void flush_to_peers();
   void queue_to_transceiver(const ToTransceiver& out);
+  // Sends `out` from the XDP pass-up socket of its family; false if there is none.
+  bool send_from_xdp_port(const ToTransceiver& out);
   void flush_to_transceivers();
   void drain_flow_replies(Nanos now);
   void notify_flow_sync();
@@ -89,6 +91,7 @@ class UdpWorker {
   std::vector<VipSocket> vips_;
   UniqueFd return_fd_;
   std::vector<UniqueFd> passed_up_fds_;  // XDP mode: xdp.relay_address4/6:xdp.return_port
+  std::vector<int> passed_up_families_;  // AF_INET / AF_INET6 of each
   UniqueFd peer_fd_;                     // peers.listen (global relay, owner role), dual-stack
   SocketAddress return_address_;
   UniqueFd epoll_fd_;

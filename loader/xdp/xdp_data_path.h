@@ -61,7 +61,8 @@ class XdpDataPath : public PassedUpFlows {
   bool take_flow_store_activity();
   // Installs a flow recovered from the store into the flows map, so its next packets take
   // XDP. Callable from any thread (one map update).
-  void install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint);
+  void install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint,
+                    uint8_t role = RTCE_RELAY_ROLE_LOCAL);
   uint64_t flows_installed() const;
   // PassedUpFlows: the flows map entry of a reply the program passed up. Callable from any
   // thread (one map lookup).

@@ -33,11 +33,7 @@ int XdpFlows::on_event(void* ctx, void* data, size_t size) {
   rtce_xdp_flow_event event;
   std::memcpy(&event, data, sizeof event);
   self->events_seen_++;
-  // The flow store's record names a transceiver of this cluster: local flows only.
-  if (self->store_sink_ && event.role == RTCE_RELAY_ROLE_LOCAL) {
-    self->store_sink_->put(event.key, event.endpoint_id);
-    self->store_activity_ = true;
-  }
+  if (self->store_sink_) self->store_activity_ |= self->mirror(event.key, event.role, event.endpoint_id);
   if (spdlog::should_log(spdlog::level::debug)) {
     SocketAddress client =
         SocketAddress::from_bytes(event.key.family, event.key.client_addr, ntohs(event.key.client_port_be));
@@ -89,11 +85,8 @@ uint32_t XdpFlows::expire_idle_flows(Nanos now) {
   uint32_t expired = 0;
   for (uint32_t i = 0; i < count; i++) {
     if (!xdp_flow_idle(s.values[i], now, idle_timeout_, watch_start_)) {
-      if (s.refreshing && store_sink_ && s.values[i].role == RTCE_RELAY_ROLE_LOCAL &&
-          static_cast<Nanos>(s.values[i].last_seen_ns) >= s.refresh_since) {
-        store_sink_->put(s.keys[i], s.values[i].endpoint_id);
-        store_activity_ = true;
-      }
+      if (s.refreshing && store_sink_ && static_cast<Nanos>(s.values[i].last_seen_ns) >= s.refresh_since)
+        store_activity_ |= mirror(s.keys[i], s.values[i].role, s.values[i].endpoint_id);
       continue;
     }
     // Look again just before deleting: a packet since the batch read may have refreshed it
@@ -182,13 +175,29 @@ void XdpFlows::attach_flow_store(FlowStoreOutbox* sink, Nanos refresh_interval) 
   sweep_.next_refresh = monotonic_now() + refresh_interval;
 }
 
-void XdpFlows::install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint) {
+bool XdpFlows::mirror(const rtce_flow_key& key, uint8_t role, uint16_t endpoint_id) {
+  // A local flow's record names its transceiver endpoint, an ingress flow's the owning
+  // cluster (the program keeps the cluster id in endpoint_id). Owner flows are not stored:
+  // a restarted owner rebuilds them from the peer's next check (docs/global-relay.md,
+  // Failure cases).
+  switch (role) {
+    case RTCE_RELAY_ROLE_LOCAL: store_sink_->put(key, endpoint_id); return true;
+    case RTCE_RELAY_ROLE_INGRESS:
+      store_sink_->put_ingress(key, static_cast<uint8_t>(endpoint_id));
+      return true;
+    default: return false;
+  }
+}
+
+void XdpFlows::install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint,
+                            uint8_t role) {
   SocketAddress addr =
       SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&endpoint), sizeof endpoint).unmapped();
   rtce_xdp_flow value{};
   value.endpoint.family = addr.to_bytes(value.endpoint.addr);
   value.endpoint.port_be = htons(addr.port());
   value.endpoint_id = endpoint_id;
+  value.role = role;
   value.last_seen_ns = static_cast<uint64_t>(monotonic_now());
   value.created_ns = value.last_seen_ns;
   // BPF_NOEXIST: if the program created the flow meanwhile (a STUN check), keep its entry.

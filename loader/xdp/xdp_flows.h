@@ -40,7 +40,10 @@ class XdpFlows {
     store_activity_ = false;
     return was;
   }
-  void install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint);
+  // A flow recovered from the store; `role` local (endpoint_id: the endpoint) or ingress
+  // (endpoint_id: the cluster, `endpoint` its relay).
+  void install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint,
+                    uint8_t role = RTCE_RELAY_ROLE_LOCAL);
   uint32_t expire_idle_flows(Nanos now);
   void use_key_walk() { sweep_.walk = true; }
 
@@ -55,6 +58,8 @@ class XdpFlows {
   };
 
   static int on_event(void* ctx, void* data, size_t size);
+  // Hands a flow of the map to the store sink by its role; false if it keeps no such flows.
+  bool mirror(const rtce_flow_key& key, uint8_t role, uint16_t endpoint_id);
   // Reads the next chunk of the flows map for the sweep into sweep_.keys/values; returns the
   // count and sets `last` at the end of a pass. Batch lookup where the kernel has it, a
   // get_next_key walk otherwise.

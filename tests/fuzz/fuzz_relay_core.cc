@@ -22,6 +22,7 @@ namespace {
 // Remembers the lookups the core asks for; puts are accepted and forgotten.
 struct QueueOutbox : rtce::FlowStoreOutbox {
   bool put(const rtce_flow_key&, uint16_t) override { return true; }
+  bool put_ingress(const rtce_flow_key&, uint8_t) override { return true; }
   bool lookup(const rtce_flow_key& key) override {
     if (lookups.size() >= 64) return false;
     lookups.push_back(key);
@@ -53,6 +54,7 @@ struct Harness {
     o.capacity = 8;
     core = std::make_unique<rtce::RelayCore>(o, table);
     endpoint = table->endpoints[2];
+    peer_relay = table->peer_clusters[2].relay;
     rtce::FlowStoreLink link;
     link.outbox = &outbox;
     link.recovery.max_waiting_flows = 4;
@@ -66,6 +68,7 @@ struct Harness {
   std::unique_ptr<rtce::HintKeys> keys;
   std::unique_ptr<rtce::RelayCore> core;
   sockaddr_in6 endpoint{};
+  sockaddr_in6 peer_relay{};
   rtce::Nanos now = 0;
 };
 
@@ -82,13 +85,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const rtce_flow_key key = h.outbox.lookups.front();
     h.outbox.lookups.pop_front();
     const uint16_t endpoint_ids[4] = {0, 2, 3, 2};  // missing, known, unknown, known
-    h.core->on_lookup_reply(key, endpoint_ids[selector & 3], h.now, [&](const rtce::ToTransceiver& out) {
-      rtce_pp2_flow flow{};
-      uint32_t off = 0;
-      if (rtce_pp2_parse(out.data, static_cast<uint32_t>(out.len), &flow, &off) != RTCE_PP2_OK) abort();
-      if (!rtce::same_endpoint(*out.endpoint, h.endpoint)) abort();
-      if (out.len - off > 1500) abort();  // only what fits a waiting slot waits
-    });
+    // Bit 5: the record of an ingress flow, naming a cluster (2: served, 3: not).
+    const rtce::FlowRole role = selector & 0x20 ? rtce::FlowRole::ingress : rtce::FlowRole::local;
+    // A flow already there (made by a STUN, or by an earlier answer for the same key) keeps
+    // its endpoint; otherwise the record's kind says where the packets go.
+    const rtce::Flow* existing = h.core->flows().find(key);
+    const sockaddr_in6 target = existing                          ? existing->value.endpoint
+                                : role == rtce::FlowRole::ingress ? h.peer_relay
+                                                                  : h.endpoint;
+    h.core->on_lookup_reply(
+        key, endpoint_ids[selector & 3], h.now,
+        [&](const rtce::ToTransceiver& out) {
+          rtce_pp2_flow flow{};
+          uint32_t off = 0;
+          if (rtce_pp2_parse(out.data, static_cast<uint32_t>(out.len), &flow, &off) != RTCE_PP2_OK) abort();
+          if (!rtce::same_endpoint(*out.endpoint, target)) abort();
+          if (out.len - off > 1500) abort();  // only what fits a waiting slot waits
+        },
+        role);
   } else if (selector & 0x80) {
     auto out = h.core->on_transceiver_packet(h.endpoint, buffer + rtce::kFramingHeadroom, size - 1);
     if (out && out->len > size) abort();

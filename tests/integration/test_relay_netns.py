@@ -1713,6 +1713,57 @@ class GlobalRelayTest(RelayTestCase):
                 self.assertGreaterEqual(prom_metrics.delta(before, after, "rtcedge_relay_role_packets_total",
                                                            role="ingress", direction=d), 5, d)
 
+    def test_a_restarted_ingress_recovers_its_flow_from_the_store_before_any_check(self):
+        # docs/global-relay.md, Flow store: the ingress writes its flow with the owning
+        # cluster; SIGKILLed (XDP: pins gone too) and started again, it forwards the client's
+        # media from the store's answer, and in XDP mode puts the flow into the flows map with
+        # role ingress, so the rest of the call takes XDP.
+        reason = RedisInNamespace.unavailable_reason()
+        if reason:
+            self.skipTest(reason)
+        redis = GlobalRelayRedis(self.topo.relay)
+        redis.start()
+        self.addCleanup(redis.stop)
+        cluster2_keys = os.path.join(STATE["tmp"], "cluster2-keys-fs-%s.yaml" % self.MODE)
+        with open(cluster2_keys, "w") as f:
+            subprocess.run([RELAY_BIN, "hint", "keygen", "--id", "4"], stdout=f, check=True, timeout=10)
+        owner_metrics = self.start_owner(cluster2_keys)
+        peers = os.path.join(STATE["tmp"], "peers-fs-%s.yaml" % self.MODE)
+        with open(peers, "w") as f:
+            json.dump({"peers": {"clusters": [{"cluster": 2, "address": "%s:%d" % (nt.XCVR_V4, self.PEER_PORT),
+                                               "hint_key_file": cluster2_keys}]}}, f)
+        extra = ["--config", peers, "--flow-store-redis-url", redis.url, "--flow-store-ttl", "6s",
+                 "--flow-store-refresh-interval", "1s"]
+        first = self.new_relay("ingress-fs-a", workers=1, endpoints=(), extra=extra)
+        client = self.client(4)
+        vip = first.vip(4)
+        msg, src = client.stun(vip, mint(1, cluster=2, key_file=cluster2_keys))
+        self.check_binding_success(msg, src, client, vip, "EP1", PWD)
+        self.assertEqual(client.echo(vip, b"\x80\x6fbefore")[0], b"EP1:\x80\x6fbefore")
+        self.assertTrue(poll_until(lambda: [redis.cli("GET", k) for k in redis.flow_keys()] == ["c2"], 5.0),
+                        "the ingress flow's record (c2) never reached Redis: %s" % redis.flow_keys())
+        first.stop(signal.SIGKILL, detach=True)
+        second = self.new_relay("ingress-fs-b", workers=1, endpoints=(), ports_of=first, extra=extra)
+        before = second.metrics()
+        for payload in media_payloads(4):
+            data, src = client.echo(vip, payload)
+            self.assertEqual((data, src), (b"EP1:" + payload, norm(vip)))
+        m = second.metrics()
+        self.assertEqual(m.get("rtcedge_relay_flows_created_total"), 0, "the restarted ingress saw a STUN")
+        self.assertEqual(m.get("rtcedge_relay_flows_recovered_total"), 1)
+        self.assertEqual(m.dropped("flow_cluster_gone"), 0)
+        self.assertEqual(owner_metrics().dropped("peer_wrong_sender"), 0, "the owner refused the restarted ingress")
+        if self.xdp:
+            self.assertEqual(m.get("rtcedge_relay_xdp_flows_installed_total"), 1)
+            self.assertGreaterEqual(self.xdp_delta(before, m, "forwarded"), 2, "the recovered flow did not take XDP")
+            self.assertGreaterEqual(self.xdp_delta(before, m, "forwarded", T2C), 3, "XDP did not strip the replies")
+
+
+class GlobalRelayRedis(RedisInNamespace):
+    """The flow store of GlobalRelayTest, on a port of its own."""
+
+    PORT = 26380
+
 
 class GlobalOwnerTest(RelayTestCase):
     """The owner role of the global relay in this data path: an ingress relay (cluster 9,

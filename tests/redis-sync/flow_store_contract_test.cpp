@@ -1,6 +1,7 @@
 // flow_store_contract_test.cpp — the FlowStore's behaviour, run unchanged against the
 // Redis and the in-memory implementation: put/get/refresh/del, TTL expiry, a 10k
 // pipelined batch, and restore.
+#include <map>
 #include <set>
 
 #include "sync_test_support.h"
@@ -16,8 +17,8 @@ class FlowStoreContract : public ::testing::Test {
     store_ = backend_.flow_store(io_);
   }
   std::optional<bool> done(std::function<void(DoneCallback)> start) { return await<bool>(io_, start); }
-  std::optional<EndpointId> get(const FlowKey& key) {
-    auto result = await<std::optional<EndpointId>>(io_, [&](auto cb) { store_->get(key, cb); });
+  std::optional<FlowRecord> get(const FlowKey& key) {
+    auto result = await<std::optional<FlowRecord>>(io_, [&](auto cb) { store_->get(key, cb); });
     EXPECT_TRUE(result) << "get did not call back";
     return result ? *result : std::nullopt;
   }
@@ -54,6 +55,41 @@ TYPED_TEST(FlowStoreContract, PutGetRefreshDelete) {
   EXPECT_EQ(this->store_->counters().errors.get(), 0u);
 }
 
+// The global relay's ingress flows name a peer cluster, not an endpoint; both kinds share
+// the key space (one flow is one or the other) and come back from get, put_many and restore
+// as they were written.
+TYPED_TEST(FlowStoreContract, PeerClusterRecordsRoundTrip) {
+  const FlowKey ingress{addr("198.51.100.8:50000"), addr("203.0.113.1:3478")};
+  const FlowKey local{addr("198.51.100.9:50000"), addr("203.0.113.1:3478")};
+  ASSERT_EQ(this->done([&](auto cb) { this->store_->put(ingress, FlowRecord::peer_cluster(2), 5000ms, cb); }),
+            true);
+  ASSERT_EQ(this->done([&](auto cb) { this->store_->put(local, 2, 5000ms, cb); }), true);
+  EXPECT_EQ(this->get(ingress), FlowRecord::peer_cluster(2));
+  EXPECT_EQ(this->get(local), FlowRecord(2));
+  EXPECT_NE(this->get(ingress), FlowRecord(2));  // cluster 2 is not endpoint 2
+  const std::vector<FlowEntry> batch{{flow(1), FlowRecord::peer_cluster(255)}, {flow(2), FlowRecord(7)}};
+  this->store_->put_many(batch, 5000ms);
+  EXPECT_EQ(this->get(flow(1)), FlowRecord::peer_cluster(255));
+  EXPECT_EQ(this->get(flow(2)), FlowRecord(7));
+  // A local flow that became an ingress flow (the client's next session) is overwritten.
+  ASSERT_EQ(this->done([&](auto cb) { this->store_->put(local, FlowRecord::peer_cluster(3), 5000ms, cb); }),
+            true);
+  EXPECT_EQ(this->get(local), FlowRecord::peer_cluster(3));
+  std::map<std::string, FlowRecord> restored;
+  std::optional<bool> ok;
+  auto fresh = this->backend_.flow_store(this->io_);
+  fresh->restore(
+      [&](std::span<const FlowEntry> page) {
+        for (const auto& entry : page) restored[entry.key.client.to_string()] = entry.record;
+      },
+      [&](bool result) { ok = result; });
+  ASSERT_TRUE(run_until(
+      this->io_, [&] { return ok.has_value(); }, 5000ms));
+  EXPECT_EQ(restored[ingress.client.to_string()], FlowRecord::peer_cluster(2));
+  EXPECT_EQ(restored[flow(1).client.to_string()], FlowRecord::peer_cluster(255));
+  EXPECT_EQ(restored[flow(2).client.to_string()], FlowRecord(7));
+}
+
 TYPED_TEST(FlowStoreContract, FlowsExpireAfterTheirTtlAndRefreshExtendsIt) {
   const FlowKey idle = flow(1);
   const FlowKey active = flow(2);
@@ -80,7 +116,7 @@ TYPED_TEST(FlowStoreContract, TenThousandPipelinedPutsAreAllFound) {
   int answered = 0;
   int found = 0;
   for (const auto& entry : flows) {
-    this->store_->get(entry.key, [&, expected = entry.endpoint_id](std::optional<EndpointId> id) {
+    this->store_->get(entry.key, [&, expected = entry.record](std::optional<FlowRecord> id) {
       ++answered;
       if (id == expected) ++found;
     });
@@ -103,12 +139,12 @@ TYPED_TEST(FlowStoreContract, RestoreReadsBackEveryFlow) {
   ASSERT_EQ(this->get(flows.back().key), EndpointId{9});
   // A relay that never saw these flows (a fresh client object) reads them back.
   auto fresh = this->backend_.flow_store(this->io_);
-  std::map<std::string, EndpointId> restored;
+  std::map<std::string, FlowRecord> restored;
   std::optional<bool> ok;
   fresh->restore(
       [&](std::span<const FlowEntry> batch) {
         for (const auto& entry : batch) {
-          restored[entry.key.client.to_string() + "|" + entry.key.vip.to_string()] = entry.endpoint_id;
+          restored[entry.key.client.to_string() + "|" + entry.key.vip.to_string()] = entry.record;
         }
       },
       [&](bool result) { ok = result; });
@@ -117,7 +153,7 @@ TYPED_TEST(FlowStoreContract, RestoreReadsBackEveryFlow) {
   EXPECT_TRUE(*ok);
   ASSERT_EQ(restored.size(), flows.size());
   for (const auto& entry : flows) {
-    EXPECT_EQ(restored[entry.key.client.to_string() + "|" + entry.key.vip.to_string()], entry.endpoint_id);
+    EXPECT_EQ(restored[entry.key.client.to_string() + "|" + entry.key.vip.to_string()], entry.record);
   }
 }
 

@@ -20,15 +20,15 @@ TEST(MemoryFlowStore, TtlFollowsTheDrivenClock) {
   const FlowKey key{addr("198.51.100.1:5000"), addr("203.0.113.1:3478")};
   store.put(key, 5, 1000ms);
   clock->advance(999ms);
-  auto got = await<std::optional<EndpointId>>(io, [&](auto cb) { store.get(key, cb); });
+  auto got = await<std::optional<FlowRecord>>(io, [&](auto cb) { store.get(key, cb); });
   ASSERT_TRUE(got);
   EXPECT_EQ(*got, EndpointId{5});
   EXPECT_EQ(await<bool>(io, [&](auto cb) { store.refresh(key, 1000ms, cb); }), true);
   clock->advance(999ms);
-  got = await<std::optional<EndpointId>>(io, [&](auto cb) { store.get(key, cb); });
+  got = await<std::optional<FlowRecord>>(io, [&](auto cb) { store.get(key, cb); });
   EXPECT_EQ(*got, EndpointId{5});
   clock->advance(2ms);
-  got = await<std::optional<EndpointId>>(io, [&](auto cb) { store.get(key, cb); });
+  got = await<std::optional<FlowRecord>>(io, [&](auto cb) { store.get(key, cb); });
   EXPECT_EQ(*got, std::nullopt);
   EXPECT_EQ(backend->size(), 0u);
 }
@@ -133,6 +133,27 @@ TEST(RedisSchema, KeysShareOneHashTagPerCluster) {
   EXPECT_EQ(parse_endpoint_id("0"), std::nullopt);
   EXPECT_EQ(parse_endpoint_id("65536"), std::nullopt);
   EXPECT_EQ(parse_endpoint_id("12x"), std::nullopt);
+}
+
+// The flow record's text (docs/redis.md, "Flow records"): version 1 is the bare endpoint id
+// every relay wrote and reads; a peer cluster is "c<cluster>". Anything else, a record of a
+// later version among them, reads as no record rather than a wrong one.
+TEST(RedisSchema, FlowRecordText) {
+  EXPECT_EQ(format_flow_record(FlowRecord(12)), "12");
+  EXPECT_EQ(format_flow_record(FlowRecord(65535)), "65535");
+  EXPECT_EQ(format_flow_record(FlowRecord::peer_cluster(2)), "c2");
+  EXPECT_EQ(format_flow_record(FlowRecord::peer_cluster(255)), "c255");
+  EXPECT_EQ(parse_flow_record("12"), FlowRecord(12));  // what older relays wrote
+  EXPECT_EQ(parse_flow_record("c2"), FlowRecord::peer_cluster(2));
+  EXPECT_EQ(parse_flow_record("c255"), FlowRecord::peer_cluster(255));
+  for (const char* bad :
+       {"", "0", "65536", "12x", "c", "c0", "c256", "c-1", "c2x", "C2", "o5@1.2.3.4:5", " 12"})
+    EXPECT_EQ(parse_flow_record(bad), std::nullopt) << '"' << bad << '"';
+  // An older relay reads an ingress record as no endpoint at all (its parse_endpoint_id).
+  EXPECT_EQ(parse_endpoint_id(format_flow_record(FlowRecord::peer_cluster(2))), std::nullopt);
+  for (const FlowRecord r :
+       {FlowRecord(1), FlowRecord(40000), FlowRecord::peer_cluster(1), FlowRecord::peer_cluster(9)})
+    EXPECT_EQ(parse_flow_record(format_flow_record(r)), r);
 }
 
 TEST(RedisOptions, FromUrl) {

@@ -63,7 +63,7 @@ TEST_F(RedisOutage, KilledMidTrafficNothingBlocksAndTheStoreRecovers) {
       << answered;
   EXPECT_EQ(failed, 20'000);
   EXPECT_FALSE(store.connected());
-  auto got = await<std::optional<EndpointId>>(
+  auto got = await<std::optional<FlowRecord>>(
       io_, [&](auto cb) { store.get(flow(1), cb); }, 2000ms);
   ASSERT_TRUE(got) << "a get during the outage must still call back";
   EXPECT_EQ(*got, std::nullopt);
@@ -81,7 +81,7 @@ TEST_F(RedisOutage, KilledMidTrafficNothingBlocksAndTheStoreRecovers) {
   EXPECT_GE(counters.reconnects.get(), 1u);
   auto ok = await<bool>(io_, [&](auto cb) { store.put(flow(7), 9, 60'000ms, cb); });
   EXPECT_EQ(ok, true);
-  got = await<std::optional<EndpointId>>(io_, [&](auto cb) { store.get(flow(7), cb); });
+  got = await<std::optional<FlowRecord>>(io_, [&](auto cb) { store.get(flow(7), cb); });
   ASSERT_TRUE(got);
   EXPECT_EQ(*got, EndpointId{9});
 }
@@ -119,7 +119,7 @@ TEST_F(RedisOutage, FrozenServerTimesOutCommandsAndTheQueueStaysBounded) {
         return ok == true;
       },
       4000ms));
-  auto got = await<std::optional<EndpointId>>(io_, [&](auto cb) { store.get(flow(1), cb); });
+  auto got = await<std::optional<FlowRecord>>(io_, [&](auto cb) { store.get(flow(1), cb); });
   ASSERT_TRUE(got);
   EXPECT_EQ(*got, EndpointId{4});
 }
@@ -151,7 +151,7 @@ TEST_F(RedisOutage, FrozenServerTimesOutPipelinedBatchesPerCommandAndBoundsThem)
   store.put_many(batch, 60'000ms);
   ASSERT_TRUE(run_until(
       io_, [&] { return store.counters().replies.get() - replies_before >= 1000u; }, 3000ms));
-  auto got = await<std::optional<EndpointId>>(io_, [&](auto cb) { store.get(flow(999), cb); });
+  auto got = await<std::optional<FlowRecord>>(io_, [&](auto cb) { store.get(flow(999), cb); });
   ASSERT_TRUE(got);
   EXPECT_EQ(*got, EndpointId{5});
 }
@@ -172,7 +172,7 @@ TEST_F(RedisOutage, RegistryKeepsItsWatchedSetDuringAnOutageAndResyncsAfter) {
       io_, [&](auto cb) { relay.list(cb); }, 2000ms);
   ASSERT_TRUE(listed);
   EXPECT_FALSE(*listed);
-  auto base = await<std::optional<EndpointId>>(
+  auto base = await<std::optional<FlowRecord>>(
       io_, [&](auto cb) { transceiver.allocate_endpoint_ids("pod", 2, cb); }, 2000ms);
   ASSERT_TRUE(base);
   EXPECT_FALSE(*base);
@@ -288,7 +288,7 @@ TEST(RedisAuth, PasswordFromTheUrlIsSentBeforeAnyCommand) {
   }
   auto options = RedisOptions::from_url("redis://:wrong@127.0.0.1:" + std::to_string(server.port()));
   RedisFlowStore store(io, *options, FlowStoreOptions{.cluster = 1});
-  auto got = await<std::optional<EndpointId>>(io, [&](auto cb) { store.get(key, cb); });
+  auto got = await<std::optional<FlowRecord>>(io, [&](auto cb) { store.get(key, cb); });
   ASSERT_TRUE(got);
   EXPECT_EQ(*got, std::nullopt);
   EXPECT_GE(store.counters().errors.get(), 1u);

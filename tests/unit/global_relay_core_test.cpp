@@ -1,10 +1,12 @@
 // global_relay_core_test.cpp — the global relay's two roles in RelayCore, without sockets:
 // an ingress relay (cluster 1) forwarding a flow whose hint names cluster 2 to cluster 2's
 // relay, which owns it and hands it to its transceiver; replies back the same way; the
-// trust rules of peers.listen; forwarding chains refused; reloads of the peer table.
+// trust rules of peers.listen; forwarding chains refused; reloads of the peer table; ingress
+// flows in the flow store (put with their cluster, recovered to its current relay).
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -249,6 +251,178 @@ TEST_F(GlobalRelayCoreTest, IngressFlowsFollowTheirClustersRelayAcrossReloads) {
   ingress_.set_routing(gone);
   EXPECT_EQ(ingress_.flows().size(), 0u);
   EXPECT_EQ(ingress_.counters().flows_endpoint_gone.get(), 1u);
+}
+
+// ---- Ingress flows in the flow store (docs/global-relay.md, "Flow store"). ----
+
+// Records the core's flow store traffic, by kind of record.
+class RecordingOutbox : public FlowStoreOutbox {
+ public:
+  struct Put {
+    rtce_flow_key key;
+    uint16_t id;
+    bool ingress;
+  };
+  bool put(const rtce_flow_key& key, uint16_t endpoint_id) override {
+    puts.push_back({key, endpoint_id, false});
+    return true;
+  }
+  bool put_ingress(const rtce_flow_key& key, uint8_t cluster) override {
+    puts.push_back({key, cluster, true});
+    return true;
+  }
+  bool lookup(const rtce_flow_key& key) override {
+    lookups.push_back(key);
+    return true;
+  }
+  std::vector<Put> puts;
+  std::vector<rtce_flow_key> lookups;
+};
+
+class GlobalRelayFlowStoreTest : public GlobalRelayCoreTest {
+ protected:
+  GlobalRelayFlowStoreTest() {
+    ingress_.attach_flow_store(link());
+    owner_.attach_flow_store(link());
+  }
+  FlowStoreLink link() {
+    FlowStoreLink l;
+    l.outbox = &outbox_;
+    l.recovery.max_waiting_flows = 4;
+    l.recovery.packets_per_flow = 4;
+    l.recovery.pool_packets = 16;
+    l.recovery.lookups_per_second = 100;
+    l.refresh_interval = 10 * kSecond;
+    return l;
+  }
+  // The ingress relay after a restart: an empty table, the same routing and store.
+  RelayCore& restarted(std::shared_ptr<RoutingTable> routing = nullptr) {
+    fresh_ = std::make_unique<RelayCore>(flow_options(), routing ? routing : ingress_routing());
+    fresh_->attach_flow_store(link());
+    return *fresh_;
+  }
+  std::optional<ToTransceiver> media(RelayCore& core, uint8_t seq, Nanos now) {
+    uint8_t* p = load({0x80, 0x6f, 0x00, seq, 'm'});
+    return core.on_client_packet(client_, vip_, 0, p, len_, now);
+  }
+  // The store's answer for the client's flow, as the flow sync delivers it.
+  const Flow* answer(RelayCore& core, uint16_t id, FlowRole role, Nanos now) {
+    return core.on_lookup_reply(
+        make_flow_key(client_, vip_), id, now,
+        [&](const ToTransceiver& out) {
+          sent_.push_back({std::vector<uint8_t>(out.data, out.data + out.len), *out.endpoint});
+        },
+        role);
+  }
+
+  struct Sent {
+    std::vector<uint8_t> bytes;
+    sockaddr_in6 to;
+  };
+  RecordingOutbox outbox_;
+  std::unique_ptr<RelayCore> fresh_;
+  std::vector<Sent> sent_;
+};
+
+TEST_F(GlobalRelayFlowStoreTest, AnIngressFlowIsStoredWithItsClusterAndAnOwnerFlowIsNot) {
+  auto out = from_client(binding_request(mint_ufrag(keys2_, 2, 7)), 10 * kSecond);
+  ASSERT_TRUE(out);
+  ASSERT_EQ(outbox_.puts.size(), 1u);
+  EXPECT_TRUE(outbox_.puts[0].ingress);
+  EXPECT_EQ(outbox_.puts[0].id, 2u);  // the cluster, not an endpoint, not an address
+  EXPECT_TRUE(outbox_.puts[0].key == make_flow_key(client_, vip_));
+  ASSERT_TRUE(to_owner(*out, kIngressReturn, 10 * kSecond));
+  EXPECT_EQ(outbox_.puts.size(), 1u) << "the owner stored its flow";
+  EXPECT_EQ(owner_.counters().flow_store_puts.get(), 0u);
+
+  // Refreshed like a local flow: media since the last write, one interval later.
+  ASSERT_TRUE(media(ingress_, 1, 15 * kSecond));
+  ingress_.expire(21 * kSecond, 16);
+  ASSERT_EQ(outbox_.puts.size(), 2u);
+  EXPECT_TRUE(outbox_.puts[1].ingress);
+  EXPECT_EQ(outbox_.puts[1].id, 2u);
+}
+
+TEST_F(GlobalRelayFlowStoreTest, ARestartedIngressForwardsMediaFromTheStoreBeforeAnyCheck) {
+  RelayCore& core = restarted();
+  EXPECT_FALSE(media(core, 1, kSecond));
+  EXPECT_FALSE(media(core, 2, kSecond));
+  ASSERT_EQ(outbox_.lookups.size(), 1u);
+  const Flow* flow = answer(core, 2, FlowRole::ingress, kSecond + 1);
+  ASSERT_NE(flow, nullptr);
+  EXPECT_EQ(flow->value.role, FlowRole::ingress);
+  EXPECT_EQ(flow->value.endpoint_id, 2u);
+  EXPECT_EQ(core.counters().flows_recovered.get(), 1u);
+  // Both packets that waited go to cluster 2's relay, framed (client, VIP), in order.
+  ASSERT_EQ(sent_.size(), 2u);
+  for (size_t i = 0; i < sent_.size(); i++) {
+    EXPECT_TRUE(same_endpoint(sent_[i].to, mapped(kOwnerPeerListen)));
+    rtce_pp2_flow pp{};
+    uint32_t off = 0;
+    ASSERT_EQ(rtce_pp2_parse(sent_[i].bytes.data(), static_cast<uint32_t>(sent_[i].bytes.size()), &pp, &off),
+              RTCE_PP2_OK);
+    EXPECT_EQ(SocketAddress::from_bytes(pp.family, pp.client_addr, pp.client_port), client_);
+    EXPECT_EQ(SocketAddress::from_bytes(pp.family, pp.vip_addr, pp.vip_port), vip_);
+    EXPECT_EQ(sent_[i].bytes[off + 3], i + 1);
+  }
+  EXPECT_EQ(role_packets(core, FlowRole::ingress, Direction::client_to_transceiver), 2u);
+  EXPECT_EQ(core.counters().peer_packets[2][static_cast<size_t>(Direction::client_to_transceiver)].get(), 2u);
+  // The rest of the call is a table hit; the owner's replies are accepted and stripped.
+  auto next = media(core, 3, 2 * kSecond);
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(same_endpoint(*next->endpoint, mapped(kOwnerPeerListen)));
+  auto reply = transceiver_reply({0x80, 0x6f, 0x00, 0x09});
+  auto back = core.on_transceiver_packet(mapped(kOwnerPeerListen), reply.data(), reply.size(), 2 * kSecond);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->peer, nullptr);
+  EXPECT_EQ(back->client, client_);
+  EXPECT_EQ(back->len, 4u);
+  EXPECT_EQ(outbox_.puts.size(), 0u) << "a recovered flow is in the store already";
+}
+
+TEST_F(GlobalRelayFlowStoreTest, ARecoveredIngressFlowGoesToItsClustersRelayAsConfiguredNow) {
+  // Cluster 2's relay moved while this relay was down: the record names the cluster, so the
+  // flow follows it; a reload after that re-points it again, like a live flow.
+  auto moved = ingress_routing();
+  moved->peer_clusters[2].relay = mapped("198.18.100.22:3480");
+  RelayCore& core = restarted(moved);
+  EXPECT_FALSE(media(core, 1, kSecond));
+  ASSERT_NE(answer(core, 2, FlowRole::ingress, kSecond), nullptr);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_TRUE(same_endpoint(sent_[0].to, mapped("198.18.100.22:3480")));
+  auto again = ingress_routing();
+  again->peer_clusters[2].relay = mapped("198.18.100.23:3480");
+  core.set_routing(again);
+  auto next = media(core, 2, kSecond);
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(same_endpoint(*next->endpoint, mapped("198.18.100.23:3480")));
+}
+
+TEST_F(GlobalRelayFlowStoreTest, ARecordOfAClusterNoLongerServedIsSkippedAndCounted) {
+  auto without = ingress_routing();
+  without->peer_clusters.clear();
+  RelayCore& core = restarted(without);
+  EXPECT_FALSE(media(core, 1, kSecond));
+  EXPECT_FALSE(media(core, 2, kSecond));
+  EXPECT_EQ(answer(core, 2, FlowRole::ingress, kSecond), nullptr);
+  EXPECT_TRUE(sent_.empty());
+  EXPECT_EQ(core.flows().size(), 0u);
+  EXPECT_EQ(dropped(core, DropReason::flow_cluster_gone), 2u);
+  EXPECT_EQ(dropped(core, DropReason::unknown_endpoint), 0u);
+  // Remembered as missing: the flow's next packet asks the store no more.
+  EXPECT_FALSE(media(core, 3, kSecond + 1));
+  EXPECT_EQ(outbox_.lookups.size(), 1u);
+  EXPECT_EQ(dropped(core, DropReason::no_flow), 1u);
+}
+
+TEST_F(GlobalRelayFlowStoreTest, ALocalRecordIsNotReadAsACluster) {
+  // Endpoint 2 of this cluster does not exist; cluster 2 does. A local record names an
+  // endpoint, so it must not land on cluster 2's relay.
+  RelayCore& core = restarted();
+  EXPECT_FALSE(media(core, 1, kSecond));
+  EXPECT_EQ(answer(core, 2, FlowRole::local, kSecond), nullptr);
+  EXPECT_TRUE(sent_.empty());
+  EXPECT_EQ(dropped(core, DropReason::unknown_endpoint), 1u);
 }
 
 }  // namespace

@@ -48,7 +48,8 @@ class RelayService {
   // Applies a configuration's routing (keys, cluster, endpoints) to the XDP maps and the
   // workers; caller holds routing_mutex_.
   std::vector<std::string> reload(const RelayConfig& next);
-  // Endpoints from the shared registry (registry.redis_url) join the configured ones.
+  // Endpoints from the shared registry (registry.redis_url) join the configured ones, and
+  // peers.clusters entries without an address take the one their cluster publishes there.
   void start_registry();
 
   RelayConfig config_;

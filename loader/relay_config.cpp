@@ -109,9 +109,15 @@ std::vector<PeerClusterConfig> parse_peer_clusters(const std::vector<std::string
       throw ConfigError(where + ": cluster " + cluster_text + " is listed twice");
     PeerClusterConfig p;
     p.cluster = static_cast<uint8_t>(cluster);
-    p.address = SocketAddress::parse_or_throw(address_text, where + ": cluster " + cluster_text);
-    if (p.address.is_unspecified() || p.address.port() == 0)
-      throw ConfigError(where + ": cluster " + cluster_text + " needs its relay's concrete address and port");
+    if (address_text.empty() || address_text == "registry") {
+      p.from_registry = true;  // resolve_relay_config checks that a registry is configured
+    } else {
+      p.address = SocketAddress::parse_or_throw(address_text, where + ": cluster " + cluster_text);
+      if (p.address.is_unspecified() || p.address.port() == 0)
+        throw ConfigError(
+            where + ": cluster " + cluster_text +
+            " needs its relay's concrete address and port (or none: learned from the registry)");
+    }
     p.hint_key_file = key_file;
     out.push_back(p);
   }
@@ -136,6 +142,12 @@ RelayConfig resolve_relay_config(const ConfigLayers& c) {
     if (p.cluster == cfg.cluster_id)
       throw ConfigError(c.where("peers.clusters") + ": cluster " + std::to_string(p.cluster) +
                         " is this relay's own cluster_id");
+  for (const auto& p : cfg.peer_clusters)
+    if (p.from_registry && cfg.registry_redis_url.empty())
+      throw ConfigError(
+          c.where("peers.clusters") + ": cluster " + std::to_string(p.cluster) +
+          " has no address, so it is learned from the registry, but registry.redis_url is not set; "
+          "give its relay's address (cluster=ip:port) or set registry.redis_url");
   if (!cfg.peers_listen.is_unspecified() && cfg.peers_trusted.empty())
     throw ConfigError(c.where("peers.trusted") +
                       ": peers.listen is set, so the peer relays' address ranges are required "
@@ -151,9 +163,10 @@ std::shared_ptr<const RoutingTable> build_routing_table(const RelayConfig& confi
   table->keys = HintKeys::load_file(config.hint_key_file).keyset();
   for (const auto& e : config.endpoints) table->endpoints.emplace(e.id, e.address.to_v6_mapped());
   for (const auto& p : config.peer_clusters)
-    table->peer_clusters[p.cluster] =
-        PeerCluster{p.address.to_v6_mapped(),
-                    p.hint_key_file.empty() ? table->keys : HintKeys::load_file(p.hint_key_file).keyset()};
+    if (!p.address.is_unspecified())  // not learned yet: not routable (wrong_cluster)
+      table->peer_clusters[p.cluster] =
+          PeerCluster{p.address.to_v6_mapped(),
+                      p.hint_key_file.empty() ? table->keys : HintKeys::load_file(p.hint_key_file).keyset()};
   table->trusted_peers = config.peers_trusted;
   return table;
 }

@@ -23,8 +23,9 @@ struct EndpointConfig {
 // peers.clusters: another cluster this relay is an ingress for (docs/global-relay.md).
 struct PeerClusterConfig {
   uint8_t cluster = 0;
-  SocketAddress address;      // that cluster's relay peers.listen
-  std::string hint_key_file;  // empty: this relay's hint_key_file (one key set for the fleet)
+  SocketAddress address;       // that cluster's relay peers.listen; unspecified until learned
+  std::string hint_key_file;   // empty: this relay's hint_key_file (one key set for the fleet)
+  bool from_registry = false;  // no address configured: learned from the registry's ingress set
 };
 
 struct RelayConfig {
@@ -85,6 +86,7 @@ std::string relay_config_reference();
 std::vector<EndpointConfig> parse_endpoints(const std::vector<std::string>& items, const std::string& where);
 // peers.clusters items: "2=198.18.100.2:3480" (flags/env) or a YAML map
 // {cluster: 2, address: "198.18.100.2:3480", hint_key_file: "/etc/rtcedge/cluster2.yaml"}.
+// No address (a map without one, or "2=registry"): learned from the registry.
 std::vector<PeerClusterConfig> parse_peer_clusters(const std::vector<std::string>& items,
                                                    const std::string& where);
 // Loads the key file and builds the routing table the workers use.

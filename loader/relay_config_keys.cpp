@@ -120,7 +120,10 @@ ConfigTable<C> build() {
                "(default none)",
        .doc = "global relay, owner role ([global-relay.md](global-relay.md)): the concrete address:port "
               "where ingress relays of other clusters send the flows whose hints name this cluster "
-              "(PROXY v2 + client payload). Unset: the role is off. Needs `peers.trusted`.",
+              "(PROXY v2 + client payload). Unset: the role is off. Needs `peers.trusted`. With "
+              "`registry.redis_url` it is published there for this cluster (refreshed at least every "
+              "`registry.ttl` / 3, "
+              "withdrawn on a clean stop), for ingress relays that learn it.",
        .default_text = "—"},
       [](const ConfigLayers& c, C& cfg) {
         const std::string text = c.get_string("peers.listen", "");
@@ -156,13 +159,16 @@ ConfigTable<C> build() {
       }));
   t.push_back(custom_key<C>(
       "peers.clusters", ConfigLayers::Kind::list,
-      {.help = "global relay, ingress role: other clusters' relays, cluster=address:port",
+      {.help = "global relay, ingress role: other clusters' relays, cluster=address:port or cluster=registry",
        .doc =
            "global relay, ingress role: a first packet whose hint names one of these clusters is "
            "forwarded to that cluster's relay (its `peers.listen`), and so is the rest of the flow. File: a "
            "list of `{cluster: N, address: \"ip:port\", hint_key_file: path}` (`hint_key_file` optional: "
-           "that cluster's keys, default this relay's own); flags/env: `2=198.18.100.2:3480,...`. Both "
-           "data paths (XDP: the `peer_clusters` map). A hint for a cluster not listed is `wrong_cluster`.",
+           "that cluster's keys, default this relay's own); flags/env: `2=198.18.100.2:3480,...`. An entry "
+           "without `address` (flags/env: `2=registry`) learns it from the registry (`registry.redis_url`, "
+           "required), where that cluster's relays publish their `peers.listen`. Both data paths (XDP: the "
+           "`peer_clusters` map). A hint for a cluster not listed, or not learned yet, is rejected "
+           "(`hint_rejected`).",
        .default_text = "[]",
        .reloadable = true},
       [](const ConfigLayers& c, C& cfg) {
@@ -171,8 +177,8 @@ ConfigTable<C> build() {
       [](const C& cfg) {
         std::string out = "[";
         for (const auto& p : cfg.peer_clusters) {
-          out += (out.size() > 1 ? ", " : "") + std::string("{cluster: ") + std::to_string(p.cluster) +
-                 ", address: " + yaml_quote(p.address.to_string());
+          out += (out.size() > 1 ? ", " : "") + std::string("{cluster: ") + std::to_string(p.cluster);
+          if (!p.from_registry) out += ", address: " + yaml_quote(p.address.to_string());
           if (!p.hint_key_file.empty()) out += ", hint_key_file: " + yaml_quote(p.hint_key_file);
           out += "}";
         }

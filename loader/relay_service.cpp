@@ -144,28 +144,47 @@ void RelayService::start_registry() {
   RegistryOptions options;
   options.cluster = config_.cluster_id;
   options.endpoint_ttl = std::chrono::duration_cast<Millis>(std::chrono::nanoseconds(config_.registry_ttl));
+  // Called with routing_mutex_ held: the configuration merged with what the registry knows.
+  auto apply_merged = [this] {
+    RelayConfig next = configured_;
+    next.endpoints = merge_endpoints(configured_.endpoints, registry_endpoints_);
+    next.peer_clusters = merge_peer_clusters(configured_.peer_clusters, registry_peers_);
+    try {
+      reload(next);
+      size_t routable_peers = 0;
+      for (const auto& p : next.peer_clusters) routable_peers += p.address.is_unspecified() ? 0 : 1;
+      spdlog::info("registry: routing updated ({} endpoints, {} of {} peer clusters routable)",
+                   next.endpoints.size(), routable_peers, next.peer_clusters.size());
+    } catch (const std::exception& e) {  // e.g. the key file went bad since the last reload
+      spdlog::error("registry: routing not updated, keeping the running one: {}", e.what());
+    }
+  };
+  RegistrySync::Peers peers;
+  if (!config_.peers_listen.is_unspecified()) peers.publish = config_.peers_listen;
+  peers.learn = learned_clusters(config_.peer_clusters);
+  peers.apply = [this, apply_merged](std::map<uint8_t, SocketAddress> learned) {
+    std::lock_guard lock(routing_mutex_);
+    registry_peers_ = std::move(learned);
+    apply_merged();
+  };
   registry_ = std::make_unique<RegistrySync>(
       *RedisOptions::from_url(config_.registry_redis_url), options,
-      [this](std::vector<EndpointConfig> endpoints) {
+      [this, apply_merged](std::vector<EndpointConfig> endpoints) {
         std::lock_guard lock(routing_mutex_);
         registry_endpoints_ = std::move(endpoints);
-        RelayConfig next = configured_;
-        next.endpoints = merge_endpoints(configured_.endpoints, registry_endpoints_);
-        try {
-          reload(next);
-          spdlog::info("registry: routing updated ({} endpoints)", next.endpoints.size());
-        } catch (const std::exception& e) {  // e.g. the key file went bad since the last reload
-          spdlog::error("registry: routing not updated, keeping the running one: {}", e.what());
-        }
-      });
+        apply_merged();
+      },
+      std::move(peers));
 }
 
 std::vector<std::string> RelayService::reconfigure(const RelayConfig& next) {
   std::lock_guard lock(routing_mutex_);
   RelayConfig merged = next;
   merged.endpoints = merge_endpoints(next.endpoints, registry_endpoints_);
+  merged.peer_clusters = merge_peer_clusters(next.peer_clusters, registry_peers_);
   auto warnings = reload(merged);  // throws before anything changes
   configured_ = next;
+  if (registry_) registry_->learn(learned_clusters(next.peer_clusters));
   return warnings;
 }
 

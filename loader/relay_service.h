@@ -48,7 +48,8 @@ class RelayService {
   // Applies a configuration's routing (keys, cluster, endpoints) to the XDP maps and the
   // workers; caller holds routing_mutex_.
   std::vector<std::string> reload(const RelayConfig& next);
-  // Endpoints from the shared registry (registry.redis_url) join the configured ones.
+  // Endpoints from the shared registry (registry.redis_url) join the configured ones, and
+  // peers.clusters entries without an address take the one their cluster publishes there.
   void start_registry();
 
   RelayConfig config_;
@@ -70,8 +71,9 @@ class RelayService {
   // A registry change and a SIGHUP both rebuild the routing from (configuration,
   // registry), one at a time.
   mutable std::mutex routing_mutex_;
-  RelayConfig configured_;                          // the last configuration, as read
-  std::vector<EndpointConfig> registry_endpoints_;  // the registry's last set
+  RelayConfig configured_;                           // the last configuration, as read
+  std::vector<EndpointConfig> registry_endpoints_;   // the registry's last set
+  std::map<uint8_t, SocketAddress> registry_peers_;  // learned peer cluster relay addresses
   // Declared last, so destroyed first: its thread calls reload().
   std::unique_ptr<RegistrySync> registry_;
 };

@@ -72,6 +72,23 @@ redis.call('HSET', KEYS[1], 'next', base + want, field, base .. ':' .. want)
 return base
 )lua";
 
+// KEYS[1] ingress set; ARGV: member ttl_ms. Scores are expiry times in Redis's clock (ms).
+constexpr std::string_view kPublishIngressScript = R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+)lua";
+
+// KEYS[1] ingress set. The members not yet expired.
+constexpr std::string_view kListIngressScript = R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+)lua";
+
 template <typename T>
 std::optional<T> parse_number(std::string_view text) {
   T value{};
@@ -197,6 +214,41 @@ void RedisRegistry::allocate_endpoint_ids(std::string_view pod_identity, uint16_
       return;
     }
     done(static_cast<EndpointId>(reply->integer));
+  });
+}
+
+void RedisRegistry::publish_ingress(const SocketAddress& address, DoneCallback done) {
+  const std::string key = schema_.ingress_key();
+  const std::string member = address.to_string();
+  const std::string ttl = std::to_string(options_.endpoint_ttl.count());
+  const std::array<std::string_view, 6> args{"EVAL", kPublishIngressScript, "1", key, member, ttl};
+  commands_->command(args, done_on_integer_one(std::move(done)));
+}
+
+void RedisRegistry::withdraw_ingress(const SocketAddress& address, DoneCallback done) {
+  const std::string key = schema_.ingress_key();
+  const std::string member = address.to_string();
+  const std::array<std::string_view, 3> args{"ZREM", key, member};
+  RedisConnection::ReplyHandler handler;
+  if (done)
+    handler = [done = std::move(done)](SyncStatus status, const redisReply*) {
+      done(status == SyncStatus::kOk);
+    };
+  commands_->command(args, std::move(handler));
+}
+
+void RedisRegistry::list_ingress(uint8_t cluster, IngressCallback done) {
+  const std::string key = RedisSchema(cluster).ingress_key();
+  const std::array<std::string_view, 4> args{"EVAL", kListIngressScript, "1", key};
+  commands_->command(args, [done = std::move(done)](SyncStatus status, const redisReply* reply) {
+    if (status != SyncStatus::kOk || reply->type != REDIS_REPLY_ARRAY) {
+      done(std::nullopt);
+      return;
+    }
+    std::vector<std::string> members;
+    members.reserve(reply->elements);
+    for (size_t i = 0; i < reply->elements; ++i) members.emplace_back(reply_string(reply->element[i]));
+    done(std::move(members));
   });
 }
 

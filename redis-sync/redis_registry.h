@@ -37,6 +37,16 @@ class RedisRegistry final : public Registry {
   void watch(WatchCallback on_change) override;
   void allocate_endpoint_ids(std::string_view pod_identity, uint16_t count, AllocateCallback done) override;
 
+  // Global relay (docs/redis.md, the ingress key). Publishes `address` as a relay ingress of
+  // this cluster for one endpoint_ttl (Redis's clock, so relays' clocks need not agree) and
+  // trims the members that expired; the owner calls it every endpoint_ttl / 3.
+  void publish_ingress(const SocketAddress& address, DoneCallback done = {});
+  void withdraw_ingress(const SocketAddress& address, DoneCallback done = {});
+  using IngressCallback = std::function<void(std::optional<std::vector<std::string>> live)>;
+  // The unexpired members of `cluster`'s ingress set (any cluster: a fleet shares one Redis);
+  // nullopt when the store could not be reached.
+  void list_ingress(uint8_t cluster, IngressCallback done);
+
   bool connected() const override { return commands_->connected(); }
   const SyncCounters& counters() const override { return counters_; }
 

@@ -16,6 +16,7 @@ std::string RedisSchema::endpoint_key_prefix() const { return prefix_ + "ep:"; }
 std::string RedisSchema::endpoint_set_key() const { return prefix_ + "eps"; }
 std::string RedisSchema::endpoint_ids_key() const { return prefix_ + "endpoint_ids"; }
 std::string RedisSchema::events_channel() const { return prefix_ + "events"; }
+std::string RedisSchema::ingress_key() const { return prefix_ + "ingress"; }
 std::string RedisSchema::flow_pattern() const { return prefix_ + "flow:*"; }
 
 namespace {

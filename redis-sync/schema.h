@@ -22,7 +22,10 @@ class RedisSchema {
   std::string endpoint_set_key() const;                  // set of registered ids
   std::string endpoint_ids_key() const;                  // hash: "pod:<identity>" -> "base:count", "next"
   std::string events_channel() const;                    // pub/sub channel of registry changes
-  std::string flow_key(const FlowKey& key) const;        // string: endpoint id, PX TTL
+  // Sorted set of this cluster's relay peers.listen addresses ("ip:port"), scored by their
+  // expiry in Redis's clock (ms): where other clusters' ingress relays forward (global relay).
+  std::string ingress_key() const;
+  std::string flow_key(const FlowKey& key) const;  // string: endpoint id, PX TTL
   // flow_key into a reused buffer, without the allocations of SocketAddress::to_string
   // (the write path formats one key per new flow).
   void format_flow_key(const FlowKey& key, std::string& out) const;

@@ -3,13 +3,22 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <future>
 #include <set>
 
 namespace rtce {
 
-RegistrySync::RegistrySync(RedisOptions redis, RegistryOptions options, Apply apply)
-    : registry_(io_, std::move(redis), options), apply_(std::move(apply)) {
+RegistrySync::RegistrySync(RedisOptions redis, RegistryOptions options, Apply apply, Peers peers)
+    : registry_(io_, std::move(redis), options),
+      apply_(std::move(apply)),
+      peers_(std::move(peers)),
+      // Publish well within the TTL (a third, like the transceivers' heartbeats); learn at
+      // least as often as endpoints are re-listed.
+      peer_period_(std::min(options.endpoint_ttl / 3, options.relist_interval)),
+      peer_timer_(io_) {
   registry_.watch([this](const RegistryEvent& event) {
     const auto& r = event.record;
     if (event.change == RegistryChange::kRemoved) {
@@ -24,6 +33,7 @@ RegistrySync::RegistrySync(RedisOptions redis, RegistryOptions options, Apply ap
     for (const auto& [id, address] : endpoints_) set.push_back({id, address});
     apply_(std::move(set));
   });
+  if (peers_.publish || !peers_.learn.empty()) peer_tick();
   thread_ = std::thread([this] {
     auto guard = boost::asio::make_work_guard(io_);
     io_.run();
@@ -31,8 +41,70 @@ RegistrySync::RegistrySync(RedisOptions redis, RegistryOptions options, Apply ap
 }
 
 RegistrySync::~RegistrySync() {
+  auto withdrawn = std::make_shared<std::promise<void>>();  // outlives a late callback
+  auto future = withdrawn->get_future();
+  boost::asio::post(io_, [this, withdrawn] {
+    peer_timer_.cancel();
+    if (!peers_.publish) {
+      withdrawn->set_value();
+      return;
+    }
+    registry_.withdraw_ingress(*peers_.publish, [withdrawn](bool) { withdrawn->set_value(); });
+  });
+  // Redis down must not hold up a shutdown; the member then expires within registry.ttl.
+  future.wait_for(std::chrono::milliseconds(500));
   io_.stop();
   if (thread_.joinable()) thread_.join();
+}
+
+void RegistrySync::learn(std::vector<uint8_t> clusters) {
+  boost::asio::post(io_, [this, clusters = std::move(clusters)]() mutable {
+    const bool was_idle = !peers_.publish && peers_.learn.empty();
+    peers_.learn = std::move(clusters);
+    bool dropped = false;
+    for (auto it = learned_.begin(); it != learned_.end();) {
+      if (std::find(peers_.learn.begin(), peers_.learn.end(), it->first) == peers_.learn.end()) {
+        it = learned_.erase(it);
+        dropped = true;
+      } else {
+        ++it;
+      }
+    }
+    if (dropped && peers_.apply) peers_.apply(learned_);
+    if (was_idle && !peers_.learn.empty()) peer_tick();
+  });
+}
+
+void RegistrySync::arm_peer_timer() {
+  peer_timer_.expires_after(peer_period_);
+  peer_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) peer_tick();
+  });
+}
+
+void RegistrySync::peer_tick() {
+  if (peers_.publish) {
+    registry_.publish_ingress(*peers_.publish, [address = *peers_.publish](bool ok) {
+      if (!ok) spdlog::debug("registry: ingress {} not published (Redis unreachable)", address.to_string());
+    });
+  }
+  for (const uint8_t cluster : peers_.learn) {
+    registry_.list_ingress(cluster, [this, cluster](std::optional<std::vector<std::string>> live) {
+      // Unreachable, or every member expired (as they all do in a Redis frozen for a TTL):
+      // keep the last known address rather than strand the cluster's flows.
+      if (!live) return;
+      if (std::find(peers_.learn.begin(), peers_.learn.end(), cluster) == peers_.learn.end()) return;
+      const auto chosen = choose_ingress(*live);
+      if (!chosen) return;
+      const auto it = learned_.find(cluster);
+      if (it != learned_.end() && it->second == *chosen) return;
+      spdlog::info("registry: cluster {} relay ingress {} (was {})", cluster, chosen->to_string(),
+                   it == learned_.end() ? std::string("unknown") : it->second.to_string());
+      learned_[cluster] = *chosen;
+      if (peers_.apply) peers_.apply(learned_);
+    });
+  }
+  if (peers_.publish || !peers_.learn.empty()) arm_peer_timer();
 }
 
 std::vector<EndpointConfig> merge_endpoints(const std::vector<EndpointConfig>& configured,
@@ -42,6 +114,38 @@ std::vector<EndpointConfig> merge_endpoints(const std::vector<EndpointConfig>& c
   for (const auto& e : configured) ids.insert(e.id);
   for (const auto& e : registry)
     if (ids.insert(e.id).second) out.push_back(e);
+  return out;
+}
+
+std::optional<SocketAddress> choose_ingress(const std::vector<std::string>& live) {
+  std::optional<std::string> best;
+  std::optional<SocketAddress> chosen;
+  for (const auto& text : live) {
+    // A member another writer got wrong must not take the cluster down: skip it.
+    auto address = SocketAddress::parse(text);
+    if (!address || address->is_unspecified() || address->port() == 0) continue;
+    if (!best || text < *best) {
+      best = text;
+      chosen = *address;
+    }
+  }
+  return chosen;
+}
+
+std::vector<PeerClusterConfig> merge_peer_clusters(const std::vector<PeerClusterConfig>& configured,
+                                                   const std::map<uint8_t, SocketAddress>& learned) {
+  std::vector<PeerClusterConfig> out = configured;
+  for (auto& p : out) {
+    if (!p.from_registry) continue;
+    if (auto it = learned.find(p.cluster); it != learned.end()) p.address = it->second;
+  }
+  return out;
+}
+
+std::vector<uint8_t> learned_clusters(const std::vector<PeerClusterConfig>& configured) {
+  std::vector<uint8_t> out;
+  for (const auto& p : configured)
+    if (p.from_registry) out.push_back(p.cluster);
   return out;
 }
 

@@ -1,0 +1,266 @@
+#!/usr/bin/python3
+"""test_global_relay_registry.py — global relay peers learned from the registry (issue 13;
+docs/global-relay.md, "Peers from the registry") with real processes on loopback: a
+redis-server on a free port, two relays, tests/integration/fake_transceiver.py. No root.
+
+    client ──> relay A (cluster 1, ingress)   peers.clusters [{cluster: 2}] (no address)
+                 │ learns rtce:{c2}:ingress from Redis
+                 v
+               relay B (cluster 2, owner)     peers.listen 127.0.0.2:P, published in Redis
+                 v
+               fake transceiver EP7
+
+Checked, in order: before B publishes, a hint for cluster 2 is a counted hint_rejected
+drop at A; B publishes its peers.listen (a member scored by a future expiry); A learns it
+and forwards a flow both ways; B restarts on a new peers.listen port: its clean stop
+withdraws the old member, A follows the new one and the same client's flow works again;
+Redis stopped: A keeps the learned address and keeps forwarding (an established flow, and a
+new one).
+
+Exit 0 pass, 1 fail.
+"""
+
+import argparse
+import json
+import os
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import prom_metrics  # noqa: E402
+import stun_codec as stun  # noqa: E402
+
+ARGS = None
+PWD = "global-relay-registry-pwd-01"
+TTL_MS = 3000  # registry.ttl of the relays: the owner republishes every second
+
+
+def free_port(kind=socket.SOCK_DGRAM, host="127.0.0.1"):
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)  # poll interval of a deadline-bounded wait
+    raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+
+
+def http_get(port, path):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5) as r:
+        return r.read().decode()
+
+
+class Process:
+    def __init__(self, name, argv, tmp):
+        self.name = name
+        self.log_path = os.path.join(tmp, name + ".log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def alive(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("%s exited with %d:\n%s" % (self.name, self.proc.returncode, self.text()[-3000:]))
+        return True
+
+    def text(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if not self.log.closed:
+            self.log.close()
+
+
+class Redis(Process):
+    def __init__(self, tmp):
+        self.port = free_port(socket.SOCK_STREAM)
+        super().__init__("redis", ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                                   "--save", "", "--appendonly", "no"], tmp)
+        wait_for(lambda: self.alive() and self.cli("PING") == ["PONG"], 5, "redis-server PING")
+
+    def cli(self, *args):
+        r = subprocess.run(["redis-cli", "-p", str(self.port), *args], capture_output=True, text=True, timeout=5)
+        return r.stdout.split() if r.returncode == 0 else None
+
+    def ingress(self, cluster):
+        """{member: expiry_ms} of the cluster's ingress set, and Redis's time in ms."""
+        out = self.cli("ZRANGE", "rtce:{c%d}:ingress" % cluster, "0", "-1", "WITHSCORES") or []
+        secs, usecs = self.cli("TIME")
+        return dict(zip(out[::2], (float(s) for s in out[1::2]))), int(secs) * 1000 + int(usecs) // 1000
+
+
+class Relay(Process):
+    def __init__(self, name, tmp, keys, cluster, extra):
+        self.vip_port, self.admin = free_port(), free_port(socket.SOCK_STREAM)
+        argv = [ARGS.relay, "--hint-key-file", keys, "--listen", "127.0.0.1:%d" % self.vip_port,
+                "--admin-listen", "127.0.0.1:%d" % self.admin, "--workers", "1", "--pin-cpus", "false",
+                "--cluster-id", str(cluster), "--registry-ttl", "%dms" % TTL_MS] + extra
+        super().__init__(name, argv, tmp)
+
+    def ready(self):
+        self.alive()
+        try:
+            return http_get(self.admin, "/readyz").startswith("ready")
+        except OSError:
+            return False
+
+    def metrics(self):
+        return prom_metrics.parse(http_get(self.admin, "/metrics"))
+
+
+class GlobalRelayRegistryTest(unittest.TestCase):
+    def setUp(self):
+        if not shutil.which("redis-server") or not shutil.which("redis-cli"):
+            self.skipTest("redis-server/redis-cli not installed (scripts/install-deps.sh)")
+        self.tmp = tempfile.mkdtemp(prefix="rtce-global-registry-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.keys1 = os.path.join(self.tmp, "cluster1.yaml")
+        self.keys2 = os.path.join(self.tmp, "cluster2.yaml")
+        for path, key_id in ((self.keys1, 1), (self.keys2, 2)):
+            with open(path, "w") as f:
+                subprocess.run([ARGS.relay, "hint", "keygen", "--id", str(key_id)], stdout=f, check=True, timeout=10)
+        self.redis = Redis(self.tmp)
+        self.addCleanup(self.redis.stop)
+        self.url = "redis://127.0.0.1:%d" % self.redis.port
+        self.ep_port = free_port()
+        self.transceiver = Process("fake-transceiver", [
+            sys.executable, os.path.join(HERE, "fake_transceiver.py"), "--endpoint", "EP7=%d" % self.ep_port,
+            "--pwd", PWD, "--max-seconds", "120"], self.tmp)
+        self.addCleanup(self.transceiver.stop)
+        with open(os.path.join(self.tmp, "ingress.yaml"), "w") as f:
+            json.dump({"peers": {"clusters": [{"cluster": 2, "hint_key_file": self.keys2}]},
+                       "registry": {"redis_url": self.url}}, f)  # JSON is YAML
+        self.ingress = Relay("relay-a-ingress", self.tmp, self.keys1, 1,
+                             ["--config", os.path.join(self.tmp, "ingress.yaml")])
+        self.addCleanup(self.ingress.stop)
+        wait_for(self.ingress.ready, 15, "the ingress relay ready")
+        self.vip = ("127.0.0.1", self.ingress.vip_port)
+        self.owners = 0
+
+    def start_owner(self):
+        self.owners += 1
+        port = free_port(host="127.0.0.2")
+        owner = Relay("relay-b-owner-%d" % self.owners, self.tmp, self.keys2, 2, [
+            "--endpoints", "7=127.0.0.1:%d" % self.ep_port, "--peers-listen", "127.0.0.2:%d" % port,
+            "--peers-trusted", "127.0.0.1/32", "--registry-redis-url", self.url])
+        self.addCleanup(owner.stop)
+        wait_for(owner.ready, 15, "the owner relay ready")
+        return owner, "127.0.0.2:%d" % port
+
+    def mint(self):
+        return subprocess.run([ARGS.relay, "hint", "encode", "--key-file", self.keys2, "--cluster", "2",
+                               "--endpoint", "7"], capture_output=True, text=True, check=True,
+                              timeout=10).stdout.strip()
+
+    def client(self):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("127.0.0.1", 0))
+        self.addCleanup(s.close)
+        return s
+
+    def exchange(self, sock, data, timeout=3.0):
+        """Sends data to the VIP, resent every 0.5 s within the deadline; the first datagram
+        back (payload, source), or None."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            sock.sendto(data, self.vip)
+            ready, _, _ = select.select([sock], [], [], min(0.5, max(0.0, deadline - time.monotonic())))
+            if ready:
+                return sock.recvfrom(65536)
+        return None
+
+    def check_through(self, sock, tag):
+        """A STUN check with a cluster-2 hint and two media packets cross both relays."""
+        _, request = stun.binding_request(self.mint(), tag, PWD)
+        got = self.exchange(sock, request)
+        self.assertIsNotNone(got, "%s: no answer through the two relays" % tag)
+        data, src = got
+        self.assertEqual(src, self.vip)
+        msg = stun.parse(data)
+        self.assertEqual(msg.msg_type, stun.BINDING_SUCCESS)
+        self.assertEqual(msg.xor_mapped_address(), sock.getsockname())
+        self.media_through(sock, tag)
+
+    def media_through(self, sock, tag):
+        for i in range(2):
+            payload = b"\x80\x6f" + bytes([0, i]) + tag.encode() + b"-%d" % i
+            self.assertEqual(self.exchange(sock, payload), (b"EP7:" + payload, self.vip), "%s media %d" % (tag, i))
+
+    def test_the_ingress_learns_follows_and_outlives_the_registry(self):
+        # Nothing published yet: cluster 2 is not routable, a counted hint_rejected drop
+        # (unknown_key: its keys join the routing with its address).
+        early = self.client()
+        before = self.ingress.metrics()
+        _, request = stun.binding_request(self.mint(), "early", PWD)
+        early.sendto(request, self.vip)
+        wait_for(lambda: prom_metrics.delta(before, self.ingress.metrics(), "rtcedge_relay_dropped_packets_total",
+                                            reason="hint_rejected") >= 1, 5, "a hint_rejected drop")
+        self.assertEqual(self.ingress.metrics().get("rtcedge_relay_flows_active"), 0)
+
+        owner, first = self.start_owner()
+        members, now = wait_for(lambda: (lambda m: m if first in m[0] else None)(self.redis.ingress(2)), 5,
+                                "the owner's peers.listen published")
+        self.assertEqual(set(members), {first})
+        self.assertGreater(members[first], now, "the member's score is its expiry, in the future")
+        self.assertLessEqual(members[first], now + TTL_MS + 100, "expiry within registry.ttl")
+        wait_for(lambda: "registry: cluster 2 relay ingress %s" % first in self.ingress.text(), 5,
+                 "the ingress learning %s" % first)
+        client = self.client()
+        self.check_through(client, "first")
+        m = self.ingress.metrics()
+        self.assertGreaterEqual(m.get("rtcedge_relay_role_packets_total", role="ingress",
+                                      direction="transceiver_to_client"), 3)
+
+        # The owner moves: a clean stop withdraws its member, the new one is learned.
+        owner.stop()
+        # Sooner than it could expire (at least TTL - 1 s after the stop): withdrawn.
+        wait_for(lambda: first not in self.redis.ingress(2)[0], TTL_MS / 2000, "the stopped owner's member withdrawn")
+        owner, second = self.start_owner()
+        wait_for(lambda: "registry: cluster 2 relay ingress %s (was %s)" % (second, first) in self.ingress.text(),
+                 5, "the ingress following the owner to %s" % second)
+        self.assertEqual(set(self.redis.ingress(2)[0]), {second})
+        # The same client: the ingress flow was re-pointed (set_routing), the new owner
+        # process builds its flow from the check.
+        self.check_through(client, "moved")
+        self.assertEqual(self.ingress.metrics().get("rtcedge_relay_flows_active"), 1)
+        self.assertGreaterEqual(owner.metrics().get("rtcedge_relay_role_packets_total", role="owner",
+                                                    direction="client_to_transceiver"), 3)
+
+        # Redis gone: the learned address stays, forwarding goes on (the established flow
+        # and a new one), over more than one registry.ttl.
+        self.redis.stop()
+        deadline = time.monotonic() + TTL_MS / 1000 + 0.5
+        while time.monotonic() < deadline:  # exercised all along the outage, not once
+            self.media_through(client, "outage")
+        self.check_through(self.client(), "new-in-outage")
+        self.assertNotIn("relay ingress unknown", self.ingress.text())
+        self.ingress.alive()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--relay", required=True)
+    ARGS, rest = ap.parse_known_args()
+    prog = unittest.main(argv=[sys.argv[0], "-v", *rest], exit=False)
+    sys.exit(0 if prog.result.wasSuccessful() else 1)

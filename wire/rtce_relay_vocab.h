@@ -48,7 +48,7 @@
 	X(HINT_FLOW_LIMIT, hint_flow_limit)                                                        \
 	/* valid hint, but the client's prefix made flows.max_per_source_prefix flows */           \
 	X(SOURCE_PREFIX_FLOW_LIMIT, source_prefix_flow_limit)                                      \
-	/* reply the XDP program passed up; this tick's flows map lookup budget was spent */        \
+	/* reply the XDP program passed up; this tick's flows map lookup budget was spent */       \
 	X(RETURN_LOOKUP_RATE_LIMITED, return_lookup_rate_limited)                                  \
 	/* datagram on peers.listen from an address outside peers.trusted */                       \
 	X(PEER_UNTRUSTED, peer_untrusted)                                                          \

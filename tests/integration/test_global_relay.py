@@ -87,9 +87,12 @@ class Process:
 
     def alive(self):
         if self.proc.poll() is not None:
-            with open(self.log_path) as f:
-                raise AssertionError("%s exited with %d:\n%s" % (self.name, self.proc.returncode, f.read()[-3000:]))
+            raise AssertionError("%s exited with %d:\n%s" % (self.name, self.proc.returncode, self.text()[-3000:]))
         return True
+
+    def text(self):
+        with open(self.log_path) as f:
+            return f.read()
 
     def stop(self):
         if self.proc.poll() is None:

@@ -31,74 +31,23 @@ import sys
 import tempfile
 import time
 import unittest
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import prom_metrics  # noqa: E402
 import stun_codec as stun  # noqa: E402
+import test_global_relay as gr  # noqa: E402
 
 ARGS = None
 PWD = "global-relay-registry-pwd-01"
 TTL_MS = 3000  # registry.ttl of the relays: the owner republishes every second
 
 
-def free_port(kind=socket.SOCK_DGRAM, host="127.0.0.1"):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+# The loopback harness of test_global_relay.py: free ports, waits, processes, Redis, relays.
+free_port, wait_for, http_get, Process = gr.free_port, gr.wait_for, gr.http_get, gr.Process
 
 
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)  # poll interval of a deadline-bounded wait
-    raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
-
-
-def http_get(port, path):
-    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5) as r:
-        return r.read().decode()
-
-
-class Process:
-    def __init__(self, name, argv, tmp):
-        self.name = name
-        self.log_path = os.path.join(tmp, name + ".log")
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
-
-    def alive(self):
-        if self.proc.poll() is not None:
-            raise AssertionError("%s exited with %d:\n%s" % (self.name, self.proc.returncode, self.text()[-3000:]))
-        return True
-
-    def text(self):
-        with open(self.log_path) as f:
-            return f.read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if not self.log.closed:
-            self.log.close()
-
-
-class Redis(Process):
-    def __init__(self, tmp):
-        self.port = free_port(socket.SOCK_STREAM)
-        super().__init__("redis", ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                                   "--save", "", "--appendonly", "no"], tmp)
-        wait_for(lambda: self.alive() and self.cli("PING") == ["PONG"], 5, "redis-server PING")
-
+class Redis(gr.Redis):
     def cli(self, *args):
         r = subprocess.run(["redis-cli", "-p", str(self.port), *args], capture_output=True, text=True, timeout=5)
         return r.stdout.split() if r.returncode == 0 else None
@@ -110,23 +59,9 @@ class Redis(Process):
         return dict(zip(out[::2], (float(s) for s in out[1::2]))), int(secs) * 1000 + int(usecs) // 1000
 
 
-class Relay(Process):
+class Relay(gr.Relay):
     def __init__(self, name, tmp, keys, cluster, extra):
-        self.vip_port, self.admin = free_port(), free_port(socket.SOCK_STREAM)
-        argv = [ARGS.relay, "--hint-key-file", keys, "--listen", "127.0.0.1:%d" % self.vip_port,
-                "--admin-listen", "127.0.0.1:%d" % self.admin, "--workers", "1", "--pin-cpus", "false",
-                "--cluster-id", str(cluster), "--registry-ttl", "%dms" % TTL_MS] + extra
-        super().__init__(name, argv, tmp)
-
-    def ready(self):
-        self.alive()
-        try:
-            return http_get(self.admin, "/readyz").startswith("ready")
-        except OSError:
-            return False
-
-    def metrics(self):
-        return prom_metrics.parse(http_get(self.admin, "/metrics"))
+        super().__init__(name, tmp, keys, cluster, ["--registry-ttl", "%dms" % TTL_MS] + list(extra))
 
 
 class GlobalRelayRegistryTest(unittest.TestCase):
@@ -262,5 +197,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--relay", required=True)
     ARGS, rest = ap.parse_known_args()
+    gr.ARGS = ARGS
     prog = unittest.main(argv=[sys.argv[0], "-v", *rest], exit=False)
     sys.exit(0 if prog.result.wasSuccessful() else 1)

@@ -548,11 +548,11 @@ def ratio(a, b, key="p50"):
 def report(args, conds, mach, vers, t_total):
     L = []
     L.append("Machine: %d CPUs (`nproc`), %s, kernel %s (`uname -r`); load average %s at the start, %s at the end "
-             "(shared with other jobs). aiortc %s / aioice %s client, coturn %s, userspace relays, "
+             "(shared with other jobs). aiortc %s / aioice %s client, coturn %s, relays A and C on the %s data path, "
              "rtcedge-transceiver with the loopback echo. %d sessions per path and condition (after %d uncounted "
              "warm-up session(s) per path), %g s of media each, paths interleaved; %.0f s in all."
              % (mach["nproc"], mach["cpu"], mach["kernel"], mach["loadavg"], machine()["loadavg"],
-                vers.get("aiortc", "?"), vers.get("aioice", "?"), vers.get("coturn", "?"), args.sessions,
+                vers.get("aiortc", "?"), vers.get("aioice", "?"), vers.get("coturn", "?"), args.relay_mode, args.sessions,
                 args.warmup, args.seconds, t_total))
     L.append("")
     L.append("Modelled one-way delays: access (client to ingress / TURN) %g ms, backbone (ingress / TURN to owner) "

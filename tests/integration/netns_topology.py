@@ -107,6 +107,133 @@ def http_get_in(ns, host, port, path, timeout=2.0):
         sock.close()
 
 
+class HttpSplice:
+    """Listens on 127.0.0.1 in listen_ns; each connection is joined to a new connection to
+    upstream made from upstream_ns. Plays the geo-aware front door: every request on the
+    client->server side gets `header: value` (a client-sent one is removed). Requests are
+    framed by Content-Length (what the page and aiortc send); a chunked request body is passed
+    through unparsed after its headers."""
+
+    def __init__(self, listen_ns, upstream_ns, upstream, header=None, value=None):
+        self.upstream_ns, self.upstream = upstream_ns, upstream
+        self.header, self.value = header, value
+        self.listener = socket_in(listen_ns, socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        self.requests_tagged = 0
+        self._open = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept_loop, name="splice-accept", daemon=True).start()
+
+    def _accept_loop(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), name="splice-conn", daemon=True).start()
+
+    def _serve(self, down):
+        up = socket_in(self.upstream_ns, socket.AF_INET, socket.SOCK_STREAM)
+        with self._lock:
+            if self._closed:
+                down.close()
+                up.close()
+                return
+            self._open.update((down, up))
+            self.connections += 1
+        try:
+            up.settimeout(5.0)
+            up.connect(self.upstream)
+            up.settimeout(None)
+            pump = threading.Thread(target=self._pump, args=(up, down), daemon=True)
+            pump.start()
+            if self.header:
+                self._pump_requests(down, up)
+            else:
+                self._pump(down, up)
+            pump.join()
+        except OSError as e:
+            _log("splice connection to %s:%d failed: %s" % (self.upstream + (e,)))
+        finally:
+            with self._lock:
+                self._open.discard(down)
+                self._open.discard(up)
+            down.close()
+            up.close()
+
+    @staticmethod
+    def _pump(src, dst, buf=b""):
+        try:
+            if buf:
+                dst.sendall(buf)
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def _pump_requests(self, src, dst):
+        buf = b""
+        name = self.header.lower().encode()
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    if len(buf) > 65536:
+                        raise OSError("request head over 64 KiB")
+                    data = src.recv(65536)
+                    if not data:
+                        raise EOFError
+                    buf += data
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                lines = head.split(b"\r\n")
+                kept = [ln for ln in lines[1:] if ln.split(b":", 1)[0].strip().lower() != name]
+                length, chunked = 0, False
+                for ln in kept:
+                    k, _, v = ln.partition(b":")
+                    if k.strip().lower() == b"content-length":
+                        length = int(v.strip())
+                    elif k.strip().lower() == b"transfer-encoding" and b"chunked" in v.lower():
+                        chunked = True
+                out = b"\r\n".join([lines[0], b"%s: %s" % (self.header.encode(), self.value.encode())] + kept)
+                dst.sendall(out + b"\r\n\r\n")
+                with self._lock:
+                    self.requests_tagged += 1
+                if chunked:
+                    self._pump(src, dst, buf)
+                    return
+                while len(buf) < length:
+                    data = src.recv(65536)
+                    if not data:
+                        raise EOFError
+                    buf += data
+                dst.sendall(buf[:length])
+                buf = buf[length:]
+        except (OSError, EOFError, ValueError):
+            pass
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def close(self):
+        with self._lock:
+            self._closed = True
+            socks = list(self._open)
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+
 def make_scratch_dir():
     """A temporary directory named after this process (so a later run can sweep it if this
     one is SIGKILLed), removed by cleanup_all()."""

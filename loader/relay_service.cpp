@@ -90,7 +90,8 @@ RelayService::RelayService(const RelayConfig& config)
   UdpWorker::RecoveredHook mirror_into_xdp;
   if (xdp_)
     mirror_into_xdp = [xdp = xdp_.get()](const Flow& f) {
-      xdp->install_flow(f.key, f.value.endpoint_id, f.value.endpoint, static_cast<uint8_t>(f.value.role));
+      xdp->install_flow(f.key, f.value.endpoint_id, f.value.endpoint, static_cast<uint8_t>(f.value.role),
+                        f.value.role == FlowRole::owner ? &f.value.via : nullptr);
     };
   for (unsigned i = 0; i < config_.workers; i++)
     workers_.push_back(

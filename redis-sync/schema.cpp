@@ -79,8 +79,13 @@ void append_flow_record(const FlowRecord& record, std::string& out) {
   char buf[8];
   char* p = buf;
   if (record.kind == FlowRecord::Kind::peer_cluster) *p++ = 'c';
+  if (record.kind == FlowRecord::Kind::owner) *p++ = 'o';
   p = std::to_chars(p, buf + sizeof buf, record.id).ptr;
   out.append(buf, p);
+  if (record.kind == FlowRecord::Kind::owner) {
+    out += '@';
+    append_address(record.via, out);
+  }
 }
 
 std::string format_flow_record(const FlowRecord& record) {
@@ -94,6 +99,14 @@ std::optional<FlowRecord> parse_flow_record(std::string_view text) {
     const auto cluster = parse_endpoint_id(text.substr(1));
     if (!cluster || *cluster > 255) return std::nullopt;
     return FlowRecord::peer_cluster(static_cast<uint8_t>(*cluster));
+  }
+  if (text.starts_with('o')) {
+    const auto at = text.find('@');
+    if (at == std::string_view::npos) return std::nullopt;
+    const auto endpoint = parse_endpoint_id(text.substr(1, at - 1));
+    const auto via = SocketAddress::parse(text.substr(at + 1));
+    if (!endpoint || !via || via->port() == 0) return std::nullopt;
+    return FlowRecord::owner(*endpoint, *via);
   }
   const auto endpoint = parse_endpoint_id(text);
   if (!endpoint) return std::nullopt;

@@ -42,8 +42,9 @@ std::optional<EndpointId> parse_endpoint_id(std::string_view text);
 
 // The text of a flow record, the value of a flow key (docs/redis.md, "Flow records"): an
 // endpoint as its decimal id (version 1, which every relay reads), a peer cluster as
-// "c<cluster>" (version 2; a version-1 relay reads it as no flow, so mixed fleets degrade
-// to a STUN-recovered flow, never to a wrong one).
+// "c<cluster>" (version 2), an owner flow as "o<endpoint>@<ingress ip:port>" (version 3).
+// An older relay reads a later kind as no flow, so mixed fleets degrade to a STUN-recovered
+// flow, never to a wrong one.
 std::string format_flow_record(const FlowRecord& record);
 void append_flow_record(const FlowRecord& record, std::string& out);
 // Inverse of format_flow_record; nullopt for anything else (a record of a later version).

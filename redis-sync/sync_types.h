@@ -42,22 +42,32 @@ struct FlowKey {
 };
 
 // What a flow store record says about its flow (docs/redis.md, "Flow records"): a
-// transceiver endpoint of this cluster (a `local` flow; the only record of version 1), or
-// another cluster whose relay owns the flow (an `ingress` flow of the global relay). The
+// transceiver endpoint of this cluster (a `local` flow; the only record of version 1),
+// another cluster whose relay owns the flow (an `ingress` flow of the global relay; the
 // cluster, not its relay's address, is stored, so a recovered flow goes wherever that
-// cluster's relay is now (peers.clusters).
+// cluster's relay is now, peers.clusters), or a transceiver endpoint of this cluster that a
+// peer's ingress relay forwards to (an `owner` flow: `via` is that relay's address, the one
+// sender the recovered flow may come from, as the trust model wants).
 struct FlowRecord {
-  enum class Kind : uint8_t { endpoint, peer_cluster };
+  enum class Kind : uint8_t { endpoint, peer_cluster, owner };
   Kind kind = Kind::endpoint;
-  uint16_t id = 0;  // endpoint id (endpoint) or cluster id (peer_cluster, 1..255)
+  uint16_t id = 0;    // endpoint id (endpoint, owner) or cluster id (peer_cluster, 1..255)
+  SocketAddress via;  // owner only: the ingress relay's address
 
-  constexpr FlowRecord() = default;
+  FlowRecord() = default;
   // Implicit: an endpoint id is the version-1 record, and what most callers store.
-  constexpr FlowRecord(EndpointId endpoint) : id(endpoint) {}  // NOLINT(google-explicit-constructor)
-  static constexpr FlowRecord peer_cluster(uint8_t cluster) {
+  FlowRecord(EndpointId endpoint) : id(endpoint) {}  // NOLINT(google-explicit-constructor)
+  static FlowRecord peer_cluster(uint8_t cluster) {
     FlowRecord r;
     r.kind = Kind::peer_cluster;
     r.id = cluster;
+    return r;
+  }
+  static FlowRecord owner(EndpointId endpoint, const SocketAddress& via) {
+    FlowRecord r;
+    r.kind = Kind::owner;
+    r.id = endpoint;
+    r.via = via;
     return r;
   }
 

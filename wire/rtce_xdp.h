@@ -141,7 +141,7 @@ struct rtce_xdp_flow_event {
 	struct rtce_flow_key key;
 	struct rtce_xdp_endpoint endpoint;
 	__u16 endpoint_id;
-	__u8 role; /* the flow's; only local flows go to the flow store */
+	__u8 role; /* the flow's; the loader mirrors each role to the flow store */
 	__u8 pad;
 	__u32 pad2;
 	__u64 timestamp_ns; /* bpf_ktime_get_ns() */

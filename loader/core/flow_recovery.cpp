@@ -84,11 +84,29 @@ bool FlowRecovery::take_token(Nanos now) {
   return true;
 }
 
+namespace {
+bool same_sender(const sockaddr_in6& a, const sockaddr_in6& b) {
+  return a.sin6_port == b.sin6_port && std::memcmp(&a.sin6_addr, &b.sin6_addr, sizeof a.sin6_addr) == 0;
+}
+}  // namespace
+
+const sockaddr_in6* FlowRecovery::waiting_sender(const rtce_flow_key& key) const {
+  const int w = find_waiting(key);
+  if (w < 0 || !waiting_[static_cast<size_t>(w)].from_peer) return nullptr;
+  return &waiting_[static_cast<size_t>(w)].from;
+}
+
 FlowRecovery::MissOutcome FlowRecovery::on_miss(const rtce_flow_key& key, uint16_t vip_socket,
-                                                const uint8_t* data, size_t len, Nanos now) {
-  if (const int w = find_waiting(key); w >= 0)
-    return store_packet(waiting_[static_cast<size_t>(w)], data, len) ? MissOutcome::queued
-                                                                     : MissOutcome::queue_full;
+                                                const uint8_t* data, size_t len, Nanos now,
+                                                const sockaddr_in6* from) {
+  if (const int w = find_waiting(key); w >= 0) {
+    Waiting& entry = waiting_[static_cast<size_t>(w)];
+    // One flow, one sender: a second peer relay (or a client and a peer) cannot add its
+    // datagrams to packets that the record will be checked against for someone else.
+    if (entry.from_peer != (from != nullptr) || (from && !same_sender(entry.from, *from)))
+      return MissOutcome::wrong_sender;
+    return store_packet(entry, data, len) ? MissOutcome::queued : MissOutcome::queue_full;
+  }
   const uint64_t h = hash_of(key);
   if (recently_missing(h, now)) return MissOutcome::known_missing;
   if (waiting_count_ >= waiting_.size() || free_slots_.empty() || len > options_.max_packet)
@@ -101,6 +119,8 @@ FlowRecovery::MissOutcome FlowRecovery::on_miss(const rtce_flow_key& key, uint16
   entry.hash = h;
   entry.started = now;
   entry.vip_socket = vip_socket;
+  entry.from_peer = from != nullptr;
+  entry.from = from ? *from : sockaddr_in6{};
   entry.count = 0;
   waiting_count_++;
   store_packet(entry, data, len);

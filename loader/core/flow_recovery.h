@@ -6,9 +6,14 @@
 // pool allocated once, with framing headroom) until the reply comes or the lookup times
 // out. Everything is bounded: flows waiting, packets per flow, pool slots, and lookups per
 // second (a token bucket, so a flood of spoofed sources cannot turn into a flood of Redis
-// reads). A flow the store did not have is remembered for a while, so its packets do not
-// ask again. No sockets and no clock of its own: the worker passes `now`.
+// reads). A flow that waits for datagrams of a peer relay (the global relay's owner role)
+// remembers that sender: the flow's packets from any other sender are refused, and the
+// caller checks the sender against the record before it installs the flow. A flow the store did not have is
+// remembered for a while, so its packets do not ask again. No sockets and no clock of its own: the worker
+// passes `now`.
 #pragma once
+
+#include <netinet/in.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -38,12 +43,17 @@ class FlowRecovery {
     queue_full,      // dropped: no room (flows, packets of this flow, or pool)
     rate_limited,    // dropped: the lookup budget is spent
     known_missing,   // dropped: the store said recently it has no such flow
+    wrong_sender,    // dropped: the flow waits for datagrams of another sender
   };
 
   explicit FlowRecovery(const Options& options);
 
+  // `from`: the peer relay a forwarded datagram came from; nullptr for a client's datagram.
   MissOutcome on_miss(const rtce_flow_key& key, uint16_t vip_socket, const uint8_t* data, size_t len,
-                      Nanos now);
+                      Nanos now, const sockaddr_in6* from = nullptr);
+  // The peer relay the packets waiting for `key` came from; nullptr if they are a client's
+  // or nothing waits.
+  const sockaddr_in6* waiting_sender(const rtce_flow_key& key) const;
 
   // A reply for `key`: calls fn(packet, len, vip_socket) for each waiting packet, oldest
   // first (packet has options.headroom writable bytes before it), then forgets the flow.
@@ -76,6 +86,8 @@ class FlowRecovery {
     uint64_t hash = 0;  // 0 = free entry
     Nanos started = 0;
     uint16_t vip_socket = 0;
+    bool from_peer = false;
+    sockaddr_in6 from{};
     uint32_t count = 0;
     std::vector<uint32_t> slots;  // sized once, packets_per_flow
   };

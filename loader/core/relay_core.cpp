@@ -159,13 +159,12 @@ Flow* RelayCore::insert_flow(const rtce_flow_key& key, const rtce_hint& hint, co
 
 bool RelayCore::put_to_store(const rtce_flow_key& key, const FlowValue& value) {
   // A local flow's record names its endpoint, an ingress flow's the owning cluster (its
-  // endpoint_id). An owner flow is rebuilt from the client's next check instead
-  // (docs/global-relay.md, "Failure cases").
+  // endpoint_id), an owner flow's its endpoint and the ingress relay it comes from.
+  flow_store_activity_ = true;
   switch (value.role) {
-    case FlowRole::local: flow_store_activity_ = true; return store_.outbox->put(key, value.endpoint_id);
-    case FlowRole::ingress:
-      flow_store_activity_ = true;
-      return store_.outbox->put_ingress(key, static_cast<uint8_t>(value.endpoint_id));
+    case FlowRole::local: return store_.outbox->put(key, value.endpoint_id);
+    case FlowRole::ingress: return store_.outbox->put_ingress(key, static_cast<uint8_t>(value.endpoint_id));
+    case FlowRole::owner: return store_.outbox->put_owner(key, value.endpoint_id, value.via);
     default: return false;
   }
 }
@@ -244,12 +243,17 @@ std::optional<ToTransceiver> RelayCore::on_peer_packet(const sockaddr_in6& from,
       return std::nullopt;
     }
     flow->value.via = from;
+    // The store's record names the sender a recovery accepts: it moves with the flow.
+    if (store_.outbox && put_to_store(key, flow->value)) {
+      flow->stored = now;
+      counters_.flow_store_puts.add();
+    }
   }
   if (!flow) {
     uint32_t off = 0, ulen = 0;
     switch (server_ufrag_of(payload, payload_len, off, ulen)) {
       case Check::binding_request: break;
-      case Check::not_stun: counters_.drop(DropReason::no_flow); return std::nullopt;
+      case Check::not_stun: return on_miss(key, 0, packet, len, now, &from);
       case Check::dropped: return std::nullopt;
     }
     // The ingress verified the hint with this cluster's keys; verifying again costs one
@@ -395,12 +399,13 @@ void RelayCore::attach_flow_store(const FlowStoreLink& link) {
 }
 
 std::optional<ToTransceiver> RelayCore::on_miss(const rtce_flow_key& key, uint16_t vip_socket,
-                                                uint8_t* packet, size_t len, Nanos now) {
+                                                uint8_t* packet, size_t len, Nanos now,
+                                                const sockaddr_in6* from) {
   if (!recovery_) {
     counters_.drop(DropReason::no_flow);
     return std::nullopt;
   }
-  switch (recovery_->on_miss(key, vip_socket, packet, len, now)) {
+  switch (recovery_->on_miss(key, vip_socket, packet, len, now, from)) {
     case FlowRecovery::MissOutcome::lookup_started:
       counters_.packets_waited.add();
       counters_.flow_lookups.add();
@@ -411,6 +416,7 @@ std::optional<ToTransceiver> RelayCore::on_miss(const rtce_flow_key& key, uint16
     case FlowRecovery::MissOutcome::queue_full: counters_.drop(DropReason::flow_lookup_queue_full); break;
     case FlowRecovery::MissOutcome::rate_limited: counters_.drop(DropReason::flow_lookup_rate_limited); break;
     case FlowRecovery::MissOutcome::known_missing: counters_.drop(DropReason::no_flow); break;
+    case FlowRecovery::MissOutcome::wrong_sender: counters_.drop(DropReason::peer_wrong_sender); break;
   }
   return std::nullopt;
 }
@@ -434,7 +440,6 @@ void RelayCore::refresh_stored_flows(Nanos now) {
   slots = std::clamp<uint64_t>(slots, std::min<uint64_t>(capacity, std::max<uint64_t>(256, capacity / 50)),
                                capacity);
   flows_.visit_slots(refresh_cursor_, static_cast<uint32_t>(slots), [&](Flow& f) {
-    if (f.value.role == FlowRole::owner) return;
     if (budget == 0 || f.last_seen <= f.stored || now - f.stored < store_.refresh_interval) return;
     budget--;
     if (put_to_store(f.key, f.value)) {

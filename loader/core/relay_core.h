@@ -146,6 +146,14 @@ class FlowStoreOutbox {
     (void)cluster;
     return false;
   }
+  // An owner flow: this cluster's endpoint and the ingress relay the flow comes from, the
+  // one sender a recovery accepts for it.
+  virtual bool put_owner(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& via) {
+    (void)key;
+    (void)endpoint_id;
+    (void)via;
+    return false;
+  }
   virtual bool lookup(const rtce_flow_key& key) = 0;
 };
 
@@ -206,12 +214,13 @@ class RelayCore {
   bool has_flow_store() const { return recovery_ != nullptr; }
 
   // The flow store's answer for `key` (endpoint_id 0: no such flow, or no answer; with
-  // role ingress, endpoint_id is the owning cluster). Calls emit(ToTransceiver) for every
-  // packet that waited, and returns the flow it installed (nullptr if none) so the caller
-  // can mirror it, e.g. into the XDP flows map.
+  // role ingress, endpoint_id is the owning cluster; with role owner, `via` is the ingress
+  // relay the record names, which must be the sender of the packets that waited). Calls
+  // emit(ToTransceiver) for every packet that waited, and returns the flow it installed
+  // (nullptr if none) so the caller can mirror it, e.g. into the XDP flows map.
   template <typename Emit>
   const Flow* on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now, Emit&& emit,
-                              FlowRole role = FlowRole::local);
+                              FlowRole role = FlowRole::local, const sockaddr_in6* via = nullptr);
 
   // True once since the last call if this core handed the outbox anything (the caller
   // then wakes the flow sync once per batch).
@@ -282,17 +291,29 @@ class RelayCore {
     counters_.role_bytes[static_cast<size_t>(role)][static_cast<size_t>(d)].add(bytes);
   }
 
+  // A non-STUN packet of an unknown flow: waits for a flow store lookup, or is dropped
+  // (counted). `from`: the peer relay of a forwarded datagram (owner role), else nullptr.
   std::optional<ToTransceiver> on_miss(const rtce_flow_key& key, uint16_t vip_socket, uint8_t* packet,
-                                       size_t len, Nanos now);
+                                       size_t len, Nanos now, const sockaddr_in6* from = nullptr);
   void refresh_stored_flows(Nanos now);
-  // Hands a local or ingress flow to the flow store (owner flows are not stored); true if
-  // the outbox took it.
+  // Hands a flow to the flow store by its role; true if the outbox took it.
   bool put_to_store(const rtce_flow_key& key, const FlowValue& value);
   std::optional<ToClient> on_passed_up_return(const sockaddr_in6& from, const rtce_flow_key& key,
                                               const SocketAddress& client, const SocketAddress& vip,
                                               const uint8_t* payload, size_t len);
-  // Frames a packet that waited for a lookup and counts it forwarded.
+  // Frames a packet that waited for a lookup and counts it forwarded. An owner flow's
+  // packets came framed by the ingress relay and go on unchanged.
   ToTransceiver forward_waited(const Flow& flow, uint8_t* packet, size_t len) {
+    if (flow.value.role == FlowRole::owner) {
+      rtce_pp2_flow pp{};
+      uint32_t payload_off = 0;
+      rtce_pp2_parse(packet, static_cast<uint32_t>(len), &pp, &payload_off);  // parsed when it waited
+      len -= payload_off;
+      counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
+      counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
+      count_forwarded(FlowRole::owner, Direction::client_to_transceiver, len);
+      return ToTransceiver{packet, len + payload_off, &flow.value.endpoint};
+    }
     counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
     counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
     count_forwarded(flow.value.role, Direction::client_to_transceiver, len);
@@ -321,16 +342,37 @@ class RelayCore {
   uint32_t passed_up_lookups_left_ = 0;
 };
 
+rtce_flow_key make_flow_key(const SocketAddress& client, const SocketAddress& vip);
+bool same_endpoint(const sockaddr_in6& a, const sockaddr_in6& b);
+
 template <typename Emit>
 const Flow* RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now, Emit&& emit,
-                                       FlowRole role) {
+                                       FlowRole role, const sockaddr_in6* via) {
   if (!recovery_) return nullptr;
+  // Packets a peer relay forwarded wait for an owner record that names that relay; a
+  // client's packets for a record of theirs. Anything else is not this flow's sender.
+  const sockaddr_in6* sender = recovery_->waiting_sender(key);
+  const bool sender_matches =
+      sender ? role == FlowRole::owner && via && same_endpoint(*via, *sender) : role != FlowRole::owner;
   if (Flow* existing = flows_.find(key)) {
     // A STUN created the flow while these packets waited: its hint is newer than the store.
+    const bool same_sender =
+        sender ? existing->value.role == FlowRole::owner && same_endpoint(existing->value.via, *sender)
+               : existing->value.role != FlowRole::owner;
     recovery_->on_reply(key, true, now, [&](uint8_t* packet, size_t len, uint16_t) {
-      emit(forward_waited(*existing, packet, len));
+      if (same_sender)
+        emit(forward_waited(*existing, packet, len));
+      else
+        counters_.drop(DropReason::peer_wrong_sender);
     });
     return existing;
+  }
+  if (endpoint_id && !sender_matches) {
+    // Found, but for another sender: not remembered as missing, so the record's own sender
+    // still recovers the flow.
+    const uint32_t n = recovery_->on_reply(key, /*found=*/true, now, [](const uint8_t*, size_t, uint16_t) {});
+    counters_.dropped[static_cast<size_t>(DropReason::peer_wrong_sender)].add(n);
+    return nullptr;
   }
   // An ingress flow's record names its cluster: it goes to that cluster's relay as
   // peers.clusters has it now, so a flow whose cluster moved while this relay was down
@@ -363,8 +405,11 @@ const Flow* RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoi
       FlowValue value;
       value.endpoint = *target;
       value.endpoint_id = endpoint_id;
-      value.vip_socket = vip_socket;
-      value.role = role == FlowRole::ingress ? FlowRole::ingress : FlowRole::local;
+      value.role = role;
+      if (role == FlowRole::owner)
+        value.via = *via;
+      else
+        value.vip_socket = vip_socket;
       auto inserted = flows_.insert(key, value, now);
       if (!inserted.flow) {
         refused = true;
@@ -384,8 +429,5 @@ const Flow* RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoi
   });
   return flow;
 }
-
-rtce_flow_key make_flow_key(const SocketAddress& client, const SocketAddress& vip);
-bool same_endpoint(const sockaddr_in6& a, const sockaddr_in6& b);
 
 }  // namespace rtce

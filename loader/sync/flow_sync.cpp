@@ -20,8 +20,14 @@ FlowKey to_flow_key(const rtce_flow_key& key) {
                  SocketAddress::from_bytes(key.family, key.vip_addr, ntohs(key.vip_port_be))};
 }
 
-FlowRecord to_flow_record(FlowRole role, uint16_t id) {
-  return role == FlowRole::ingress ? FlowRecord::peer_cluster(static_cast<uint8_t>(id)) : FlowRecord(id);
+FlowRecord to_flow_record(FlowRole role, uint16_t id, const sockaddr_in6& via) {
+  switch (role) {
+    case FlowRole::ingress: return FlowRecord::peer_cluster(static_cast<uint8_t>(id));
+    case FlowRole::owner:
+      return FlowRecord::owner(
+          id, SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&via), sizeof via).unmapped());
+    default: return FlowRecord(id);
+  }
 }
 
 FlowLookupReply to_lookup_reply(const rtce_flow_key& key, const std::optional<FlowRecord>& record) {
@@ -29,7 +35,14 @@ FlowLookupReply to_lookup_reply(const rtce_flow_key& key, const std::optional<Fl
   reply.key = key;
   if (record) {
     reply.endpoint_id = record->id;
-    reply.role = record->kind == FlowRecord::Kind::peer_cluster ? FlowRole::ingress : FlowRole::local;
+    switch (record->kind) {
+      case FlowRecord::Kind::peer_cluster: reply.role = FlowRole::ingress; break;
+      case FlowRecord::Kind::owner:
+        reply.role = FlowRole::owner;
+        reply.via = record->via.to_v6_mapped();
+        break;
+      default: reply.role = FlowRole::local; break;
+    }
   }
   return reply;
 }
@@ -113,7 +126,7 @@ void FlowSync::drain() {
     FlowSyncChannel* channel = channel_ptr.get();
     channel->requests_.consume_all([&](const FlowSyncRequest& r) {
       if (r.op == FlowSyncRequest::Op::put) {
-        put_batch_.push_back(FlowEntry{to_flow_key(r.key), to_flow_record(r.role, r.endpoint_id)});
+        put_batch_.push_back(FlowEntry{to_flow_key(r.key), to_flow_record(r.role, r.endpoint_id, r.via)});
         return;
       }
       counters_.lookups.add();

@@ -28,15 +28,17 @@ namespace rtce {
 struct FlowSyncRequest {
   enum class Op : uint8_t { put, lookup };
   Op op = Op::put;
-  FlowRole role = FlowRole::local;  // put only: local or ingress
+  FlowRole role = FlowRole::local;  // put only
   uint16_t endpoint_id = 0;         // put only: the endpoint, or an ingress flow's cluster
   rtce_flow_key key{};
+  sockaddr_in6 via{};  // put of an owner flow: the ingress relay it comes from (v4-mapped)
 };
 
 struct FlowLookupReply {
   rtce_flow_key key{};
   uint16_t endpoint_id = 0;         // 0: the store has no such flow, or could not answer
   FlowRole role = FlowRole::local;  // ingress: endpoint_id is the owning cluster
+  sockaddr_in6 via{};               // owner: the ingress relay the flow comes from (v4-mapped)
   bool store_reachable = true;
 };
 
@@ -52,6 +54,9 @@ class FlowSyncChannel final : public FlowStoreOutbox {
   }
   bool put_ingress(const rtce_flow_key& key, uint8_t cluster) override {
     return push(FlowSyncRequest{FlowSyncRequest::Op::put, FlowRole::ingress, cluster, key});
+  }
+  bool put_owner(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& via) override {
+    return push(FlowSyncRequest{FlowSyncRequest::Op::put, FlowRole::owner, endpoint_id, key, via});
   }
   bool lookup(const rtce_flow_key& key) override {
     return push(FlowSyncRequest{FlowSyncRequest::Op::lookup, FlowRole::local, 0, key});
@@ -124,9 +129,9 @@ class FlowSync {
 };
 
 FlowKey to_flow_key(const rtce_flow_key& key);
-// Between the core's (role, id) and the store's record: local flows name an endpoint,
-// ingress flows their owning cluster.
-FlowRecord to_flow_record(FlowRole role, uint16_t id);
+// Between the core's (role, id, via) and the store's record: local flows name an endpoint,
+// ingress flows their owning cluster, owner flows an endpoint and the ingress relay (`via`).
+FlowRecord to_flow_record(FlowRole role, uint16_t id, const sockaddr_in6& via = {});
 FlowLookupReply to_lookup_reply(const rtce_flow_key& key, const std::optional<FlowRecord>& record);
 
 }  // namespace rtce

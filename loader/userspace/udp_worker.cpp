@@ -338,14 +338,16 @@ void UdpWorker::drain_flow_replies(Nanos now) {
   flow_channel_->drain_replies([&](const FlowLookupReply& reply) {
     // XDP mode: the program sends the rest of a recovered ingress flow from the XDP relay
     // address and return port, and the owning relay's flow belongs to one sender
-    // (peer_wrong_sender otherwise), so the packets that waited leave from there too.
-    const bool from_xdp_port = reply.role == FlowRole::ingress && !passed_up_fds_.empty();
+    // (peer_wrong_sender otherwise), so the packets that waited leave from there too; an
+    // owner flow's, so that its transceiver sees one relay address throughout.
+    const bool from_xdp_port =
+        (reply.role == FlowRole::ingress || reply.role == FlowRole::owner) && !passed_up_fds_.empty();
     const Flow* flow = core_.on_lookup_reply(
         reply.key, reply.endpoint_id, now,
         [&](const ToTransceiver& out) {
           if (!from_xdp_port || !send_from_xdp_port(out)) queue_to_transceiver(out);
         },
-        reply.role);
+        reply.role, &reply.via);
     if (flow && on_recovered_) on_recovered_(*flow);
   });
   flush_to_transceivers();

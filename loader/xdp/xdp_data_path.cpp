@@ -47,8 +47,8 @@ void XdpDataPath::attach_flow_store(FlowStoreOutbox* sink, Nanos refresh_interva
 bool XdpDataPath::take_flow_store_activity() { return flows_->take_flow_store_activity(); }
 
 void XdpDataPath::install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint,
-                               uint8_t role) {
-  flows_->install_flow(key, endpoint_id, endpoint, role);
+                               uint8_t role, const sockaddr_in6* via) {
+  flows_->install_flow(key, endpoint_id, endpoint, role, via);
 }
 
 bool XdpDataPath::find(const rtce_flow_key& key, sockaddr_in6& endpoint, uint16_t& endpoint_id) const {

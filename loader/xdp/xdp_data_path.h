@@ -60,9 +60,10 @@ class XdpDataPath : public PassedUpFlows {
   // True once since the last call if the sink was handed anything.
   bool take_flow_store_activity();
   // Installs a flow recovered from the store into the flows map, so its next packets take
-  // XDP. Callable from any thread (one map update).
+  // XDP; an owner flow with the ingress relay it comes from (`via`, into owner_via).
+  // Callable from any thread (a map update or two).
   void install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint,
-                    uint8_t role = RTCE_RELAY_ROLE_LOCAL);
+                    uint8_t role = RTCE_RELAY_ROLE_LOCAL, const sockaddr_in6* via = nullptr);
   uint64_t flows_installed() const;
   // PassedUpFlows: the flows map entry of a reply the program passed up. Callable from any
   // thread (one map lookup).

@@ -177,20 +177,27 @@ void XdpFlows::attach_flow_store(FlowStoreOutbox* sink, Nanos refresh_interval) 
 
 bool XdpFlows::mirror(const rtce_flow_key& key, uint8_t role, uint16_t endpoint_id) {
   // A local flow's record names its transceiver endpoint, an ingress flow's the owning
-  // cluster (the program keeps the cluster id in endpoint_id). Owner flows are not stored:
-  // a restarted owner rebuilds them from the peer's next check (docs/global-relay.md,
-  // Failure cases).
+  // cluster (the program keeps the cluster id in endpoint_id), an owner flow's its endpoint
+  // and the ingress relay of owner_via (the program writes it right after the event; one
+  // still missing is put by the next refresh).
   switch (role) {
     case RTCE_RELAY_ROLE_LOCAL: store_sink_->put(key, endpoint_id); return true;
     case RTCE_RELAY_ROLE_INGRESS:
       store_sink_->put_ingress(key, static_cast<uint8_t>(endpoint_id));
       return true;
+    case RTCE_RELAY_ROLE_OWNER: {
+      rtce_xdp_endpoint via{};
+      if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.owner_via), &key, &via) != 0) return false;
+      const SocketAddress addr = SocketAddress::from_bytes(via.family, via.addr, ntohs(via.port_be));
+      store_sink_->put_owner(key, endpoint_id, addr.to_v6_mapped());
+      return true;
+    }
     default: return false;
   }
 }
 
 void XdpFlows::install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint,
-                            uint8_t role) {
+                            uint8_t role, const sockaddr_in6* via) {
   SocketAddress addr =
       SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&endpoint), sizeof endpoint).unmapped();
   rtce_xdp_flow value{};
@@ -200,9 +207,21 @@ void XdpFlows::install_flow(const rtce_flow_key& key, uint16_t endpoint_id, cons
   value.role = role;
   value.last_seen_ns = static_cast<uint64_t>(monotonic_now());
   value.created_ns = value.last_seen_ns;
+  const int flows_fd = bpf_map__fd(skel_->maps.flows);
+  if (role == RTCE_RELAY_ROLE_OWNER) {
+    // The return path needs the flow's ingress relay before the flow exists in the map; a
+    // flow the program created meanwhile (a check) keeps the relay it wrote.
+    rtce_xdp_flow existing{};
+    if (!via || bpf_map_lookup_elem(flows_fd, &key, &existing) == 0) return;
+    const SocketAddress peer =
+        SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(via), sizeof *via).unmapped();
+    rtce_xdp_endpoint via_value{};
+    via_value.family = peer.to_bytes(via_value.addr);
+    via_value.port_be = htons(peer.port());
+    if (bpf_map_update_elem(bpf_map__fd(skel_->maps.owner_via), &key, &via_value, BPF_ANY) != 0) return;
+  }
   // BPF_NOEXIST: if the program created the flow meanwhile (a STUN check), keep its entry.
-  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.flows), &key, &value, BPF_NOEXIST) == 0)
-    flows_installed_.add();
+  if (bpf_map_update_elem(flows_fd, &key, &value, BPF_NOEXIST) == 0) flows_installed_.add();
 }
 
 }  // namespace rtce

@@ -40,10 +40,10 @@ class XdpFlows {
     store_activity_ = false;
     return was;
   }
-  // A flow recovered from the store; `role` local (endpoint_id: the endpoint) or ingress
-  // (endpoint_id: the cluster, `endpoint` its relay).
+  // A flow recovered from the store; `role` local (endpoint_id: the endpoint), ingress
+  // (endpoint_id: the cluster, `endpoint` its relay) or owner (`via`: the ingress relay).
   void install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint,
-                    uint8_t role = RTCE_RELAY_ROLE_LOCAL);
+                    uint8_t role = RTCE_RELAY_ROLE_LOCAL, const sockaddr_in6* via = nullptr);
   uint32_t expire_idle_flows(Nanos now);
   void use_key_walk() { sweep_.walk = true; }
 

@@ -23,6 +23,7 @@ namespace {
 struct QueueOutbox : rtce::FlowStoreOutbox {
   bool put(const rtce_flow_key&, uint16_t) override { return true; }
   bool put_ingress(const rtce_flow_key&, uint8_t) override { return true; }
+  bool put_owner(const rtce_flow_key&, uint16_t, const sockaddr_in6&) override { return true; }
   bool lookup(const rtce_flow_key& key) override {
     if (lookups.size() >= 64) return false;
     lookups.push_back(key);
@@ -85,8 +86,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const rtce_flow_key key = h.outbox.lookups.front();
     h.outbox.lookups.pop_front();
     const uint16_t endpoint_ids[4] = {0, 2, 3, 2};  // missing, known, unknown, known
-    // Bit 5: the record of an ingress flow, naming a cluster (2: served, 3: not).
-    const rtce::FlowRole role = selector & 0x20 ? rtce::FlowRole::ingress : rtce::FlowRole::local;
+    // Bit 5: the record of an ingress flow, naming a cluster (2: served, 3: not). Bit 4: of
+    // an owner flow, naming the trusted peer that sends (bit 2 clear) or another one.
+    const rtce::FlowRole role = selector & 0x20   ? rtce::FlowRole::ingress
+                                : selector & 0x10 ? rtce::FlowRole::owner
+                                                  : rtce::FlowRole::local;
+    const sockaddr_in6 via =
+        rtce::SocketAddress::parse(selector & 0x04 ? "198.18.100.9:40100" : "198.18.100.1:40100")
+            ->to_v6_mapped();
     // A flow already there (made by a STUN, or by an earlier answer for the same key) keeps
     // its endpoint; otherwise the record's kind says where the packets go.
     const rtce::Flow* existing = h.core->flows().find(key);
@@ -102,7 +109,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           if (!rtce::same_endpoint(*out.endpoint, target)) abort();
           if (out.len - off > 1500) abort();  // only what fits a waiting slot waits
         },
-        role);
+        role, &via);
   } else if (selector & 0x80) {
     auto out = h.core->on_transceiver_packet(h.endpoint, buffer + rtce::kFramingHeadroom, size - 1);
     if (out && out->len > size) abort();

@@ -23,8 +23,10 @@ docs/global-relay.md. The client streams media (one datagram per 20 ms) and, in 
 owner-restart case, a consent check every 2.5 s, like Chromium:
   (a) the ingress relay restarted mid-call: it recovers the flow from the store, and the
       media reaches the transceiver again with no check sent since the restart;
-  (b) the owning cluster's relay restarted: media resumes after the client's next check;
-      so it does when the ingress restarts on another return address (peer_wrong_sender);
+  (b) the owning cluster's relay restarted: with a flow store of its own it recovers its
+      owner flow (the record names the ingress relay it comes from) and media resumes with
+      no check sent; without one, after the client's next check; so it does when the ingress
+      restarts on another return address (peer_wrong_sender);
   (c) a reload moves cluster 2's relay: a live flow and a recovered one follow it, and a
       relay restarted after the move recovers its flows to the new address.
 Each prints the measured gap.
@@ -408,10 +410,10 @@ class GlobalRelayFailureTest(GlobalRelayTest):
         wait_for(lambda: self.owner.ready(), 15, "owner relay ready")
         self.vip = ("127.0.0.1", self.vip_port)
 
-    def start_owner(self):
+    def start_owner(self, flow_store=False):
         owner = Relay("relay-b-owner", self.tmp, self.keys2, 2, [
             "--endpoints", "7=127.0.0.1:%d" % self.ep_port, "--peers-listen", "127.0.0.2:%d" % self.peer_port,
-            "--peers-trusted", "127.0.0.1/32"])
+            "--peers-trusted", "127.0.0.1/32"] + (["--flow-store-redis-url", self.redis.url] if flow_store else []))
         self.addCleanup(owner.stop)
         return owner
 
@@ -492,6 +494,41 @@ class GlobalRelayFailureTest(GlobalRelayTest):
         self.assertGreaterEqual(self.ingress.metrics().get("rtcedge_relay_flows_recovered_total"), 1)
         print("\n[measured] ingress restart on another return port (check every 2.5 s): media outage %.0f ms, "
               "%d datagrams of 20 ms lost" % (stream.outage_after(stopped) * 1e3, stream.lost()), file=sys.stderr)
+
+    def test_a_restarted_owner_relay_with_a_flow_store_takes_media_again_before_any_check(self):
+        self.owner.stop()
+        self.owner = self.start_owner(flow_store=True)
+        wait_for(self.owner.ready, 15, "owner relay ready with a flow store")
+        client = self.client()
+        ufrag = self.call(client)
+        # Cluster 2's record of the same flow: its endpoint and the ingress relay it comes via.
+        key = "rtce:{c2}:flow:127.0.0.1:%d|127.0.0.1:%d" % (client.getsockname()[1], self.vip_port)
+        record = wait_for(lambda: self.redis.command("GET", key), 5, "the owner flow's record in the store")
+        self.assertEqual(record, "o7@127.0.0.1:%d" % self.return_port)
+        with MediaStream(client, self.vip, ufrag) as stream:
+            wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
+            stopped = time.monotonic()
+            mark = self.tlog.mark()
+            self.owner.stop()
+            self.owner = self.start_owner(flow_store=True)
+            wait_for(self.owner.ready, 15, "owner relay ready again")
+            up = time.monotonic()
+            first = min(wait_for(lambda: stream.echoed_since(up), 5, "media echoed after the owner restart"))
+            events = wait_for(lambda: [e for e in self.tlog.events_since(mark) if e["event"] == "data"] and
+                              self.tlog.events_since(mark), 5, "media at the transceiver")
+        self.assertFalse(stream.checks_sent, "the stream sent a check")
+        self.assertEqual([e for e in events if e["event"] == "stun"], [], "a check reached the transceiver")
+        self.assertEqual(tuple(events[0]["client"]), client.getsockname())
+        m = self.owner.metrics()
+        self.assertGreaterEqual(m.get("rtcedge_relay_flows_recovered_total"), 1)
+        self.assertGreaterEqual(m.get("rtcedge_relay_flow_store_lookups_total", result="found"), 1)
+        self.assertEqual(m.get("rtcedge_relay_flows_created_total"), 0, "the restarted owner made a flow")
+        self.assertGreaterEqual(m.get("rtcedge_relay_role_packets_total", role="owner",
+                                      direction="transceiver_to_client"), 1)
+        print("\n[measured] owner restart with a flow store: media outage %.0f ms, %d datagrams of 20 ms lost "
+              "(stop to /readyz: %.0f ms; first echo %.0f ms after /readyz)"
+              % (stream.outage_after(stopped) * 1e3, stream.lost(), (up - stopped) * 1e3, (first - up) * 1e3),
+              file=sys.stderr)
 
     def test_a_restarted_owner_relay_takes_media_again_after_the_next_check(self):
         client = self.client()

@@ -1491,7 +1491,36 @@ class RedisInNamespace:
         return any(needle in k for k in self.flow_keys())
 
 
-class FlowRecoveryTest(RelayTestCase):
+class PeerIngress:
+    """An ingress relay of the global relay (cluster 9, userspace) in the client namespace,
+    VIP INGRESS_VIP, that forwards flows whose hint names CLUSTER to the relay under test's
+    peers.listen (198.18.0.1:PEER_PORT), which owns them."""
+
+    PEER_PORT = 24480
+    INGRESS_VIP = "198.18.0.250"
+    INGRESS_ADMIN = 24490
+
+    def start_ingress(self):
+        run_in = self.topo.client
+        subprocess.run(["ip", "-n", run_in, "addr", "replace", "%s/32" % self.INGRESS_VIP, "dev", "lo"],
+                       check=True, timeout=10)
+        self.addCleanup(subprocess.run, ["ip", "-n", run_in, "addr", "del", "%s/32" % self.INGRESS_VIP, "dev", "lo"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+        peers = os.path.join(STATE["tmp"], "owner-peers-%s.yaml" % self.MODE)
+        with open(peers, "w") as f:
+            json.dump({"peers": {"clusters": [{"cluster": CLUSTER, "address": "%s:%d" % (nt.RELAY_LINK_V4, self.PEER_PORT),
+                                               "hint_key_file": STATE["keys"]}]}}, f)
+        argv = [RELAY_BIN, "--listen", "%s:3478" % self.INGRESS_VIP, "--return-listen", "[::]:24410",
+                "--workers", "1", "--pin-cpus", "false", "--cluster-id", "9", "--hint-key-file", STATE["keys"],
+                "--admin-listen", "127.0.0.1:%d" % self.INGRESS_ADMIN, "--config", peers]
+        return self.start_side_relay(run_in, argv, self.INGRESS_ADMIN, "ingress-client-ns")
+
+    def owner_args(self):
+        return ["--peers-listen", "%s:%d" % (nt.RELAY_LINK_V4, self.PEER_PORT),
+                "--peers-trusted", "%s/32" % nt.CLIENT_V4]
+
+
+class FlowRecoveryTest(PeerIngress, RelayTestCase):
     """Flows recovered from the shared flow store (redis-sync): a relay that never saw a flow
     (restarted after SIGKILL, a second instance after a re-hash, a node whose pins are gone)
     forwards it from its first non-STUN packet, looked up in a real redis-server."""
@@ -1585,6 +1614,33 @@ class FlowRecoveryTest(RelayTestCase):
         got, arrivals, count, box = self.recovery_stream(client, vip, replace)
         self.report_gap("relay SIGKILL + restart", arrivals, box)
         self.assert_recovered_without_stun(box["relay"], client, vip, got, count)
+
+    def test_owner_relay_killed_media_resumes_from_the_store_before_any_stun(self):
+        # The global relay's owner role: the flow enters at the ingress relay in the client
+        # namespace; the relay under test owns it, stores it with that ingress as its one
+        # sender, and after a SIGKILL and restart takes the ingress's media from the store.
+        first = self.new_relay("fs-owner-a", workers=1, extra=self.owner_args() + self.store_args())
+        self.start_ingress()
+        client, vip = self.client(4), (self.INGRESS_VIP, 3478)
+        msg, src = client.stun(vip, mint(1))
+        self.check_binding_success(msg, src, client, vip, "EP1", PWD)
+        self.check_media_follows(client, vip, 1, n=1)
+        self.wait_stored(client)
+        self.assertTrue(any(self.redis.cli("GET", k).startswith("o1@%s:" % nt.CLIENT_V4)
+                            for k in self.redis.flow_keys()),
+                        "no owner record naming the ingress: %s" % [self.redis.cli("GET", k)
+                                                                    for k in self.redis.flow_keys()])
+
+        def replace():
+            first.stop(signal.SIGKILL, detach=True)
+            return self.new_relay("fs-owner-b", workers=1, ports_of=first,
+                                  extra=self.owner_args() + self.store_args())
+
+        got, arrivals, count, box = self.recovery_stream(client, vip, replace)
+        self.report_gap("owner relay SIGKILL + restart", arrivals, box)
+        m = self.assert_recovered_without_stun(box["relay"], client, vip, got, count)
+        self.assertGreaterEqual(m.get("rtcedge_relay_role_packets_total" if not self.xdp else
+                                      "rtcedge_relay_xdp_role_packets_total", role="owner", direction=T2C), 1)
 
     def test_second_instance_forwards_from_the_first_non_stun_packet(self):
         if self.xdp:
@@ -1771,7 +1827,7 @@ class GlobalRelayRedis(RedisInNamespace):
     PORT = 26380
 
 
-class GlobalOwnerTest(RelayTestCase):
+class GlobalOwnerTest(PeerIngress, RelayTestCase):
     """The owner role of the global relay in this data path: an ingress relay (cluster 9,
     userspace) runs in the client namespace with its VIP INGRESS_VIP, and forwards a flow
     whose hint names cluster CLUSTER to the relay under test's peers.listen, which hands it
@@ -1785,29 +1841,8 @@ class GlobalOwnerTest(RelayTestCase):
     EP1 unchanged and sends EP1's replies back to the ingress from peers.listen; no
     userspace worker sees any of it."""
 
-    PEER_PORT = 24480
-    INGRESS_VIP = "198.18.0.250"
-    INGRESS_ADMIN = 24490
-
-    def start_ingress(self):
-        run_in = self.topo.client
-        subprocess.run(["ip", "-n", run_in, "addr", "replace", "%s/32" % self.INGRESS_VIP, "dev", "lo"],
-                       check=True, timeout=10)
-        self.addCleanup(subprocess.run, ["ip", "-n", run_in, "addr", "del", "%s/32" % self.INGRESS_VIP, "dev", "lo"],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
-        peers = os.path.join(STATE["tmp"], "owner-peers-%s.yaml" % self.MODE)
-        with open(peers, "w") as f:
-            json.dump({"peers": {"clusters": [{"cluster": CLUSTER, "address": "%s:%d" % (nt.RELAY_LINK_V4, self.PEER_PORT),
-                                               "hint_key_file": STATE["keys"]}]}}, f)
-        argv = [RELAY_BIN, "--listen", "%s:3478" % self.INGRESS_VIP, "--return-listen", "[::]:24410",
-                "--workers", "1", "--pin-cpus", "false", "--cluster-id", "9", "--hint-key-file", STATE["keys"],
-                "--admin-listen", "127.0.0.1:%d" % self.INGRESS_ADMIN, "--config", peers]
-        return self.start_side_relay(run_in, argv, self.INGRESS_ADMIN, "ingress-client-ns")
-
     def test_a_peer_ingress_flow_is_owned_here(self):
-        owner = self.new_relay("owner", workers=1, extra=[
-            "--peers-listen", "%s:%d" % (nt.RELAY_LINK_V4, self.PEER_PORT),
-            "--peers-trusted", "%s/32" % nt.CLIENT_V4])
+        owner = self.new_relay("owner", workers=1, extra=self.owner_args())
         ingress_metrics = self.start_ingress()
         client = self.client(4)
         vip = (self.INGRESS_VIP, 3478)

@@ -90,6 +90,17 @@ TYPED_TEST(FlowStoreContract, PeerClusterRecordsRoundTrip) {
   EXPECT_EQ(restored[flow(2).client.to_string()], FlowRecord(7));
 }
 
+// An owner flow's record carries the ingress relay it comes from, and comes back as written.
+TYPED_TEST(FlowStoreContract, OwnerRecordsRoundTrip) {
+  const FlowKey owned{addr("198.51.100.8:50000"), addr("203.0.113.9:3478")};
+  const FlowRecord record = FlowRecord::owner(7, addr("198.18.0.9:3479"));
+  ASSERT_EQ(this->done([&](auto cb) { this->store_->put(owned, record, 5000ms, cb); }), true);
+  EXPECT_EQ(this->get(owned), record);
+  const std::vector<FlowEntry> batch{{flow(1), FlowRecord::owner(8, addr("[2001:db8::9]:3479"))}};
+  this->store_->put_many(batch, 5000ms);
+  EXPECT_EQ(this->get(flow(1)), FlowRecord::owner(8, addr("[2001:db8::9]:3479")));
+}
+
 TYPED_TEST(FlowStoreContract, FlowsExpireAfterTheirTtlAndRefreshExtendsIt) {
   const FlowKey idle = flow(1);
   const FlowKey active = flow(2);

@@ -262,6 +262,8 @@ class RecordingOutbox : public FlowStoreOutbox {
     rtce_flow_key key;
     uint16_t id;
     bool ingress;
+    bool owner = false;
+    sockaddr_in6 via{};
   };
   bool put(const rtce_flow_key& key, uint16_t endpoint_id) override {
     puts.push_back({key, endpoint_id, false});
@@ -269,6 +271,10 @@ class RecordingOutbox : public FlowStoreOutbox {
   }
   bool put_ingress(const rtce_flow_key& key, uint8_t cluster) override {
     puts.push_back({key, cluster, true});
+    return true;
+  }
+  bool put_owner(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& via) override {
+    puts.push_back({key, endpoint_id, false, true, via});
     return true;
   }
   bool lookup(const rtce_flow_key& key) override {
@@ -306,14 +312,31 @@ class GlobalRelayFlowStoreTest : public GlobalRelayCoreTest {
     return core.on_client_packet(client_, vip_, 0, p, len_, now);
   }
   // The store's answer for the client's flow, as the flow sync delivers it.
-  const Flow* answer(RelayCore& core, uint16_t id, FlowRole role, Nanos now) {
+  const Flow* answer(RelayCore& core, uint16_t id, FlowRole role, Nanos now,
+                     const sockaddr_in6* via = nullptr) {
     return core.on_lookup_reply(
         make_flow_key(client_, vip_), id, now,
         [&](const ToTransceiver& out) {
           sent_.push_back({std::vector<uint8_t>(out.data, out.data + out.len), *out.endpoint});
         },
-        role);
+        role, via);
   }
+  // The owner after a restart: an empty table, the same routing and store.
+  RelayCore& restarted_owner() {
+    fresh_ = std::make_unique<RelayCore>(flow_options(), owner_routing());
+    fresh_->attach_flow_store(link());
+    return *fresh_;
+  }
+  // A media datagram of the client's flow as the ingress forwards it, delivered to `owner`
+  // from `from`; `forwarded` keeps the bytes the ingress sent.
+  std::optional<ToTransceiver> peer_media(RelayCore& owner, const char* from, uint8_t seq, Nanos now) {
+    auto out = media(ingress_, seq, now);
+    if (!out) return std::nullopt;
+    forwarded_.assign(out->data, out->data + out->len);
+    peer_bytes_ = forwarded_;
+    return owner.on_peer_packet(mapped(from), peer_bytes_.data(), peer_bytes_.size(), now);
+  }
+  std::vector<uint8_t> forwarded_;
 
   struct Sent {
     std::vector<uint8_t> bytes;
@@ -324,7 +347,7 @@ class GlobalRelayFlowStoreTest : public GlobalRelayCoreTest {
   std::vector<Sent> sent_;
 };
 
-TEST_F(GlobalRelayFlowStoreTest, AnIngressFlowIsStoredWithItsClusterAndAnOwnerFlowIsNot) {
+TEST_F(GlobalRelayFlowStoreTest, AnIngressFlowIsStoredWithItsClusterAndAnOwnerFlowWithItsIngress) {
   auto out = from_client(binding_request(mint_ufrag(keys2_, 2, 7)), 10 * kSecond);
   ASSERT_TRUE(out);
   ASSERT_EQ(outbox_.puts.size(), 1u);
@@ -332,15 +355,100 @@ TEST_F(GlobalRelayFlowStoreTest, AnIngressFlowIsStoredWithItsClusterAndAnOwnerFl
   EXPECT_EQ(outbox_.puts[0].id, 2u);  // the cluster, not an endpoint, not an address
   EXPECT_TRUE(outbox_.puts[0].key == make_flow_key(client_, vip_));
   ASSERT_TRUE(to_owner(*out, kIngressReturn, 10 * kSecond));
-  EXPECT_EQ(outbox_.puts.size(), 1u) << "the owner stored its flow";
-  EXPECT_EQ(owner_.counters().flow_store_puts.get(), 0u);
+  ASSERT_EQ(outbox_.puts.size(), 2u) << "the owner did not store its flow";
+  EXPECT_TRUE(outbox_.puts[1].owner);
+  EXPECT_EQ(outbox_.puts[1].id, 7u);  // the endpoint, and the one ingress it may come from
+  EXPECT_TRUE(same_endpoint(outbox_.puts[1].via, mapped(kIngressReturn)));
+  EXPECT_TRUE(outbox_.puts[1].key == make_flow_key(client_, vip_));
+  EXPECT_EQ(owner_.counters().flow_store_puts.get(), 1u);
 
   // Refreshed like a local flow: media since the last write, one interval later.
   ASSERT_TRUE(media(ingress_, 1, 15 * kSecond));
   ingress_.expire(21 * kSecond, 16);
+  ASSERT_EQ(outbox_.puts.size(), 3u);
+  EXPECT_TRUE(outbox_.puts[2].ingress);
+  EXPECT_EQ(outbox_.puts[2].id, 2u);
+  ASSERT_TRUE(peer_media(owner_, kIngressReturn, 2, 15 * kSecond));
+  owner_.expire(21 * kSecond, 16);
+  ASSERT_EQ(outbox_.puts.size(), 4u);
+  EXPECT_TRUE(outbox_.puts[3].owner);
+  EXPECT_TRUE(same_endpoint(outbox_.puts[3].via, mapped(kIngressReturn)));
+}
+
+TEST_F(GlobalRelayFlowStoreTest, ARestartedOwnerForwardsMediaFromTheRecordsIngressBeforeAnyCheck) {
+  auto out = from_client(binding_request(mint_ufrag(keys2_, 2, 7)), kSecond);
+  ASSERT_TRUE(out);
+  ASSERT_TRUE(to_owner(*out, kIngressReturn, kSecond));
+  RelayCore& owner = restarted_owner();
+  EXPECT_FALSE(peer_media(owner, kIngressReturn, 1, 2 * kSecond));
+  const std::vector<uint8_t> first = forwarded_;
+  EXPECT_FALSE(peer_media(owner, kIngressReturn, 2, 2 * kSecond));
+  ASSERT_EQ(outbox_.lookups.size(), 1u);
+  const sockaddr_in6 via = mapped(kIngressReturn);
+  const Flow* flow = answer(owner, 7, FlowRole::owner, 2 * kSecond + 1, &via);
+  ASSERT_NE(flow, nullptr);
+  EXPECT_EQ(flow->value.role, FlowRole::owner);
+  EXPECT_TRUE(same_endpoint(flow->value.via, via));
+  EXPECT_EQ(owner.counters().flows_recovered.get(), 1u);
+  // Both datagrams that waited go to the transceiver as the ingress framed them, in order.
+  ASSERT_EQ(sent_.size(), 2u);
+  EXPECT_EQ(sent_[0].bytes, first);
+  EXPECT_EQ(sent_[1].bytes, forwarded_);
+  for (const auto& s : sent_) EXPECT_TRUE(same_endpoint(s.to, mapped(kOwnerTransceiver)));
+  EXPECT_EQ(role_packets(owner, FlowRole::owner, Direction::client_to_transceiver), 2u);
+  // The transceiver's replies go back to that ingress unchanged; the rest is a table hit.
+  auto reply = transceiver_reply({0x80, 0x6f, 0x00, 0x09});
+  auto back = owner.on_transceiver_packet(mapped(kOwnerTransceiver), reply.data(), reply.size(), 3 * kSecond);
+  ASSERT_TRUE(back);
+  ASSERT_NE(back->peer, nullptr);
+  EXPECT_TRUE(same_endpoint(*back->peer, via));
+  EXPECT_EQ(back->len, reply.size());
+  EXPECT_TRUE(peer_media(owner, kIngressReturn, 3, 3 * kSecond));
+}
+
+TEST_F(GlobalRelayFlowStoreTest, ARecoveredOwnerFlowBelongsToTheIngressItsRecordNames) {
+  auto out = from_client(binding_request(mint_ufrag(keys2_, 2, 7)), kSecond);
+  ASSERT_TRUE(out);
+  RelayCore& owner = restarted_owner();
+  // Another trusted relay sends the client's media first: it waits, and a third sender's
+  // datagram cannot join it.
+  constexpr const char* kOtherIngress = "198.18.100.9:40100";
+  EXPECT_FALSE(peer_media(owner, kOtherIngress, 1, 2 * kSecond));
+  EXPECT_FALSE(peer_media(owner, kIngressReturn, 2, 2 * kSecond));
+  EXPECT_EQ(dropped(owner, DropReason::peer_wrong_sender), 1u);
+  // The record names kIngressReturn: the other relay's datagram is refused, no flow.
+  const sockaddr_in6 via = mapped(kIngressReturn);
+  EXPECT_EQ(answer(owner, 7, FlowRole::owner, 2 * kSecond, &via), nullptr);
+  EXPECT_TRUE(sent_.empty());
+  EXPECT_EQ(owner.flows().size(), 0u);
+  EXPECT_EQ(dropped(owner, DropReason::peer_wrong_sender), 2u);
+  // Not remembered as missing: the record's own sender recovers the flow.
+  EXPECT_FALSE(peer_media(owner, kIngressReturn, 3, 2 * kSecond + 1));
+  ASSERT_EQ(outbox_.lookups.size(), 2u);
+  ASSERT_NE(answer(owner, 7, FlowRole::owner, 2 * kSecond + 2, &via), nullptr);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].bytes, forwarded_);
+  // A local record for a forwarded datagram is not an owner flow either.
+  RelayCore& again = restarted_owner();
+  EXPECT_FALSE(peer_media(again, kIngressReturn, 4, 3 * kSecond));
+  EXPECT_EQ(answer(again, 7, FlowRole::local, 3 * kSecond), nullptr);
+  EXPECT_EQ(again.flows().size(), 0u);
+}
+
+TEST_F(GlobalRelayFlowStoreTest, AnOwnerFlowThatMovesToAnotherIngressIsStoredAgainWithIt) {
+  auto out = from_client(binding_request(mint_ufrag(keys2_, 2, 7)), kSecond);
+  ASSERT_TRUE(out);
+  ASSERT_TRUE(to_owner(*out, kIngressReturn, kSecond));
   ASSERT_EQ(outbox_.puts.size(), 2u);
-  EXPECT_TRUE(outbox_.puts[1].ingress);
-  EXPECT_EQ(outbox_.puts[1].id, 2u);
+  // The client's ingress relay came back on another address: its verified check moves the
+  // flow, and the record follows at once (a recovery accepts only the record's sender).
+  constexpr const char* kMovedIngress = "198.18.100.1:40200";
+  auto check = from_client(binding_request(mint_ufrag(keys2_, 2, 7)), 2 * kSecond);
+  ASSERT_TRUE(check);
+  ASSERT_TRUE(to_owner(*check, kMovedIngress, 2 * kSecond));
+  ASSERT_EQ(outbox_.puts.size(), 3u);
+  EXPECT_TRUE(outbox_.puts[2].owner);
+  EXPECT_TRUE(same_endpoint(outbox_.puts[2].via, mapped(kMovedIngress)));
 }
 
 TEST_F(GlobalRelayFlowStoreTest, ARestartedIngressForwardsMediaFromTheStoreBeforeAnyCheck) {

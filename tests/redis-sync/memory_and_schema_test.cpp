@@ -154,16 +154,36 @@ TEST(RedisSchema, FlowRecordText) {
   EXPECT_EQ(parse_flow_record("o7@198.18.0.9:3479"), FlowRecord::owner(7, v4));
   EXPECT_EQ(parse_flow_record("o65535@[2001:db8::9]:3479"), FlowRecord::owner(65535, v6));
   EXPECT_NE(parse_flow_record("o7@198.18.0.9:3479"), FlowRecord(7));  // not a local flow of endpoint 7
-  for (const char* bad : {"", "0", "65536", "12x", "c", "c0", "c256", "c-1", "c2x", "C2", " 12", "o5", "o5@",
-                          "o@1.2.3.4:5", "o0@1.2.3.4:5", "o65536@1.2.3.4:5", "o5@1.2.3.4", "o5@1.2.3.4:0",
-                          "o5@host:5", "o5x@1.2.3.4:5", "O5@1.2.3.4:5", "o5@1.2.3.4:5 "})
+  for (const char* bad : {"",
+                          "0",
+                          "65536",
+                          "12x",
+                          "c",
+                          "c0",
+                          "c256",
+                          "c-1",
+                          "c2x",
+                          "C2",
+                          " 12",
+                          "o5",
+                          "o5@",
+                          "o@1.2.3.4:5",
+                          "o0@1.2.3.4:5",
+                          "o65536@1.2.3.4:5",
+                          "o5@1.2.3.4",
+                          "o5@1.2.3.4:0",
+                          "o5@host:5",
+                          "o5x@1.2.3.4:5",
+                          "O5@1.2.3.4:5",
+                          "o5@1.2.3.4:5 "})
     EXPECT_EQ(parse_flow_record(bad), std::nullopt) << '"' << bad << '"';
   // Older relays read an owner record as no endpoint, and not as a cluster either.
   EXPECT_EQ(parse_endpoint_id(format_flow_record(FlowRecord::owner(7, v4))), std::nullopt);
   // An older relay reads an ingress record as no endpoint at all (its parse_endpoint_id).
   EXPECT_EQ(parse_endpoint_id(format_flow_record(FlowRecord::peer_cluster(2))), std::nullopt);
-  for (const FlowRecord& r : {FlowRecord(1), FlowRecord(40000), FlowRecord::peer_cluster(1),
-                              FlowRecord::peer_cluster(9), FlowRecord::owner(3, v4), FlowRecord::owner(3, v6)})
+  for (const FlowRecord& r :
+       {FlowRecord(1), FlowRecord(40000), FlowRecord::peer_cluster(1), FlowRecord::peer_cluster(9),
+        FlowRecord::owner(3, v4), FlowRecord::owner(3, v6)})
     EXPECT_EQ(parse_flow_record(format_flow_record(r)), r);
 }
 

@@ -449,6 +449,21 @@ class GlobalRelayFailureTest(GlobalRelayTest):
         self.assertEqual(record, "c2", "an ingress flow's record names its cluster")
         return ufrag
 
+    def assert_recovered_before_any_check(self, relay, role, stream, events, client):
+        """`relay` (restarted) recovered the client's flow from the store: no check was sent
+        or reached the transceiver, which saw the client's media first; the relay made no flow
+        of its own and forwarded the replies in `role`."""
+        self.assertFalse(stream.checks_sent, "the stream sent a check")
+        self.assertEqual([e for e in events if e["event"] == "stun"], [], "a check reached the transceiver")
+        self.assertEqual(events[0]["event"], "data")
+        self.assertEqual(tuple(events[0]["client"]), client.getsockname())
+        m = relay.metrics()
+        self.assertGreaterEqual(m.get("rtcedge_relay_flows_recovered_total"), 1)
+        self.assertGreaterEqual(m.get("rtcedge_relay_flow_store_lookups_total", result="found"), 1)
+        self.assertEqual(m.get("rtcedge_relay_flows_created_total"), 0, "the restarted %s made a flow" % role)
+        self.assertGreaterEqual(m.get("rtcedge_relay_role_packets_total", role=role,
+                                      direction="transceiver_to_client"), 1)
+
     def test_a_restarted_ingress_relay_forwards_media_again_before_any_check(self):
         client = self.client()
         ufrag = self.call(client)
@@ -460,16 +475,7 @@ class GlobalRelayFailureTest(GlobalRelayTest):
             first = wait_for(lambda: stream.echoed_since(up), 5, "media echoed after the restart")
             events = wait_for(lambda: [e for e in self.tlog.events_since(mark) if e["event"] == "data"] and
                               self.tlog.events_since(mark), 5, "media at the transceiver")
-        self.assertFalse(stream.checks_sent, "the stream sent a check")
-        self.assertEqual([e for e in events if e["event"] == "stun"], [], "a check reached the transceiver")
-        self.assertEqual(events[0]["event"], "data")
-        self.assertEqual(tuple(events[0]["client"]), client.getsockname())
-        m = self.ingress.metrics()
-        self.assertGreaterEqual(m.get("rtcedge_relay_flows_recovered_total"), 1)
-        self.assertGreaterEqual(m.get("rtcedge_relay_flow_store_lookups_total", result="found"), 1)
-        self.assertEqual(m.get("rtcedge_relay_flows_created_total"), 0, "the restarted ingress made a flow")
-        self.assertGreaterEqual(m.get("rtcedge_relay_role_packets_total", role="ingress",
-                                      direction="transceiver_to_client"), 1)
+        self.assert_recovered_before_any_check(self.ingress, "ingress", stream, events, client)
         print("\n[measured] ingress restart: media outage %.0f ms, %d datagrams of 20 ms lost (stop to /readyz: "
               "%.0f ms; first echo %.0f ms after /readyz)" % (stream.outage_after(stopped) * 1e3, stream.lost(),
                                                                (up - stopped) * 1e3, (min(first) - up) * 1e3),
@@ -516,15 +522,7 @@ class GlobalRelayFailureTest(GlobalRelayTest):
             first = min(wait_for(lambda: stream.echoed_since(up), 5, "media echoed after the owner restart"))
             events = wait_for(lambda: [e for e in self.tlog.events_since(mark) if e["event"] == "data"] and
                               self.tlog.events_since(mark), 5, "media at the transceiver")
-        self.assertFalse(stream.checks_sent, "the stream sent a check")
-        self.assertEqual([e for e in events if e["event"] == "stun"], [], "a check reached the transceiver")
-        self.assertEqual(tuple(events[0]["client"]), client.getsockname())
-        m = self.owner.metrics()
-        self.assertGreaterEqual(m.get("rtcedge_relay_flows_recovered_total"), 1)
-        self.assertGreaterEqual(m.get("rtcedge_relay_flow_store_lookups_total", result="found"), 1)
-        self.assertEqual(m.get("rtcedge_relay_flows_created_total"), 0, "the restarted owner made a flow")
-        self.assertGreaterEqual(m.get("rtcedge_relay_role_packets_total", role="owner",
-                                      direction="transceiver_to_client"), 1)
+        self.assert_recovered_before_any_check(self.owner, "owner", stream, events, client)
         print("\n[measured] owner restart with a flow store: media outage %.0f ms, %d datagrams of 20 ms lost "
               "(stop to /readyz: %.0f ms; first echo %.0f ms after /readyz)"
               % (stream.outage_after(stopped) * 1e3, stream.lost(), (up - stopped) * 1e3, (first - up) * 1e3),

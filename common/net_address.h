@@ -47,6 +47,11 @@ class SocketAddress {
   sockaddr_storage storage_{};
 };
 
+// Same address and port (IPv4 as v4-mapped), whatever else the sockaddr_in6 holds.
+inline bool same_endpoint(const sockaddr_in6& a, const sockaddr_in6& b) {
+  return a.sin6_port == b.sin6_port && IN6_ARE_ADDR_EQUAL(&a.sin6_addr, &b.sin6_addr);
+}
+
 }  // namespace rtce
 
 namespace rtce {

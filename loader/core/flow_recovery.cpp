@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "net_address.h"
 #include "random.h"
 
 namespace rtce {
@@ -84,12 +85,6 @@ bool FlowRecovery::take_token(Nanos now) {
   return true;
 }
 
-namespace {
-bool same_sender(const sockaddr_in6& a, const sockaddr_in6& b) {
-  return a.sin6_port == b.sin6_port && std::memcmp(&a.sin6_addr, &b.sin6_addr, sizeof a.sin6_addr) == 0;
-}
-}  // namespace
-
 const sockaddr_in6* FlowRecovery::waiting_sender(const rtce_flow_key& key) const {
   const int w = find_waiting(key);
   if (w < 0 || !waiting_[static_cast<size_t>(w)].from_peer) return nullptr;
@@ -103,7 +98,7 @@ FlowRecovery::MissOutcome FlowRecovery::on_miss(const rtce_flow_key& key, uint16
     Waiting& entry = waiting_[static_cast<size_t>(w)];
     // One flow, one sender: a second peer relay (or a client and a peer) cannot add its
     // datagrams to packets that the record will be checked against for someone else.
-    if (entry.from_peer != (from != nullptr) || (from && !same_sender(entry.from, *from)))
+    if (entry.from_peer != (from != nullptr) || (from && !same_endpoint(entry.from, *from)))
       return MissOutcome::wrong_sender;
     return store_packet(entry, data, len) ? MissOutcome::queued : MissOutcome::queue_full;
   }

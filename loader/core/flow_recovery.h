@@ -6,11 +6,11 @@
 // pool allocated once, with framing headroom) until the reply comes or the lookup times
 // out. Everything is bounded: flows waiting, packets per flow, pool slots, and lookups per
 // second (a token bucket, so a flood of spoofed sources cannot turn into a flood of Redis
-// reads). A flow that waits for datagrams of a peer relay (the global relay's owner role)
-// remembers that sender: the flow's packets from any other sender are refused, and the
-// caller checks the sender against the record before it installs the flow. A flow the store did not have is
-// remembered for a while, so its packets do not ask again. No sockets and no clock of its own: the worker
-// passes `now`.
+// reads). A flow the store did not have is remembered for a while, so its packets do not
+// ask again. A flow that waits for datagrams of a peer relay (the global relay's owner
+// role) remembers that sender: its datagrams from any other sender are refused, and the
+// caller checks the sender against the record before it installs the flow. No sockets and
+// no clock of its own: the worker passes `now`.
 #pragma once
 
 #include <netinet/in.h>

@@ -19,10 +19,6 @@ rtce_flow_key make_flow_key(const SocketAddress& client, const SocketAddress& vi
   return key;
 }
 
-bool same_endpoint(const sockaddr_in6& a, const sockaddr_in6& b) {
-  return a.sin6_port == b.sin6_port && IN6_ARE_ADDR_EQUAL(&a.sin6_addr, &b.sin6_addr);
-}
-
 namespace {
 uint32_t limit_max(uint32_t configured) { return configured ? configured : RTCE_FLOW_LIMIT_NONE; }
 }  // namespace

@@ -304,19 +304,18 @@ class RelayCore {
   // Frames a packet that waited for a lookup and counts it forwarded. An owner flow's
   // packets came framed by the ingress relay and go on unchanged.
   ToTransceiver forward_waited(const Flow& flow, uint8_t* packet, size_t len) {
-    if (flow.value.role == FlowRole::owner) {
+    const bool owner = flow.value.role == FlowRole::owner;
+    size_t payload_len = len;
+    if (owner) {  // counted as on_peer_packet counts: the client's payload
       rtce_pp2_flow pp{};
       uint32_t payload_off = 0;
       rtce_pp2_parse(packet, static_cast<uint32_t>(len), &pp, &payload_off);  // parsed when it waited
-      len -= payload_off;
-      counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
-      counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
-      count_forwarded(FlowRole::owner, Direction::client_to_transceiver, len);
-      return ToTransceiver{packet, len + payload_off, &flow.value.endpoint};
+      payload_len -= payload_off;
     }
     counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
-    counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
-    count_forwarded(flow.value.role, Direction::client_to_transceiver, len);
+    counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(payload_len);
+    count_forwarded(flow.value.role, Direction::client_to_transceiver, payload_len);
+    if (owner) return ToTransceiver{packet, len, &flow.value.endpoint};
     if (flow.value.role == FlowRole::ingress)
       counters_
           .peer_packets[static_cast<uint8_t>(flow.value.endpoint_id)]
@@ -343,7 +342,6 @@ class RelayCore {
 };
 
 rtce_flow_key make_flow_key(const SocketAddress& client, const SocketAddress& vip);
-bool same_endpoint(const sockaddr_in6& a, const sockaddr_in6& b);
 
 template <typename Emit>
 const Flow* RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now, Emit&& emit,

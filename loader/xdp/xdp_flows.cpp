@@ -188,8 +188,7 @@ bool XdpFlows::mirror(const rtce_flow_key& key, uint8_t role, uint16_t endpoint_
     case RTCE_RELAY_ROLE_OWNER: {
       rtce_xdp_endpoint via{};
       if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.owner_via), &key, &via) != 0) return false;
-      const SocketAddress addr = SocketAddress::from_bytes(via.family, via.addr, ntohs(via.port_be));
-      store_sink_->put_owner(key, endpoint_id, addr.to_v6_mapped());
+      store_sink_->put_owner(key, endpoint_id, from_xdp_endpoint(via).to_v6_mapped());
       return true;
     }
     default: return false;
@@ -198,11 +197,8 @@ bool XdpFlows::mirror(const rtce_flow_key& key, uint8_t role, uint16_t endpoint_
 
 void XdpFlows::install_flow(const rtce_flow_key& key, uint16_t endpoint_id, const sockaddr_in6& endpoint,
                             uint8_t role, const sockaddr_in6* via) {
-  SocketAddress addr =
-      SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&endpoint), sizeof endpoint).unmapped();
   rtce_xdp_flow value{};
-  value.endpoint.family = addr.to_bytes(value.endpoint.addr);
-  value.endpoint.port_be = htons(addr.port());
+  value.endpoint = to_xdp_endpoint(endpoint);
   value.endpoint_id = endpoint_id;
   value.role = role;
   value.last_seen_ns = static_cast<uint64_t>(monotonic_now());
@@ -213,11 +209,7 @@ void XdpFlows::install_flow(const rtce_flow_key& key, uint16_t endpoint_id, cons
     // flow the program created meanwhile (a check) keeps the relay it wrote.
     rtce_xdp_flow existing{};
     if (!via || bpf_map_lookup_elem(flows_fd, &key, &existing) == 0) return;
-    const SocketAddress peer =
-        SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(via), sizeof *via).unmapped();
-    rtce_xdp_endpoint via_value{};
-    via_value.family = peer.to_bytes(via_value.addr);
-    via_value.port_be = htons(peer.port());
+    const rtce_xdp_endpoint via_value = to_xdp_endpoint(*via);
     if (bpf_map_update_elem(bpf_map__fd(skel_->maps.owner_via), &key, &via_value, BPF_ANY) != 0) return;
   }
   // BPF_NOEXIST: if the program created the flow meanwhile (a STUN check), keep its entry.

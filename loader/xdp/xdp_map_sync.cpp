@@ -16,6 +16,19 @@
 #include "xdp_flow_expiry.h"
 
 namespace rtce {
+
+rtce_xdp_endpoint to_xdp_endpoint(const sockaddr_in6& address) {
+  const SocketAddress addr =
+      SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&address), sizeof address).unmapped();
+  rtce_xdp_endpoint ep{};
+  ep.family = addr.to_bytes(ep.addr);
+  ep.port_be = htons(addr.port());
+  return ep;
+}
+
+SocketAddress from_xdp_endpoint(const rtce_xdp_endpoint& endpoint) {
+  return SocketAddress::from_bytes(endpoint.family, endpoint.addr, ntohs(endpoint.port_be));
+}
 namespace {
 
 void update(bpf_map* map, const void* key, const void* value, const char* what) {
@@ -66,11 +79,7 @@ void XdpMapSync::sync(const RelayConfig& config, const RoutingTable& routing) {
   std::set<uint16_t> wanted;
   std::map<uint16_t, rtce_xdp_endpoint> synced;
   for (const auto& [id, addr6] : routing.endpoints) {
-    SocketAddress addr =
-        SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&addr6), sizeof addr6).unmapped();
-    rtce_xdp_endpoint ep{};
-    ep.family = addr.to_bytes(ep.addr);
-    ep.port_be = htons(addr.port());
+    const rtce_xdp_endpoint ep = to_xdp_endpoint(addr6);
     update(skel_->maps.endpoints, &id, &ep, "endpoints");
     wanted.insert(id);
     synced[id] = ep;
@@ -89,11 +98,7 @@ void XdpMapSync::sync(const RelayConfig& config, const RoutingTable& routing) {
     rtce_xdp_peer_cluster pc{};
     auto it = routing.peer_clusters.find(static_cast<uint8_t>(cluster));
     if (it != routing.peer_clusters.end()) {
-      SocketAddress addr = SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&it->second.relay),
-                                                        sizeof(sockaddr_in6))
-                               .unmapped();
-      pc.relay.family = addr.to_bytes(pc.relay.addr);
-      pc.relay.port_be = htons(addr.port());
+      pc.relay = to_xdp_endpoint(it->second.relay);
       pc.in_use = 1;
       pc.keys = it->second.keys;
       peers[static_cast<uint16_t>(cluster)] = pc.relay;

@@ -22,6 +22,10 @@ struct rtce_xdp;
 
 namespace rtce {
 
+// A map's endpoint value from an address (v4-mapped or not), and back.
+rtce_xdp_endpoint to_xdp_endpoint(const sockaddr_in6& address);
+SocketAddress from_xdp_endpoint(const rtce_xdp_endpoint& endpoint);
+
 // Calls fn(key) for each key of the map, in the kernel's order, starting after `*after`
 // (from the first key when null), for at most `limit` keys. Returns the keys visited.
 // Deleting during the walk would restart it from the first key: collect, then change.

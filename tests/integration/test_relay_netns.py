@@ -1626,10 +1626,9 @@ class FlowRecoveryTest(PeerIngress, RelayTestCase):
         self.check_binding_success(msg, src, client, vip, "EP1", PWD)
         self.check_media_follows(client, vip, 1, n=1)
         self.wait_stored(client)
-        self.assertTrue(any(self.redis.cli("GET", k).startswith("o1@%s:" % nt.CLIENT_V4)
-                            for k in self.redis.flow_keys()),
-                        "no owner record naming the ingress: %s" % [self.redis.cli("GET", k)
-                                                                    for k in self.redis.flow_keys()])
+        records = [self.redis.cli("GET", k) or "" for k in self.redis.flow_keys()]
+        self.assertTrue(any(r.startswith("o1@%s:" % nt.CLIENT_V4) for r in records),
+                        "no owner record naming the ingress: %s" % records)
 
         def replace():
             first.stop(signal.SIGKILL, detach=True)

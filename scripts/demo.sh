@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # demo.sh — the main job: the rtcedge stack on loopback with embedded defaults (no Redis).
-# Installs packages, builds, then runs until Ctrl-C:
+# Installs packages, builds the two binaries (not the tests), then runs until Ctrl-C:
 #   rtcedge-relay        VIP 127.0.0.1:3478 (userspace data path), admin http://127.0.0.1:9478
 #   rtcedge-transceiver  http://127.0.0.1:8080 (demo page, signaling, /metrics), 2 workers
 #                        (endpoints 1 and 2 on 127.0.0.1:40000-40001) behind the relay,
@@ -13,7 +13,7 @@ check_only=0
 [[ "${1:-}" == "--check" ]] && check_only=1
 
 scripts/install-deps.sh
-scripts/build.sh >/dev/null
+scripts/build.sh rtcedge-relay rtcedge-transceiver >/dev/null
 
 demo=build/demo
 mkdir -p "$demo"

@@ -3,12 +3,16 @@
 # namespace integration), then the sanitizer stage (scripts/sanitize.sh: a unit-test and fuzzer
 # subset under ASan + UBSan in build-asan/; RTCEDGE_SKIP_SANITIZE=1 skips it). The README's test
 # command; .ci/run calls it. Fails when either stage fails.
+# ctest runs $(nproc) tests at a time (RTCEDGE_TEST_JOBS=N to change it): tests that must not
+# overlap carry RUN_SERIAL (network namespaces, XDP, fixed ports in a namespace) or a
+# RESOURCE_LOCK (chromium) in their CMakeLists.txt; every other test binds only ports the
+# kernel picks and files of its own. Arguments go to ctest (-R REGEX, -L LABEL, -j N).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
 status=0
-(cd build && ctest --output-on-failure --timeout 300 "$@") || status=$?
+(cd build && ctest --output-on-failure --timeout 300 -j "${RTCEDGE_TEST_JOBS:-$(nproc)}" "$@") || status=$?
 if [[ ${RTCEDGE_SKIP_SANITIZE:-0} != 1 ]]; then
   scripts/sanitize.sh || status=1
 fi

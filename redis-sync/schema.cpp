@@ -41,21 +41,21 @@ void append_address(const SocketAddress& address, std::string& out) {
 
 }  // namespace
 
-void RedisSchema::format_flow_key(const FlowKey& key, std::string& out) const {
+void RedisSchema::format_flow_key(const rtce_flow_key& key, std::string& out) const {
   out.assign(prefix_);
   out += "flow:";
-  append_address(key.client, out);
+  append_address(flow_client(key), out);
   out += '|';
-  append_address(key.vip, out);
+  append_address(flow_vip(key), out);
 }
 
-std::string RedisSchema::flow_key(const FlowKey& key) const {
+std::string RedisSchema::flow_key(const rtce_flow_key& key) const {
   std::string out;
   format_flow_key(key, out);
   return out;
 }
 
-std::optional<FlowKey> RedisSchema::parse_flow_key(std::string_view redis_key) const {
+std::optional<rtce_flow_key> RedisSchema::parse_flow_key(std::string_view redis_key) const {
   const std::string flow_prefix = prefix_ + "flow:";
   if (!redis_key.starts_with(flow_prefix)) return std::nullopt;
   redis_key.remove_prefix(flow_prefix.size());
@@ -64,7 +64,7 @@ std::optional<FlowKey> RedisSchema::parse_flow_key(std::string_view redis_key) c
   auto client = SocketAddress::parse(redis_key.substr(0, bar));
   auto vip = SocketAddress::parse(redis_key.substr(bar + 1));
   if (!client || !vip) return std::nullopt;
-  return FlowKey{*client, *vip};
+  return make_flow_key(*client, *vip);
 }
 
 std::optional<EndpointId> parse_endpoint_id(std::string_view text) {
@@ -78,11 +78,11 @@ std::optional<EndpointId> parse_endpoint_id(std::string_view text) {
 void append_flow_record(const FlowRecord& record, std::string& out) {
   char buf[8];
   char* p = buf;
-  if (record.kind == FlowRecord::Kind::peer_cluster) *p++ = 'c';
-  if (record.kind == FlowRecord::Kind::owner) *p++ = 'o';
+  if (record.role == FlowRole::ingress) *p++ = 'c';
+  if (record.role == FlowRole::owner) *p++ = 'o';
   p = std::to_chars(p, buf + sizeof buf, record.id).ptr;
   out.append(buf, p);
-  if (record.kind == FlowRecord::Kind::owner) {
+  if (record.role == FlowRole::owner) {
     out += '@';
     append_address(record.via, out);
   }

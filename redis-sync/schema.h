@@ -25,13 +25,13 @@ class RedisSchema {
   // Sorted set of this cluster's relay peers.listen addresses ("ip:port"), scored by their
   // expiry in Redis's clock (ms): where other clusters' ingress relays forward (global relay).
   std::string ingress_key() const;
-  std::string flow_key(const FlowKey& key) const;  // string: endpoint id, PX TTL
+  std::string flow_key(const rtce_flow_key& key) const;  // string: endpoint id, PX TTL
   // flow_key into a reused buffer, without the allocations of SocketAddress::to_string
   // (the write path formats one key per new flow).
-  void format_flow_key(const FlowKey& key, std::string& out) const;
+  void format_flow_key(const rtce_flow_key& key, std::string& out) const;
   std::string flow_pattern() const;  // SCAN MATCH pattern of flow keys
   // Inverse of flow_key; nullopt for a key of another layout.
-  std::optional<FlowKey> parse_flow_key(std::string_view redis_key) const;
+  std::optional<rtce_flow_key> parse_flow_key(std::string_view redis_key) const;
 
  private:
   std::string prefix_;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "flow_key.h"
 #include "net_address.h"
 #include "relaxed_counter.h"
 
@@ -33,13 +34,8 @@ struct RegistryEvent {
   EndpointRecord record;  // for kRemoved: the last known record
 };
 
-// A relayed flow as the relay sees it: the client's address and the VIP it sent to.
-struct FlowKey {
-  SocketAddress client;
-  SocketAddress vip;
-
-  friend bool operator==(const FlowKey&, const FlowKey&) = default;
-};
+// A relayed flow is keyed by the one flow key, struct rtce_flow_key (wire/rtce_flow.h):
+// the client's address, the VIP it sent to, the transport.
 
 // What a flow store record says about its flow (docs/redis.md, "Flow records"): a
 // transceiver endpoint of this cluster (a `local` flow; the only record of version 1),
@@ -48,10 +44,10 @@ struct FlowKey {
 // cluster's relay is now, peers.clusters), or a transceiver endpoint of this cluster that a
 // peer's ingress relay forwards to (an `owner` flow: `via` is that relay's address, the one
 // sender the recovered flow may come from, as the trust model wants).
+// The record's kind is the role of the flow at the relay that wrote it (common/flow_key.h).
 struct FlowRecord {
-  enum class Kind : uint8_t { endpoint, peer_cluster, owner };
-  Kind kind = Kind::endpoint;
-  uint16_t id = 0;    // endpoint id (endpoint, owner) or cluster id (peer_cluster, 1..255)
+  FlowRole role = FlowRole::local;
+  uint16_t id = 0;    // endpoint id (local, owner) or cluster id (ingress, 1..255)
   SocketAddress via;  // owner only: the ingress relay's address
 
   FlowRecord() = default;
@@ -59,13 +55,13 @@ struct FlowRecord {
   FlowRecord(EndpointId endpoint) : id(endpoint) {}  // NOLINT(google-explicit-constructor)
   static FlowRecord peer_cluster(uint8_t cluster) {
     FlowRecord r;
-    r.kind = Kind::peer_cluster;
+    r.role = FlowRole::ingress;
     r.id = cluster;
     return r;
   }
   static FlowRecord owner(EndpointId endpoint, const SocketAddress& via) {
     FlowRecord r;
-    r.kind = Kind::owner;
+    r.role = FlowRole::owner;
     r.id = endpoint;
     r.via = via;
     return r;
@@ -75,7 +71,7 @@ struct FlowRecord {
 };
 
 struct FlowEntry {
-  FlowKey key;
+  rtce_flow_key key;
   FlowRecord record;
 };
 

@@ -34,6 +34,7 @@ done
 # cheap to build (the others already run under ASan + UBSan in the main build's ctest, with
 # the sources under test instrumented).
 subset=(
+  rtce_wire_tests
   rtce_relay_core_tests
   rtce_http_tests
   rtce_common_tests

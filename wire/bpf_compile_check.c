@@ -14,7 +14,6 @@ __attribute__((section("xdp"), used)) int rtce_wire_check(__u8 *pkt)
 {
 	struct rtce_hint_keyset ks = {};
 	struct rtce_hint hint;
-	struct rtce_pp2_flow flow = {};
 	__u32 off = 0, len = 0, payload = 0;
 	__u8 hdr[RTCE_PP2_LEN_V6];
 	struct rtce_flow_key key = {};
@@ -36,9 +35,9 @@ __attribute__((section("xdp"), used)) int rtce_wire_check(__u8 *pkt)
 	if (rtce_xdp_counter_index(RTCE_XDP_EVENT_LOST, RTCE_XDP_DIR_TO_CLIENT) >=
 	    RTCE_XDP_COUNTER_SLOTS)
 		return 5;
-	flow.family = RTCE_FAMILY_V4;
-	rtce_pp2_write(hdr, sizeof(hdr), &flow);
-	return rtce_pp2_parse(hdr, sizeof(hdr), &flow, &payload);
+	key.family = RTCE_FAMILY_V4;
+	rtce_pp2_write_key(hdr, sizeof(hdr), &key);
+	return rtce_pp2_parse_key(hdr, sizeof(hdr), &key, &payload);
 }
 
 char _license[] __attribute__((section("license"), used)) = "GPL";

@@ -12,6 +12,7 @@
 #ifndef RTCE_PROXY_V2_H
 #define RTCE_PROXY_V2_H
 
+#include "rtce_flow.h"
 #include "rtce_types.h"
 
 #define RTCE_PP2_SIG_LEN	 12
@@ -26,23 +27,8 @@
 #define RTCE_PP2_FAM_INET_DGRAM	 0x12
 #define RTCE_PP2_FAM_INET6_DGRAM 0x22
 
-#define RTCE_FAMILY_V4 4
-#define RTCE_FAMILY_V6 6
-
 static const __u8 rtce_pp2_signature[RTCE_PP2_SIG_LEN] = {0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d,
 							  0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a};
-
-/* The flow a header names. Ports in host order; addresses in network order, IPv4 in the
- * first 4 bytes of the 16. */
-struct rtce_pp2_flow {
-	__u8 family; /* RTCE_FAMILY_V4 or RTCE_FAMILY_V6 */
-	__u8 pad;
-	__u16 client_port;
-	__u16 vip_port;
-	__u16 pad2;
-	__u8 client_addr[16];
-	__u8 vip_addr[16];
-};
 
 enum rtce_pp2_result {
 	RTCE_PP2_OK = 0,
@@ -60,37 +46,39 @@ RTCE_INLINE __u32 rtce_pp2_header_len(__u8 family)
 	return family == RTCE_FAMILY_V6 ? RTCE_PP2_LEN_V6 : RTCE_PP2_LEN_V4;
 }
 
-/* Writes the header for flow into out. Returns its length, or 0 when cap is too small or
- * the family is unknown. */
-RTCE_INLINE __u32 rtce_pp2_write(__u8 *out, __u32 cap, const struct rtce_pp2_flow *flow)
+/* Writes the header naming flow `key` into out (source = client, destination = VIP).
+ * Returns its length, or 0 when cap is too small or the family is unknown. */
+RTCE_INLINE __u32 rtce_pp2_write_key(__u8 *out, __u32 cap, const struct rtce_flow_key *key)
 {
 	__u32 alen, i, need;
 
-	if (flow->family != RTCE_FAMILY_V4 && flow->family != RTCE_FAMILY_V6)
+	if (key->family != RTCE_FAMILY_V4 && key->family != RTCE_FAMILY_V6)
 		return 0;
-	alen = flow->family == RTCE_FAMILY_V6 ? 16 : 4;
-	need = rtce_pp2_header_len(flow->family);
+	alen = key->family == RTCE_FAMILY_V6 ? 16 : 4;
+	need = rtce_pp2_header_len(key->family);
 	if (cap < need)
 		return 0;
 	for (i = 0; i < RTCE_PP2_SIG_LEN; i++)
 		out[i] = rtce_pp2_signature[i];
 	out[12] = RTCE_PP2_VER_CMD_PROXY;
 	out[13] =
-		flow->family == RTCE_FAMILY_V6 ? RTCE_PP2_FAM_INET6_DGRAM : RTCE_PP2_FAM_INET_DGRAM;
+		key->family == RTCE_FAMILY_V6 ? RTCE_PP2_FAM_INET6_DGRAM : RTCE_PP2_FAM_INET_DGRAM;
 	rtce_store_be16(out + 14, (__u16)(need - RTCE_PP2_FIXED_LEN));
 	for (i = 0; i < alen; i++) {
-		out[16 + i] = flow->client_addr[i];
-		out[16 + alen + i] = flow->vip_addr[i];
+		out[16 + i] = key->client_addr[i];
+		out[16 + alen + i] = key->vip_addr[i];
 	}
-	rtce_store_be16(out + 16 + 2 * alen, flow->client_port);
-	rtce_store_be16(out + 18 + 2 * alen, flow->vip_port);
+	/* The key's ports are in network order already: copied, not converted. */
+	__builtin_memcpy(out + 16 + 2 * alen, &key->client_port_be, 2);
+	__builtin_memcpy(out + 18 + 2 * alen, &key->vip_port_be, 2);
 	return need;
 }
 
-/* Parses a header at the start of a datagram of len bytes. On RTCE_PP2_OK, *payload_off is
- * where the client payload starts (TLVs after the addresses are skipped, not read). */
-RTCE_INLINE enum rtce_pp2_result rtce_pp2_parse(const __u8 *p, __u32 len,
-						struct rtce_pp2_flow *flow, __u32 *payload_off)
+/* Parses a header at the start of a datagram of len bytes into the flow key it names
+ * (transport UDP: the header says DGRAM). On RTCE_PP2_OK, *payload_off is where the client
+ * payload starts (TLVs after the addresses are skipped, not read). */
+RTCE_INLINE enum rtce_pp2_result rtce_pp2_parse_key(const __u8 *p, __u32 len,
+						    struct rtce_flow_key *key, __u32 *payload_off)
 {
 	__u32 i, alen, block;
 
@@ -116,17 +104,69 @@ RTCE_INLINE enum rtce_pp2_result rtce_pp2_parse(const __u8 *p, __u32 len,
 	if (len < RTCE_PP2_FIXED_LEN + block)
 		return RTCE_PP2_TRUNCATED;
 
-	flow->family = alen == 16 ? RTCE_FAMILY_V6 : RTCE_FAMILY_V4;
-	flow->pad = 0;
-	flow->pad2 = 0;
+	key->family = alen == 16 ? RTCE_FAMILY_V6 : RTCE_FAMILY_V4;
+	key->transport = RTCE_TRANSPORT_UDP;
+	key->pad[0] = 0;
+	key->pad[1] = 0;
 	for (i = 0; i < 16; i++) {
-		flow->client_addr[i] = i < alen ? p[16 + i] : 0;
-		flow->vip_addr[i] = i < alen ? p[16 + alen + i] : 0;
+		key->client_addr[i] = i < alen ? p[16 + i] : 0;
+		key->vip_addr[i] = i < alen ? p[16 + alen + i] : 0;
 	}
-	flow->client_port = rtce_load_be16(p + 16 + 2 * alen);
-	flow->vip_port = rtce_load_be16(p + 18 + 2 * alen);
+	__builtin_memcpy(&key->client_port_be, p + 16 + 2 * alen, 2);
+	__builtin_memcpy(&key->vip_port_be, p + 18 + 2 * alen, 2);
 	*payload_off = RTCE_PP2_FIXED_LEN + block;
 	return RTCE_PP2_OK;
 }
+
+#ifndef __bpf__
+/* The same header with host-order ports: the transceiver's path table still keeps this
+ * shape until it takes struct rtce_flow_key. New code uses the _key functions; these two
+ * are written in terms of them. */
+struct rtce_pp2_flow {
+	__u8 family; /* RTCE_FAMILY_V4 or RTCE_FAMILY_V6 */
+	__u8 pad;
+	__u16 client_port;
+	__u16 vip_port;
+	__u16 pad2;
+	__u8 client_addr[16];
+	__u8 vip_addr[16];
+};
+
+RTCE_INLINE __u32 rtce_pp2_write(__u8 *out, __u32 cap, const struct rtce_pp2_flow *flow)
+{
+	struct rtce_flow_key key = {};
+	__u32 i;
+
+	key.family = flow->family;
+	for (i = 0; i < 16; i++) {
+		key.client_addr[i] = flow->client_addr[i];
+		key.vip_addr[i] = flow->vip_addr[i];
+	}
+	rtce_store_be16((__u8 *)&key.client_port_be, flow->client_port);
+	rtce_store_be16((__u8 *)&key.vip_port_be, flow->vip_port);
+	return rtce_pp2_write_key(out, cap, &key);
+}
+
+RTCE_INLINE enum rtce_pp2_result rtce_pp2_parse(const __u8 *p, __u32 len,
+						struct rtce_pp2_flow *flow, __u32 *payload_off)
+{
+	struct rtce_flow_key key;
+	enum rtce_pp2_result r = rtce_pp2_parse_key(p, len, &key, payload_off);
+	__u32 i;
+
+	if (r != RTCE_PP2_OK)
+		return r;
+	flow->family = key.family;
+	flow->pad = 0;
+	flow->pad2 = 0;
+	for (i = 0; i < 16; i++) {
+		flow->client_addr[i] = key.client_addr[i];
+		flow->vip_addr[i] = key.vip_addr[i];
+	}
+	flow->client_port = rtce_load_be16((const __u8 *)&key.client_port_be);
+	flow->vip_port = rtce_load_be16((const __u8 *)&key.vip_port_be);
+	return RTCE_PP2_OK;
+}
+#endif
 
 #endif /* RTCE_PROXY_V2_H */

@@ -9,8 +9,6 @@
 
 namespace rtce {
 
-bool operator==(const rtce_flow_key& a, const rtce_flow_key& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
 FlowTable::FlowTable(const Options& options) : options_(options) {
   if (options.capacity == 0) throw std::invalid_argument("flow table capacity must be > 0");
   uint8_t key_bytes[RTCE_SIPHASH_KEY_BYTES];
@@ -72,6 +70,7 @@ FlowTable::InsertResult FlowTable::insert(const rtce_flow_key& key, const FlowVa
   free_.pop_back();
   Flow& f = slots_[slot];
   f.key = key;
+  f.framing_len = static_cast<uint8_t>(rtce_pp2_write_key(f.framing, sizeof f.framing, &key));
   f.value = value;
   f.created = now;
   f.last_seen = now;

@@ -17,17 +17,13 @@
 #include <vector>
 
 #include "clock.h"
+#include "flow_key.h"
 #include "rtce_flow.h"
 #include "rtce_flow_limit.h"
-#include "rtce_relay_vocab.h"
+#include "rtce_proxy_v2.h"
 #include "rtce_siphash.h"
 
 namespace rtce {
-
-// wire/rtce_relay_vocab.h RTCE_RELAY_FLOW_ROLES.
-#define RTCE_FLOW_ROLE_(E, name) name = RTCE_RELAY_ROLE_##E,
-enum class FlowRole : uint8_t { RTCE_RELAY_FLOW_ROLES(RTCE_FLOW_ROLE_) count = RTCE_RELAY_ROLE_COUNT };
-#undef RTCE_FLOW_ROLE_
 
 struct FlowValue {
   // local, owner: the transceiver; ingress: the owning cluster's relay (its peers.listen).
@@ -42,13 +38,15 @@ struct FlowValue {
 struct Flow {
   rtce_flow_key key{};
   FlowValue value;
+  // The PROXY v2 header naming the flow, written once at insert (rtce_pp2_write_key): a
+  // datagram to the transceiver copies it in front of the payload.
+  uint8_t framing[RTCE_PP2_LEN_V6]{};
+  uint8_t framing_len = 0;
   Nanos created = 0;
   Nanos last_seen = 0;
   Nanos stored = 0;  // last write to the shared flow store (0 = never)
   bool in_use = false;
 };
-
-bool operator==(const rtce_flow_key& a, const rtce_flow_key& b);
 
 class FlowTable {
  public:

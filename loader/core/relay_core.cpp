@@ -1,23 +1,12 @@
 // relay_core.cpp — see relay_core.h.
 #include "relay_core.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "rtce_stun.h"
 
 namespace rtce {
-
-rtce_flow_key make_flow_key(const SocketAddress& client, const SocketAddress& vip) {
-  rtce_flow_key key{};
-  key.family = client.to_bytes(key.client_addr);
-  vip.to_bytes(key.vip_addr);
-  key.client_port_be = htons(client.port());
-  key.vip_port_be = htons(vip.port());
-  return key;
-}
 
 namespace {
 uint32_t limit_max(uint32_t configured) { return configured ? configured : RTCE_FLOW_LIMIT_NONE; }
@@ -31,44 +20,27 @@ RelayCore::RelayCore(const FlowTable::Options& flow_options, std::shared_ptr<con
       prefix_limits_(flow_options.capacity, limit_max(limits.max_per_source_prefix), limits.window),
       routing_(std::move(routing)) {}
 
-ToTransceiver RelayCore::frame(const Flow& flow, uint8_t* packet, size_t len) {
-  rtce_pp2_flow pp{};
-  pp.family = flow.key.family;
-  std::memcpy(pp.client_addr, flow.key.client_addr, 16);
-  std::memcpy(pp.vip_addr, flow.key.vip_addr, 16);
-  pp.client_port = ntohs(flow.key.client_port_be);
-  pp.vip_port = ntohs(flow.key.vip_port_be);
-  const uint32_t hdr = rtce_pp2_header_len(pp.family);
-  uint8_t* start = packet - hdr;
-  rtce_pp2_write(start, hdr, &pp);
-  return ToTransceiver{start, hdr + len, &flow.value.endpoint};
+void RelayCore::count_to_transceiver(const Flow& flow, size_t payload_len) {
+  counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
+  counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(payload_len);
+  count_forwarded(flow.value.role, Direction::client_to_transceiver, payload_len);
+  if (flow.value.role == FlowRole::ingress)
+    counters_
+        .peer_packets[static_cast<uint8_t>(flow.value.endpoint_id)]
+                     [static_cast<size_t>(Direction::client_to_transceiver)]
+        .add();
 }
 
-std::optional<ToTransceiver> RelayCore::on_client_packet(const SocketAddress& client,
-                                                         const SocketAddress& vip, uint16_t vip_socket,
+std::optional<ToTransceiver> RelayCore::on_client_packet(const rtce_flow_key& key, uint16_t vip_socket,
                                                          uint8_t* packet, size_t len, Nanos now) {
   counters_.received_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
-  const rtce_flow_key key = make_flow_key(client, vip);
   Flow* flow = flows_.find(key);
-  std::optional<ToTransceiver> out;
-  if (flow) {
+  if (flow)
     flow->last_seen = now;
-    out = frame(*flow, packet, len);
-  } else {
-    out = route_first_packet(key, vip_socket, packet, len, now);
-    flow = out ? flows_.find(key) : nullptr;
-  }
-  if (out) {
-    counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
-    counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(len);
-    count_forwarded(flow ? flow->value.role : FlowRole::local, Direction::client_to_transceiver, len);
-    if (flow && flow->value.role == FlowRole::ingress)
-      counters_
-          .peer_packets[static_cast<uint8_t>(flow->value.endpoint_id)]
-                       [static_cast<size_t>(Direction::client_to_transceiver)]
-          .add();
-  }
-  return out;
+  else if (!(flow = route_first_packet(key, vip_socket, packet, len, now)))
+    return std::nullopt;
+  count_to_transceiver(*flow, len);
+  return frame(*flow, packet, len);
 }
 
 std::optional<RelayCore::Route> RelayCore::route_hint(const uint8_t* ufrag, uint32_t ufrag_len,
@@ -188,19 +160,17 @@ Flow* RelayCore::flow_from_check(const rtce_flow_key& key, const uint8_t* ufrag,
   return insert_flow(key, hint, value, now);
 }
 
-std::optional<ToTransceiver> RelayCore::route_first_packet(const rtce_flow_key& key, uint16_t vip_socket,
-                                                           uint8_t* packet, size_t len, Nanos now) {
+Flow* RelayCore::route_first_packet(const rtce_flow_key& key, uint16_t vip_socket, uint8_t* packet,
+                                    size_t len, Nanos now) {
   uint32_t ufrag_off = 0, ufrag_len = 0;
   switch (server_ufrag_of(packet, len, ufrag_off, ufrag_len)) {
     case Check::binding_request: break;
-    case Check::not_stun: return on_miss(key, vip_socket, packet, len, now);
-    case Check::dropped: return std::nullopt;
+    case Check::not_stun: on_miss(key, vip_socket, packet, len, now); return nullptr;
+    case Check::dropped: return nullptr;
   }
   FlowValue value;
   value.vip_socket = vip_socket;
-  Flow* flow = flow_from_check(key, packet + ufrag_off, ufrag_len, /*accept_peer_clusters=*/true, value, now);
-  if (!flow) return std::nullopt;
-  return frame(*flow, packet, len);
+  return flow_from_check(key, packet + ufrag_off, ufrag_len, /*accept_peer_clusters=*/true, value, now);
 }
 
 std::optional<ToTransceiver> RelayCore::on_peer_packet(const sockaddr_in6& from, uint8_t* packet, size_t len,
@@ -215,15 +185,12 @@ std::optional<ToTransceiver> RelayCore::on_peer_packet(const sockaddr_in6& from,
     counters_.drop(DropReason::peer_untrusted);
     return std::nullopt;
   }
-  rtce_pp2_flow pp{};
+  rtce_flow_key key;
   uint32_t payload_off = 0;
-  if (rtce_pp2_parse(packet, static_cast<uint32_t>(len), &pp, &payload_off) != RTCE_PP2_OK) {
+  if (rtce_pp2_parse_key(packet, static_cast<uint32_t>(len), &key, &payload_off) != RTCE_PP2_OK) {
     counters_.drop(DropReason::peer_malformed);
     return std::nullopt;
   }
-  const rtce_flow_key key =
-      make_flow_key(SocketAddress::from_bytes(pp.family, pp.client_addr, pp.client_port),
-                    SocketAddress::from_bytes(pp.family, pp.vip_addr, pp.vip_port));
   uint8_t* payload = packet + payload_off;
   const uint32_t payload_len = static_cast<uint32_t>(len - payload_off);
   Flow* flow = flows_.find(key);
@@ -249,7 +216,7 @@ std::optional<ToTransceiver> RelayCore::on_peer_packet(const sockaddr_in6& from,
     uint32_t off = 0, ulen = 0;
     switch (server_ufrag_of(payload, payload_len, off, ulen)) {
       case Check::binding_request: break;
-      case Check::not_stun: return on_miss(key, 0, packet, len, now, &from);
+      case Check::not_stun: on_miss(key, 0, packet, len, now, &from); return std::nullopt;
       case Check::dropped: return std::nullopt;
     }
     // The ingress verified the hint with this cluster's keys; verifying again costs one
@@ -261,28 +228,22 @@ std::optional<ToTransceiver> RelayCore::on_peer_packet(const sockaddr_in6& from,
     if (!flow) return std::nullopt;
   }
   flow->last_seen = now;
-  counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
-  counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(payload_len);
-  count_forwarded(FlowRole::owner, Direction::client_to_transceiver, payload_len);
+  count_to_transceiver(*flow, payload_len);  // an owner flow's: the client's payload
   return ToTransceiver{packet, len, &flow->value.endpoint};
 }
 
 std::optional<ToClient> RelayCore::on_transceiver_packet(const sockaddr_in6& from, const uint8_t* packet,
                                                          size_t len, Nanos now) {
   counters_.received_packets[static_cast<size_t>(Direction::transceiver_to_client)].add();
-  rtce_pp2_flow pp{};
+  rtce_flow_key key;
   uint32_t payload_off = 0;
-  if (rtce_pp2_parse(packet, static_cast<uint32_t>(len), &pp, &payload_off) != RTCE_PP2_OK) {
+  if (rtce_pp2_parse_key(packet, static_cast<uint32_t>(len), &key, &payload_off) != RTCE_PP2_OK) {
     counters_.drop(DropReason::return_malformed);
     return std::nullopt;
   }
-  SocketAddress client = SocketAddress::from_bytes(pp.family, pp.client_addr, pp.client_port);
-  SocketAddress vip = SocketAddress::from_bytes(pp.family, pp.vip_addr, pp.vip_port);
-  const rtce_flow_key key = make_flow_key(client, vip);
   Flow* flow = flows_.find(key);
   if (!flow) {
-    if (passed_up_)
-      return on_passed_up_return(from, key, client, vip, packet + payload_off, len - payload_off);
+    if (passed_up_) return on_passed_up_return(from, key, packet + payload_off, len - payload_off);
     counters_.drop(DropReason::return_no_flow);
     return std::nullopt;
   }
@@ -300,8 +261,8 @@ std::optional<ToClient> RelayCore::on_transceiver_packet(const sockaddr_in6& fro
     counters_.peer_last_reply[cluster].set(static_cast<uint64_t>(now));
   }
   if (flow->value.role == FlowRole::owner)  // framed as the ingress relay wants it: unchanged
-    return ToClient{packet, len, client, vip, 0, &flow->value.via};
-  return ToClient{packet + payload_off, payload_len, client, vip, flow->value.vip_socket};
+    return ToClient{packet, len, key, 0, &flow->value.via};
+  return ToClient{packet + payload_off, payload_len, key, flow->value.vip_socket};
 }
 
 void RelayCore::attach_passed_up_flows(const PassedUpFlows* flows, std::vector<VipSocketBinding> vips,
@@ -313,7 +274,6 @@ void RelayCore::attach_passed_up_flows(const PassedUpFlows* flows, std::vector<V
 }
 
 std::optional<ToClient> RelayCore::on_passed_up_return(const sockaddr_in6& from, const rtce_flow_key& key,
-                                                       const SocketAddress& client, const SocketAddress& vip,
                                                        const uint8_t* payload, size_t len) {
   // Not installed into this core's table: the XDP map stays the one owner of the flow (its
   // sweep expires it, its program forwards the client's packets), and a copy here would
@@ -334,6 +294,7 @@ std::optional<ToClient> RelayCore::on_passed_up_return(const sockaddr_in6& from,
     counters_.drop(DropReason::return_wrong_sender);
     return std::nullopt;
   }
+  const SocketAddress vip = flow_vip(key);  // a pass-up, after a map lookup: not the hot path
   size_t socket = passed_up_vips_.size();
   for (size_t i = 0; i < passed_up_vips_.size() && socket == passed_up_vips_.size(); i++) {
     const VipSocketBinding& b = passed_up_vips_[i];
@@ -347,7 +308,7 @@ std::optional<ToClient> RelayCore::on_passed_up_return(const sockaddr_in6& from,
   counters_.returns_passed_up.add();
   counters_.forwarded_packets[static_cast<size_t>(Direction::transceiver_to_client)].add();
   counters_.forwarded_bytes[static_cast<size_t>(Direction::transceiver_to_client)].add(len);
-  return ToClient{payload, len, client, vip, static_cast<uint16_t>(socket)};
+  return ToClient{payload, len, key, static_cast<uint16_t>(socket)};
 }
 
 void RelayCore::expire(Nanos now, uint32_t max_slots) {
@@ -366,14 +327,7 @@ void RelayCore::set_routing(std::shared_ptr<const RoutingTable> routing) {
   uint32_t gone = 0;
   flows_.for_each([&](Flow& f) {
     // An ingress flow's endpoint is the owning cluster's relay; the others' a transceiver.
-    const sockaddr_in6* now_at = nullptr;
-    if (f.value.role == FlowRole::ingress) {
-      auto peer = routing_->peer_clusters.find(static_cast<uint8_t>(f.value.endpoint_id));
-      if (peer != routing_->peer_clusters.end()) now_at = &peer->second.relay;
-    } else {
-      auto endpoint = routing_->endpoints.find(f.value.endpoint_id);
-      if (endpoint != routing_->endpoints.end()) now_at = &endpoint->second;
-    }
+    const sockaddr_in6* now_at = routing_->route_of(f.value.role, f.value.endpoint_id);
     if (!now_at) {
       flows_.erase(&f);  // slots stay put: erasing the visited flow is safe
       gone++;
@@ -392,14 +346,15 @@ void RelayCore::attach_flow_store(const FlowStoreLink& link) {
   FlowRecovery::Options recovery = link.recovery;
   recovery.headroom = std::max(recovery.headroom, kFramingHeadroom);  // frame() writes the header there
   recovery_ = std::make_unique<FlowRecovery>(recovery);
+  resumed_.clear();
+  resumed_.reserve(recovery.packets_per_flow);  // on_lookup_reply never allocates
 }
 
-std::optional<ToTransceiver> RelayCore::on_miss(const rtce_flow_key& key, uint16_t vip_socket,
-                                                uint8_t* packet, size_t len, Nanos now,
-                                                const sockaddr_in6* from) {
+void RelayCore::on_miss(const rtce_flow_key& key, uint16_t vip_socket, uint8_t* packet, size_t len, Nanos now,
+                        const sockaddr_in6* from) {
   if (!recovery_) {
     counters_.drop(DropReason::no_flow);
-    return std::nullopt;
+    return;
   }
   switch (recovery_->on_miss(key, vip_socket, packet, len, now, from)) {
     case FlowRecovery::MissOutcome::lookup_started:
@@ -414,7 +369,98 @@ std::optional<ToTransceiver> RelayCore::on_miss(const rtce_flow_key& key, uint16
     case FlowRecovery::MissOutcome::known_missing: counters_.drop(DropReason::no_flow); break;
     case FlowRecovery::MissOutcome::wrong_sender: counters_.drop(DropReason::peer_wrong_sender); break;
   }
-  return std::nullopt;
+}
+
+ToTransceiver RelayCore::forward_waited(const Flow& flow, uint8_t* packet, size_t len) {
+  if (flow.value.role != FlowRole::owner) {
+    count_to_transceiver(flow, len);
+    return frame(flow, packet, len);
+  }
+  // Framed by the ingress relay, parsed when it waited: counted as on_peer_packet counts,
+  // the client's payload, and sent on unchanged.
+  const size_t header = RTCE_PP2_FIXED_LEN + rtce_load_be16(packet + 14);
+  count_to_transceiver(flow, len - header);
+  return ToTransceiver{packet, len, &flow.value.endpoint};
+}
+
+Flow* RelayCore::install_recovered(const rtce_flow_key& key, FlowRole role, uint16_t endpoint_id,
+                                   const sockaddr_in6& target, const sockaddr_in6* via, uint16_t vip_socket,
+                                   Nanos now) {
+  FlowValue value;
+  value.endpoint = target;
+  value.endpoint_id = endpoint_id;
+  value.role = role;
+  if (role == FlowRole::owner)
+    value.via = *via;
+  else
+    value.vip_socket = vip_socket;
+  const auto inserted = flows_.insert(key, value, now);
+  if (!inserted.flow) return nullptr;
+  inserted.flow->stored = now;  // the store has it already
+  counters_.flows_recovered.add();
+  if (inserted.outcome == FlowTable::InsertOutcome::evicted_idle) counters_.flows_evicted.add();
+  counters_.flows_active.set(flows_.size());
+  return inserted.flow;
+}
+
+LookupResumed RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now,
+                                         FlowRole role, const sockaddr_in6* via) {
+  resumed_.clear();
+  if (!recovery_) return {};
+  const auto resumed = [&](const Flow* flow) { return LookupResumed{flow, resumed_}; };
+  const auto drop_all = [&](bool found, DropReason why) {
+    const uint32_t n = recovery_->on_reply(key, found, now, [](const uint8_t*, size_t, uint16_t) {});
+    counters_.dropped[static_cast<size_t>(why)].add(n);
+  };
+  // Packets a peer relay forwarded wait for an owner record that names that relay; a
+  // client's packets for a record of theirs. Anything else is not this flow's sender.
+  const sockaddr_in6* sender = recovery_->waiting_sender(key);
+  const auto sent_by_sender = [&](FlowRole r, const sockaddr_in6* r_via) {
+    return sender ? r == FlowRole::owner && r_via && same_endpoint(*r_via, *sender) : r != FlowRole::owner;
+  };
+  if (Flow* existing = flows_.find(key)) {
+    // A STUN created the flow while these packets waited: its hint is newer than the store.
+    if (!sent_by_sender(existing->value.role, &existing->value.via)) {
+      drop_all(true, DropReason::peer_wrong_sender);
+      return resumed(existing);
+    }
+    recovery_->on_reply(key, true, now, [&](uint8_t* packet, size_t len, uint16_t) {
+      resumed_.push_back(forward_waited(*existing, packet, len));
+    });
+    return resumed(existing);
+  }
+  if (endpoint_id && !sent_by_sender(role, via)) {
+    // Found, but for another sender: not remembered as missing, so the record's own sender
+    // still recovers the flow.
+    drop_all(true, DropReason::peer_wrong_sender);
+    return {};
+  }
+  // An ingress flow's record names its cluster: it goes to that cluster's relay as
+  // peers.clusters has it now, so a flow whose cluster moved while this relay was down
+  // follows it.
+  const sockaddr_in6* target = routing_->route_of(role, endpoint_id);
+  if (!target) {
+    // Not found, no answer, or an endpoint (a cluster) this relay does not route to (any
+    // more): all remembered as missing, so the flow's next packets do not spend the lookup
+    // budget.
+    drop_all(false, !endpoint_id                ? DropReason::flow_not_recovered
+                    : role == FlowRole::ingress ? DropReason::flow_cluster_gone
+                                                : DropReason::unknown_endpoint);
+    return {};
+  }
+  Flow* flow = nullptr;
+  bool refused = false;
+  recovery_->on_reply(key, true, now, [&](uint8_t* packet, size_t len, uint16_t vip_socket) {
+    if (!flow && !refused) {
+      flow = install_recovered(key, role, endpoint_id, *target, via, vip_socket, now);
+      refused = !flow;
+    }
+    if (refused)
+      counters_.drop(DropReason::flow_table_full);
+    else
+      resumed_.push_back(forward_waited(*flow, packet, len));
+  });
+  return resumed(flow);
 }
 
 void RelayCore::refresh_stored_flows(Nanos now) {

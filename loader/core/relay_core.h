@@ -10,11 +10,14 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "flow_key.h"
 #include "flow_recovery.h"
 #include "flow_table.h"
 #include "net_address.h"
@@ -56,11 +59,6 @@ inline constexpr HintFailure kHintFailures[] = {RTCE_HINT_FAILURES(RTCE_VOCAB_VA
 #define RTCE_VOCAB_VALUE_(E, name) Direction::name,
 inline constexpr Direction kDirections[] = {RTCE_RELAY_DIRECTIONS(RTCE_VOCAB_VALUE_)};
 #undef RTCE_VOCAB_VALUE_
-
-#define RTCE_VOCAB_VALUE_(E, name) FlowRole::name,
-inline constexpr FlowRole kFlowRoles[] = {RTCE_RELAY_FLOW_ROLES(RTCE_VOCAB_VALUE_)};
-#undef RTCE_VOCAB_VALUE_
-inline const char* flow_role_name(FlowRole r) { return vocab_name(rtce_relay_flow_role_names, r); }
 
 inline const char* drop_reason_name(DropReason r) { return vocab_name(rtce_relay_drop_reason_names, r); }
 inline const char* hint_failure_name(HintFailure f) { return vocab_name(rtce_hint_failure_names, f); }
@@ -112,6 +110,19 @@ struct RoutingTable {
   std::unordered_map<uint16_t, sockaddr_in6> endpoints;    // v4-mapped for IPv4
   std::unordered_map<uint8_t, PeerCluster> peer_clusters;  // cluster id -> its relay
   std::vector<IpPrefix> trusted_peers;                     // who may send forwarded flows (peers.trusted)
+
+  // Where a flow of `role` whose id is `id` goes now: an ingress flow to its owning
+  // cluster's relay (id = the cluster), the others to this cluster's endpoint `id`.
+  // nullptr when the table has no such endpoint or cluster (or id is 0).
+  const sockaddr_in6* route_of(FlowRole role, uint16_t id) const {
+    if (id == 0) return nullptr;
+    if (role == FlowRole::ingress) {
+      const auto peer = peer_clusters.find(static_cast<uint8_t>(id));
+      return peer != peer_clusters.end() ? &peer->second.relay : nullptr;
+    }
+    const auto endpoint = endpoints.find(id);
+    return endpoint != endpoints.end() ? &endpoint->second : nullptr;
+  }
 };
 
 struct ToTransceiver {
@@ -123,12 +134,22 @@ struct ToTransceiver {
 struct ToClient {
   const uint8_t* data;  // client payload; the whole framed datagram when `peer` is set
   size_t len;
-  SocketAddress client;
-  SocketAddress vip;
+  rtce_flow_key key;  // the flow: the client it goes to, the VIP it leaves from
   uint16_t vip_socket;
   // Owner role: the client entered at this peer relay; send `data` there unchanged, from
   // the peers.listen socket (the ingress relay strips the framing and answers from its VIP).
   const sockaddr_in6* peer = nullptr;
+
+  SocketAddress client() const { return flow_client(key); }
+  SocketAddress vip() const { return flow_vip(key); }
+};
+
+// What a flow store reply resumed (RelayCore::on_lookup_reply): the flow it installed or
+// found (nullptr if none), and the packets that waited for it, framed and counted, to send
+// now (they live in the core's recovery pool until its next miss).
+struct LookupResumed {
+  const Flow* flow = nullptr;
+  std::span<const ToTransceiver> packets;
 };
 
 // Where RelayCore hands work for the shared flow store (FlowSyncChannel in the relay, a
@@ -215,12 +236,11 @@ class RelayCore {
 
   // The flow store's answer for `key` (endpoint_id 0: no such flow, or no answer; with
   // role ingress, endpoint_id is the owning cluster; with role owner, `via` is the ingress
-  // relay the record names, which must be the sender of the packets that waited). Calls
-  // emit(ToTransceiver) for every packet that waited, and returns the flow it installed
-  // (nullptr if none) so the caller can mirror it, e.g. into the XDP flows map.
-  template <typename Emit>
-  const Flow* on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now, Emit&& emit,
-                              FlowRole role = FlowRole::local, const sockaddr_in6* via = nullptr);
+  // relay the record names, which must be the sender of the packets that waited). Returns
+  // the packets that waited, to forward, and the flow it installed or found, so the caller
+  // can mirror it (into the XDP flows map, say): the shape of Envoy's continueFilterChain.
+  LookupResumed on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now,
+                                FlowRole role = FlowRole::local, const sockaddr_in6* via = nullptr);
 
   // True once since the last call if this core handed the outbox anything (the caller
   // then wakes the flow sync once per batch).
@@ -230,10 +250,15 @@ class RelayCore {
     return was;
   }
 
-  // A datagram from a client to a VIP. `packet` must have kFramingHeadroom writable bytes
-  // before it. Returns the framed datagram to send, or nullopt (dropped and counted).
+  // A datagram of flow `key` from a client to a VIP. `packet` must have kFramingHeadroom
+  // writable bytes before it. Returns the framed datagram to send, or nullopt (dropped and
+  // counted).
+  std::optional<ToTransceiver> on_client_packet(const rtce_flow_key& key, uint16_t vip_socket,
+                                                uint8_t* packet, size_t len, Nanos now);
   std::optional<ToTransceiver> on_client_packet(const SocketAddress& client, const SocketAddress& vip,
-                                                uint16_t vip_socket, uint8_t* packet, size_t len, Nanos now);
+                                                uint16_t vip_socket, uint8_t* packet, size_t len, Nanos now) {
+    return on_client_packet(make_flow_key(client, vip), vip_socket, packet, len, now);
+  }
 
   // A datagram on peers.listen: PROXY v2 (client, the VIP it used) + client payload from
   // the ingress relay of another cluster. The framing is the one this relay would write,
@@ -260,9 +285,19 @@ class RelayCore {
   FlowTable& flows() { return flows_; }
 
  private:
-  std::optional<ToTransceiver> route_first_packet(const rtce_flow_key& key, uint16_t vip_socket,
-                                                  uint8_t* packet, size_t len, Nanos now);
-  ToTransceiver frame(const Flow& flow, uint8_t* packet, size_t len);
+  // A client's first packet of an unknown flow: the flow its check made (nullptr: dropped
+  // and counted, or waiting for a flow store lookup).
+  Flow* route_first_packet(const rtce_flow_key& key, uint16_t vip_socket, uint8_t* packet, size_t len,
+                           Nanos now);
+  // Copies the flow's PROXY v2 header in front of the payload.
+  static ToTransceiver frame(const Flow& flow, uint8_t* packet, size_t len) {
+    uint8_t* start = packet - flow.framing_len;
+    std::memcpy(start, flow.framing, flow.framing_len);
+    return ToTransceiver{start, flow.framing_len + len, &flow.value.endpoint};
+  }
+  // Counts a datagram of `flow` forwarded towards its transceiver (`payload_len`: the
+  // client's payload).
+  void count_to_transceiver(const Flow& flow, size_t payload_len);
   // Where a verified hint's flow goes: this cluster's endpoint, or another cluster's relay.
   struct Route {
     sockaddr_in6 endpoint;
@@ -293,36 +328,21 @@ class RelayCore {
 
   // A non-STUN packet of an unknown flow: waits for a flow store lookup, or is dropped
   // (counted). `from`: the peer relay of a forwarded datagram (owner role), else nullptr.
-  std::optional<ToTransceiver> on_miss(const rtce_flow_key& key, uint16_t vip_socket, uint8_t* packet,
-                                       size_t len, Nanos now, const sockaddr_in6* from = nullptr);
+  void on_miss(const rtce_flow_key& key, uint16_t vip_socket, uint8_t* packet, size_t len, Nanos now,
+               const sockaddr_in6* from = nullptr);
   void refresh_stored_flows(Nanos now);
   // Hands a flow to the flow store by its role; true if the outbox took it.
   bool put_to_store(const rtce_flow_key& key, const FlowValue& value);
   std::optional<ToClient> on_passed_up_return(const sockaddr_in6& from, const rtce_flow_key& key,
-                                              const SocketAddress& client, const SocketAddress& vip,
                                               const uint8_t* payload, size_t len);
+  // Installs a flow the store named for packets that waited; nullptr when the table refuses
+  // it (counted).
+  Flow* install_recovered(const rtce_flow_key& key, FlowRole role, uint16_t endpoint_id,
+                          const sockaddr_in6& target, const sockaddr_in6* via, uint16_t vip_socket,
+                          Nanos now);
   // Frames a packet that waited for a lookup and counts it forwarded. An owner flow's
   // packets came framed by the ingress relay and go on unchanged.
-  ToTransceiver forward_waited(const Flow& flow, uint8_t* packet, size_t len) {
-    const bool owner = flow.value.role == FlowRole::owner;
-    size_t payload_len = len;
-    if (owner) {  // counted as on_peer_packet counts: the client's payload
-      rtce_pp2_flow pp{};
-      uint32_t payload_off = 0;
-      rtce_pp2_parse(packet, static_cast<uint32_t>(len), &pp, &payload_off);  // parsed when it waited
-      payload_len -= payload_off;
-    }
-    counters_.forwarded_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
-    counters_.forwarded_bytes[static_cast<size_t>(Direction::client_to_transceiver)].add(payload_len);
-    count_forwarded(flow.value.role, Direction::client_to_transceiver, payload_len);
-    if (owner) return ToTransceiver{packet, len, &flow.value.endpoint};
-    if (flow.value.role == FlowRole::ingress)
-      counters_
-          .peer_packets[static_cast<uint8_t>(flow.value.endpoint_id)]
-                       [static_cast<size_t>(Direction::client_to_transceiver)]
-          .add();
-    return frame(flow, packet, len);
-  }
+  ToTransceiver forward_waited(const Flow& flow, uint8_t* packet, size_t len);
 
   FlowTable flows_;
   FlowLimits limits_;
@@ -339,93 +359,7 @@ class RelayCore {
   std::vector<VipSocketBinding> passed_up_vips_;
   uint32_t passed_up_lookups_per_tick_ = 0;
   uint32_t passed_up_lookups_left_ = 0;
+  std::vector<ToTransceiver> resumed_;  // on_lookup_reply's packets, sized once
 };
-
-rtce_flow_key make_flow_key(const SocketAddress& client, const SocketAddress& vip);
-
-template <typename Emit>
-const Flow* RelayCore::on_lookup_reply(const rtce_flow_key& key, uint16_t endpoint_id, Nanos now, Emit&& emit,
-                                       FlowRole role, const sockaddr_in6* via) {
-  if (!recovery_) return nullptr;
-  // Packets a peer relay forwarded wait for an owner record that names that relay; a
-  // client's packets for a record of theirs. Anything else is not this flow's sender.
-  const sockaddr_in6* sender = recovery_->waiting_sender(key);
-  const bool sender_matches =
-      sender ? role == FlowRole::owner && via && same_endpoint(*via, *sender) : role != FlowRole::owner;
-  if (Flow* existing = flows_.find(key)) {
-    // A STUN created the flow while these packets waited: its hint is newer than the store.
-    const bool same_sender =
-        sender ? existing->value.role == FlowRole::owner && same_endpoint(existing->value.via, *sender)
-               : existing->value.role != FlowRole::owner;
-    recovery_->on_reply(key, true, now, [&](uint8_t* packet, size_t len, uint16_t) {
-      if (same_sender)
-        emit(forward_waited(*existing, packet, len));
-      else
-        counters_.drop(DropReason::peer_wrong_sender);
-    });
-    return existing;
-  }
-  if (endpoint_id && !sender_matches) {
-    // Found, but for another sender: not remembered as missing, so the record's own sender
-    // still recovers the flow.
-    const uint32_t n = recovery_->on_reply(key, /*found=*/true, now, [](const uint8_t*, size_t, uint16_t) {});
-    counters_.dropped[static_cast<size_t>(DropReason::peer_wrong_sender)].add(n);
-    return nullptr;
-  }
-  // An ingress flow's record names its cluster: it goes to that cluster's relay as
-  // peers.clusters has it now, so a flow whose cluster moved while this relay was down
-  // follows it.
-  const sockaddr_in6* target = nullptr;
-  if (role == FlowRole::ingress) {
-    const auto peer = endpoint_id ? routing_->peer_clusters.find(static_cast<uint8_t>(endpoint_id))
-                                  : routing_->peer_clusters.end();
-    if (peer != routing_->peer_clusters.end()) target = &peer->second.relay;
-  } else {
-    const auto endpoint = endpoint_id ? routing_->endpoints.find(endpoint_id) : routing_->endpoints.end();
-    if (endpoint != routing_->endpoints.end()) target = &endpoint->second;
-  }
-  if (!target) {
-    // Not found, no answer, or an endpoint (a cluster) this relay does not route to (any
-    // more): all remembered as missing, so the flow's next packets do not spend the lookup
-    // budget.
-    const uint32_t n =
-        recovery_->on_reply(key, /*found=*/false, now, [](const uint8_t*, size_t, uint16_t) {});
-    const DropReason why = !endpoint_id                ? DropReason::flow_not_recovered
-                           : role == FlowRole::ingress ? DropReason::flow_cluster_gone
-                                                       : DropReason::unknown_endpoint;
-    counters_.dropped[static_cast<size_t>(why)].add(n);
-    return nullptr;
-  }
-  Flow* flow = nullptr;
-  bool refused = false;
-  recovery_->on_reply(key, true, now, [&](uint8_t* packet, size_t len, uint16_t vip_socket) {
-    if (!flow && !refused) {
-      FlowValue value;
-      value.endpoint = *target;
-      value.endpoint_id = endpoint_id;
-      value.role = role;
-      if (role == FlowRole::owner)
-        value.via = *via;
-      else
-        value.vip_socket = vip_socket;
-      auto inserted = flows_.insert(key, value, now);
-      if (!inserted.flow) {
-        refused = true;
-      } else {
-        flow = inserted.flow;
-        flow->stored = now;  // the store has it already
-        counters_.flows_recovered.add();
-        if (inserted.outcome == FlowTable::InsertOutcome::evicted_idle) counters_.flows_evicted.add();
-        counters_.flows_active.set(flows_.size());
-      }
-    }
-    if (refused) {
-      counters_.drop(DropReason::flow_table_full);
-      return;
-    }
-    emit(forward_waited(*flow, packet, len));
-  });
-  return flow;
-}
 
 }  // namespace rtce

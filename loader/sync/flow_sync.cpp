@@ -1,7 +1,6 @@
 // flow_sync.cpp — see flow_sync.h.
 #include "flow_sync.h"
 
-#include <arpa/inet.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -14,11 +13,6 @@
 #include <stdexcept>
 
 namespace rtce {
-
-FlowKey to_flow_key(const rtce_flow_key& key) {
-  return FlowKey{SocketAddress::from_bytes(key.family, key.client_addr, ntohs(key.client_port_be)),
-                 SocketAddress::from_bytes(key.family, key.vip_addr, ntohs(key.vip_port_be))};
-}
 
 FlowRecord to_flow_record(FlowRole role, uint16_t id, const sockaddr_in6& via) {
   switch (role) {
@@ -35,14 +29,8 @@ FlowLookupReply to_lookup_reply(const rtce_flow_key& key, const std::optional<Fl
   reply.key = key;
   if (record) {
     reply.endpoint_id = record->id;
-    switch (record->kind) {
-      case FlowRecord::Kind::peer_cluster: reply.role = FlowRole::ingress; break;
-      case FlowRecord::Kind::owner:
-        reply.role = FlowRole::owner;
-        reply.via = record->via.to_v6_mapped();
-        break;
-      default: reply.role = FlowRole::local; break;
-    }
+    reply.role = record->role;
+    if (record->role == FlowRole::owner) reply.via = record->via.to_v6_mapped();
   }
   return reply;
 }
@@ -126,11 +114,11 @@ void FlowSync::drain() {
     FlowSyncChannel* channel = channel_ptr.get();
     channel->requests_.consume_all([&](const FlowSyncRequest& r) {
       if (r.op == FlowSyncRequest::Op::put) {
-        put_batch_.push_back(FlowEntry{to_flow_key(r.key), to_flow_record(r.role, r.endpoint_id, r.via)});
+        put_batch_.push_back(FlowEntry{r.key, to_flow_record(r.role, r.endpoint_id, r.via)});
         return;
       }
       counters_.lookups.add();
-      store_->get(to_flow_key(r.key), [this, channel, key = r.key](std::optional<FlowRecord> record) {
+      store_->get(r.key, [this, channel, key = r.key](std::optional<FlowRecord> record) {
         FlowLookupReply reply = to_lookup_reply(key, record);
         reply.store_reachable = record.has_value() || store_->connected();
         if (record)

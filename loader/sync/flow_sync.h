@@ -128,7 +128,6 @@ class FlowSync {
   std::thread thread_;
 };
 
-FlowKey to_flow_key(const rtce_flow_key& key);
 // Between the core's (role, id, via) and the store's record: local flows name an endpoint,
 // ingress flows their owning cluster, owner flows an endpoint and the ingress relay (`via`).
 FlowRecord to_flow_record(FlowRole role, uint16_t id, const sockaddr_in6& via = {});

@@ -91,6 +91,7 @@ UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<
     VipSocket s;
     s.bound = vip;
     s.wildcard = vip.is_unspecified();
+    set_flow_vip(s.key, vip.sa());
     s.fd.reset(socket(vip.family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!s.fd) fail("socket for VIP " + vip.to_string());
     const int fd = s.fd.get();
@@ -146,25 +147,30 @@ void UdpWorker::open_peer_socket(const RelayConfig& config) {
     fail("bind peers.listen " + addr.to_string());
 }
 
+template <typename Fn, typename Flush>
+void UdpWorker::drain(int fd, Fn&& fn, Flush&& flush) {
+  UdpReceiveBatch& rx = batch_->rx;
+  drain_udp(
+      fd, rx, kBatchesPerWakeup,
+      [&](size_t i, Nanos now) {
+        if (rx.truncated(i))
+          core_.counters().drop(DropReason::oversize);
+        else
+          fn(i, now);
+      },
+      flush);
+}
+
 void UdpWorker::drain_peers() {
   UdpReceiveBatch& rx = batch_->rx;
-  for (int round = 0; round < kBatchesPerWakeup; round++) {
-    const size_t n = rx.receive(peer_fd_.get());
-    if (n == 0) return;
-    const Nanos now = monotonic_now();
-    for (size_t i = 0; i < n; i++) {
-      if (rx.truncated(i)) {
-        core_.counters().drop(DropReason::oversize);
-        continue;
-      }
-      sockaddr_in6 from{};
-      std::memcpy(&from, &rx.source(i), sizeof from);
-      auto out = core_.on_peer_packet(from, rx.data(i), rx.length(i), now);
-      if (out) queue_to_transceiver(*out);
-    }
-    flush_to_transceivers();
-    if (n < rx.capacity()) return;
-  }
+  drain(
+      peer_fd_.get(),
+      [&](size_t i, Nanos now) {
+        sockaddr_in6 from{};
+        std::memcpy(&from, &rx.source(i), sizeof from);
+        if (auto out = core_.on_peer_packet(from, rx.data(i), rx.length(i), now)) queue_to_transceiver(*out);
+      },
+      [&] { flush_to_transceivers(); });
 }
 
 void UdpWorker::flush_to_peers() {
@@ -267,63 +273,59 @@ void UdpWorker::run() {
 void UdpWorker::drain_vip(size_t vip_index) {
   const VipSocket& vip = vips_[vip_index];
   UdpReceiveBatch& rx = batch_->rx;
-  for (int round = 0; round < kBatchesPerWakeup; round++) {
-    const size_t n = rx.receive(vip.fd.get());
-    if (n == 0) return;
-    const Nanos now = monotonic_now();
-    for (size_t i = 0; i < n; i++) {
-      if (rx.truncated(i)) {
-        core_.counters().drop(DropReason::oversize);
-        continue;
-      }
-      const SocketAddress client = rx.source_address(i);
-      SocketAddress local = vip.bound;
-      if (vip.wildcard) local = rx.destination(i, vip.bound.port()).value_or(vip.bound);
-      auto out = core_.on_client_packet(client, local, static_cast<uint16_t>(vip_index), rx.data(i),
-                                        rx.length(i), now);
-      if (out) queue_to_transceiver(*out);
-    }
-    flush_to_transceivers();
-    notify_flow_sync();
-    if (n < rx.capacity()) return;
-  }
+  drain(
+      vip.fd.get(),
+      [&](size_t i, Nanos now) {
+        // The key straight from the socket's addresses: the VIP's side is the socket's, but
+        // a wildcard's address is the one the client sent to (IP_PKTINFO).
+        rtce_flow_key key = vip.key;
+        set_flow_client(key, reinterpret_cast<const sockaddr*>(&rx.source(i)));
+        if (vip.wildcard) rx.destination_bytes(i, key.vip_addr);
+        if (auto out =
+                core_.on_client_packet(key, static_cast<uint16_t>(vip_index), rx.data(i), rx.length(i), now))
+          queue_to_transceiver(*out);
+      },
+      [&] {
+        flush_to_transceivers();
+        notify_flow_sync();
+      });
 }
 
 // The return socket is dual-stack (sources arrive as sockaddr_in6); an XDP pass-up socket is
 // of its address's family.
 void UdpWorker::drain_return(int fd, bool dual_stack) {
   UdpReceiveBatch& rx = batch_->rx;
-  for (int round = 0; round < kBatchesPerWakeup; round++) {
-    const size_t n = rx.receive(fd);
-    if (n == 0) return;
-    const Nanos now = monotonic_now();
-    for (size_t i = 0; i < n; i++) {
-      if (rx.truncated(i)) {
-        core_.counters().drop(DropReason::oversize);
-        continue;
-      }
-      sockaddr_in6 from{};
-      if (dual_stack)
-        std::memcpy(&from, &rx.source(i), sizeof from);
-      else
-        from = rx.source_address(i).to_v6_mapped();
-      auto out = core_.on_transceiver_packet(from, rx.data(i), rx.length(i), now);
-      if (!out) continue;
-      if (out->peer) {  // owner role: back to the ingress relay, framed
-        if (batch_->to_peers.full()) flush_to_peers();
-        batch_->to_peers.add(out->data, out->len, reinterpret_cast<const sockaddr*>(out->peer),
-                             sizeof(sockaddr_in6));
-        continue;
-      }
-      UdpSendBatch& queue = batch_->to_client[out->vip_socket];
-      if (queue.full()) flush_to_clients(out->vip_socket);
-      // A wildcard VIP answers from the exact address the client sent to (ICE requires it).
-      queue.add(out->data, out->len, out->client, vips_[out->vip_socket].wildcard ? &out->vip : nullptr);
-    }
-    for (size_t v = 0; v < vips_.size(); v++) flush_to_clients(v);
-    flush_to_peers();
-    if (n < rx.capacity()) return;
-  }
+  drain(
+      fd,
+      [&](size_t i, Nanos now) {
+        sockaddr_in6 from{};
+        if (dual_stack)
+          std::memcpy(&from, &rx.source(i), sizeof from);
+        else
+          from = rx.source_address(i).to_v6_mapped();
+        auto out = core_.on_transceiver_packet(from, rx.data(i), rx.length(i), now);
+        if (!out) return;
+        if (out->peer) {  // owner role: back to the ingress relay, framed
+          if (batch_->to_peers.full()) flush_to_peers();
+          batch_->to_peers.add(out->data, out->len, reinterpret_cast<const sockaddr*>(out->peer),
+                               sizeof(sockaddr_in6));
+          return;
+        }
+        UdpSendBatch& queue = batch_->to_client[out->vip_socket];
+        if (queue.full()) flush_to_clients(out->vip_socket);
+        // The addresses straight from the flow key. A wildcard VIP answers from the exact
+        // address the client sent to (ICE requires it).
+        sockaddr_storage client, vip;
+        const socklen_t client_len = flow_client_sockaddr(out->key, client);
+        const bool from_vip = vips_[out->vip_socket].wildcard;
+        if (from_vip) flow_vip_sockaddr(out->key, vip);
+        queue.add(out->data, out->len, reinterpret_cast<const sockaddr*>(&client), client_len,
+                  from_vip ? reinterpret_cast<const sockaddr*>(&vip) : nullptr);
+      },
+      [&] {
+        for (size_t v = 0; v < vips_.size(); v++) flush_to_clients(v);
+        flush_to_peers();
+      });
 }
 
 void UdpWorker::queue_to_transceiver(const ToTransceiver& out) {
@@ -342,13 +344,11 @@ void UdpWorker::drain_flow_replies(Nanos now) {
     // owner flow's, so that its transceiver sees one relay address throughout.
     const bool from_xdp_port =
         (reply.role == FlowRole::ingress || reply.role == FlowRole::owner) && !passed_up_fds_.empty();
-    const Flow* flow = core_.on_lookup_reply(
-        reply.key, reply.endpoint_id, now,
-        [&](const ToTransceiver& out) {
-          if (!from_xdp_port || !send_from_xdp_port(out)) queue_to_transceiver(out);
-        },
-        reply.role, &reply.via);
-    if (flow && on_recovered_) on_recovered_(*flow);
+    const LookupResumed resumed =
+        core_.on_lookup_reply(reply.key, reply.endpoint_id, now, reply.role, &reply.via);
+    for (const ToTransceiver& out : resumed.packets)
+      if (!from_xdp_port || !send_from_xdp_port(out)) queue_to_transceiver(out);
+    if (resumed.flow && on_recovered_) on_recovered_(*resumed.flow);
   });
   flush_to_transceivers();
 }

@@ -67,7 +67,12 @@ class UdpWorker {
     UniqueFd fd;
     SocketAddress bound;
     bool wildcard = false;
+    rtce_flow_key key{};  // the VIP's side of its flows' keys (a wildcard's is its port)
   };
+  // Drains `fd` into the worker's batch (drain_udp): fn(i, now) for each datagram that was
+  // not truncated (those are counted oversize), then flush().
+  template <typename Fn, typename Flush>
+  void drain(int fd, Fn&& fn, Flush&& flush);
   void run();
   void drain_vip(size_t vip_index);
   void drain_return(int fd, bool dual_stack);

@@ -34,11 +34,8 @@ int XdpFlows::on_event(void* ctx, void* data, size_t size) {
   std::memcpy(&event, data, sizeof event);
   self->events_seen_++;
   if (self->store_sink_) self->store_activity_ |= self->mirror(event.key, event.role, event.endpoint_id);
-  if (spdlog::should_log(spdlog::level::debug)) {
-    SocketAddress client =
-        SocketAddress::from_bytes(event.key.family, event.key.client_addr, ntohs(event.key.client_port_be));
-    spdlog::debug("xdp: flow {} -> endpoint {}", client.to_string(), event.endpoint_id);
-  }
+  if (spdlog::should_log(spdlog::level::debug))
+    spdlog::debug("xdp: flow {} -> endpoint {}", flow_client(event.key).to_string(), event.endpoint_id);
   return 0;
 }
 

@@ -10,16 +10,16 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 65535) return 0;
-  rtce_pp2_flow flow{};
+  rtce_flow_key flow{};
   uint32_t off = 0;
-  if (rtce_pp2_parse(data, static_cast<uint32_t>(size), &flow, &off) != RTCE_PP2_OK) return 0;
+  if (rtce_pp2_parse_key(data, static_cast<uint32_t>(size), &flow, &off) != RTCE_PP2_OK) return 0;
   if (off > size || off < RTCE_PP2_FIXED_LEN) abort();
   uint8_t again[RTCE_PP2_LEN_V6];
-  const uint32_t n = rtce_pp2_write(again, sizeof again, &flow);
+  const uint32_t n = rtce_pp2_write_key(again, sizeof again, &flow);
   if (n == 0) abort();
-  rtce_pp2_flow back{};
+  rtce_flow_key back{};
   uint32_t off2 = 0;
-  if (rtce_pp2_parse(again, n, &back, &off2) != RTCE_PP2_OK || off2 != n) abort();
+  if (rtce_pp2_parse_key(again, n, &back, &off2) != RTCE_PP2_OK || off2 != n) abort();
   if (std::memcmp(&flow, &back, sizeof flow) != 0) abort();
   return 0;
 }

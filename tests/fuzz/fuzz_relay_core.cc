@@ -33,9 +33,9 @@ struct QueueOutbox : rtce::FlowStoreOutbox {
 };
 
 void check_frame(const rtce::ToTransceiver& out, size_t payload_len) {
-  rtce_pp2_flow flow{};
+  rtce_flow_key flow{};
   uint32_t off = 0;
-  if (rtce_pp2_parse(out.data, static_cast<uint32_t>(out.len), &flow, &off) != RTCE_PP2_OK) abort();
+  if (rtce_pp2_parse_key(out.data, static_cast<uint32_t>(out.len), &flow, &off) != RTCE_PP2_OK) abort();
   if (out.len - off != payload_len) abort();
 }
 
@@ -100,16 +100,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const sockaddr_in6 target = existing                          ? existing->value.endpoint
                                 : role == rtce::FlowRole::ingress ? h.peer_relay
                                                                   : h.endpoint;
-    h.core->on_lookup_reply(
-        key, endpoint_ids[selector & 3], h.now,
-        [&](const rtce::ToTransceiver& out) {
-          rtce_pp2_flow flow{};
-          uint32_t off = 0;
-          if (rtce_pp2_parse(out.data, static_cast<uint32_t>(out.len), &flow, &off) != RTCE_PP2_OK) abort();
-          if (!rtce::same_endpoint(*out.endpoint, target)) abort();
-          if (out.len - off > 1500) abort();  // only what fits a waiting slot waits
-        },
-        role, &via);
+    for (const rtce::ToTransceiver& out :
+         h.core->on_lookup_reply(key, endpoint_ids[selector & 3], h.now, role, &via).packets) {
+      rtce_flow_key flow{};
+      uint32_t off = 0;
+      if (rtce_pp2_parse_key(out.data, static_cast<uint32_t>(out.len), &flow, &off) != RTCE_PP2_OK) abort();
+      if (!rtce::same_endpoint(*out.endpoint, target)) abort();
+      if (out.len - off > 1500) abort();  // only what fits a waiting slot waits
+    }
   } else if (selector & 0x80) {
     auto out = h.core->on_transceiver_packet(h.endpoint, buffer + rtce::kFramingHeadroom, size - 1);
     if (out && out->len > size) abort();
@@ -121,9 +119,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (out && (selector & 1)) abort();  // untrusted: never forwarded
     // Forwarded unchanged: the same bytes, a valid frame.
     if (out && (out->data != buffer + rtce::kFramingHeadroom || out->len != size - 1)) abort();
-    rtce_pp2_flow flow{};
+    rtce_flow_key flow{};
     uint32_t off = 0;
-    if (out && rtce_pp2_parse(out->data, static_cast<uint32_t>(out->len), &flow, &off) != RTCE_PP2_OK)
+    if (out && rtce_pp2_parse_key(out->data, static_cast<uint32_t>(out->len), &flow, &off) != RTCE_PP2_OK)
       abort();
   } else {
     const std::string client = "198.18.0." + std::to_string(selector & 0x0f) + ":5000";

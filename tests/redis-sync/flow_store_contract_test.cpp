@@ -17,7 +17,7 @@ class FlowStoreContract : public ::testing::Test {
     store_ = backend_.flow_store(io_);
   }
   std::optional<bool> done(std::function<void(DoneCallback)> start) { return await<bool>(io_, start); }
-  std::optional<FlowRecord> get(const FlowKey& key) {
+  std::optional<FlowRecord> get(const rtce_flow_key& key) {
     auto result = await<std::optional<FlowRecord>>(io_, [&](auto cb) { store_->get(key, cb); });
     EXPECT_TRUE(result) << "get did not call back";
     return result ? *result : std::nullopt;
@@ -30,15 +30,15 @@ class FlowStoreContract : public ::testing::Test {
 
 TYPED_TEST_SUITE(FlowStoreContract, Backends, BackendNames);
 
-FlowKey flow(int i) {
+rtce_flow_key flow(int i) {
   const std::string client = "198.51." + std::to_string(i / 250 % 250) + "." + std::to_string(i % 250 + 1) +
                              ":" + std::to_string(10000 + i % 50000);
-  return FlowKey{addr(client.c_str()), addr("203.0.113.10:3478")};
+  return make_flow_key(addr(client.c_str()), addr("203.0.113.10:3478"));
 }
 
 TYPED_TEST(FlowStoreContract, PutGetRefreshDelete) {
-  const FlowKey key{addr("198.51.100.7:50000"), addr("203.0.113.1:3478")};
-  const FlowKey v6{addr("[2001:db8::7]:50001"), addr("[2001:db8:1::1]:3478")};
+  const rtce_flow_key key = make_flow_key(addr("198.51.100.7:50000"), addr("203.0.113.1:3478"));
+  const rtce_flow_key v6 = make_flow_key(addr("[2001:db8::7]:50001"), addr("[2001:db8:1::1]:3478"));
   EXPECT_EQ(this->get(key), std::nullopt);
   EXPECT_EQ(this->done([&](auto cb) { this->store_->put(key, 42, 5000ms, cb); }), true);
   EXPECT_EQ(this->done([&](auto cb) { this->store_->put(v6, 43, 5000ms, cb); }), true);
@@ -59,8 +59,8 @@ TYPED_TEST(FlowStoreContract, PutGetRefreshDelete) {
 // the key space (one flow is one or the other) and come back from get, put_many and restore
 // as they were written.
 TYPED_TEST(FlowStoreContract, PeerClusterRecordsRoundTrip) {
-  const FlowKey ingress{addr("198.51.100.8:50000"), addr("203.0.113.1:3478")};
-  const FlowKey local{addr("198.51.100.9:50000"), addr("203.0.113.1:3478")};
+  const rtce_flow_key ingress = make_flow_key(addr("198.51.100.8:50000"), addr("203.0.113.1:3478"));
+  const rtce_flow_key local = make_flow_key(addr("198.51.100.9:50000"), addr("203.0.113.1:3478"));
   ASSERT_EQ(this->done([&](auto cb) { this->store_->put(ingress, FlowRecord::peer_cluster(2), 5000ms, cb); }),
             true);
   ASSERT_EQ(this->done([&](auto cb) { this->store_->put(local, 2, 5000ms, cb); }), true);
@@ -80,19 +80,19 @@ TYPED_TEST(FlowStoreContract, PeerClusterRecordsRoundTrip) {
   auto fresh = this->backend_.flow_store(this->io_);
   fresh->restore(
       [&](std::span<const FlowEntry> page) {
-        for (const auto& entry : page) restored[entry.key.client.to_string()] = entry.record;
+        for (const auto& entry : page) restored[flow_client(entry.key).to_string()] = entry.record;
       },
       [&](bool result) { ok = result; });
   ASSERT_TRUE(run_until(
       this->io_, [&] { return ok.has_value(); }, 5000ms));
-  EXPECT_EQ(restored[ingress.client.to_string()], FlowRecord::peer_cluster(2));
-  EXPECT_EQ(restored[flow(1).client.to_string()], FlowRecord::peer_cluster(255));
-  EXPECT_EQ(restored[flow(2).client.to_string()], FlowRecord(7));
+  EXPECT_EQ(restored[flow_client(ingress).to_string()], FlowRecord::peer_cluster(2));
+  EXPECT_EQ(restored[flow_client(flow(1)).to_string()], FlowRecord::peer_cluster(255));
+  EXPECT_EQ(restored[flow_client(flow(2)).to_string()], FlowRecord(7));
 }
 
 // An owner flow's record carries the ingress relay it comes from, and comes back as written.
 TYPED_TEST(FlowStoreContract, OwnerRecordsRoundTrip) {
-  const FlowKey owned{addr("198.51.100.8:50000"), addr("203.0.113.9:3478")};
+  const rtce_flow_key owned = make_flow_key(addr("198.51.100.8:50000"), addr("203.0.113.9:3478"));
   const FlowRecord record = FlowRecord::owner(7, addr("198.18.0.9:3479"));
   ASSERT_EQ(this->done([&](auto cb) { this->store_->put(owned, record, 5000ms, cb); }), true);
   EXPECT_EQ(this->get(owned), record);
@@ -102,8 +102,8 @@ TYPED_TEST(FlowStoreContract, OwnerRecordsRoundTrip) {
 }
 
 TYPED_TEST(FlowStoreContract, FlowsExpireAfterTheirTtlAndRefreshExtendsIt) {
-  const FlowKey idle = flow(1);
-  const FlowKey active = flow(2);
+  const rtce_flow_key idle = flow(1);
+  const rtce_flow_key active = flow(2);
   ASSERT_EQ(this->done([&](auto cb) { this->store_->put(idle, 1, 300ms, cb); }), true);
   ASSERT_EQ(this->done([&](auto cb) { this->store_->put(active, 2, 300ms, cb); }), true);
   const auto put_at = Clock::now();
@@ -144,7 +144,7 @@ TYPED_TEST(FlowStoreContract, RestoreReadsBackEveryFlow) {
   constexpr int kFlows = 2'500;
   std::vector<FlowEntry> flows;
   for (int i = 0; i < kFlows; ++i) flows.push_back({flow(i), static_cast<EndpointId>(i % 7 + 1)});
-  flows.push_back({FlowKey{addr("[2001:db8::9]:4000"), addr("[2001:db8::1]:3478")}, 9});
+  flows.push_back({make_flow_key(addr("[2001:db8::9]:4000"), addr("[2001:db8::1]:3478")), 9});
   this->store_->put_many(flows, 30'000ms);
   // One connection answers in order: once this get is answered every put has landed.
   ASSERT_EQ(this->get(flows.back().key), EndpointId{9});
@@ -155,7 +155,7 @@ TYPED_TEST(FlowStoreContract, RestoreReadsBackEveryFlow) {
   fresh->restore(
       [&](std::span<const FlowEntry> batch) {
         for (const auto& entry : batch) {
-          restored[entry.key.client.to_string() + "|" + entry.key.vip.to_string()] = entry.record;
+          restored[flow_client(entry.key).to_string() + "|" + flow_vip(entry.key).to_string()] = entry.record;
         }
       },
       [&](bool result) { ok = result; });
@@ -164,7 +164,8 @@ TYPED_TEST(FlowStoreContract, RestoreReadsBackEveryFlow) {
   EXPECT_TRUE(*ok);
   ASSERT_EQ(restored.size(), flows.size());
   for (const auto& entry : flows) {
-    EXPECT_EQ(restored[entry.key.client.to_string() + "|" + entry.key.vip.to_string()], entry.record);
+    EXPECT_EQ(restored[flow_client(entry.key).to_string() + "|" + flow_vip(entry.key).to_string()],
+              entry.record);
   }
 }
 

@@ -50,7 +50,7 @@ class FlowSyncTest : public ::testing::Test {
     SyncCounters counters;
     RedisConnection connection(io, redis_options(shared_redis()->port()), counters);
     connection.start();
-    const std::string redis_key = RedisSchema(cluster_).flow_key(to_flow_key(key));
+    const std::string redis_key = RedisSchema(cluster_).flow_key(key);
     const std::array<std::string_view, 3> args{"SET", redis_key, value};
     bool done = false;
     connection.command(args, [&](SyncStatus status, const redisReply*) {

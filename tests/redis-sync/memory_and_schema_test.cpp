@@ -17,7 +17,7 @@ TEST(MemoryFlowStore, TtlFollowsTheDrivenClock) {
   auto clock = std::make_shared<DrivenClock>();
   auto backend = std::make_shared<MemoryFlowBackend>([clock] { return clock->now; });
   MemoryFlowStore store(io, backend);
-  const FlowKey key{addr("198.51.100.1:5000"), addr("203.0.113.1:3478")};
+  const rtce_flow_key key = make_flow_key(addr("198.51.100.1:5000"), addr("203.0.113.1:3478"));
   store.put(key, 5, 1000ms);
   clock->advance(999ms);
   auto got = await<std::optional<FlowRecord>>(io, [&](auto cb) { store.get(key, cb); });
@@ -41,10 +41,11 @@ TEST(MemoryFlowStore, IsBoundedAndCountsDrops) {
   std::vector<FlowEntry> flows;
   for (uint16_t i = 0; i < 10; ++i) {
     flows.push_back(
-        {FlowKey{addr(("198.51.100.1:" + std::to_string(1000 + i)).c_str()), addr("203.0.113.1:3478")}, 1});
+        {make_flow_key(addr(("198.51.100.1:" + std::to_string(1000 + i)).c_str()), addr("203.0.113.1:3478")),
+         1});
   }
   store.put_many(flows, 1000ms);
-  const FlowKey extra{addr("198.51.100.2:1"), addr("203.0.113.1:3478")};
+  const rtce_flow_key extra = make_flow_key(addr("198.51.100.2:1"), addr("203.0.113.1:3478"));
   EXPECT_EQ(await<bool>(io, [&](auto cb) { store.put(extra, 2, 1000ms, cb); }), false);
   EXPECT_EQ(store.counters().dropped.get(), 1u);
   clock->advance(1001ms);  // the old ones expire: room again
@@ -118,13 +119,13 @@ TEST(EndpointSetDiff, HoldsRemovalsForOneGraceAfterTheStoreWasUnavailable) {
 
 TEST(RedisSchema, KeysShareOneHashTagPerCluster) {
   const RedisSchema schema(7);
-  const FlowKey key{addr("198.51.100.7:50000"), addr("203.0.113.1:3478")};
+  const rtce_flow_key key = make_flow_key(addr("198.51.100.7:50000"), addr("203.0.113.1:3478"));
   EXPECT_EQ(schema.flow_key(key), "rtce:{c7}:flow:198.51.100.7:50000|203.0.113.1:3478");
   EXPECT_EQ(schema.endpoint_key(12), "rtce:{c7}:ep:12");
   EXPECT_EQ(schema.endpoint_set_key(), "rtce:{c7}:eps");
   EXPECT_EQ(schema.endpoint_ids_key(), "rtce:{c7}:endpoint_ids");
   EXPECT_EQ(schema.events_channel(), "rtce:{c7}:events");
-  const FlowKey v6{addr("[2001:db8::7]:1"), addr("[2001:db8::1]:3478")};
+  const rtce_flow_key v6 = make_flow_key(addr("[2001:db8::7]:1"), addr("[2001:db8::1]:3478"));
   EXPECT_EQ(schema.parse_flow_key(schema.flow_key(v6)), v6);
   EXPECT_EQ(schema.parse_flow_key(schema.flow_key(key)), key);
   EXPECT_EQ(RedisSchema(8).parse_flow_key(schema.flow_key(key)), std::nullopt);

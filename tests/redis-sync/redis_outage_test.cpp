@@ -19,10 +19,10 @@ class RedisOutage : public ::testing::Test {
     options_.max_pending = 5000;
   }
 
-  static FlowKey flow(int i) {
+  static rtce_flow_key flow(int i) {
     const std::string client = "10." + std::to_string(i >> 16 & 255) + "." + std::to_string(i >> 8 & 255) +
                                "." + std::to_string(i & 255) + ":" + std::to_string(1024 + i % 60000);
-    return FlowKey{addr(client.c_str()), addr("203.0.113.1:3478")};
+    return make_flow_key(addr(client.c_str()), addr("203.0.113.1:3478"));
   }
 
   boost::asio::io_context io_;
@@ -278,7 +278,7 @@ TEST(RedisAuth, PasswordFromTheUrlIsSentBeforeAnyCommand) {
   RedisServer server(0, "s3cret");
   ASSERT_TRUE(server.start());
   boost::asio::io_context io;
-  const FlowKey key{addr("198.51.100.1:1"), addr("203.0.113.1:3478")};
+  const rtce_flow_key key = make_flow_key(addr("198.51.100.1:1"), addr("203.0.113.1:3478"));
   {
     auto options = RedisOptions::from_url("redis://:s3cret@127.0.0.1:" + std::to_string(server.port()));
     ASSERT_TRUE(options);

@@ -1,4 +1,4 @@
-// test_support.h — small helpers shared by the unit tests: golden files and hex.
+// test_support.h — small helpers shared by the wire and relay tests: golden files and hex.
 #pragma once
 
 #include <cctype>

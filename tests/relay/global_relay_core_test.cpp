@@ -146,8 +146,8 @@ TEST_F(GlobalRelayCoreTest, AFlowOfAnotherClusterCrossesBothRelaysAndItsRepliesC
   ASSERT_TRUE(to_client);
   EXPECT_EQ(to_client->peer, nullptr);
   EXPECT_EQ(to_client->len, 4u);
-  EXPECT_EQ(to_client->client, client_);
-  EXPECT_EQ(to_client->vip, vip_);
+  EXPECT_EQ(to_client->client(), client_);
+  EXPECT_EQ(to_client->vip(), vip_);
 
   // Later media follows the flows in both relays without a hint.
   auto media = from_client(load({0x80, 0x6f, 0x00, 0x02, 0xee}), kSecond);
@@ -314,12 +314,10 @@ class GlobalRelayFlowStoreTest : public GlobalRelayCoreTest {
   // The store's answer for the client's flow, as the flow sync delivers it.
   const Flow* answer(RelayCore& core, uint16_t id, FlowRole role, Nanos now,
                      const sockaddr_in6* via = nullptr) {
-    return core.on_lookup_reply(
-        make_flow_key(client_, vip_), id, now,
-        [&](const ToTransceiver& out) {
-          sent_.push_back({std::vector<uint8_t>(out.data, out.data + out.len), *out.endpoint});
-        },
-        role, via);
+    const LookupResumed resumed = core.on_lookup_reply(make_flow_key(client_, vip_), id, now, role, via);
+    for (const ToTransceiver& out : resumed.packets)
+      sent_.push_back({std::vector<uint8_t>(out.data, out.data + out.len), *out.endpoint});
+    return resumed.flow;
   }
   // The owner after a restart: an empty table, the same routing and store.
   RelayCore& restarted_owner() {
@@ -483,7 +481,7 @@ TEST_F(GlobalRelayFlowStoreTest, ARestartedIngressForwardsMediaFromTheStoreBefor
   auto back = core.on_transceiver_packet(mapped(kOwnerPeerListen), reply.data(), reply.size(), 2 * kSecond);
   ASSERT_TRUE(back);
   EXPECT_EQ(back->peer, nullptr);
-  EXPECT_EQ(back->client, client_);
+  EXPECT_EQ(back->client(), client_);
   EXPECT_EQ(back->len, 4u);
   EXPECT_EQ(outbox_.puts.size(), 0u) << "a recovered flow is in the store already";
 }

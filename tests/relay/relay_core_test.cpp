@@ -152,8 +152,8 @@ TEST_F(RelayCoreTest, ReturnPathStripsFramingAndAnswersFromTheVip) {
   auto out = core_.on_transceiver_packet(owner, framed.data(), framed.size());
   ASSERT_TRUE(out);
   EXPECT_EQ(out->len, 4u);
-  EXPECT_EQ(out->client.to_string(), "198.18.0.10:50000");
-  EXPECT_EQ(out->vip.to_string(), "198.18.0.1:3478");
+  EXPECT_EQ(out->client().to_string(), "198.18.0.10:50000");
+  EXPECT_EQ(out->vip().to_string(), "198.18.0.1:3478");
 
   const sockaddr_in6 stranger = SocketAddress::parse("198.18.2.9:40001")->to_v6_mapped();
   EXPECT_FALSE(core_.on_transceiver_packet(stranger, framed.data(), framed.size()));
@@ -216,8 +216,8 @@ TEST_F(RelayCoreTest, RepliesOfXdpFlowsPassedUpLeaveFromTheFlowsVipSocket) {
   ASSERT_TRUE(out);
   EXPECT_EQ(out->len, 5u);
   EXPECT_EQ(out->data[4], 0xaa);
-  EXPECT_EQ(out->client.to_string(), "198.18.0.3:50000");
-  EXPECT_EQ(out->vip.to_string(), "198.18.0.1:3478");
+  EXPECT_EQ(out->client().to_string(), "198.18.0.3:50000");
+  EXPECT_EQ(out->vip().to_string(), "198.18.0.1:3478");
   EXPECT_EQ(out->vip_socket, 1u);
   EXPECT_EQ(core_.counters().returns_passed_up.get(), 1u);
   // Not copied into the core: the XDP map stays the flow's one owner.
@@ -421,9 +421,10 @@ class RelayCoreFlowStoreTest : public RelayCoreTest {
   }
   const Flow* reply(const char* client, uint16_t endpoint_id, Nanos now, std::vector<Sent>* sent,
                     const char* vip = "198.18.0.1:3478") {
-    return core_.on_lookup_reply(key_of(client, vip), endpoint_id, now, [&](const ToTransceiver& out) {
+    const LookupResumed resumed = core_.on_lookup_reply(key_of(client, vip), endpoint_id, now);
+    for (const ToTransceiver& out : resumed.packets)
       sent->push_back({std::vector<uint8_t>(out.data, out.data + out.len), *out.endpoint});
-    });
+    return resumed.flow;
   }
   static sockaddr_in6 endpoint(const char* text) { return SocketAddress::parse(text)->to_v6_mapped(); }
 
@@ -525,7 +526,7 @@ TEST_F(RelayCoreFlowStoreTest, ReplyWithKnownEndpointSendsWaitedPacketsFramedAnd
     auto back = core_.on_transceiver_packet(endpoint(c.endpoint), framed.data(), framed.size());
     ASSERT_TRUE(back);
     EXPECT_EQ(back->vip_socket, 3u);
-    EXPECT_EQ(back->client.to_string(), c.client);
+    EXPECT_EQ(back->client().to_string(), c.client);
   }
   EXPECT_EQ(core_.counters().flows_active.get(), 2u);
   EXPECT_EQ(core_.counters().flows_created.get(), 0u);
@@ -765,11 +766,10 @@ TEST_F(RelayCoreTest, WithoutAFlowStoreANonStunMissIsANoFlowDrop) {
   EXPECT_EQ(dropped(DropReason::no_flow), 2u);
   EXPECT_EQ(core_.counters().flow_lookups.get(), 0u);
   EXPECT_EQ(core_.counters().packets_waited.get(), 0u);
-  int emitted = 0;
-  EXPECT_EQ(core_.on_lookup_reply(make_flow_key(*SocketAddress::parse("198.18.0.10:50000"), vip_), 1, kSecond,
-                                  [&](const ToTransceiver&) { emitted++; }),
-            nullptr);
-  EXPECT_EQ(emitted, 0);
+  const LookupResumed resumed =
+      core_.on_lookup_reply(make_flow_key(*SocketAddress::parse("198.18.0.10:50000"), vip_), 1, kSecond);
+  EXPECT_EQ(resumed.flow, nullptr);
+  EXPECT_EQ(resumed.packets.size(), 0u);
   EXPECT_EQ(core_.flows().size(), 0u);
   core_.expire(40 * kSecond, 4);  // no store: nothing to refresh, nothing to time out
   EXPECT_EQ(dropped(DropReason::flow_lookup_timeout), 0u);

@@ -20,13 +20,14 @@ Needs root. Usage:
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "..", "tests", "transceiver", "e2e", "run_chaos_netns.py")
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "support", "py"))
+from rtcetest.core import machine  # noqa: E402
 ORDER = ["none", "loss1", "loss5", "loss10", "jitter30", "reorder", "duplicate"]
 
 
@@ -36,22 +37,11 @@ def percentile(values, p):
     return ordered[k]
 
 
-def machine():
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return "%s, %d CPUs, kernel %s, load average %s" % (cpu, os.cpu_count(), platform.release(),
-                                                        " ".join("%.2f" % x for x in os.getloadavg()))
-
-
 def run_once(args, extra):
     cmd = ["/usr/bin/python3", RUNNER, "--transceiver-bin", os.path.join(args.build, "bin", "rtcedge-transceiver"),
            "--relay-bin", os.path.join(args.build, "bin", "rtcedge-relay")] + extra
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=900)
-    if r.returncode == 77:
+    if r.returncode == 77:  # rtcetest.outcome.SKIP
         sys.exit("skipped: " + r.stdout.strip())
     try:
         out = json.loads(r.stdout)

@@ -46,7 +46,6 @@ Needs root, aiortc, numpy, turnserver (coturn). Exit 77 when something is missin
 import argparse
 import asyncio
 import json
-import math
 import os
 import platform
 import shutil
@@ -58,10 +57,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.abspath(os.path.join(HERE, ".."))
 E2E = os.path.join(REPO_ROOT, "tests", "transceiver", "e2e")
+sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "support", "py"))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "integration"))
 sys.path.insert(0, E2E)
 
-SKIP = 77
+from rtcetest import outcome  # noqa: E402
+from rtcetest.core import machine_info as machine, percentile, stats as summary  # noqa: E402
+
 PATHS = ["direct", "ingress", "turn"]
 # The TURN server's address, on relay C's access link next to VIP C (global_sim_topology's
 # addresses are 198.18.0.0/15; this one is outside its VIP list).
@@ -82,6 +84,7 @@ def client_main(args):
     from aiortc.rtp import RtcpRrPacket, RtcpSrPacket
     from aiortc.rtcrtpsender import RTCRtpSender
     import chaos_aiortc_client as cc  # tone_frame, and its aiortc_client helpers (ToneTrack)
+    from rtcetest.aio import receive_frames, remote_audio
     import urllib.error
     import urllib.parse
     import urllib.request
@@ -150,7 +153,7 @@ def client_main(args):
                 urls="turn:%s?transport=udp" % args.turn, username=TURN_USER, credential=TURN_PASS)])
         pc = RTCPeerConnection(config) if config else RTCPeerConnection()
         connected = asyncio.Event()
-        remote_track = asyncio.get_running_loop().create_future()
+        remote_track = remote_audio(pc)
         frames = []
 
         @pc.on("connectionstatechange")
@@ -160,22 +163,10 @@ def client_main(args):
                 result["connected_at"] = time.monotonic()
                 connected.set()
 
-        @pc.on("track")
-        def on_track(track):
-            if track.kind == "audio" and not remote_track.done():
-                remote_track.set_result(track)
-
-        async def record(track):
-            while True:
-                try:
-                    frame = await asyncio.wait_for(track.recv(), timeout=1.0)
-                except asyncio.TimeoutError:
-                    continue
-                except Exception:
-                    return
-                mono, rate = ac.frame_to_mono(frame)
-                has, _ = cc.tone_frame(mono, rate, 440.0, 0.5)
-                frames.append((time.monotonic(), has))
+        def record(frame):
+            mono, rate = ac.frame_to_mono(frame)
+            has, _ = cc.tone_frame(mono, rate, 440.0, 0.5)
+            frames.append((time.monotonic(), has))
 
         session_url = None
         recorder = None
@@ -226,7 +217,7 @@ def client_main(args):
                                            "remote": "%s:%d" % (pair.remote_candidate.host,
                                                                 pair.remote_candidate.port)}
             track = await asyncio.wait_for(remote_track, timeout=5)
-            recorder = asyncio.ensure_future(record(track))
+            recorder = asyncio.ensure_future(receive_frames(track, record, ends=Exception))
             await asyncio.sleep(args.seconds)
             stats = await pc.getStats()
             for s in stats.values():
@@ -301,31 +292,6 @@ def udp_rtt_ms(nt, near_ns, far_ns, far_ip, count=5):
 
 # ---------------------------------------------------------------------------- the bench
 
-def percentile(values, q):
-    """Nearest rank: the smallest value with at least q % of the values at or below it."""
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, int(math.ceil(q / 100.0 * len(ordered))) - 1))]
-
-
-def summary(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {"n": len(values), "p50": percentile(values, 50), "p99": percentile(values, 99),
-            "min": min(values), "max": max(values)}
-
-
-def machine():
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu": cpu, "kernel": platform.release(),
-            "loadavg": " ".join("%.2f" % x for x in os.getloadavg())}
-
-
 def versions(turnserver):
     out = {"python": platform.python_version()}
     try:
@@ -339,20 +305,14 @@ def versions(turnserver):
     return out
 
 
-def unavailable_reason(args):
-    import netns_topology as nt
-    reason = nt.netns_unavailable_reason()
-    if reason:
-        return reason
-    r = subprocess.run(["/usr/bin/python3", "-c", "import aiortc, numpy"], capture_output=True, timeout=60)
-    if r.returncode != 0:
-        return "python3-aiortc / python3-numpy not installed"
-    if not shutil.which(args.turnserver):
-        return "turnserver (coturn) not found"
-    for tool in ("ethtool", "ss"):
-        if not shutil.which(tool, path="/usr/sbin:/sbin:/usr/bin:/bin"):
-            return "%s not found" % tool
-    return None
+def prerequisites(args):
+    """Raises outcome.Unavailable (skip) or outcome.SetupError (fail) when the bench cannot run."""
+    outcome.require_executables(transceiver_bin=args.transceiver_bin, relay_bin=args.relay_bin)
+    outcome.require_netns()
+    outcome.require_aiortc()
+    outcome.require_tool(args.turnserver, "coturn")
+    outcome.require_tool("ethtool")
+    outcome.require_tool("ss", "iproute2")
 
 
 class Bench:
@@ -601,13 +561,9 @@ def bench_main(args):
     import global_sim_topology as gs
     import netns_topology as nt
 
-    for flag, path in (("--transceiver-bin", args.transceiver_bin), ("--relay-bin", args.relay_bin)):
-        if not os.access(path, os.X_OK):
-            raise SystemExit("error: %s %s is not an executable (build it, or pass the path)" % (flag, path))
-    reason = unavailable_reason(args)
-    if reason:
-        print("SKIP: %s" % reason, flush=True)
-        return SKIP
+    code = outcome.unmet(lambda: prerequisites(args))
+    if code is not None:
+        return code
     if args.quick:
         args.sessions, args.seconds, args.loss, args.warmup = 1, 3.0, "2", 0
     losses = [float(x) for x in args.loss.split(",") if x.strip()]

@@ -34,9 +34,7 @@ nft; exits 77 saying which is missing. Takes about 13 minutes with --moves 20. U
 
 import argparse
 import json
-import math
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -45,46 +43,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.abspath(os.path.join(HERE, ".."))
 E2E = os.path.join(REPO_ROOT, "tests", "transceiver", "e2e")
 RUNNER = os.path.join(E2E, "run_handover_netns.py")
-sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "support", "py"))
 sys.path.insert(0, E2E)
 
-import run_handover_netns as ho  # noqa: E402  (its unavailable_reason: the same prerequisites)
+import run_handover_netns as ho  # noqa: E402  (its prerequisites: the same)
+from rtcetest import outcome  # noqa: E402
+from rtcetest.core import log_to, machine_info as machine, stats  # noqa: E402
 
-SKIP = 77
+SKIP = outcome.SKIP
 CASES = ["recall/relay", "restart/relay", "rebind/relay", "recall/direct", "restart/direct", "rebind/direct"]
 RELAY_MODE = {"relay": "userspace", "direct": "none"}
 
 
-def log(msg):
-    print("[handover_bench] %s" % msg, file=sys.stderr, flush=True)
-
-
-def percentile(values, q):
-    """Nearest rank: the smallest value with at least q% of the values at or below it."""
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, int(math.ceil(q / 100.0 * len(ordered))) - 1))]
-
-
-def stats(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {"n": len(values), "p50": percentile(values, 50), "p99": percentile(values, 99), "min": min(values),
-            "max": max(values), "mean": round(sum(values) / len(values), 1)}
-
-
-def machine():
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu": cpu, "kernel": platform.release(),
-            "loadavg": " ".join("%.2f" % x for x in os.getloadavg())}
+log = log_to("handover_bench")
 
 
 def run_case(args, case):
@@ -234,14 +205,11 @@ def main():
         ap.error("unknown case(s) %s; known: %s" % (unknown, ",".join(CASES)))
     if not 1 <= args.moves <= 100:
         ap.error("--moves must be 1..100")
-    for flag, path in (("--transceiver-bin", args.transceiver_bin), ("--relay-bin", args.relay_bin)):
-        if not os.access(path, os.X_OK):
-            raise SystemExit("error: %s %s is not an executable (build it, or pass the path)" % (flag, path))
-    probe = argparse.Namespace(variant="rebind", relay_mode="userspace", chromium=args.chromium, node=args.node)
-    reason = ho.unavailable_reason(probe)
-    if reason:
-        print("SKIP: %s" % reason, flush=True)
-        return SKIP
+    probe = argparse.Namespace(variant="rebind", relay_mode="userspace", chromium=args.chromium, node=args.node,
+                               transceiver_bin=args.transceiver_bin, relay_bin=args.relay_bin)
+    code = outcome.unmet(lambda: ho.prerequisites(probe))
+    if code is not None:
+        return code
 
     mach = machine()
     log("machine: %(nproc)d CPUs, %(cpu)s, kernel %(kernel)s, load average %(loadavg)s" % mach)

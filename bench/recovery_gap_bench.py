@@ -27,7 +27,6 @@ Needs root (namespaces). Usage:
 
 import argparse
 import os
-import platform
 import signal
 import statistics
 import sys
@@ -35,8 +34,10 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "support", "py"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 import test_relay_netns as t  # noqa: E402
+from rtcetest.core import machine  # noqa: E402
 
 ARGS = None
 
@@ -50,12 +51,17 @@ def percentile(values, p):
 class RecoveryGapBench(t.FlowRecoveryTest_userspace):  # MODE set from --mode
     MODE = "userspace"
 
+    def stored_flow(self, name):
+        """A relay with the flow store, one client's flow on it, stored: (relay, client, vip)."""
+        relay = self.new_relay(name, workers=1, extra=self.store_args())
+        client, vip = self.establish(4, 1, relay=relay)
+        self.wait_stored(client)
+        return relay, client, vip
+
     def test_recovery_gap(self):
         rows = []
         for run in range(ARGS.runs):
-            first = self.new_relay("gap-%d-a" % run, workers=1, extra=self.store_args())
-            client, vip = self.establish(4, 1, relay=first)
-            self.wait_stored(client)
+            first, client, vip = self.stored_flow("gap-%d-a" % run)
             box = {}
 
             def during():
@@ -86,9 +92,7 @@ class RecoveryGapBench(t.FlowRecoveryTest_userspace):  # MODE set from --mode
     def test_redis_then_relay(self):
         rows = []
         for run in range(ARGS.runs):
-            first = self.new_relay("rr-%d-a" % run, workers=1, extra=self.store_args())
-            client, vip = self.establish(4, 1, relay=first)
-            self.wait_stored(client)
+            first, client, vip = self.stored_flow("rr-%d-a" % run)
             box = {}
 
             def redis_restart():
@@ -147,20 +151,6 @@ def nt_log(msg):
     sys.stderr.flush()
 
 
-def machine():
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return "%s, %d CPUs, kernel %s, load average %s" % (cpu, os.cpu_count(), platform.release(),
-                                                        " ".join("%.2f" % x for x in os.getloadavg()))
-
-
 def print_restart_table(rows):
     print("\nRedis SIGKILL + empty restart, then relay SIGKILL + restart, during a %.0f pps stream (%s data path), "
           "%d runs: every run resumed the stream and recovered the flow from the restarted store" % (
@@ -181,19 +171,9 @@ def print_restart_table(rows):
 
 
 def print_table(rows):
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     print("\nRecovery gap after a relay SIGKILL (%s data path), %d runs, stream %.0f pps" % (
         ARGS.mode, len(rows), ARGS.rate))
-    print("machine: %s, %d CPUs, kernel %s, load average %s" % (
-        cpu, os.cpu_count(), platform.release(), " ".join("%.2f" % x for x in os.getloadavg())))
+    print("machine: %s" % machine())
     print("\n| measure | p50 (ms) | p99 (ms) | max (ms) | mean (ms) |")
     print("|---|---|---|---|---|")
     for key, label in (("gap", "echo gap (last echo before kill -> first after)"),

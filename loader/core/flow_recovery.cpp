@@ -17,7 +17,7 @@ FlowRecovery::FlowRecovery(const Options& options)
     : options_(options),
       stride_(options.headroom + options.max_packet),
       pool_packets_(options.pool_packets),
-      tokens_(options.lookups_per_second) {
+      lookup_budget_(options.lookups_per_second, options.lookups_per_second) {
   if (options.max_waiting_flows == 0 || options.packets_per_flow == 0 || options.pool_packets == 0)
     throw std::invalid_argument("flow recovery: sizes must be > 0");
   uint8_t key_bytes[RTCE_SIPHASH_KEY_BYTES];
@@ -75,16 +75,6 @@ bool FlowRecovery::recently_missing(uint64_t hash, Nanos now) const {
   return m.hash == hash && now < m.until;
 }
 
-bool FlowRecovery::take_token(Nanos now) {
-  const double rate = options_.lookups_per_second;
-  if (tokens_started_) tokens_ = std::min(rate, tokens_ + static_cast<double>(now - tokens_at_) * rate / 1e9);
-  tokens_started_ = true;
-  tokens_at_ = now;
-  if (tokens_ < 1.0) return false;
-  tokens_ -= 1.0;
-  return true;
-}
-
 const sockaddr_in6* FlowRecovery::waiting_sender(const rtce_flow_key& key) const {
   const int w = find_waiting(key);
   if (w < 0 || !waiting_[static_cast<size_t>(w)].from_peer) return nullptr;
@@ -106,7 +96,7 @@ FlowRecovery::MissOutcome FlowRecovery::on_miss(const rtce_flow_key& key, uint16
   if (recently_missing(h, now)) return MissOutcome::known_missing;
   if (waiting_count_ >= waiting_.size() || free_slots_.empty() || len > options_.max_packet)
     return MissOutcome::queue_full;
-  if (!take_token(now)) return MissOutcome::rate_limited;
+  if (!lookup_budget_.take(now)) return MissOutcome::rate_limited;
   auto free_entry =
       std::find_if(waiting_.begin(), waiting_.end(), [](const Waiting& w) { return w.hash == 0; });
   Waiting& entry = *free_entry;

@@ -22,6 +22,7 @@
 #include "clock.h"
 #include "rtce_flow.h"
 #include "rtce_siphash.h"
+#include "token_bucket.h"
 
 namespace rtce {
 
@@ -99,7 +100,6 @@ class FlowRecovery {
   void release(size_t index);
   void remember_missing(const rtce_flow_key& key, Nanos now);
   bool recently_missing(uint64_t hash, Nanos now) const;
-  bool take_token(Nanos now);
 
   Options options_;
   rtce_siphash_key hash_key_{};
@@ -115,9 +115,7 @@ class FlowRecovery {
     Nanos until = 0;
   };
   std::vector<Missing> missing_;  // direct-mapped by hash
-  double tokens_;
-  Nanos tokens_at_ = 0;
-  bool tokens_started_ = false;
+  TokenBucket lookup_budget_;     // a burst of one second's lookups
 };
 
 }  // namespace rtce

@@ -4,7 +4,6 @@ configuration resolved exactly as a start resolves it (file < env < flags < defa
 printed as YAML with every key and its value, secrets redacted, exit 0; a bad value exits 2
 naming the key and the layer it came from; an unknown file key exits 2 naming it. The
 addresses it names are held by this test, so a run that opened a socket would fail."""
-import argparse
 import os
 import re
 import socket
@@ -14,6 +13,9 @@ import tempfile
 import unittest
 
 import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "py"))
+from rtcetest.core import test_flags  # noqa: E402
 
 ARGS = None
 
@@ -189,11 +191,8 @@ class Transceiver(Base):
 
 def main():
     global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--relay", required=True)
-    ap.add_argument("--transceiver", required=True)
-    ARGS, rest = ap.parse_known_args()
-    unittest.main(argv=[sys.argv[0], "-v", *rest])
+    ARGS, argv = test_flags("--relay", "--transceiver")
+    unittest.main(argv=argv)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ import time
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 MAX_FRAME = 65536  # more than any MTU here; GRO is turned off on wire interfaces
-SKIP = 77
+SUPPORT_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "py")
 
 
 class DelayWire:
@@ -225,7 +225,7 @@ class WireProcess:
                  max_seconds=300, workdir=None, queue_max=4096, rt_priority=0):
         import subprocess
         import tempfile
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        sys.path.insert(0, SUPPORT_PY)
         import netns_topology as nt
         self._nt = nt
         self.name = "%s:%s<->%s" % (ns, if_a, if_b)
@@ -313,12 +313,12 @@ def _program(args):
 # ---------------------------------------------------------------------------- selftest
 
 def _selftest(args):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, SUPPORT_PY)
     import netns_topology as nt
-    reason = nt.netns_unavailable_reason()
-    if reason:
-        print("SKIP: %s" % reason, flush=True)
-        return SKIP
+    from rtcetest import outcome
+    code = outcome.unmet(outcome.require_netns)
+    if code is not None:
+        return code
     nt.sweep_stale()
     nt.install_signal_cleanup()
     prefix = "%s%d-dw" % (nt.NS_PREFIX, os.getpid())

@@ -51,22 +51,21 @@ leftovers of a SIGKILLed run, and pin directories /sys/fs/bpf/rtce-it-<pid>-<tag
 Everything is registered with netns_topology and removed on every exit path.
 """
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support", "py"))
 sys.path.insert(0, HERE)
 
 import delay_wire  # noqa: E402
 import netns_topology as nt  # noqa: E402
 import prom_metrics  # noqa: E402
+from rtcetest import core, netns  # noqa: E402
 
 CLUSTER_A, CLUSTER_B, CLUSTER_C = 1, 2, 3
 CLIENT_V4, ISP_CL_V4 = "198.18.10.2", "198.18.10.1"  # access segment (the wire)
@@ -87,60 +86,14 @@ ENDPOINT_A, ENDPOINT_B = 1, 1
 REGION_HEADER = "X-Rtcedge-Region"
 
 
-def log(msg):
-    sys.stderr.write("[global_sim] %s\n" % msg)
-    sys.stderr.flush()
-
-
-def tail(path, n=60):
-    try:
-        with open(path, "rb") as f:
-            return b"\n".join(f.read().splitlines()[-n:]).decode("utf-8", "replace")
-    except OSError:
-        return "(no log)"
-
-
-poll_until = nt.poll_until
+log = core.log_to("global_sim")
+poll_until = core.poll_until
 http_get_in = nt.http_get_in
 
 
-class Service:
-    """One process started inside a namespace, its log file, and how to stop it."""
-
-    def __init__(self, name, ns, argv, workdir, keep_mounts=False):
-        self.name, self.ns = name, ns
-        self.log_path = os.path.join(workdir, "%s.log" % name)
-        log("start %s in %s: %s" % (name, ns, " ".join(argv)))
-        with open(self.log_path, "wb") as out:
-            self.proc = nt.start_in_netns(ns, argv, keep_mounts=keep_mounts, stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL)
-
-    def check_alive(self):
-        if self.proc.poll() is not None:
-            raise RuntimeError("%s exited early with status %s:\n%s" % (self.name, self.proc.returncode,
-                                                                       tail(self.log_path)))
-
-    def wait_http(self, host, port, path, timeout=15.0):
-        last = [None]
-
-        def ready():
-            self.check_alive()
-            try:
-                status, _ = http_get_in(self.ns, host, port, path, timeout=0.5)
-                last[0] = status
-                return status == 200
-            except OSError as e:
-                last[0] = e
-                return False
-
-        if not poll_until(ready, timeout):
-            raise RuntimeError("%s: GET %s not 200 within %.0f s (last: %s):\n%s"
-                               % (self.name, path, timeout, last[0], tail(self.log_path)))
-
-    def stop(self):
-        rc = nt.stop_process(self.proc, signal.SIGTERM, timeout=5.0)
-        nt.forget_process(self.proc)
-        return rc
+def Service(name, ns, argv, workdir, keep_mounts=False):
+    """One process started inside a namespace (rtcetest.netns.Service), logged as global_sim."""
+    return netns.Service(name, ns, argv, workdir, keep_mounts=keep_mounts, log=log)
 
 
 HttpSplice = nt.HttpSplice

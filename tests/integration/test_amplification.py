@@ -33,8 +33,10 @@ import urllib.request
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support", "py"))
 sys.path.insert(0, HERE)
 import prom_metrics  # noqa: E402
+from rtcetest.core import free_port, wait_for  # noqa: E402
 import proxy_v2  # noqa: E402
 import stun_codec as stun  # noqa: E402
 
@@ -42,22 +44,6 @@ FIXTURE = os.path.join(HERE, "..", "transceiver", "sdp", "fixtures", "chrome_aud
 ARGS = None
 FIGURES = []
 QUIET_S = 1.0  # how long "nothing came back" is watched for after the last datagram
-
-
-def free_port(kind=socket.SOCK_STREAM):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)  # poll interval of a deadline-bounded wait
-    raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
 
 
 def udp_socket(timeout=0.2):

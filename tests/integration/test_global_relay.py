@@ -50,8 +50,11 @@ import unittest
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support", "py"))
 sys.path.insert(0, HERE)
 import prom_metrics  # noqa: E402
+from rtcetest import core  # noqa: E402
+from rtcetest.core import wait_for  # noqa: E402
 import proxy_v2  # noqa: E402
 import stun_codec as stun  # noqa: E402
 
@@ -60,19 +63,7 @@ PWD = "global-relay-test-pwd-0123"
 
 
 def free_port(kind=socket.SOCK_DGRAM, host="127.0.0.1"):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)  # poll interval of a deadline-bounded wait
-    raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+    return core.free_port(kind, host)
 
 
 def http_get(port, path):

@@ -261,14 +261,8 @@ def run_mode(args, mode, failures):
         cpu = cpu1 - cpu0
         drops = {r: int(prom_metrics.delta(m0, m1, "rtcedge_relay_dropped_packets_total", reason=r))
                  for r in ("hint_rejected", "hint_flow_limit", "source_prefix_flow_limit", "no_flow", "stun_malformed")}
-        model = "unknown CPU"
-        try:
-            with open("/proc/cpuinfo") as f:
-                model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-        except (OSError, StopIteration):
-            pass
         print("\nspoofed STUN flood into the %s relay (1 worker; %s, %d CPUs shared; veths in namespaces)"
-              % (mode, model, os.cpu_count()))
+              % (mode, core.cpu_model(), os.cpu_count()))
         rows = [
             ("flood sent", "%d datagrams in %.1f s (%.0f/s), %d send errors" % (
                 sent, out.get("seconds", 0), sent / max(out.get("seconds", 1), 1e-9), out.get("errors", 0))),

@@ -69,6 +69,9 @@ class BackendConnection {
   virtual void send_audio(std::span<const int16_t> pcm_20ms) = 0;
   virtual void send_opus(std::span<const uint8_t> packet) = 0;
   virtual void send_event(const nlohmann::json& event) = 0;  // bounded too
+  // Barge-in: audio the backend sent that was not handed to the listener yet (a partial
+  // frame) must not play. The listener's own queue is the caller's to clear.
+  virtual void discard_output() {}
   // Sends session.ended and closes in the background. The listener gets no more calls once
   // close() returns. Destroying the connection without close() is the same as close("destroyed").
   virtual void close(std::string_view reason) = 0;

@@ -213,43 +213,8 @@ RealtimeInbound RealtimeDialect::decode_text(std::string_view text) {
   RealtimeInbound out;
   out.kind =
       name == "input_audio_buffer.speech_started" ? RealtimeInboundKind::clear : RealtimeInboundKind::event;
-  if (out.kind == RealtimeInboundKind::clear) clear_pending();
   out.event = std::move(event);
   return out;
-}
-
-AudioAheadBuffer::AudioAheadBuffer(size_t frame_samples, size_t max_frames, int64_t lead_ns)
-    : frame_samples_(std::max<size_t>(frame_samples, 1)),
-      max_samples_(max_frames * frame_samples_),
-      lead_ns_(std::max(lead_ns, kFrameNs)) {}
-
-size_t AudioAheadBuffer::push(std::span<const int16_t> frames) {
-  // Compact lazily: the vector's capacity stays, so steady state does not allocate.
-  if (head_ > 0 && head_ >= samples_.size() / 2) {
-    samples_.erase(samples_.begin(), samples_.begin() + static_cast<std::ptrdiff_t>(head_));
-    head_ = 0;
-  }
-  const size_t queued = samples_.size() - head_;
-  const size_t room = max_samples_ > queued ? (max_samples_ - queued) / frame_samples_ * frame_samples_ : 0;
-  const size_t take = std::min(room, frames.size() / frame_samples_ * frame_samples_);
-  samples_.insert(samples_.end(), frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(take));
-  return (frames.size() - take) / frame_samples_;
-}
-
-bool AudioAheadBuffer::pop_due(int64_t now_ns, std::span<int16_t> out) {
-  if (empty() || out.size() != frame_samples_) return false;
-  if (play_until_ns_ < now_ns) play_until_ns_ = now_ns;  // the session ran dry: start over from now
-  if (play_until_ns_ + kFrameNs - now_ns > lead_ns_) return false;  // it would be more than lead ahead
-  std::copy_n(samples_.begin() + static_cast<std::ptrdiff_t>(head_), frame_samples_, out.begin());
-  head_ += frame_samples_;
-  play_until_ns_ += kFrameNs;
-  return true;
-}
-
-void AudioAheadBuffer::clear(int64_t now_ns) {
-  samples_.clear();
-  head_ = 0;
-  play_until_ns_ = now_ns;
 }
 
 std::span<const int16_t> RealtimeDialect::frame(size_t i) const {

@@ -76,36 +76,6 @@ struct RealtimeInbound {
   std::optional<RealtimeDialectError> error;  // invalid
 };
 
-// Realtime servers send audio as fast as they make it, often many seconds ahead, while the
-// session queues only about a second for playout. This releases frames at the pace they
-// play, keeping at most `lead` (at least one frame) released ahead of the caller's ear, and
-// holds up to `max_frames` more (beyond that new frames are dropped and counted by the caller). Socket-
-// and clock-free: the caller passes the monotonic time in.
-class AudioAheadBuffer {
- public:
-  AudioAheadBuffer(size_t frame_samples, size_t max_frames, int64_t lead_ns);
-
-  // Whole frames (a multiple of frame_samples); returns how many did not fit.
-  size_t push(std::span<const int16_t> frames);
-  // Copies the next frame into `out` (frame_samples long) when it may be released at `now`.
-  bool pop_due(int64_t now_ns, std::span<int16_t> out);
-  // When the next frame may be released; meaningful when !empty().
-  int64_t next_due_ns() const { return play_until_ns_ + kFrameNs - lead_ns_; }
-  // Barge-in: nothing queued plays, and the session's own queue was emptied too.
-  void clear(int64_t now_ns);
-  bool empty() const { return head_ == samples_.size(); }
-  size_t frames() const { return (samples_.size() - head_) / frame_samples_; }
-
- private:
-  static constexpr int64_t kFrameNs = 20'000'000;
-  const size_t frame_samples_;
-  const size_t max_samples_;
-  const int64_t lead_ns_;
-  int64_t play_until_ns_ = 0;  // when everything released so far will have played
-  std::vector<int16_t> samples_;
-  size_t head_ = 0;
-};
-
 class RealtimeDialect {
  public:
   // `sample_rate`: the session's PCM rate, a multiple of 50 Hz in 8..48 kHz. What it keeps

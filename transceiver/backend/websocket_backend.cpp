@@ -46,11 +46,9 @@ static_assert(std::endian::native == std::endian::little, "PCM frames go on the 
 
 constexpr size_t kMaxQueuedEvents = 64;
 constexpr size_t kMaxOpusPacketBytes = 4000;  // RFC 6716: 120 ms of 1275-byte frames plus headers
-// Realtime dialect: audio released ahead of playout (the session queues 1 s; half of it
-// leaves room for jitter), held audio (30 s; 2.9 MB at 48 kHz when full), and the smallest
-// message limit (1 MiB of base64 is about 16 s at 24 kHz).
-constexpr Nanos kRealtimeLead = 500'000'000;
-constexpr size_t kRealtimeAheadFrames = 1500;
+// Realtime dialect: the smallest message limit (1 MiB of base64 is about 16 s at 24 kHz).
+// Its audio goes to the listener as it arrives: the Call's playout queue holds what the
+// server sends ahead of real time and plays it on the Call's frame clock.
 constexpr size_t kRealtimeMinMessageBytes = 1 << 20;
 
 // The outbound audio queue: a fixed ring of byte buffers reused in place, so that queueing
@@ -146,14 +144,12 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
         tls_context_(std::move(tls_context)),
         ws_(make_stream(io, tls_context_.get())),
         timer_(io),
-        pace_timer_(io),
         frame_bytes_(pcm_frame_bytes(info_.sample_rate)),
         audio_(config.max_queued_frames, std::max<size_t>(frame_bytes_, 1500)),
         inbound_pcm_(frame_bytes_ / 2) {
     in_flight_.reserve(std::max<size_t>(frame_bytes_, 1500));
     if (config_.dialect == BackendDialect::realtime && frame_bytes_ != 0 && !info_.opus_passthrough) {
       realtime_.emplace(info_.sample_rate);
-      ahead_.emplace(frame_bytes_ / 2, kRealtimeAheadFrames, kRealtimeLead);
       // A base64 append of 20 ms at 24 kHz is 1280 characters plus 46 of JSON: it fits the
       // ring's 1500-byte slots, so queueing it does not allocate either.
       encoded_.reserve(1500);
@@ -224,17 +220,18 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
       // rtcedge's own link report means nothing to a Realtime server, which would answer
       // every one with an error event.
       if (type != event.end() && *type == "session.quality") return;
-      if (type != event.end() && (*type == "response.cancel" || *type == "output_audio_buffer.clear")) {
-        ahead_->clear(monotonic_now());
-        realtime_->clear_pending();
-        // WebRTC-only: the edge holds the output buffer and has cleared it; a Realtime
-        // WebSocket server does not know the event and would answer it with an error.
-        if (*type == "output_audio_buffer.clear") return;
-      }
+      // WebRTC-only: the edge holds the output buffer (the Call cleared it); a Realtime
+      // WebSocket server does not know the event and would answer it with an error.
+      if (type != event.end() && *type == "output_audio_buffer.clear") return;
       queue_text(realtime_->encode_event(event));
     } else {
       queue_event(event);
     }
+  }
+
+  // A barge-in: the partial frame of the last delta no longer plays.
+  void discard_output() {
+    if (realtime_) realtime_->clear_pending();
   }
 
   void close(std::string_view reason) {
@@ -245,7 +242,6 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
     } else if (state_ == State::open) {
       state_ = State::closing;
       audio_.clear();
-      pace_timer_.cancel();
       // The realtime dialect has no goodbye message: the close frame says it.
       if (!realtime_) {
         events_.push_back(
@@ -505,35 +501,17 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
                       realtime_dialect_error_message(*in.error));
         return;
       case RealtimeInboundKind::audio:
-        if (in.frames > 0) {
-          auto first = realtime_->frame(0);
-          size_t dropped = ahead_->push({first.data(), in.frames * first.size()});
-          counters_->frames_dropped_inbound.add(dropped);
+        for (size_t i = 0; i < in.frames && listener_; ++i) {
+          counters_->frames_received.add();
+          listener_->on_backend_audio(realtime_->frame(i));
         }
-        return release_due();
+        return;
       case RealtimeInboundKind::clear:
-        ahead_->clear(monotonic_now());
         listener_->on_backend_clear();
         if (listener_) listener_->on_backend_event(in.event);
         return;
       case RealtimeInboundKind::event: listener_->on_backend_event(in.event); return;
     }
-  }
-
-  // Hands the session the frames that are due and wakes up when the next one is.
-  void release_due() {
-    const Nanos now = monotonic_now();
-    while (listener_ && ahead_->pop_due(now, inbound_pcm_)) {
-      counters_->frames_received.add();
-      listener_->on_backend_audio(inbound_pcm_);
-    }
-    if (!listener_ || ahead_->empty() || pacing_) return;
-    pacing_ = true;
-    pace_timer_.expires_after(to_duration(std::max<Nanos>(ahead_->next_due_ns() - now, 1'000'000)));
-    pace_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      self->pacing_ = false;
-      if (!ec && self->state_ == State::open) self->release_due();
-    });
   }
 
   void fail(const std::string& reason) {
@@ -548,7 +526,6 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
   void shut_down() {
     state_ = State::closed;
     timer_.cancel();
-    pace_timer_.cancel();
     resolver_.cancel();
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).socket().close(ignored);
@@ -564,8 +541,7 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
   tcp::resolver resolver_;
   std::shared_ptr<ssl::context> tls_context_;  // wss:// only; outlives the stream built on it
   Stream ws_;
-  asio::steady_timer timer_;       // the connect deadline, then the close deadline
-  asio::steady_timer pace_timer_;  // realtime: the next frame of ahead_ is due
+  asio::steady_timer timer_;  // the connect deadline, then the close deadline
   http::response<http::string_body> upgrade_response_;
   State state_ = State::connecting;
   const size_t frame_bytes_;
@@ -581,8 +557,6 @@ class WebSocketImpl : public std::enable_shared_from_this<WebSocketImpl<Tls>> {
   std::vector<int16_t> inbound_pcm_;
   std::optional<RealtimeDialect> realtime_;  // the realtime dialect's framing; empty = rtcedge
   std::string encoded_;                      // the last append event, reused
-  std::optional<AudioAheadBuffer> ahead_;    // realtime: server audio not yet due
-  bool pacing_ = false;                      // pace_timer_ is armed
 };
 
 template <bool Tls>
@@ -594,6 +568,7 @@ class WebSocketBackend final : public BackendConnection {
   void send_audio(std::span<const int16_t> pcm_20ms) override { impl_->send_audio(pcm_20ms); }
   void send_opus(std::span<const uint8_t> packet) override { impl_->send_opus(packet); }
   void send_event(const nlohmann::json& event) override { impl_->send_event(event); }
+  void discard_output() override { impl_->discard_output(); }
   void close(std::string_view reason) override { impl_->close(reason); }
 
  private:

@@ -295,21 +295,7 @@ void IceLiteSession::complete_restart(const SocketAddress& selected) {
   state_ = State::connected;
 }
 
-bool IceLiteSession::allow_error_reply(Nanos now) {
-  const uint32_t rate = config_.error_replies_per_second;
-  if (rate == 0) return false;
-  constexpr Nanos kSecond = 1'000'000'000;
-  const Nanos capacity = static_cast<Nanos>(rate) * kSecond;  // a burst of `rate` replies
-  if (error_refilled_at_ == 0) {
-    error_tokens_ = capacity;
-  } else if (now > error_refilled_at_) {
-    error_tokens_ = std::min(capacity, error_tokens_ + (now - error_refilled_at_) * rate);
-  }
-  error_refilled_at_ = now;
-  if (error_tokens_ < kSecond) return false;
-  error_tokens_ -= kSecond;
-  return true;
-}
+bool IceLiteSession::allow_error_reply(Nanos now) { return error_reply_budget_.take(now); }
 
 void IceLiteSession::refresh_consent(Nanos now) {
   if ((state_ != State::waiting && state_ != State::connected) || !have_check_) return;

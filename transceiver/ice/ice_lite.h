@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "net_address.h"
+#include "token_bucket.h"
 
 namespace rtce {
 
@@ -191,8 +192,9 @@ class IceLiteSession {
   void complete_restart(const SocketAddress& selected);
 
   // Error-reply token bucket (tokens scaled by 1e9 per second of refill).
-  Nanos error_tokens_ = 0;
-  Nanos error_refilled_at_ = 0;
+  // A burst of error_replies_per_second replies (none when it is 0).
+  TokenBucket error_reply_budget_{static_cast<double>(config_.error_replies_per_second),
+                                  static_cast<double>(config_.error_replies_per_second)};
   bool allow_error_reply(Nanos now);
 };
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "json_depth.h"
 #include "random.h"
 
 namespace rtce {
@@ -24,34 +25,6 @@ std::optional<RealtimeClientEvent> client_event_of(std::string_view type) {
     if (type == kClientEventTypes[i]) return static_cast<RealtimeClientEvent>(i);
   }
   return std::nullopt;
-}
-
-// True when arrays/objects in `text` nest deeper than `limit`. A byte scan before parsing,
-// so a hostile message never builds a deep tree (strings are skipped, escapes included).
-bool nests_deeper_than(std::string_view text, size_t limit) {
-  size_t depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > limit) return true;
-    } else if ((c == '}' || c == ']') && depth > 0) {
-      --depth;
-    }
-  }
-  return false;
 }
 
 // Backend events may carry strings that are not UTF-8; they are repaired, not thrown on.
@@ -421,7 +394,7 @@ void RealtimeEventChannel::on_client_message(std::span<const uint8_t> message, b
                        nullptr);
   }
   const std::string_view text(reinterpret_cast<const char*>(message.data()), message.size());
-  if (nests_deeper_than(text, limits_.max_json_depth)) {
+  if (json_nests_deeper_than(text, limits_.max_json_depth)) {
     return drop_client(RealtimeDrop::too_deep, std::to_string(limits_.max_json_depth) + " levels", nullptr);
   }
   json event = json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -20,6 +20,33 @@ namespace {
 constexpr Nanos kTickPeriod = 2'000'000;  // 2 ms: pacing within +-2 ms of the 20 ms grid
 constexpr size_t kEndedKept = 256;
 constexpr int kSocketBufferBytes = 4 << 20;
+
+SessionSettings session_settings(const TransceiverConfig& c) {
+  SessionSettings s;
+  s.peer.connect_timeout = c.connect_timeout;
+  s.peer.consent_timeout = c.consent_timeout;
+  s.peer.stun_error_replies_per_second = c.stun_error_replies_per_second;
+  s.call.sample_rate = c.sample_rate;
+  s.call.opus_passthrough = c.opus_passthrough;
+  s.call.jitter.target_delay = c.jitter_delay;
+  s.call.encoder.complexity = c.opus_complexity;
+  s.call.encoder.bitrate_bps = c.opus_bitrate;
+  s.call.backend_speaks_realtime = !c.backend_url.empty() && c.backend_dialect == "realtime";
+  s.call.backend_kind = c.backend_url.empty() ? "echo-" + c.echo_mode : "websocket";
+  return s;
+}
+
+std::vector<std::pair<std::string, std::string>> parse_headers(const std::vector<std::string>& lines) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& line : lines) {
+    auto colon = line.find(':');
+    auto value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(' '));
+    out.emplace_back(line.substr(0, colon), value);
+  }
+  return out;
+}
+
 }  // namespace
 
 size_t MediaWorker::PathKeyHash::operator()(const PathKey& k) const {
@@ -41,6 +68,7 @@ MediaWorker::MediaWorker(uint32_t index, uint16_t endpoint_id, const Transceiver
       config_(config),
       dtls_(std::move(dtls)),
       metrics_(metrics),
+      session_settings_(session_settings(config)),
       socket_(io_),
       tick_timer_(io_) {}
 
@@ -89,12 +117,40 @@ void MediaWorker::stop(SessionEnd reason) {
 
 void MediaWorker::post(std::function<void()> fn) { asio::post(io_, std::move(fn)); }
 
+BackendFactory MediaWorker::backend_factory() {
+  // Everything the factory needs is resolved here, once per worker, not per call.
+  if (config_.backend_url.empty()) {
+    EchoBackendConfig echo;
+    echo.mode =
+        config_.echo_mode == "parrot" ? EchoBackendConfig::Mode::parrot : EchoBackendConfig::Mode::loopback;
+    echo.loopback_delay = config_.echo_delay;
+    return [this, echo](BackendSessionInfo info, BackendListener& listener) {
+      return make_echo_backend(io_, echo, std::move(info), listener, metrics_.backend);
+    };
+  }
+  WebSocketBackendConfig ws;
+  ws.url = config_.backend_url;
+  ws.headers = parse_headers(config_.backend_headers);
+  ws.connect_timeout = config_.backend_connect_timeout;
+  ws.dialect = backend_dialect_from_name(config_.backend_dialect).value_or(BackendDialect::rtcedge);
+  ws.ca_file = config_.backend_ca_file;
+  return [this, ws = std::move(ws)](BackendSessionInfo info, BackendListener& listener) {
+    return make_websocket_backend(io_, ws, std::move(info), listener, metrics_.backend);
+  };
+}
+
 void MediaWorker::add_session(SessionPlan plan) {
   const Nanos now = monotonic_now();
-  SessionEnvironment env{
-      *this, *this, metrics_, config_, dtls_, io_, config_.relay_mode() ? "relay" : "direct"};
-  auto session = std::make_unique<Session>(std::move(plan), env, now);
-  by_ufrag_[session->local_ufrag()] = session.get();
+  if (!make_backend_) make_backend_ = backend_factory();
+  SessionEnvironment env{*this,
+                         *this,
+                         metrics_,
+                         dtls_,
+                         session_settings_,
+                         make_backend_,
+                         config_.relay_mode() ? "relay" : "direct"};
+  auto session = std::make_unique<Session>(std::move(plan), std::move(env), now);
+  by_ufrag_[session->peer().local_ufrag()] = &session->peer();
   metrics_.sessions_created.add();
   sessions_.emplace(session->id(), std::move(session));
 }
@@ -108,31 +164,31 @@ bool MediaWorker::end_session(const std::string& id, SessionEnd reason) {
   return true;
 }
 
-void MediaWorker::route(const PathKey& key, Session& session) { by_path_[key] = &session; }
+void MediaWorker::route(const PathKey& key, Peer& peer) { by_path_[key] = &peer; }
 
-void MediaWorker::unroute(const PathKey& key, const Session& session) {
+void MediaWorker::unroute(const PathKey& key, const Peer& peer) {
   auto it = by_path_.find(key);
-  if (it != by_path_.end() && it->second == &session) by_path_.erase(it);
+  if (it != by_path_.end() && it->second == &peer) by_path_.erase(it);
 }
 
-void MediaWorker::route_ufrag(const std::string& ufrag, Session& session) { by_ufrag_[ufrag] = &session; }
+void MediaWorker::route_ufrag(const std::string& ufrag, Peer& peer) { by_ufrag_[ufrag] = &peer; }
 
-void MediaWorker::unroute_ufrag(const std::string& ufrag, const Session& session) {
+void MediaWorker::unroute_ufrag(const std::string& ufrag, const Peer& peer) {
   auto it = by_ufrag_.find(ufrag);
-  if (it != by_ufrag_.end() && it->second == &session) by_ufrag_.erase(it);
+  if (it != by_ufrag_.end() && it->second == &peer) by_ufrag_.erase(it);
 }
 
-std::optional<MediaWorker::IceRestartReply> MediaWorker::restart_ice(
-    const std::string& id, const Session::IceRestartRequest& request) {
+std::optional<MediaWorker::IceRestartReply> MediaWorker::restart_ice(const std::string& id,
+                                                                     const Peer::IceRestartRequest& request) {
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return std::nullopt;
-  const auto verdict = it->second->begin_ice_restart(request, monotonic_now());
-  return IceRestartReply{verdict, it->second->etag()};
+  Peer& peer = it->second->peer();
+  const auto verdict = peer.begin_ice_restart(request, monotonic_now());
+  return IceRestartReply{verdict, peer.etag()};
 }
 
 void MediaWorker::retire(Session& session) {
-  by_ufrag_.erase(session.local_ufrag());
-  session.release_paths();
+  session.peer().release_paths();
   ended_.push_back(session.snapshot(monotonic_now()));
   if (ended_.size() > kEndedKept) ended_.pop_front();
   metrics_.sessions_ended[static_cast<size_t>(session.end_reason())].add();
@@ -203,38 +259,26 @@ void MediaWorker::handle_datagram(uint8_t* data, size_t len, const SocketAddress
     path.client = sender;
   }
   if (payload_len == 0) return drop(DatagramDrop::not_webrtc);
-  const rtce_first_byte kind = rtce_classify_first_byte(payload[0]);
   std::span<uint8_t> bytes(payload, payload_len);
-  if (kind == RTCE_FIRST_BYTE_STUN) {
+  if (rtce_classify_first_byte(payload[0]) == RTCE_FIRST_BYTE_STUN) {
     if (auto ufrag = stun_request_server_ufrag(bytes)) {
       auto it = by_ufrag_.find(*ufrag);
       if (it == by_ufrag_.end()) return drop(DatagramDrop::unknown_ufrag);
-      switch (it->second->handle_stun(bytes, path, now)) {
-        case Session::StunVerdict::accepted: metrics_.stun_ok.add(); return;
-        case Session::StunVerdict::replayed: return drop(DatagramDrop::stun_replayed);
-        case Session::StunVerdict::rejected: return drop(DatagramDrop::stun_rejected);
-      }
-      return;
+      return it->second->handle(bytes, path, now);
     }
     // Not a request: a response to a triggered check comes from a routed pair.
     auto routed = by_path_.find(PathKey::of(path));
-    if (routed != by_path_.end() && routed->second->handle_stun_response(bytes)) {
-      metrics_.stun_ok.add();
-      return;
-    }
-    return drop(DatagramDrop::stun_rejected);
+    if (routed == by_path_.end()) return drop(DatagramDrop::stun_rejected);
+    return routed->second->handle(bytes, path, now);
   }
-  const bool dtls = kind == RTCE_FIRST_BYTE_DTLS;
-  if (!dtls && kind != RTCE_FIRST_BYTE_RTP) return drop(DatagramDrop::not_webrtc);  // ZRTP, TURN, unassigned
   auto it = by_path_.find(PathKey::of(path));
-  if (it == by_path_.end()) return drop(DatagramDrop::unknown_tuple);
-  Session& session = *it->second;
-  if (dtls) {
-    metrics_.dtls_datagrams_in.add();
-    if (!session.handle_dtls(bytes, now)) drop(DatagramDrop::dtls_rejected);
-  } else {
-    session.handle_srtp(bytes, path, now);
+  if (it == by_path_.end()) {
+    // ZRTP, TURN and unassigned first bytes are not WebRTC, whoever sent them.
+    const auto kind = rtce_classify_first_byte(payload[0]);
+    return drop(kind == RTCE_FIRST_BYTE_DTLS || kind == RTCE_FIRST_BYTE_RTP ? DatagramDrop::unknown_tuple
+                                                                            : DatagramDrop::not_webrtc);
   }
+  it->second->handle(bytes, path, now);
 }
 
 void MediaWorker::send(const MediaPath& path, std::span<const uint8_t> payload) {

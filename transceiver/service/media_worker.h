@@ -1,8 +1,9 @@
 // media_worker.h — one transceiver endpoint: a thread with one UDP socket and one event
 // loop that owns its sessions outright (no locks on the media path). It demultiplexes
-// framed (relay) and direct datagrams, STUN by server ufrag and everything else by the
-// exact path an authenticated check registered, batches its sends (sendmmsg), and drives
-// every session's timers from one periodic tick.
+// framed (relay) and direct datagrams, hands STUN to the Peer of its server ufrag and
+// everything else to the Peer of the exact path an authenticated check registered, batches
+// the Peers' transmits (sendmmsg), and drives every session's timers from one periodic tick.
+// It builds what sessions share once: their typed settings and the backend factory.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -53,18 +54,17 @@ class MediaWorker final : public DatagramSender, public PathRouter {
   size_t live_sessions() const { return sessions_.size(); }
 
   void send(const MediaPath& path, std::span<const uint8_t> payload) override;
-  void route(const PathKey& key, Session& session) override;
-  void unroute(const PathKey& key, const Session& session) override;
-  void route_ufrag(const std::string& ufrag, Session& session) override;
-  void unroute_ufrag(const std::string& ufrag, const Session& session) override;
+  void route(const PathKey& key, Peer& peer) override;
+  void unroute(const PathKey& key, const Peer& peer) override;
+  void route_ufrag(const std::string& ufrag, Peer& peer) override;
+  void unroute_ufrag(const std::string& ufrag, const Peer& peer) override;
   // Worker thread only. nullopt: no live session with that id. The ETag is the session's
   // after the request.
   struct IceRestartReply {
-    Session::IceRestartVerdict verdict;
+    Peer::IceRestartVerdict verdict;
     std::string etag;
   };
-  std::optional<IceRestartReply> restart_ice(const std::string& id,
-                                             const Session::IceRestartRequest& request);
+  std::optional<IceRestartReply> restart_ice(const std::string& id, const Peer::IceRestartRequest& request);
 
  private:
   struct PathKeyHash {
@@ -82,6 +82,7 @@ class MediaWorker final : public DatagramSender, public PathRouter {
   void tick();
   void flush_sends();
   void retire(Session& session);
+  BackendFactory backend_factory();
 
   const uint32_t index_;
   const uint16_t endpoint_id_;
@@ -89,6 +90,8 @@ class MediaWorker final : public DatagramSender, public PathRouter {
   std::shared_ptr<DtlsContext> dtls_;
   WorkerMetrics& metrics_;
   SocketAddress local_;
+  const SessionSettings session_settings_;
+  BackendFactory make_backend_;  // built on first use, from the same config
 
   boost::asio::io_context io_;
   boost::asio::ip::udp::socket socket_;
@@ -96,8 +99,8 @@ class MediaWorker final : public DatagramSender, public PathRouter {
   std::thread thread_;
 
   std::unordered_map<std::string, std::unique_ptr<Session>, StringHash, std::equal_to<>> sessions_;  // by id
-  std::unordered_map<std::string, Session*, StringHash, std::equal_to<>> by_ufrag_;
-  std::unordered_map<PathKey, Session*, PathKeyHash> by_path_;
+  std::unordered_map<std::string, Peer*, StringHash, std::equal_to<>> by_ufrag_;
+  std::unordered_map<PathKey, Peer*, PathKeyHash> by_path_;
   std::deque<nlohmann::json> ended_;  // snapshots of recently ended sessions, for GET
 
   // Batched I/O, allocated once. Sends are copied into the batch: a session's payload

@@ -5,6 +5,7 @@
 
 #include "config_file.h"
 #include "error.h"
+#include "json_depth.h"
 #include "multipart_form.h"
 #include "random.h"
 
@@ -26,35 +27,13 @@ constexpr const char* kErrorMessages[] = {RTCE_REALTIME_ERRORS(RTCE_REALTIME_ERR
 
 // Session configs are a few levels deep; a deeper body is refused before nlohmann recurses
 // through it (its serializer does, and an attacker picks the depth).
-constexpr int kMaxJsonDepth = 32;
+constexpr size_t kMaxJsonDepth = 32;
 // A session config is a few KiB; the same bound as the one an ephemeral key carries.
 constexpr size_t kMaxSessionPartBytes = kEphemeralKeyMaxChars;
 
-bool json_depth_ok(std::string_view text) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-
 // A JSON object, or nullopt (malformed, too deep, or another type).
 std::optional<nlohmann::json> parse_object(std::string_view text) {
-  if (!json_depth_ok(text)) return std::nullopt;
+  if (json_nests_deeper_than(text, kMaxJsonDepth)) return std::nullopt;
   nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded() || !value.is_object()) return std::nullopt;
   return value;

@@ -314,9 +314,14 @@ ConfigTable<C> build() {
                             {.help = "PEM private key for dtls.certificate",
                              .doc = "PEM private key file for `dtls.certificate`."}));
   {
-    auto rate = uint_key<C>("audio.sample_rate", &C::sample_rate, 16000, 8000, 48000,
-                            {.help = "PCM rate to and from the backend: 16000 | 24000 | 48000",
-                             .doc = "PCM rate to and from the backend: `16000`, `24000` or `48000`."});
+    auto rate =
+        uint_key<C>("audio.sample_rate", &C::sample_rate, 16000, 8000, 48000,
+                    {.help = "PCM rate to and from the backend: 16000 | 24000 | 48000 (24000 for the "
+                             "realtime dialect)",
+                     .doc = "PCM rate of the call, to and from the backend: `16000`, `24000` or `48000`. "
+                            "Opus decodes and encodes natively at it. Unset with `backend.dialect: "
+                            "realtime`: `24000`, the Realtime protocol's own rate, so nothing is "
+                            "resampled and the caller's 8-12 kHz band reaches the backend."});
     rate.read = [read = rate.read](const ConfigLayers& c, C& cfg) {
       read(c, cfg);
       if (cfg.sample_rate != 16000 && cfg.sample_rate != 24000 && cfg.sample_rate != 48000)
@@ -355,6 +360,9 @@ ConfigTable<C> build() {
                 "`audio.opus_passthrough`."});
     dialect.read = [read = dialect.read](const ConfigLayers& c, C& cfg) {
       read(c, cfg);
+      // The call runs at its backend's rate unless the operator chose one: a Realtime
+      // backend hears and speaks 24 kHz, and resampling to 16 kHz would cut it at 8 kHz.
+      if (cfg.backend_dialect == "realtime" && !c.has("audio.sample_rate")) cfg.sample_rate = 24000;
       if (cfg.backend_dialect == "realtime" && cfg.opus_passthrough)
         throw ConfigError(c.where("backend.dialect") +
                           ": realtime carries PCM16 in JSON; it cannot be used with audio.opus_passthrough");

@@ -104,7 +104,6 @@ TransceiverService::TransceiverService(TransceiverConfig config)
   http_ = std::make_unique<HttpServer>(
       config_.http_listen, limits,
       [this](const HttpRequest& r, HttpServer::Responder respond) { handle(r, std::move(respond)); });
-  tokens_ = config_.setup_burst;
   std::vector<EphemeralSecret> secrets = realtime_key_secrets(config_);
   if (secrets.empty()) {
     realtime_key_local_ = true;
@@ -120,7 +119,6 @@ TransceiverService::~TransceiverService() { stop(); }
 
 void TransceiverService::start() {
   started_at_ = monotonic_now();
-  tokens_at_ = started_at_;
   for (auto& w : workers_) w->bind();
   for (auto& w : workers_) {
     w->start();
@@ -199,14 +197,7 @@ void TransceiverService::add_cors(const std::string& origin, HttpResponse& respo
   if (!any) response.headers.emplace_back("Vary", "Origin");
 }
 
-bool TransceiverService::take_setup_token() {
-  const Nanos now = monotonic_now();
-  tokens_ = std::min<double>(config_.setup_burst, tokens_ + (now - tokens_at_) * 1e-9 * config_.setup_rate);
-  tokens_at_ = now;
-  if (tokens_ < 1) return false;
-  tokens_ -= 1;
-  return true;
-}
+bool TransceiverService::take_setup_token() { return setup_budget_.take(monotonic_now()); }
 
 MediaWorker* TransceiverService::least_loaded_worker() {
   MediaWorker* best = nullptr;
@@ -426,7 +417,7 @@ void TransceiverService::patch_session(const std::string& id, MediaWorker& worke
     return respond(HttpResponse::text(400, "bad ICE fragment: " + error->to_string()));
   }
   auto& fragment = std::get<sdp::IceFragment>(parsed);
-  Session::IceRestartRequest restart;
+  Peer::IceRestartRequest restart;
   std::string if_match(request.header("if-match"));
   if_match.erase(0, if_match.find_first_not_of(" \t"));
   if_match.erase(if_match.find_last_not_of(" \t") + 1);
@@ -451,7 +442,7 @@ void TransceiverService::patch_session(const std::string& id, MediaWorker& worke
   w->post([w, id, restart = std::move(restart), answer = std::move(answer), respond] {
     auto reply = w->restart_ice(id, restart);
     if (!reply) return respond(HttpResponse::text(404, "no such session"));
-    using V = Session::IceRestartVerdict;
+    using V = Peer::IceRestartVerdict;
     HttpResponse r;
     switch (reply->verdict) {
       case V::started:

@@ -18,6 +18,7 @@
 #include "realtime_signaling.h"
 #include "registry_agent.h"
 #include "sdp/session_description.h"
+#include "token_bucket.h"
 #include "transceiver_config.h"
 #include "worker_metrics.h"
 
@@ -85,8 +86,8 @@ class TransceiverService {
   Nanos started_at_ = 0;
 
   // Touched only on the HTTP thread.
-  double tokens_ = 0;
-  Nanos tokens_at_ = 0;
+  TokenBucket setup_budget_{static_cast<double>(config_.setup_burst),
+                            static_cast<double>(config_.setup_rate)};
   uint64_t rejected_rate_ = 0, rejected_capacity_ = 0, rejected_sdp_ = 0, rejected_auth_ = 0;
   IngressSelector ingress_;
   std::array<uint64_t, static_cast<size_t>(IngressChoice::count)> ingress_chosen_{};

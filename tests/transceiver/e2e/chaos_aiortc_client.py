@@ -45,14 +45,15 @@ import time
 import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 
 import aioice.ice  # noqa: E402
 import numpy as np  # noqa: E402
 from aiortc import RTCPeerConnection, RTCSessionDescription  # noqa: E402
-from aiortc.mediastreams import MediaStreamError  # noqa: E402
 
 import aiortc_client as ac  # noqa: E402  (ToneTrack, frame_to_mono, analyse_tone, http)
+from rtcetest.aio import receive_frames, remote_audio  # noqa: E402
 
 
 def parse_impairment(text):
@@ -198,7 +199,7 @@ async def run(args, result):
     audio = []
     connected = asyncio.Event()
     ended = asyncio.Event()
-    remote_track = asyncio.get_running_loop().create_future()
+    remote_track = remote_audio(pc)
 
     closing = []  # our own hang-up is not the session ending under us
 
@@ -222,24 +223,11 @@ async def run(args, result):
         if pc.iceConnectionState in ("failed", "closed"):
             note_end("ice " + pc.iceConnectionState)
 
-    @pc.on("track")
-    def on_track(track):
-        if track.kind == "audio" and not remote_track.done():
-            remote_track.set_result(track)
-
-    async def record(track):
-        while True:
-            try:
-                frame = await asyncio.wait_for(track.recv(), timeout=1.0)
-            except asyncio.TimeoutError:
-                continue
-            except MediaStreamError:
-                note_end("track ended")
-                return
-            mono, rate = ac.frame_to_mono(frame)
-            has, rms = tone_frame(mono, rate, args.tone_hz, args.tone_fraction)
-            frames.append((time.monotonic(), has, rms))
-            audio.append((time.monotonic(), mono, rate))
+    def record(frame):
+        mono, rate = ac.frame_to_mono(frame)
+        has, rms = tone_frame(mono, rate, args.tone_hz, args.tone_fraction)
+        frames.append((time.monotonic(), has, rms))
+        audio.append((time.monotonic(), mono, rate))
 
     recorder = None
     tc_added = nft_added = False
@@ -263,7 +251,7 @@ async def run(args, result):
             return
         result["connected"] = True
         track = await asyncio.wait_for(remote_track, timeout=5)
-        recorder = asyncio.ensure_future(record(track))
+        recorder = asyncio.ensure_future(receive_frames(track, record, on_end=lambda: note_end("track ended")))
         if args.ready_file:
             with open(args.ready_file, "w") as f:
                 f.write("%f\n" % result["connected_at"])

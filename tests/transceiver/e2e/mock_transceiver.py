@@ -28,38 +28,19 @@ import socket
 import sys
 import time
 
-import aioice.ice
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import AudioStreamTrack
 from aiortc.contrib.media import MediaBlackhole, MediaRelay
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "support", "py"))
+from rtcetest.aio import allow_loopback_candidates, host_has_non_loopback_ipv4  # noqa: E402
 DEFAULT_PAGE = os.path.join(REPO_ROOT, "transceiver", "web", "index.html")
 MAX_BODY_BYTES = 64 * 1024
 SESSION_PATH_PREFIX = "/v1/sessions"
 ENDED_SESSION_LINGER_S = 30.0
 
 log = logging.getLogger("mock-transceiver")
-
-
-def host_has_non_loopback_ipv4():
-    try:
-        return any(a != "127.0.0.1" for a in aioice.ice.get_host_addresses(True, False))
-    except Exception:
-        return False
-
-
-def allow_loopback_candidates():
-    """aioice skips 127.0.0.1; on a host whose only interface is lo it would gather nothing."""
-    original = aioice.ice.get_host_addresses
-
-    def with_loopback(use_ipv4, use_ipv6):
-        addresses = original(use_ipv4, use_ipv6)
-        if use_ipv4 and "127.0.0.1" not in addresses:
-            addresses.append("127.0.0.1")
-        return addresses
-
-    aioice.ice.get_host_addresses = with_loopback
 
 
 class Session:

@@ -7,8 +7,10 @@ page) and the aiortc interop client (../interop/aiortc_client.py):
   run_browser_e2e.py --transceiver-bin build/bin/rtcedge-transceiver --relay-bin build/bin/rtcedge-relay --mode direct
   run_browser_e2e.py --mock --mode direct --client both       # against mock_transceiver.py (aiortc)
 
-Exit codes: 0 pass, 1 fail, 77 skipped (chromium, node, playwright-core or aiortc missing;
-the reason is printed). Everything this script starts is stopped on every exit path.
+Exit codes: 0 pass, 1 fail (also when chromium, node, playwright-core, aiortc or a binary is
+missing: scripts/install-deps.sh installs them; the reason is printed). Nothing here needs a
+kernel feature or a privilege, so nothing skips. Everything this script starts is stopped on
+every exit path.
 """
 
 import argparse
@@ -27,25 +29,17 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "support", "py"))
+from rtcetest import outcome  # noqa: E402
+from rtcetest.core import free_port, log_to, tail  # noqa: E402
+
 BROWSER_E2E = os.path.join(HERE, "browser_e2e.mjs")
 ICE_RESTART_E2E = os.path.join(HERE, "ice_restart_e2e.mjs")
 MOCK = os.path.join(HERE, "mock_transceiver.py")
 AIORTC_CLIENT = os.path.join(REPO_ROOT, "tests", "transceiver", "interop", "aiortc_client.py")
 AIORTC_REALTIME_CLIENT = os.path.join(REPO_ROOT, "tests", "transceiver", "interop", "aiortc_realtime_client.py")
-PLAYWRIGHT_CORE = os.path.join(REPO_ROOT, "tests", "golden", "tools", "node_modules", "playwright-core")
-SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-aiortc lives
-SKIP = 77
-
-
-def log(msg):
-    print(f"[run_browser_e2e] {msg}", file=sys.stderr, flush=True)
-
-
-def free_port(kind=socket.SOCK_STREAM):
-    """A currently free loopback port. Racy by nature; fine for a single test on loopback."""
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+SYSTEM_PYTHON = outcome.SYSTEM_PYTHON
+log = log_to("run_browser_e2e")
 
 
 class Stack:
@@ -118,14 +112,6 @@ def metric_value(base_url, name):
         return 0.0
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                if line.startswith(name + " ") or line.startswith(name + "{"))
-
-
-def tail(path, lines=40):
-    try:
-        with open(path, "rb") as f:
-            return b"\n".join(f.read().splitlines()[-lines:]).decode("utf-8", "replace")
-    except OSError:
-        return "(no log)"
 
 
 def wait_http_ready(stack, url, deadline_s=15.0):
@@ -220,27 +206,13 @@ def start_stack(mode, args, workdir):
 
 
 def prerequisites(args):
-    """None when everything needed is installed, else the reason to skip."""
-    need_browser = args.client in ("browser", "both", "browser-ice-restart")
-    need_aiortc = args.client in ("aiortc", "both", "aiortc-realtime") or args.mock
-    if need_browser:
-        if not (os.path.isfile(args.chromium) and os.access(args.chromium, os.X_OK)):
-            return f"chromium not found at {args.chromium}"
-        if not shutil.which(args.node):
-            return f"node not found ({args.node})"
-        if not os.path.isdir(PLAYWRIGHT_CORE) and not os.environ.get("PLAYWRIGHT_CORE"):
-            return f"playwright-core not installed ({PLAYWRIGHT_CORE}; run npm ci in tests/golden/tools)"
-    if need_aiortc:
-        probe = subprocess.run([SYSTEM_PYTHON, "-c", "import aiortc, numpy"], capture_output=True, timeout=30)
-        if probe.returncode != 0:
-            return "python3-aiortc / python3-numpy not installed for /usr/bin/python3"
+    """Raises outcome.SetupError naming what is missing (a test here never skips)."""
+    if args.client in ("browser", "both", "browser-ice-restart"):
+        outcome.require_browser(args.chromium, args.node)
+    if args.client in ("aiortc", "both", "aiortc-realtime") or args.mock:
+        outcome.require_aiortc()
     if not args.mock:
-        for flag, path in (("--transceiver-bin", args.transceiver_bin), ("--relay-bin", args.relay_bin)):
-            if not path:
-                raise SystemExit(f"error: {flag} is required unless --mock")
-            if not os.access(path, os.X_OK):
-                raise SystemExit(f"error: {flag} {path} is not an executable")
-    return None
+        outcome.require_executables(transceiver_bin=args.transceiver_bin, relay_bin=args.relay_bin)
 
 
 def run_client(name, argv, timeout_s):
@@ -289,10 +261,9 @@ def main():
     ap.add_argument("--keep-workdir", action="store_true", help="keep logs and tone.wav for inspection")
     args = ap.parse_args()
 
-    reason = prerequisites(args)
-    if reason:
-        print(f"SKIP: {reason}", flush=True)
-        return SKIP
+    code = outcome.unmet(lambda: prerequisites(args))
+    if code is not None:
+        return code
 
     workdir = tempfile.mkdtemp(prefix="rtcedge-e2e-")
     stack = None

@@ -22,34 +22,28 @@ relay's counters then prove it was the XDP program, not the userspace workers: X
 at least every datagram the transceiver received and sent (RTP and RTCP included), and the
 userspace workers received and forwarded none.
 
-Exit codes: 0 pass, 1 fail, 77 skipped (not root, no netns, no XDP, no chromium / node /
-playwright-core; the reason is printed). Namespaces, processes and bpffs pins are removed
+Exit codes: 0 pass, 1 fail (also when chromium, node, playwright-core or a build product is
+missing), 77 skipped (not root, no netns, no native XDP on veth; the reason is printed). Namespaces, processes and bpffs pins are removed
 on every exit path (netns_topology's registry; a SIGKILLed run is swept by the next one).
 """
 
 import argparse
-import contextlib
 import json
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
-sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
 sys.path.insert(0, HERE)
 
 import netns_topology as nt  # noqa: E402
 import prom_metrics  # noqa: E402
-import run_browser_e2e as e2e  # noqa: E402  (BROWSER_E2E, PLAYWRIGHT_CORE, tail)
+import run_browser_e2e as e2e  # noqa: E402  (BROWSER_E2E)
+from rtcetest import core, outcome  # noqa: E402
+from rtcetest import netns as harness  # noqa: E402
 
-SKIP = 77
 VIP_PORT = 3478
 XDP_RETURN_PORT = 3479
 MEDIA_PORT = 40000
@@ -63,60 +57,7 @@ XDP_FORWARDED = ("forwarded", "forwarded_new_flow")
 # XDP reasons folded into the shared rtcedge_relay_received_packets_total (test_relay_netns.py).
 XDP_FOLDED = XDP_FORWARDED + ("hint_rejected", "return_malformed", "return_no_flow", "return_wrong_sender")
 
-
-class SkipTest(Exception):
-    """This host cannot run the test (printed as SKIP, exit 77)."""
-
-
-def log(msg):
-    print("[run_browser_e2e_xdp] %s" % msg, file=sys.stderr, flush=True)
-
-
-poll_until = nt.poll_until
-http_get_in = nt.http_get_in
-
-
-HttpSplice = nt.HttpSplice
-
-
-class Service:
-    """One process started inside a namespace, its log file, and how to stop it."""
-
-    def __init__(self, name, ns, argv, workdir, keep_mounts=False):
-        self.name = name
-        self.log_path = os.path.join(workdir, "%s.log" % name)
-        log("start %s in %s: %s" % (name, ns, " ".join(argv)))
-        with open(self.log_path, "wb") as out:
-            self.proc = nt.start_in_netns(ns, argv, keep_mounts=keep_mounts, stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL)
-
-    def check_alive(self):
-        if self.proc.poll() is not None:
-            raise RuntimeError("%s exited early with status %s; log %s:\n%s"
-                               % (self.name, self.proc.returncode, self.log_path, e2e.tail(self.log_path)))
-
-    def stop(self):
-        rc = nt.stop_process(self.proc, signal.SIGTERM, timeout=5.0)
-        nt.forget_process(self.proc)
-        return rc
-
-
-def wait_http(service, ns, host, port, path, timeout=15.0):
-    last = [None]
-
-    def ready():
-        service.check_alive()
-        try:
-            status, _ = http_get_in(ns, host, port, path, timeout=0.5)
-            last[0] = status
-            return status == 200
-        except OSError as e:
-            last[0] = e
-            return False
-
-    if not poll_until(ready, timeout):
-        raise RuntimeError("%s: GET %s not 200 within %.0f s (last: %s):\n%s"
-                           % (service.name, path, timeout, last[0], e2e.tail(service.log_path)))
+log = core.log_to("run_browser_e2e_xdp")
 
 
 def detach_pins(relay_bin):
@@ -129,25 +70,12 @@ def detach_pins(relay_bin):
         nt.remove_pins(PIN_PATH)
 
 
-def unavailable_reason(args):
-    """None when everything this test needs is here, else why it must skip."""
-    reason = nt.netns_unavailable_reason()
-    if reason:
-        return reason
-    if not os.path.exists(args.xdp_pass_obj):
-        return "%s not built (bpf/CMakeLists.txt builds it)" % args.xdp_pass_obj
-    reason = nt.ensure_bpffs()
-    if reason:
-        return reason
-    if not shutil.which("ethtool", path="/usr/sbin:/sbin:/usr/bin:/bin"):
-        return "ethtool not found (prepare_for_xdp needs it)"
-    if not (os.path.isfile(args.chromium) and os.access(args.chromium, os.X_OK)):
-        return "chromium not found at %s" % args.chromium
-    if not shutil.which(args.node):
-        return "node not found (%s)" % args.node
-    if not os.path.isdir(e2e.PLAYWRIGHT_CORE) and not os.environ.get("PLAYWRIGHT_CORE"):
-        return "playwright-core not installed (%s; run npm ci in tests/golden/tools)" % e2e.PLAYWRIGHT_CORE
-    return None
+def prerequisites(args):
+    """Raises outcome.Unavailable (skip) or outcome.SetupError (fail) when this test cannot run."""
+    harness.require_executables(args)
+    outcome.require_netns()
+    outcome.require_native_xdp(args.xdp_pass_obj)
+    outcome.require_browser(args.chromium, args.node)
 
 
 def assert_no_route(ns, dst):
@@ -191,19 +119,10 @@ def relay_figures(before, after):
 
 
 def run_test(args, workdir, results):
-    checks = results["checks"]
-
-    def check(name, ok, detail=None):
-        checks.append({"name": name, "ok": bool(ok), "detail": detail})
-        log("%s %s%s" % ("PASS" if ok else "FAIL", name, "" if detail is None else ": %s" % (detail,)))
-        return ok
-
+    check = harness.checker(results, log)
     t0 = time.monotonic()
     topo = nt.Topology(tag="e2e").create()
-    try:
-        topo.prepare_for_xdp(args.xdp_pass_obj)
-    except RuntimeError as e:
-        raise SkipTest("cannot prepare the veths for XDP: %s" % e)
+    topo.prepare_for_xdp(args.xdp_pass_obj)
     assert_no_route(topo.client, nt.XCVR_V4)
     assert_no_route(topo.xcvr, nt.CLIENT_V4)
     check("client and transceiver namespaces cannot route to each other", True)
@@ -216,7 +135,7 @@ def run_test(args, workdir, results):
     if os.path.exists(PIN_PATH):
         nt.remove_pins(PIN_PATH)
     nt.register_cleanup(lambda: detach_pins(args.relay_bin))
-    relay = Service("relay", topo.relay, [
+    relay = harness.Service("relay", topo.relay, [
         args.relay_bin, "--mode", "xdp",
         "--listen", "%s:%d" % (nt.VIP_V4, VIP_PORT),
         "--workers", "1", "--pin-cpus", "false", "--cluster-id", str(CLUSTER),
@@ -226,9 +145,9 @@ def run_test(args, workdir, results):
         "--xdp-interfaces", "rc0,rx0",
         "--xdp-relay-address4", nt.RELAY_XCVR_V4, "--xdp-relay-address6", nt.RELAY_XCVR_V6,
         "--xdp-return-port", str(XDP_RETURN_PORT), "--xdp-pin-path", PIN_PATH,
-    ], workdir, keep_mounts=True)  # setns only: `ip netns exec` would hide /sys/fs/bpf
+    ], workdir, keep_mounts=True, log=log)  # setns only: `ip netns exec` would hide /sys/fs/bpf
     results["logs"] = {"relay": relay.log_path}
-    wait_http(relay, topo.relay, "127.0.0.1", RELAY_ADMIN_PORT, "/readyz")
+    relay.wait_http("127.0.0.1", RELAY_ADMIN_PORT, "/readyz")
     for dev in ("rc0", "rx0"):
         attached = topo.xdp_attached(topo.relay, dev)
         if not check("XDP program attached natively on %s" % dev, attached and attached.get("mode") == 1,
@@ -236,13 +155,13 @@ def run_test(args, workdir, results):
             return
 
     def relay_metrics():
-        status, body = http_get_in(topo.relay, "127.0.0.1", RELAY_ADMIN_PORT, "/metrics")
+        status, body = nt.http_get_in(topo.relay, "127.0.0.1", RELAY_ADMIN_PORT, "/metrics")
         if status != 200:
             raise RuntimeError("relay GET /metrics: HTTP %d" % status)
         return prom_metrics.parse(body)
 
     # ---- transceiver: relay mode, the VIP as its only candidate, framed datagrams from rx0's prefix
-    xcvr = Service("transceiver", topo.xcvr, [
+    xcvr = harness.Service("transceiver", topo.xcvr, [
         args.transceiver_bin,
         "--http-listen", "%s:%d" % (nt.XCVR_V4, HTTP_PORT),
         "--http-allow-public-without-keys", "true",
@@ -254,17 +173,17 @@ def run_test(args, workdir, results):
         "--hint-key-file", keys, "--hint-cluster-id", str(CLUSTER), "--hint-endpoint-base-id", str(ENDPOINT),
         "--backend-echo-mode", "loopback",
         "--sessions-drain-timeout", "1s",
-    ], workdir)
+    ], workdir, log=log)
     results["logs"]["transceiver"] = xcvr.log_path
-    wait_http(xcvr, topo.xcvr, nt.XCVR_V4, HTTP_PORT, "/metrics")
+    xcvr.wait_http(nt.XCVR_V4, HTTP_PORT, "/metrics")
 
     def xcvr_metrics():
-        status, body = http_get_in(topo.xcvr, nt.XCVR_V4, HTTP_PORT, "/metrics")
+        status, body = nt.http_get_in(topo.xcvr, nt.XCVR_V4, HTTP_PORT, "/metrics")
         if status != 200:
             raise RuntimeError("transceiver GET /metrics: HTTP %d" % status)
         return prom_metrics.parse(body)
 
-    splice = HttpSplice(topo.client, topo.relay, (nt.XCVR_V4, HTTP_PORT))
+    splice = nt.HttpSplice(topo.client, topo.relay, (nt.XCVR_V4, HTTP_PORT))
     nt.register_cleanup(splice.close)
     url = "http://127.0.0.1:%d" % splice.port
     results["url_in_client_ns"] = url
@@ -376,51 +295,9 @@ def main():
     ap.add_argument("--screenshot", help="PNG of the demo page while connected")
     ap.add_argument("--keep-workdir", action="store_true", help="keep logs and tone.wav for inspection")
     args = ap.parse_args()
-    if not args.xdp_pass_obj:
-        args.xdp_pass_obj = os.path.normpath(os.path.join(os.path.dirname(args.relay_bin), "../bpf/xdp_pass.bpf.o"))
-    for flag, path in (("--transceiver-bin", args.transceiver_bin), ("--relay-bin", args.relay_bin)):
-        if not os.access(path, os.X_OK):
-            raise SystemExit("error: %s %s is not an executable" % (flag, path))
-
-    reason = unavailable_reason(args)
-    if reason:
-        print("SKIP: %s" % reason, flush=True)
-        return SKIP
-
-    nt.sweep_stale()
-    nt.install_signal_cleanup()  # SIGTERM/SIGHUP and atexit: processes, namespaces, pins
-    if args.keep_workdir:
-        workdir = tempfile.mkdtemp(prefix="rtcedge-e2e-xdp-")
-    else:
-        workdir = nt.make_scratch_dir()
+    harness.default_xdp_pass_obj(args)
     results = {"checks": []}
-    t0 = time.monotonic()
-    code = 1
-    try:
-        run_test(args, workdir, results)
-        code = 0 if results["checks"] and all(c["ok"] for c in results["checks"]) else 1
-    except SkipTest as e:
-        print("SKIP: %s" % e, flush=True)
-        code = SKIP
-    except Exception as e:  # reported in the summary; cleanup below in any case
-        results["error"] = "%s: %s" % (type(e).__name__, e)
-        log("error: %s" % results["error"])
-    finally:
-        if code == 1:
-            for name, path in (results.get("logs") or {}).items():
-                sys.stderr.write("----- %s log (tail) -----\n%s\n" % (name, e2e.tail(path)))
-        nt.cleanup_all()
-        if args.keep_workdir:
-            log("workdir kept: %s" % workdir)
-    leftovers = [n for n in nt.list_namespaces() if n.startswith("%s%d-" % (nt.NS_PREFIX, os.getpid()))]
-    if leftovers or os.path.exists(PIN_PATH):
-        results.setdefault("error", "left behind: namespaces %s, pins %s" % (leftovers, os.path.exists(PIN_PATH)))
-        code = 1
-    results["total_s"] = round(time.monotonic() - t0, 2)
-    results["passed"] = code == 0
-    if code != SKIP:
-        print(json.dumps(results, indent=2))
-    return code
+    return harness.netns_main(args, results, run_test, lambda: prerequisites(args), log, "rtcedge-e2e-xdp-")
 
 
 if __name__ == "__main__":

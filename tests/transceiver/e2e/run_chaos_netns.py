@@ -28,32 +28,30 @@ transceiver SIGKILLed under live sessions.
   ended no session except by the final DELETE.
 
 Prints one JSON summary with the figures (and, with --table, a Markdown table). Exit codes:
-0 pass, 1 fail, 77 skipped (not root, no netns, no aiortc/numpy, no redis-server for kill).
+0 pass, 1 fail (also when aiortc/numpy, tc, nft or redis-server is missing), 77 skipped (not
+root, no netns; --impair-with netem on a kernel without sch_netem).
 Namespaces and processes are removed on every exit path (netns_topology's registry).
 """
 
 import argparse
 import json
 import os
-import platform
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
-sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
 sys.path.insert(0, HERE)
 
 import netns_topology as nt  # noqa: E402
 import prom_metrics  # noqa: E402
-import run_browser_e2e as e2e  # noqa: E402  (tail)
-import run_browser_e2e_xdp as bx  # noqa: E402  (Service, HttpSplice, http_get_in, wait_http, poll_until)
+import run_browser_e2e_xdp as bx  # noqa: E402  (its ports and assert_no_route)
+from rtcetest import core, outcome  # noqa: E402
+from rtcetest import netns as harness  # noqa: E402
+from rtcetest.core import machine  # noqa: E402
 
-SKIP = 77
 CLIENT = os.path.join(HERE, "chaos_aiortc_client.py")
 IMPAIRMENTS = {
     "none": "none",
@@ -69,8 +67,7 @@ MEDIA_A, MEDIA_B = 40000, 40100
 HTTP_A, HTTP_B = 8080, 8081
 
 
-def log(msg):
-    print("[run_chaos_netns] %s" % msg, file=sys.stderr, flush=True)
+log = core.log_to("run_chaos_netns")
 
 
 def metric_sum(m, name, **labels):
@@ -78,28 +75,17 @@ def metric_sum(m, name, **labels):
     return sum(v for (n, lab), v in m.samples.items() if n == name and want <= set(lab))
 
 
-def netem_available(topo):
-    """tc netem works on the client's veth (the kernel has sch_netem)."""
-    r = nt.run(["ip", "netns", "exec", topo.client, "tc", "qdisc", "add", "dev", "cl0", "root", "netem",
-                "delay", "1ms"], check=False)
-    if r.returncode != 0:
-        return False, r.stderr.strip()
-    nt.run(["ip", "netns", "exec", topo.client, "tc", "qdisc", "del", "dev", "cl0", "root"], check=False)
-    return True, None
-
-
-def unavailable_reason(args):
-    reason = nt.netns_unavailable_reason()
-    if reason:
-        return reason
-    r = subprocess.run(["/usr/bin/python3", "-c", "import aiortc, numpy"], capture_output=True, timeout=60)
-    if r.returncode != 0:
-        return "python3-aiortc / python3-numpy not installed"
-    if args.scenario == "impairment" and not shutil.which("tc", path="/usr/sbin:/sbin:/usr/bin:/bin"):
-        return "tc (iproute2) not found"
-    if args.scenario == "kill" and not shutil.which("redis-server"):
-        return "redis-server not installed"
-    return None
+def prerequisites(args):
+    """Raises outcome.Unavailable (skip) or outcome.SetupError (fail) when this test cannot run."""
+    harness.require_executables(args)
+    outcome.require_netns()
+    outcome.require_aiortc()
+    if args.scenario == "impairment":
+        outcome.require_tool("tc", "iproute2")
+        if args.impair_with == "nft":
+            outcome.require_tool("nft", "nftables")
+    if args.scenario == "kill":
+        outcome.require_redis()
 
 
 class Env:
@@ -120,12 +106,12 @@ class Env:
         argv = [self.args.relay_bin, "--listen", "%s:%d" % (nt.VIP_V4, bx.VIP_PORT), "--workers", "1",
                 "--pin-cpus", "false", "--cluster-id", str(bx.CLUSTER), "--hint-key-file", self.keys,
                 "--admin-listen", "127.0.0.1:%d" % bx.RELAY_ADMIN_PORT] + extra
-        self.relay = bx.Service("relay", self.topo.relay, argv, self.workdir)
+        self.relay = harness.Service("relay", self.topo.relay, argv, self.workdir, log=log)
         self.logs["relay"] = self.relay.log_path
-        bx.wait_http(self.relay, self.topo.relay, "127.0.0.1", bx.RELAY_ADMIN_PORT, "/metrics")
+        self.relay.wait_http("127.0.0.1", bx.RELAY_ADMIN_PORT, "/metrics")
 
     def relay_metrics(self):
-        status, body = bx.http_get_in(self.topo.relay, "127.0.0.1", bx.RELAY_ADMIN_PORT, "/metrics")
+        status, body = nt.http_get_in(self.topo.relay, "127.0.0.1", bx.RELAY_ADMIN_PORT, "/metrics")
         if status != 200:
             raise RuntimeError("relay GET /metrics: HTTP %d" % status)
         return prom_metrics.parse(body)
@@ -137,18 +123,18 @@ class Env:
                 "--relay-vips", "%s:%d" % (nt.VIP_V4, bx.VIP_PORT), "--relay-sources", "198.18.1.0/24",
                 "--direct-enabled", "false", "--hint-key-file", self.keys, "--hint-cluster-id", str(bx.CLUSTER),
                 "--backend-echo-mode", "loopback", "--sessions-drain-timeout", "1s"] + extra
-        svc = bx.Service("transceiver-" + name, self.topo.xcvr, argv, self.workdir)
+        svc = harness.Service("transceiver-" + name, self.topo.xcvr, argv, self.workdir, log=log)
         self.logs["transceiver-" + name] = svc.log_path
         svc.http_port = http_port
-        bx.wait_http(svc, self.topo.xcvr, nt.XCVR_V4, http_port, "/metrics")
+        svc.wait_http(nt.XCVR_V4, http_port, "/metrics")
         self.xcvrs[name] = svc
-        splice = bx.HttpSplice(self.topo.client, self.topo.relay, (nt.XCVR_V4, http_port))
+        splice = nt.HttpSplice(self.topo.client, self.topo.relay, (nt.XCVR_V4, http_port))
         nt.register_cleanup(splice.close)
         self.splices[name] = splice
         return svc
 
     def xcvr_metrics(self, name):
-        status, body = bx.http_get_in(self.topo.xcvr, nt.XCVR_V4, self.xcvrs[name].http_port, "/metrics")
+        status, body = nt.http_get_in(self.topo.xcvr, nt.XCVR_V4, self.xcvrs[name].http_port, "/metrics")
         if status != 200:
             raise RuntimeError("transceiver %s GET /metrics: HTTP %d" % (name, status))
         return prom_metrics.parse(body)
@@ -179,7 +165,7 @@ class Env:
                 return json.load(f)
         except (OSError, ValueError) as e:
             return {"error": "no result from the client (%s); log:\n%s"
-                    % (e, e2e.tail(self.logs["client-" + c["tag"]]))}
+                    % (e, core.tail(self.logs["client-" + c["tag"]]))}
 
 
 def ended_reasons(m):
@@ -201,14 +187,12 @@ def expected_movement(imp):
 
 
 def run_impairment(args, env, results, check):
-    ok, why = netem_available(env.topo)
+    ok, why = outcome.netem_works(env.topo.client, "cl0")
     impair_with = "netem" if ok else "shim"
     if args.impair_with != "auto":
         impair_with = args.impair_with
         if impair_with == "netem" and not ok:
-            raise bx.SkipTest("tc netem does not work here: %s" % why)
-        if impair_with == "nft" and not shutil.which("nft", path="/usr/sbin:/sbin:/usr/bin:/bin"):
-            raise bx.SkipTest("nft not found")
+            raise outcome.Unavailable(why)
     results["impair_with"] = impair_with
     if impair_with == "shim":
         results["impair_with_why"] = "tc netem unavailable (%s): the netem model runs in the client's send path" % why
@@ -293,17 +277,6 @@ def run_impairment(args, env, results, check):
         print_impairment_table(results, table)
 
 
-def machine():
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return "%s, %d CPUs, kernel %s, load average %s" % (cpu, os.cpu_count(), platform.release(),
-                                                        " ".join("%.2f" % x for x in os.getloadavg()))
-
-
 def print_impairment_table(results, table):
     print("\nNetwork impairment on the client's uplink (%s), %s per impairment, aiortc 1.4 client, "
           "echo backend, userspace relay" % (results["impair_with"], "%gs" % table[0]["window_s"] if table else "?"))
@@ -332,8 +305,8 @@ class Redis:
             self.proc = nt.start_in_netns(ns, ["redis-server", "--port", str(REDIS_PORT), "--bind", nt.XCVR_V4,
                                                "--save", "", "--appendonly", "no", "--protected-mode", "no"],
                                           stdout=out, stderr=subprocess.STDOUT)
-        if not bx.poll_until(lambda: self.cli("PING") == "PONG", 10.0, interval=0.1):
-            raise RuntimeError("redis-server did not answer PING:\n" + e2e.tail(self.log_path))
+        if not core.poll_until(lambda: self.cli("PING") == "PONG", 10.0, interval=0.1):
+            raise RuntimeError("redis-server did not answer PING:\n" + core.tail(self.log_path))
 
     @property
     def url(self):
@@ -359,7 +332,7 @@ def run_kill(args, env, results, check):
     common = reg + ["--sessions-consent-timeout", "%gs" % consent_s]
     env.start_transceiver("a", HTTP_A, MEDIA_A, common + ["--registry-pod-identity", "chaos-a"])
     env.start_transceiver("b", HTTP_B, MEDIA_B, common + ["--registry-pod-identity", "chaos-b"])
-    m = bx.poll_until(lambda: (lambda m: m if m.get("rtcedge_relay_endpoints") == 2 else None)(env.relay_metrics()),
+    m = core.poll_until(lambda: (lambda m: m if m.get("rtcedge_relay_endpoints") == 2 else None)(env.relay_metrics()),
                       15.0, interval=0.1)
     check("the relay routes to both registered transceivers", m is not None,
           env.relay_metrics().get("rtcedge_relay_endpoints"))
@@ -382,13 +355,13 @@ def run_kill(args, env, results, check):
     def all_echoing():
         for c in clients:
             if c["proc"].poll() is not None:
-                raise RuntimeError("client %s exited early:\n%s" % (c["tag"], e2e.tail(env.logs["client-" + c["tag"]])))
+                raise RuntimeError("client %s exited early:\n%s" % (c["tag"], core.tail(env.logs["client-" + c["tag"]])))
         if not all(os.path.exists(c["ready"]) for c in clients):
             return False
         return all(env.xcvr_metrics(n).get("rtcedge_transceiver_rtp_packets_total", kind="rtp", direction="out")
                    >= 100 * args.sessions_per for n in ("a", "b"))
 
-    if not check("every session connected and echoing on both transceivers", bx.poll_until(all_echoing, 40.0, 0.1)):
+    if not check("every session connected and echoing on both transceivers", core.poll_until(all_echoing, 40.0, 0.1)):
         return
     a_before = env.xcvr_metrics("a")
     relay_before = env.relay_metrics()
@@ -412,7 +385,7 @@ def run_kill(args, env, results, check):
             left["flows_endpoint_gone"] = int(gone)
         return "at" in left and "gone_at" in left
 
-    bx.poll_until(endpoint_left, ttl_s + 10.0, interval=0.05)
+    core.poll_until(endpoint_left, ttl_s + 10.0, interval=0.05)
     results["relay_endpoint_left_after_s"] = round(left["at"] - killed_at, 3) if "at" in left else None
     results["relay_flows_endpoint_gone"] = left.get("flows_endpoint_gone")
     check("the relay dropped the dead endpoint within registry.ttl + 1 s (%.1f s)" % (ttl_s + 1),
@@ -480,13 +453,7 @@ def run_kill(args, env, results, check):
 
 
 def run_test(args, workdir, results):
-    checks = results["checks"]
-
-    def check(name, ok, detail=None):
-        checks.append({"name": name, "ok": bool(ok), "detail": detail})
-        log("%s %s%s" % ("PASS" if ok else "FAIL", name, "" if detail is None else ": %s" % (detail,)))
-        return ok
-
+    check = harness.checker(results, log)
     env = Env(args, workdir)
     results["logs"] = env.logs
     try:
@@ -528,48 +495,12 @@ def main():
     ap.add_argument("--table", action="store_true", help="also print the figures as a Markdown table")
     ap.add_argument("--keep-workdir", action="store_true")
     args = ap.parse_args()
-    for flag, path in (("--transceiver-bin", args.transceiver_bin), ("--relay-bin", args.relay_bin)):
-        if not os.access(path, os.X_OK):
-            raise SystemExit("error: %s %s is not an executable" % (flag, path))
     if args.seconds is None:
         args.seconds = 8.0 if args.scenario == "impairment" else 12.0
     if not (1 <= args.sessions_per <= 8 and 2 <= args.seconds <= 300):
         ap.error("--sessions-per 1..8, --seconds 2..300")
-    reason = unavailable_reason(args)
-    if reason:
-        print("SKIP: %s" % reason, flush=True)
-        return SKIP
-    nt.sweep_stale()
-    nt.install_signal_cleanup()
-    workdir = tempfile.mkdtemp(prefix="rtcedge-chaos-") if args.keep_workdir else nt.make_scratch_dir()
     results = {"scenario": args.scenario, "checks": []}
-    t0 = time.monotonic()
-    code = 1
-    try:
-        run_test(args, workdir, results)
-        code = 0 if results["checks"] and all(c["ok"] for c in results["checks"]) else 1
-    except bx.SkipTest as e:
-        print("SKIP: %s" % e, flush=True)
-        code = SKIP
-    except Exception as e:  # reported in the summary; cleanup below in any case
-        results["error"] = "%s: %s" % (type(e).__name__, e)
-        log("error: %s" % results["error"])
-    finally:
-        if code == 1:
-            for name, path in (results.get("logs") or {}).items():
-                sys.stderr.write("----- %s log (tail) -----\n%s\n" % (name, e2e.tail(path)))
-        nt.cleanup_all()
-        if args.keep_workdir:
-            log("workdir kept: %s" % workdir)
-    leftovers = [n for n in nt.list_namespaces() if n.startswith("%s%d-" % (nt.NS_PREFIX, os.getpid()))]
-    if leftovers:
-        results.setdefault("error", "left behind: namespaces %s" % leftovers)
-        code = 1
-    results["total_s"] = round(time.monotonic() - t0, 2)
-    results["passed"] = code == 0
-    if code != SKIP:
-        print(json.dumps(results, indent=2))
-    return code
+    return harness.netns_main(args, results, run_test, lambda: prerequisites(args), log, "rtcedge-chaos-")
 
 
 if __name__ == "__main__":

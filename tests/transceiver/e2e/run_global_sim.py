@@ -18,9 +18,11 @@ Checks, per client: the echoed 440 Hz tone; the answer named C's VIP first (aior
 Chromium: the selected pair's remote candidate; both: the transceiver's
 ingress_selected_total{how="header"}); the media went C -> A (the selected remote is VIP C);
 the RTT of the selected path, measured by ICE's STUN checks and consent (aiortc: the
-transactions to VIP C; Chromium: the candidate pair's currentRoundTripTime), is the modelled
-2 x (ACCESS + BACKBONE) plus at most --rtt-tolerance-ms (the stack's own RTT, a fraction of a
-millisecond on veths, and scheduling; the public path would be 2 x (ACCESS + PUBLIC)). Relays: C's
+transactions to VIP C; Chromium: the candidate pair's currentRoundTripTime), is at least the
+modelled 2 x (ACCESS + BACKBONE) - 1 ms (the delay wires are on the path) and below the public
+path's 2 x (ACCESS + PUBLIC) (it is the ingress path, crossed once): bounds only a broken path
+crosses, since a busy machine legitimately adds tens of ms to the stack's own RTT. The precise
+figure is bench/global_relay_bench.py's. Relays: C's
 role="ingress" and A's role="owner" counters moved both ways (userspace mode); in XDP mode
 C's XDP program created the flows and forwarded at least what A's owner role carried, A's
 XDP program did the owner role (rtcedge_relay_xdp_role_packets_total{role="owner"}), and
@@ -29,8 +31,9 @@ A's peers.listen from relay B's address (not in A's peers.trusted: peer_untruste
 no answer) and a hint of a cluster nobody serves sent to C (a counted hint rejection, no flow,
 nothing reaches A).
 
-Exit codes: 0 pass, 1 fail, 77 skipped (not root, no netns, no chromium / node /
-playwright-core, no python3-aiortc; --relay-mode xdp also without XDP). Namespaces,
+Exit codes: 0 pass, 1 fail (also when chromium, node, playwright-core, python3-aiortc, ethtool
+or a build product is missing), 77 skipped (not root, no netns; --relay-mode xdp also without
+native XDP on veth). Namespaces,
 processes, wires and pins are removed on every exit path.
 """
 
@@ -38,25 +41,23 @@ import argparse
 import json
 import os
 import select
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "support", "py"))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "integration"))
 sys.path.insert(0, HERE)
 
-SKIP = 77
+from rtcetest import core, outcome  # noqa: E402
 C2T, T2C = "client_to_transceiver", "transceiver_to_client"
 XDP_FORWARDED = ("forwarded", "forwarded_new_flow")
 
 
-def log(msg):
-    print("[run_global_sim] %s" % msg, file=sys.stderr, flush=True)
+log = core.log_to("run_global_sim")
 
 
 # ---------------------------------------------------------------------------- aiortc client
@@ -103,30 +104,15 @@ def as_aiortc_client(argv):
 
 # ---------------------------------------------------------------------------- the test
 
-def unavailable_reason(args):
-    import netns_topology as nt
-    import run_browser_e2e as e2e
-    reason = nt.netns_unavailable_reason()
-    if reason:
-        return reason
-    if not shutil.which("ethtool", path="/usr/sbin:/sbin:/usr/bin:/bin"):
-        return "ethtool not found (the topology turns veth offloads off)"
-    if not (os.path.isfile(args.chromium) and os.access(args.chromium, os.X_OK)):
-        return "chromium not found at %s" % args.chromium
-    if not shutil.which(args.node):
-        return "node not found (%s)" % args.node
-    if not os.path.isdir(e2e.PLAYWRIGHT_CORE) and not os.environ.get("PLAYWRIGHT_CORE"):
-        return "playwright-core not installed (%s; run npm ci in tests/golden/tools)" % e2e.PLAYWRIGHT_CORE
-    r = subprocess.run(["/usr/bin/python3", "-c", "import aiortc, numpy"], capture_output=True, timeout=60)
-    if r.returncode != 0:
-        return "python3-aiortc / python3-numpy not installed"
+def prerequisites(args):
+    """Raises outcome.Unavailable (skip) or outcome.SetupError (fail) when this test cannot run."""
+    outcome.require_executables(transceiver_bin=args.transceiver_bin, relay_bin=args.relay_bin)
+    outcome.require_netns()
+    outcome.require_tool("ethtool", "ethtool (the topology turns veth offloads off)")
+    outcome.require_browser(args.chromium, args.node)
+    outcome.require_aiortc()
     if args.relay_mode == "xdp":
-        if not os.path.exists(args.xdp_pass_obj):
-            return "%s not built (bpf/CMakeLists.txt builds it)" % args.xdp_pass_obj
-        reason = nt.ensure_bpffs()
-        if reason:
-            return reason
-    return None
+        outcome.require_native_xdp(args.xdp_pass_obj)
 
 
 def metric_sum(m, name, **labels):
@@ -175,23 +161,16 @@ def run_test(args, workdir, results):
     import proxy_v2
     import run_browser_e2e as e2e
     import stun_codec as stun
+    from rtcetest import netns as harness
 
-    checks = results["checks"]
-
-    def check(name, ok, detail=None):
-        checks.append({"name": name, "ok": bool(ok), "detail": detail})
-        log("%s %s%s" % ("PASS" if ok else "FAIL", name, "" if detail is None else ": %s" % (detail,)))
-        return ok
+    check = harness.checker(results, log)
 
     t0 = time.monotonic()
     sim = gs.GlobalSim(tag="gsim", access_ms=args.access_ms, backbone_ms=args.backbone_ms, public_ms=args.public_ms,
                        jitter_ms=args.jitter_ms, loss_pct=args.loss_pct, workdir=workdir).create()
     results["logs"] = {}
     if args.relay_mode == "xdp":
-        try:
-            sim.prepare_for_xdp(args.xdp_pass_obj)
-        except RuntimeError as e:
-            raise SkipTestError("cannot attach xdp_pass to the veths: %s" % e)
+        sim.prepare_for_xdp(args.xdp_pass_obj)
     sim.start_wires(max_seconds=args.budget_s + 60)
     results["logs"].update(sim.logs())
     sim.warm_neighbours()
@@ -207,10 +186,10 @@ def run_test(args, workdir, results):
     results["logs"].update(sim.logs())
     splice = sim.http_splice_to_a("near-c")
     url = "http://127.0.0.1:%d" % splice.port
-    modelled = sim.modelled_rtt_ms("ingress")
+    modelled, public = sim.modelled_rtt_ms("ingress"), sim.modelled_rtt_ms("public")
     results["model"] = {"access_ms": args.access_ms, "backbone_ms": args.backbone_ms, "public_ms": args.public_ms,
                         "jitter_ms": args.jitter_ms, "loss_pct": args.loss_pct,
-                        "modelled_rtt_ms": modelled, "public_rtt_ms": sim.modelled_rtt_ms("public")}
+                        "modelled_rtt_ms": modelled, "public_rtt_ms": public}
     results["setup_s"] = round(time.monotonic() - t0, 2)
     for r in ("a", "c"):
         check("relay %s reports mode %s" % (r.upper(), args.relay_mode),
@@ -276,9 +255,13 @@ def run_test(args, workdir, results):
             "how": how, "samples": len(rtts), "median_ms": med and round(med, 2),
             "min_ms": rtts and round(min(rtts), 2), "max_ms": rtts and round(max(rtts), 2),
             "modelled_ms": modelled, "excess_ms": med and round(med - modelled, 2)}
-        check("%s: RTT of the selected path (%s) is the modelled %.0f ms + [-1, %.0f] ms"
-              % (client, how, modelled, args.rtt_tolerance_ms),
-              med is not None and modelled - 1 <= med <= modelled + args.rtt_tolerance_ms, results["rtt"][client])
+        # Bounds a busy machine cannot cross (it adds to the stack's RTT, never takes the wires'
+        # delay away, and adds far less than the public path's extra 2 x (PUBLIC - BACKBONE)):
+        # below the modelled RTT, media bypassed the delay wires; at the public path's RTT or
+        # above, the selected path is not the single crossing of the ingress path.
+        check("%s: RTT of the selected path (%s) is in [the modelled %.0f ms - 1, the public path's %.0f ms)"
+              % (client, how, modelled, public),
+              med is not None and modelled - 1 <= med < public, results["rtt"][client])
 
     # ---- aiortc
     before = snapshot()
@@ -433,15 +416,10 @@ def run_test(args, workdir, results):
               for c in wires.values()), results["wires"])
 
 
-class SkipTestError(Exception):
-    pass
-
-
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--as-aiortc-client":
         return as_aiortc_client(sys.argv[2:])
-    import netns_topology as nt
-    import run_browser_e2e as e2e
+    from rtcetest import netns as harness
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--transceiver-bin", required=True)
@@ -455,8 +433,6 @@ def main():
     ap.add_argument("--jitter-ms", type=float, default=0.0,
                     help="every wire, each way: uniform jitter (exploration; the CTests run without)")
     ap.add_argument("--loss-pct", type=float, default=0.0, help="every wire, each way: Bernoulli loss (exploration)")
-    ap.add_argument("--rtt-tolerance-ms", type=float, default=5.0,
-                    help="measured RTT may exceed the modelled one by this much (the stack, scheduling)")
     ap.add_argument("--aiortc-seconds", type=float, default=6.0)
     ap.add_argument("--browser-timeout-s", type=float, default=40.0)
     ap.add_argument("--browser-rtt-sample-s", type=float, default=5.0)
@@ -465,51 +441,11 @@ def main():
     ap.add_argument("--node", default="node")
     ap.add_argument("--keep-workdir", action="store_true")
     args = ap.parse_args()
-    if not args.xdp_pass_obj:
-        args.xdp_pass_obj = os.path.normpath(os.path.join(os.path.dirname(args.relay_bin), "../bpf/xdp_pass.bpf.o"))
+    harness.default_xdp_pass_obj(args)
     if args.public_ms <= args.backbone_ms:
         ap.error("--public-ms must exceed --backbone-ms (the ingress path is the better one)")
-    for flag, path in (("--transceiver-bin", args.transceiver_bin), ("--relay-bin", args.relay_bin)):
-        if not os.access(path, os.X_OK):
-            raise SystemExit("error: %s %s is not an executable" % (flag, path))
-    reason = unavailable_reason(args)
-    if reason:
-        print("SKIP: %s" % reason, flush=True)
-        return SKIP
-
-    nt.sweep_stale()
-    nt.install_signal_cleanup()
-    workdir = tempfile.mkdtemp(prefix="rtcedge-global-sim-") if args.keep_workdir else nt.make_scratch_dir()
     results = {"relay_mode": args.relay_mode, "checks": []}
-    t0 = time.monotonic()
-    code = 1
-    try:
-        run_test(args, workdir, results)
-        code = 0 if results["checks"] and all(c["ok"] for c in results["checks"]) else 1
-    except SkipTestError as e:
-        print("SKIP: %s" % e, flush=True)
-        code = SKIP
-    except Exception as e:
-        results["error"] = "%s: %s" % (type(e).__name__, e)
-        log("error: %s" % results["error"])
-    finally:
-        if code == 1:
-            for name, path in (results.get("logs") or {}).items():
-                sys.stderr.write("----- %s log (tail) -----\n%s\n" % (name, e2e.tail(path)))
-        nt.cleanup_all()
-        if args.keep_workdir:
-            log("workdir kept: %s" % workdir)
-    mine = "%s%d-" % (nt.NS_PREFIX, os.getpid())
-    leftovers = [n for n in nt.list_namespaces() if n.startswith(mine)]
-    pins = [p for p in os.listdir(nt.BPFFS) if p.startswith(mine)] if os.path.isdir(nt.BPFFS) else []
-    if leftovers or pins:
-        results.setdefault("error", "left behind: namespaces %s, pins %s" % (leftovers, pins))
-        code = 1
-    results["total_s"] = round(time.monotonic() - t0, 2)
-    results["passed"] = code == 0
-    if code != SKIP:
-        print(json.dumps(results, indent=2))
-    return code
+    return harness.netns_main(args, results, run_test, lambda: prerequisites(args), log, "rtcedge-global-sim-")
 
 
 if __name__ == "__main__":

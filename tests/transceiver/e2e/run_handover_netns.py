@@ -35,8 +35,8 @@ test waits on it, not on the 30 s default), the transceiver session stayed the s
 aiortc is not used as the client: aioice binds its sockets to the addresses it gathered once
 and has no restart API, so an address change leaves it sending from an address that is gone.
 
-Exit codes: 0 pass, 1 fail, 77 skipped (not root, no netns, no chromium / node /
-playwright-core; --relay-mode xdp also without XDP). Namespaces, processes and pins are
+Exit codes: 0 pass, 1 fail (also when chromium, node, playwright-core, nft or a build product
+is missing), 77 skipped (not root, no netns; --relay-mode xdp also without native XDP on veth). Namespaces, processes and pins are
 removed on every exit path.
 """
 
@@ -44,31 +44,27 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
-sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
 sys.path.insert(0, HERE)
 
 import netns_topology as nt  # noqa: E402
 import prom_metrics  # noqa: E402
-import run_browser_e2e as e2e  # noqa: E402
-import run_browser_e2e_xdp as bx  # noqa: E402  (Service, HttpSplice, http_get_in, wait_http, ...)
+import run_browser_e2e_xdp as bx  # noqa: E402  (its ports, pins and detach_pins)
+from rtcetest import core, outcome  # noqa: E402
+from rtcetest import netns as harness  # noqa: E402
 
-SKIP = 77
 ICE_RESTART_E2E = os.path.join(HERE, "ice_restart_e2e.mjs")
 CLIENT_B_V4 = "198.18.0.3"
 FLOW_IDLE_S = 2
 
 
-def log(msg):
-    print("[run_handover_netns] %s" % msg, file=sys.stderr, flush=True)
+log = core.log_to("run_handover_netns")
 
 
 def metric_sum(m, name, **labels):
@@ -140,40 +136,26 @@ def rebind_client_address(topo, relay_mode, wire):
     return time.monotonic() - t0
 
 
-def unavailable_reason(args):
-    reason = nt.netns_unavailable_reason()
-    if reason:
-        return reason
-    if args.variant == "rebind" and not shutil.which("nft", path="/usr/sbin:/sbin:/usr/bin:/bin"):
-        return "nft not found (the rebind variant rewrites addresses with nftables)"
+def prerequisites(args):
+    """Raises outcome.Unavailable (skip) or outcome.SetupError (fail) when this test cannot run."""
+    harness.require_executables(args)
+    outcome.require_netns()
+    if args.variant == "rebind":
+        outcome.require_tool("nft", "nftables (the rebind variant rewrites addresses with it)")
     if args.relay_mode == "xdp":
-        return bx.unavailable_reason(args)
-    if not (os.path.isfile(args.chromium) and os.access(args.chromium, os.X_OK)):
-        return "chromium not found at %s" % args.chromium
-    if not shutil.which(args.node):
-        return "node not found (%s)" % args.node
-    if not os.path.isdir(e2e.PLAYWRIGHT_CORE) and not os.environ.get("PLAYWRIGHT_CORE"):
-        return "playwright-core not installed (%s; run npm ci in tests/golden/tools)" % e2e.PLAYWRIGHT_CORE
-    return None
+        outcome.require_native_xdp(args.xdp_pass_obj)
+    outcome.require_browser(args.chromium, args.node)
 
 
 def run_test(args, workdir, results):
-    checks = results["checks"]
-
-    def check(name, ok, detail=None):
-        checks.append({"name": name, "ok": bool(ok), "detail": detail})
-        log("%s %s%s" % ("PASS" if ok else "FAIL", name, "" if detail is None else ": %s" % (detail,)))
-        return ok
+    check = harness.checker(results, log)
 
     topo = nt.Topology(tag="ho").create()
     # Deleting a primary address deletes its secondaries unless they are promoted.
     nt.run(["ip", "netns", "exec", topo.client, "sysctl", "-qw",
             "net.ipv4.conf.all.promote_secondaries=1", "net.ipv4.conf.cl0.promote_secondaries=1"])
     if args.relay_mode == "xdp":
-        try:
-            topo.prepare_for_xdp(args.xdp_pass_obj)
-        except RuntimeError as e:
-            raise bx.SkipTest("cannot prepare the veths for XDP: %s" % e)
+        topo.prepare_for_xdp(args.xdp_pass_obj)
     direct = args.relay_mode == "none"
     if direct:
         # The relay namespace becomes the client's router to the transceiver.
@@ -204,12 +186,12 @@ def run_test(args, workdir, results):
     results["logs"] = {}
     relay = None
     if not direct:
-        relay = bx.Service("relay", topo.relay, relay_argv, workdir, keep_mounts=keep_mounts)
+        relay = harness.Service("relay", topo.relay, relay_argv, workdir, keep_mounts=keep_mounts, log=log)
         results["logs"]["relay"] = relay.log_path
-        bx.wait_http(relay, topo.relay, "127.0.0.1", bx.RELAY_ADMIN_PORT, "/readyz")
+        relay.wait_http("127.0.0.1", bx.RELAY_ADMIN_PORT, "/readyz")
 
     def relay_metrics():
-        status, body = bx.http_get_in(topo.relay, "127.0.0.1", bx.RELAY_ADMIN_PORT, "/metrics")
+        status, body = nt.http_get_in(topo.relay, "127.0.0.1", bx.RELAY_ADMIN_PORT, "/metrics")
         if status != 200:
             raise RuntimeError("relay GET /metrics: HTTP %d" % status)
         return prom_metrics.parse(body)
@@ -217,7 +199,7 @@ def run_test(args, workdir, results):
     path_args = (["--direct-enabled", "true"] if direct else
                  ["--relay-vips", "%s:%d" % (nt.VIP_V4, bx.VIP_PORT), "--relay-sources", "198.18.1.0/24",
                   "--direct-enabled", "false"])
-    xcvr = bx.Service("transceiver", topo.xcvr, [
+    xcvr = harness.Service("transceiver", topo.xcvr, [
         args.transceiver_bin,
         "--http-listen", "%s:%d" % (nt.XCVR_V4, bx.HTTP_PORT),
         "--http-allow-public-without-keys", "true",
@@ -227,11 +209,11 @@ def run_test(args, workdir, results):
         "--hint-key-file", keys, "--hint-cluster-id", str(bx.CLUSTER), "--hint-endpoint-base-id", str(bx.ENDPOINT),
         "--backend-echo-mode", "loopback",
         "--sessions-drain-timeout", "1s",
-    ] + (["--backend-echo-delay", args.echo_delay] if args.echo_delay else []), workdir)
+    ] + (["--backend-echo-delay", args.echo_delay] if args.echo_delay else []), workdir, log=log)
     results["logs"]["transceiver"] = xcvr.log_path
-    bx.wait_http(xcvr, topo.xcvr, nt.XCVR_V4, bx.HTTP_PORT, "/metrics")
+    xcvr.wait_http(nt.XCVR_V4, bx.HTTP_PORT, "/metrics")
 
-    splice = bx.HttpSplice(topo.client, topo.relay, (nt.XCVR_V4, bx.HTTP_PORT))
+    splice = nt.HttpSplice(topo.client, topo.relay, (nt.XCVR_V4, bx.HTTP_PORT))
     nt.register_cleanup(splice.close)
     url = "http://127.0.0.1:%d" % splice.port
 
@@ -344,7 +326,7 @@ def run_test(args, workdir, results):
         # the check is that each move's old flow expired (one expiry per move) and each new
         # address got a flow.
         want = max(1, moved["done"])
-        f = bx.poll_until(lambda: (lambda v: v if v["created"] >= want and v["expired"] >= want else None)(flows()),
+        f = core.poll_until(lambda: (lambda v: v if v["created"] >= want and v["expired"] >= want else None)(flows()),
                           FLOW_IDLE_S * 3 + 5, interval=0.2) or flows()
         results["relay_flows_since_move"] = f
         check("relay created a flow for the new client address" if want == 1 else
@@ -356,7 +338,7 @@ def run_test(args, workdir, results):
 
     # For the record (and a failure's diagnosis): what the transceiver and the relay dropped.
     try:
-        status, body = bx.http_get_in(topo.xcvr, nt.XCVR_V4, bx.HTTP_PORT, "/metrics")
+        status, body = nt.http_get_in(topo.xcvr, nt.XCVR_V4, bx.HTTP_PORT, "/metrics")
         if status == 200:
             drops = prom_metrics.parse(body).by_label("rtcedge_transceiver_datagrams_dropped_total", "reason")
             results["transceiver_drops"] = {k: v for k, v in drops.items() if v}
@@ -414,47 +396,9 @@ def main():
     args = ap.parse_args()
     if not 1 <= args.moves <= 100 or not 1 <= args.recalls <= 100:
         ap.error("--moves and --recalls must be 1..100")
-    if not args.xdp_pass_obj:
-        args.xdp_pass_obj = os.path.normpath(os.path.join(os.path.dirname(args.relay_bin), "../bpf/xdp_pass.bpf.o"))
-    for flag, path in (("--transceiver-bin", args.transceiver_bin), ("--relay-bin", args.relay_bin)):
-        if not os.access(path, os.X_OK):
-            raise SystemExit("error: %s %s is not an executable" % (flag, path))
-    reason = unavailable_reason(args)
-    if reason:
-        print("SKIP: %s" % reason, flush=True)
-        return SKIP
-
-    nt.sweep_stale()
-    nt.install_signal_cleanup()
-    workdir = tempfile.mkdtemp(prefix="rtcedge-handover-") if args.keep_workdir else nt.make_scratch_dir()
+    harness.default_xdp_pass_obj(args)
     results = {"variant": args.variant, "relay_mode": args.relay_mode, "checks": []}
-    t0 = time.monotonic()
-    code = 1
-    try:
-        run_test(args, workdir, results)
-        code = 0 if results["checks"] and all(c["ok"] for c in results["checks"]) else 1
-    except bx.SkipTest as e:
-        print("SKIP: %s" % e, flush=True)
-        code = SKIP
-    except Exception as e:
-        results["error"] = "%s: %s" % (type(e).__name__, e)
-        log("error: %s" % results["error"])
-    finally:
-        if code == 1:
-            for name, path in (results.get("logs") or {}).items():
-                sys.stderr.write("----- %s log (tail) -----\n%s\n" % (name, e2e.tail(path)))
-        nt.cleanup_all()
-        if args.keep_workdir:
-            log("workdir kept: %s" % workdir)
-    leftovers = [n for n in nt.list_namespaces() if n.startswith("%s%d-" % (nt.NS_PREFIX, os.getpid()))]
-    if leftovers or os.path.exists(bx.PIN_PATH):
-        results.setdefault("error", "left behind: namespaces %s, pins %s" % (leftovers, os.path.exists(bx.PIN_PATH)))
-        code = 1
-    results["total_s"] = round(time.monotonic() - t0, 2)
-    results["passed"] = code == 0
-    if code != SKIP:
-        print(json.dumps(results, indent=2))
-    return code
+    return harness.netns_main(args, results, run_test, lambda: prerequisites(args), log, "rtcedge-handover-")
 
 
 if __name__ == "__main__":

@@ -23,11 +23,16 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import os
+
 import aioice.ice
 import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support", "py"))
+from rtcetest.aio import allow_loopback_candidates, receive_frames, remote_audio  # noqa: E402,F401
 
 SAMPLE_RATE = 48000
 FRAME_SAMPLES = 960  # 20 ms
@@ -122,19 +127,6 @@ async def http(method, url, api_key, **kw):
     return await asyncio.wait_for(asyncio.to_thread(http_request, method, url, api_key, **kw), timeout + 2)
 
 
-def allow_loopback_candidates():
-    """aioice skips 127.0.0.1, so a host whose only interface is lo would gather no candidate."""
-    original = aioice.ice.get_host_addresses
-
-    def with_loopback(use_ipv4, use_ipv6):
-        addresses = original(use_ipv4, use_ipv6)
-        if use_ipv4 and "127.0.0.1" not in addresses:
-            addresses.append("127.0.0.1")
-        return addresses
-
-    aioice.ice.get_host_addresses = with_loopback
-
-
 async def run(args, result):
     pc = RTCPeerConnection()
     session_url = None
@@ -143,7 +135,7 @@ async def run(args, result):
     failed = asyncio.Event()
     received = []
     frames = {"count": 0, "rate": SAMPLE_RATE, "arrivals": []}  # arrival: seconds after connected
-    remote_track = asyncio.get_running_loop().create_future()
+    remote_track = remote_audio(pc)
     t0 = time.monotonic()
     connected_at = {}
 
@@ -158,24 +150,12 @@ async def run(args, result):
         elif pc.connectionState in ("failed", "closed"):
             failed.set()
 
-    @pc.on("track")
-    def on_track(track):
-        if track.kind == "audio" and not remote_track.done():
-            remote_track.set_result(track)
-
-    async def record(track):
-        while True:
-            try:
-                frame = await asyncio.wait_for(track.recv(), timeout=2.0)
-            except asyncio.TimeoutError:
-                continue  # an outage (a relay restart): keep listening until the call's end
-            except MediaStreamError:
-                return
-            mono, rate = frame_to_mono(frame)
-            received.append(mono)
-            frames["count"] += 1
-            frames["rate"] = rate
-            frames["arrivals"].append(time.monotonic() - frames.get("connected_at", t0))
+    def record(frame):  # an outage (a relay restart) is not the end: receive_frames keeps listening
+        mono, rate = frame_to_mono(frame)
+        received.append(mono)
+        frames["count"] += 1
+        frames["rate"] = rate
+        frames["arrivals"].append(time.monotonic() - frames.get("connected_at", t0))
 
     try:
         pc.addTransceiver(ToneTrack(args.tone_hz, args.tone_dbfs), direction="sendrecv")
@@ -216,7 +196,7 @@ async def run(args, result):
         frames["connected_at"] = time.monotonic()
 
         track = await asyncio.wait_for(remote_track, timeout=5)
-        recorder = asyncio.ensure_future(record(track))
+        recorder = asyncio.ensure_future(receive_frames(track, record, wait_s=2.0))
         await asyncio.sleep(args.seconds)
     finally:
         if recorder is not None:

@@ -36,9 +36,9 @@ try:
     from aiortc.mediastreams import MediaStreamError
 
     import aiortc_client
-except ImportError as e:  # pragma: no cover - environment check
-    print(f"SKIP: {e}", flush=True)
-    sys.exit(77)
+except ImportError as e:  # pragma: no cover - scripts/install-deps.sh installs python3-aiortc
+    print(f"FAIL: setup: {e}", flush=True)
+    sys.exit(1)
 
 SAMPLE_RATE = aiortc_client.SAMPLE_RATE
 FRAME_SAMPLES = aiortc_client.FRAME_SAMPLES

@@ -11,7 +11,7 @@ nothing more. Asserted: the client keeps receiving echoed audio after the replay
 session's client address is still the forwarder's real one, and the replay is counted
 (`stun_replayed`).
 
-Exit 0 pass, 1 fail, 77 skipped (aiortc or numpy missing). Everything is stopped on exit.
+Exit 0 pass, 1 fail (also when python3-aiortc or python3-numpy is missing). Everything is stopped on exit.
 """
 
 import argparse
@@ -28,10 +28,10 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 AIORTC_CLIENT = os.path.join(HERE, "aiortc_client.py")
-sys.path.insert(0, os.path.join(HERE, "..", "service"))
-from service_support import free_port, wait_for  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support", "py"))
+from rtcetest import outcome  # noqa: E402
+from rtcetest.core import free_port, wait_for  # noqa: E402
 
-SKIP = 77
 USE_CANDIDATE = 0x0025
 
 
@@ -114,12 +114,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--transceiver", required=True)
     args = ap.parse_args()
-    try:
-        import aiortc  # noqa: F401
-        import numpy  # noqa: F401
-    except ImportError as e:
-        print("SKIP: %s" % e)
-        return SKIP
+    code = outcome.unmet(outcome.require_aiortc)
+    if code is not None:
+        return code
 
     http_port, media_port = free_port(), free_port(socket.SOCK_DGRAM)
     url = "http://127.0.0.1:%d" % http_port

@@ -38,7 +38,8 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
-from mock_transceiver import MockTransceiver, allow_loopback_candidates, host_has_non_loopback_ipv4  # noqa: E402
+from mock_transceiver import MockTransceiver  # noqa: E402
+from rtcetest.aio import allow_loopback_candidates, host_has_non_loopback_ipv4  # noqa: E402
 
 log = logging.getLogger("mock-realtime")
 CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "POST, GET, OPTIONS",

@@ -12,9 +12,9 @@ page/agent_page.mjs (the unchanged @openai/agents-realtime) with esbuild, and se
 pages from an "app" origin on another port: GET /token there mints an ephemeral key from the
 transceiver's /v1/realtime/client_secrets with the server key, as an app backend does.
 
-Exit codes: 0 pass, 1 fail, 77 skipped (chromium, node, playwright-core or this folder's npm
-tools missing; the reason is printed). A server without the endpoints is a failure, never a
-skip. Developers only, never CTest: `--stub-server` replaces the transceiver with a stub that
+Exit codes: 0 pass, 1 fail (also when chromium, node, playwright-core or this folder's npm
+tools are missing; the reason is printed). Nothing here needs a kernel feature or a privilege,
+so nothing skips. Developers only, never CTest: `--stub-server` replaces the transceiver with a stub that
 mints keys and logs the calls POST (the page flow up to the POST); `--mock` with
 mock_realtime.py (aiortc), which answers the calls and speaks the events (every check).
 """
@@ -25,7 +25,6 @@ import http.server
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,13 +38,15 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 E2E_DIR = os.path.join(REPO_ROOT, "tests", "transceiver", "e2e")
+sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "support", "py"))
 sys.path.insert(0, E2E_DIR)
-from run_browser_e2e import PLAYWRIGHT_CORE, SYSTEM_PYTHON, Stack, start_stack, tail  # noqa: E402
+from rtcetest import outcome  # noqa: E402
+from rtcetest.core import tail  # noqa: E402
+from run_browser_e2e import SYSTEM_PYTHON, Stack, start_stack  # noqa: E402
 
 TOOLS = os.path.join(HERE, "tools")
 DRIVER = os.path.join(HERE, "realtime_e2e.mjs")
 PAGES = os.path.join(HERE, "page")
-SKIP = 77
 # The app backend's server API key (http.api_keys): it alone may mint ephemeral keys.
 SERVER_KEY = "rtcedge-e2e-server-key-0123456789"
 # The realtime.* keys of the transceiver, in one place (key a.b_c -> flag --a-b-c; lists are
@@ -172,25 +173,14 @@ def wait_listening(stack, log_path, timeout_s=20):
 
 
 def prerequisites(args):
-    """None when everything needed is installed, else the reason to skip."""
-    if not (os.path.isfile(args.chromium) and os.access(args.chromium, os.X_OK)):
-        return f"chromium not found at {args.chromium}"
-    if not shutil.which(args.node):
-        return f"node not found ({args.node})"
-    if not os.path.isdir(PLAYWRIGHT_CORE) and not os.environ.get("PLAYWRIGHT_CORE"):
-        return f"playwright-core not installed ({PLAYWRIGHT_CORE}; run npm ci in tests/golden/tools)"
+    """Raises outcome.SetupError naming what is missing (a test here never skips)."""
+    outcome.require_browser(args.chromium, args.node)
     for pkg in ("@openai/agents-realtime", "esbuild"):
-        if not os.path.isdir(os.path.join(TOOLS, "node_modules", pkg)):
-            return f"{pkg} not installed (run npm ci in {TOOLS})"
+        outcome.require_file(os.path.join(TOOLS, "node_modules", pkg), "run npm ci in %s" % TOOLS)
     if args.mock:
-        probe = subprocess.run([SYSTEM_PYTHON, "-c", "import aiortc, numpy"], capture_output=True, timeout=30)
-        if probe.returncode != 0:
-            return "python3-aiortc / python3-numpy not installed for /usr/bin/python3 (--mock)"
+        outcome.require_aiortc()
     if not (args.stub_server or args.mock):
-        for flag, path in (("--transceiver-bin", args.transceiver_bin), ("--relay-bin", args.relay_bin)):
-            if not path or not os.access(path, os.X_OK):
-                raise SystemExit(f"error: {flag} must name an executable (or use --stub-server)")
-    return None
+        outcome.require_executables(transceiver_bin=args.transceiver_bin, relay_bin=args.relay_bin)
 
 
 def build_www(workdir, node):
@@ -229,10 +219,9 @@ def main():
     ap.add_argument("--keep-workdir", action="store_true", help="keep logs, pages, bundle, tone.wav")
     args = ap.parse_args()
 
-    reason = prerequisites(args)
-    if reason:
-        print(f"SKIP: {reason}", flush=True)
-        return SKIP
+    code = outcome.unmet(lambda: prerequisites(args))
+    if code is not None:
+        return code
 
     workdir = tempfile.mkdtemp(prefix="rtcedge-rt-e2e-")
     stack = stub = app = None

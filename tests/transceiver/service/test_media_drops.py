@@ -26,8 +26,8 @@ import urllib.request
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from service_support import free_port, wait_for  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support", "py"))
+from rtcetest.core import free_port, wait_for  # noqa: E402
 
 FIXTURE = os.path.join(HERE, "..", "sdp", "fixtures", "chrome_audio_offer.sdp")
 ARGS = None

@@ -10,13 +10,10 @@ CORS for Realtime clients, admission (429/503 with Retry-After), the metrics, an
 configuration errors of the realtime keys. ICE and DTLS are not attempted. Every wait has a
 deadline."""
 
-import argparse
 import base64
-import http.client
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,8 +27,9 @@ API_KEY = "test-key-0123456789abcdef"
 SECRET = "fleet-a:" + "a" * 40
 OTHER_SECRET = "fleet-b:" + "b" * 40
 
-sys.path.insert(0, HERE)
-from service_support import free_port, wait_for  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
+from rtcetest.core import test_flags  # noqa: E402
+from rtcetest.transceiver import TransceiverProcess  # noqa: E402
 
 
 def corpus(name):
@@ -71,62 +69,24 @@ def multipart(parts, boundary="rtcedge-test-boundary"):
     return f"multipart/form-data; boundary={boundary}", body
 
 
-class Transceiver:
+class Transceiver(TransceiverProcess):
     def __init__(self, *extra, workers=1):
-        self.http_port = free_port()
-        self.log = tempfile.NamedTemporaryFile(prefix="rtce-rt-", suffix=".log", delete=False)
-        argv = [ARGS.transceiver, "--http-listen", f"127.0.0.1:{self.http_port}", "--workers", str(workers),
-                "--media-base-port", "0", "--http-api-keys", API_KEY, *extra]
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for(self.ready, 15, "transceiver /healthz")
-
-    def ready(self):
-        if self.proc.poll() is not None:
-            raise AssertionError(f"transceiver exited with {self.proc.returncode}: {self.output()}")
-        try:
-            return self.request("GET", "/healthz")[0] == 200
-        except OSError:
-            return False
-
-    def output(self):
-        with open(self.log.name) as f:
-            return f.read()
-
-    def request(self, method, path, body=None, headers=None):
-        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=10)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode(errors="replace")
-        finally:
-            conn.close()
+        super().__init__(ARGS.transceiver, ["--media-base-port", "0", "--http-api-keys", API_KEY, *extra],
+                         workers=workers, log_prefix="rtce-rt-")
 
     def call(self, body, key=API_KEY, content_type="application/sdp", path="/v1/realtime/calls", extra=None):
-        headers = {"Content-Type": content_type}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        headers.update(extra or {})
-        return self.request("POST", path, body, headers)
+        return self.post(path, body, key, content_type, extra)
 
     def post_json(self, path, payload, key=API_KEY):
-        headers = {"Content-Type": "application/json"}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
         body = payload if isinstance(payload, str) else json.dumps(payload)
-        status, headers, text = self.request("POST", path, body, headers)
+        status, headers, text = self.post(path, body, key, "application/json")
         return status, headers, (json.loads(text) if text else None)
 
     def mint(self, payload=None, key=API_KEY):
         return self.post_json("/v1/realtime/client_secrets", payload if payload is not None else {}, key)
 
     def metrics(self):
-        return self.request("GET", "/metrics")[2]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-        os.unlink(self.log.name)
+        return self.metrics_text()
 
 
 class RealtimeCase(unittest.TestCase):
@@ -481,10 +441,8 @@ class Configuration(unittest.TestCase):
 
 def main():
     global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--transceiver", required=True)
-    ARGS, rest = ap.parse_known_args()
-    unittest.main(argv=[sys.argv[0], "-v", *rest])
+    ARGS, argv = test_flags("--transceiver")
+    unittest.main(argv=argv)
 
 
 if __name__ == "__main__":

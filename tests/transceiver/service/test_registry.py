@@ -23,8 +23,8 @@ ARGS = None
 REDIS_SERVER = "/usr/bin/redis-server"
 REDIS_CLI = "/usr/bin/redis-cli"
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from service_support import free_port, wait_for  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support", "py"))
+from rtcetest.core import free_port, wait_for  # noqa: E402
 
 
 class Redis:

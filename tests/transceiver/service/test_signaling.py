@@ -6,8 +6,6 @@ CORS, admission (429 rate, 503 capacity, 503 draining, Retry-After), sessions th
 connect ending by themselves, datagram drops counted by reason, the SIGTERM drain, and
 configuration errors. Every wait has a deadline."""
 
-import argparse
-import http.client
 import json
 import os
 import re
@@ -26,8 +24,9 @@ REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 ARGS = None
 API_KEY = "test-key-0123456789abcdef"
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from service_support import free_port, wait_for  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
+from rtcetest.core import free_port, raw_exchange as raw_request, test_flags, wait_for  # noqa: E402
+from rtcetest.transceiver import TransceiverProcess  # noqa: E402
 
 
 def chrome_offer():
@@ -80,24 +79,6 @@ def thread_states(pid):
     return states
 
 
-def raw_request(port, data, timeout=10):
-    """Sends raw bytes, returns (status, response text) of the first response."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        try:
-            s.sendall(data)
-        except OSError:
-            pass  # the server may answer and close before it read everything
-        out = b""
-        while b"\r\n" not in out:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            out += chunk
-        text = out.decode(errors="replace")
-        m = re.match(r"HTTP/1\.[01] (\d{3})", text)
-        return (int(m.group(1)) if m else None), text
-
-
 def healthz_ok(port, timeout=2):
     try:
         return raw_request(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", timeout=timeout)[0] == 200
@@ -126,53 +107,17 @@ def padded_offer(total_bytes):
     return head + "".join(pad) + sep + rest
 
 
-class Transceiver:
+class Transceiver(TransceiverProcess):
     def __init__(self, *extra, workers=1, open_files=None, open_files_hard=None):
-        self.http_port = free_port()
         self.media_port = free_port(socket.SOCK_DGRAM)
-        self.log = tempfile.NamedTemporaryFile(prefix="rtce-tx-", suffix=".log", delete=False)
-        argv = [ARGS.transceiver, "--http-listen", f"127.0.0.1:{self.http_port}", "--workers", str(workers),
-                "--media-base-port", str(self.media_port), *extra]
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
-                                     preexec_fn=limit_open_files(open_files, open_files_hard))
-        wait_for(self.ready, 15, "transceiver /healthz")
-
-    def ready(self):
-        if self.proc.poll() is not None:
-            raise AssertionError(f"transceiver exited with {self.proc.returncode}: {self.output()}")
-        try:
-            return self.request("GET", "/healthz")[0] == 200
-        except OSError:
-            return False
-
-    def output(self):
-        with open(self.log.name) as f:
-            return f.read()
-
-    def request(self, method, path, body=None, headers=None):
-        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=10)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode(errors="replace")
-        finally:
-            conn.close()
+        super().__init__(ARGS.transceiver, ["--media-base-port", str(self.media_port), *extra], workers=workers,
+                         preexec_fn=limit_open_files(open_files, open_files_hard))
 
     def offer(self, sdp, key=API_KEY, content_type="application/sdp", extra=None):
-        headers = {"Content-Type": content_type}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        headers.update(extra or {})
-        return self.request("POST", "/v1/sessions", sdp, headers)
+        return self.post("/v1/sessions", sdp, key, content_type, extra)
 
     def metrics(self):
-        return self.request("GET", "/metrics")[2]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-        os.unlink(self.log.name)
+        return self.metrics_text()
 
 
 class Signaling(unittest.TestCase):
@@ -614,11 +559,8 @@ class Configuration(unittest.TestCase):
 
 def main():
     global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--transceiver", required=True)
-    ap.add_argument("--relay", required=True)
-    ARGS, rest = ap.parse_known_args()
-    unittest.main(argv=[sys.argv[0], "-v", *rest])
+    ARGS, argv = test_flags("--transceiver", "--relay")
+    unittest.main(argv=argv)
 
 
 if __name__ == "__main__":

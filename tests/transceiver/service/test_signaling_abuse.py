@@ -20,7 +20,6 @@ clients (issue 16 §3), on loopback, with the bounds it claims measured and asse
 Figures are printed as a table at the end. Standard library only. Exit 0 pass, 1 fail.
 """
 
-import argparse
 import http.client
 import os
 import random
@@ -35,10 +34,10 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
 import prom_metrics  # noqa: E402
-from service_support import free_port, wait_for  # noqa: E402
+from rtcetest.core import cpu_model, free_port, raw_exchange, test_flags, wait_for  # noqa: E402
+from rtcetest.transceiver import TransceiverProcess  # noqa: E402
 
 FIXTURE = os.path.join(HERE, "..", "sdp", "fixtures", "chrome_audio_offer.sdp")
 API_KEY = "abuse-test-key-0123456789"
@@ -72,81 +71,23 @@ def raise_own_open_files_limit():
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-class Transceiver:
+class Transceiver(TransceiverProcess):
     def __init__(self, *extra, log_level="warn"):
-        self.http_port = free_port()
-        self.log = tempfile.NamedTemporaryFile(prefix="rtce-abuse-", suffix=".log", delete=False)
-        argv = [ARGS.transceiver, "--http-listen", "127.0.0.1:%d" % self.http_port, "--workers", "1",
-                "--media-listen", "127.0.0.1", "--media-base-port", str(free_port(socket.SOCK_DGRAM)),
-                "--http-api-keys", API_KEY, "--log-level", log_level, *extra]
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for(self.ready, 15, "transceiver /healthz")
-
-    def ready(self):
-        if self.proc.poll() is not None:
-            raise AssertionError("transceiver exited with %d: %s" % (self.proc.returncode, self.output()))
-        try:
-            return self.request("GET", "/healthz")[0] == 200
-        except OSError:
-            return False
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def output(self):
-        with open(self.log.name, errors="replace") as f:
-            return f.read()
-
-    def request(self, method, path, body=None, headers=None, timeout=10):
-        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=timeout)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode(errors="replace")
-        finally:
-            conn.close()
+        super().__init__(ARGS.transceiver, ["--media-listen", "127.0.0.1", "--media-base-port",
+                                            str(free_port(socket.SOCK_DGRAM)), "--http-api-keys", API_KEY,
+                                            "--log-level", log_level, *extra], log_prefix="rtce-abuse-")
 
     def offer(self, sdp, key=API_KEY, timeout=10):
-        headers = {"Content-Type": "application/sdp"}
-        if key:
-            headers["Authorization"] = "Bearer " + key
-        return self.request("POST", "/v1/sessions", sdp, headers, timeout=timeout)
+        return self.post("/v1/sessions", sdp, key, "application/sdp", timeout=timeout)
 
     def metrics(self):
-        return prom_metrics.parse(self.request("GET", "/metrics")[2])
+        return prom_metrics.parse(self.metrics_text())
 
     def rss_kib(self):
         return proc_status_kib(self.proc.pid, "VmRSS")
 
     def peak_rss_kib(self):
         return proc_status_kib(self.proc.pid, "VmHWM")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-        os.unlink(self.log.name)
-
-
-def raw_exchange(port, data, timeout=10):
-    """Sends raw bytes; returns (status, text) of the first response (status None if none)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        try:
-            s.sendall(data)
-        except OSError:
-            pass  # the server may answer and close before it read everything
-        out = b""
-        try:
-            while b"\r\n\r\n" not in out:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                out += chunk
-        except ConnectionResetError:
-            pass
-        text = out.decode(errors="replace")
-        m = re.match(r"HTTP/1\.[01] (\d{3})", text)
-        return (int(m.group(1)) if m else None), text
 
 
 def hostile_offers(seed=16):
@@ -604,22 +545,14 @@ class SecretFiles(unittest.TestCase):
 def print_figures():
     if not FIGURES:
         return
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    print("\nsignaling abuse figures (%s, %d CPUs, loopback)" % (cpu, os.cpu_count()))
+    print("\nsignaling abuse figures (%s, %d CPUs, loopback)" % (cpu_model(), os.cpu_count()))
     w = max(len(f[0]) for f in FIGURES)
     for what, value, cond in FIGURES:
         print("| %-*s | %s | %s |" % (w, what, value, cond))
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--transceiver", required=True)
-    ARGS, rest = ap.parse_known_args()
-    prog = unittest.main(argv=[sys.argv[0], "-v", *rest], exit=False)
+    ARGS, argv = test_flags("--transceiver")
+    prog = unittest.main(argv=argv, exit=False)
     print_figures()
     sys.exit(0 if prog.result.wasSuccessful() else 1)

@@ -1,4 +1,4 @@
-// media_path.h — how a session's datagrams reach its client: straight to the client's
+// media_path.h — how a Peer's datagrams reach its client: straight to the client's
 // address (direct mode) or framed with PROXY v2 to the relay that forwarded them. The
 // framing of a reply is the framing the relay sent (it names the same client and VIP).
 //
@@ -40,26 +40,26 @@ struct PathKey {
   static PathKey of(const MediaPath& p) { return {p.client, p.vip}; }
 };
 
-// Sends one datagram along a path. Implemented by the worker (batched sendmmsg); the
-// session never touches a socket.
+// Where a Peer's transmits go: one datagram along a path. The worker's implementation copies
+// it into its sendmmsg batch; a test's records it. The Peer never touches a socket.
 class DatagramSender {
  public:
   virtual ~DatagramSender() = default;
   virtual void send(const MediaPath& path, std::span<const uint8_t> payload) = 0;
 };
 
-class Session;
-// Which session the worker hands a path's non-STUN datagrams to. A session routes the
-// paths it has authenticated (its media path and a few candidates) and unroutes them when
-// it lets them go; the worker owns the table.
+class Peer;
+// Which Peer the worker hands a path's non-STUN datagrams to. A Peer routes the paths it
+// has authenticated (its media path and a few candidates) and unroutes them when it lets
+// them go; the worker owns the table.
 class PathRouter {
  public:
   virtual ~PathRouter() = default;
-  virtual void route(const PathKey& key, Session& session) = 0;
-  virtual void unroute(const PathKey& key, const Session& session) = 0;
-  // STUN finds a session by its server ufrag; during an ICE restart it has two.
-  virtual void route_ufrag(const std::string& ufrag, Session& session) = 0;
-  virtual void unroute_ufrag(const std::string& ufrag, const Session& session) = 0;
+  virtual void route(const PathKey& key, Peer& peer) = 0;
+  virtual void unroute(const PathKey& key, const Peer& peer) = 0;
+  // STUN finds a Peer by its server ufrag; during an ICE restart it has two.
+  virtual void route_ufrag(const std::string& ufrag, Peer& peer) = 0;
+  virtual void unroute_ufrag(const std::string& ufrag, const Peer& peer) = 0;
 };
 
 }  // namespace rtce

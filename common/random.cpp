@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace rtce {
 
@@ -22,6 +23,19 @@ void fill_random(void* out, size_t len) {
     p += n;
     len -= static_cast<size_t>(n);
   }
+}
+
+std::string random_hex(size_t bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::vector<uint8_t> raw(bytes);
+  fill_random(raw.data(), raw.size());
+  std::string out;
+  out.reserve(bytes * 2);
+  for (uint8_t b : raw) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
 }
 
 }  // namespace rtce

@@ -8,6 +8,10 @@
 
 #include <cstddef>
 
+// For lists of X(name) (or X(name, ...), the rest ignored): the enumerator and its label.
+#define RTCE_VOCAB_ENUMERATOR(name, ...) name,
+#define RTCE_VOCAB_LABEL(name, ...) #name,
+
 // For C++-only lists of X(name, message) (errors an API reports with a sentence): the
 // enumerator, its label and its message.
 #define RTCE_VOCAB_MESSAGE_ENUMERATOR(name, message) name,

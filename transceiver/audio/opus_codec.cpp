@@ -29,8 +29,8 @@ bool is_supported_opus_rate(int sample_rate) {
   return sample_rate == 16000 || sample_rate == 24000 || sample_rate == 48000;
 }
 
-void OpusDecoderHandle::Deleter::operator()(OpusDecoder* d) const { opus_decoder_destroy(d); }
-void OpusEncoderHandle::Deleter::operator()(OpusEncoder* e) const { opus_encoder_destroy(e); }
+void OpusDeleter::operator()(OpusDecoder* decoder) const { opus_decoder_destroy(decoder); }
+void OpusDeleter::operator()(OpusEncoder* encoder) const { opus_encoder_destroy(encoder); }
 
 OpusDecoderHandle::OpusDecoderHandle(int sample_rate) : sample_rate_(sample_rate) {
   check_rate(sample_rate);
@@ -85,10 +85,6 @@ int OpusEncoderHandle::encode(std::span<const int16_t> pcm20ms, std::span<uint8_
   if (static_cast<int>(pcm20ms.size()) != samples_per_20ms(sample_rate_) || out.empty()) return OPUS_BAD_ARG;
   const opus_int32 max_bytes = out.size() > 4000 ? 4000 : static_cast<opus_int32>(out.size());
   return opus_encode(encoder_.get(), pcm20ms.data(), samples_per_20ms(sample_rate_), out.data(), max_bytes);
-}
-
-bool OpusEncoderHandle::set_bitrate(int bitrate_bps) {
-  return opus_encoder_ctl(encoder_.get(), OPUS_SET_BITRATE(bitrate_bps)) == OPUS_OK;
 }
 
 }  // namespace rtce

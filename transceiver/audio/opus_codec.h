@@ -13,6 +13,12 @@ struct OpusEncoder;
 
 namespace rtce {
 
+// Frees a libopus decoder or encoder (defined in opus_codec.cpp, where opus.h is).
+struct OpusDeleter {
+  void operator()(OpusDecoder* decoder) const;
+  void operator()(OpusEncoder* encoder) const;
+};
+
 // True for the rates the handles accept: 16000, 24000, 48000.
 bool is_supported_opus_rate(int sample_rate);
 // Samples in one 20 ms frame at `sample_rate`.
@@ -39,10 +45,7 @@ class OpusDecoderHandle {
   int sample_rate() const { return sample_rate_; }
 
  private:
-  struct Deleter {
-    void operator()(OpusDecoder* d) const;
-  };
-  std::unique_ptr<OpusDecoder, Deleter> decoder_;
+  std::unique_ptr<OpusDecoder, OpusDeleter> decoder_;
   int sample_rate_;
 };
 
@@ -64,16 +67,10 @@ class OpusEncoderHandle {
   // (OPUS_BAD_ARG when `pcm20ms` is not samples_per_20ms long).
   int encode(std::span<const int16_t> pcm20ms, std::span<uint8_t> out);
 
-  // Adjusts the bitrate on the fly (e.g. from REMB); returns false when libopus refuses.
-  bool set_bitrate(int bitrate_bps);
-
   int sample_rate() const { return sample_rate_; }
 
  private:
-  struct Deleter {
-    void operator()(OpusEncoder* e) const;
-  };
-  std::unique_ptr<OpusEncoder, Deleter> encoder_;
+  std::unique_ptr<OpusEncoder, OpusDeleter> encoder_;
   int sample_rate_;
 };
 

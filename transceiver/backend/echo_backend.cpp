@@ -47,18 +47,6 @@ std::string_view str(const json& object, const char* key) {
                                                : std::string_view();
 }
 
-std::string random_hex(size_t bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::vector<unsigned char> raw(bytes);
-  fill_random(raw.data(), raw.size());
-  std::string out;
-  for (unsigned char b : raw) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
-
 // The text of a user message item's input_text parts, or nullopt for anything else.
 std::optional<std::string> user_text(const json& item) {
   if (str(item, "type") != "message" || str(item, "role") != "user") return std::nullopt;

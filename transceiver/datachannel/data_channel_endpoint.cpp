@@ -20,8 +20,6 @@
 namespace rtce {
 namespace {
 
-constexpr const char* kDropMessages[] = {RTCE_DATA_CHANNEL_DROPS(RTCE_VOCAB_MESSAGE_TEXT)};
-
 // Bounds of the queues usrsctp's callbacks fill. A worker pumps every loop iteration, so
 // these only fill when it stalls; SCTP retransmits a dropped packet, a dropped message is
 // counted (inbox_full).
@@ -100,7 +98,6 @@ sockaddr_conn conn_address(uint16_t port, void* handle) {
 std::string_view data_channel_drop_name(DataChannelDrop drop) {
   return vocab_name(kDataChannelDropLabels, drop);
 }
-std::string_view data_channel_drop_message(DataChannelDrop drop) { return vocab_name(kDropMessages, drop); }
 std::string_view data_channel_send_refusal_name(DataChannelSendRefusal refusal) {
   return vocab_name(kDataChannelSendRefusalLabels, refusal);
 }
@@ -141,9 +138,14 @@ struct DataChannelEndpoint::Impl final : SctpSink {
   }
 
   void* handle() const { return sctp_handle(id); }
-  void drop(DataChannelDrop d) { stats.drops[static_cast<size_t>(d)]++; }
+  // Each count goes to stats and, when the owner gave one, to config.counters.
+  void drop(DataChannelDrop d, uint64_t n = 1) {
+    stats.drops[static_cast<size_t>(d)] += n;
+    if (config.counters != nullptr) config.counters->drops[static_cast<size_t>(d)].add(n);
+  }
   bool refuse(Refusal r) {
     stats.send_refused[static_cast<size_t>(r)]++;
+    if (config.counters != nullptr) config.counters->send_refused[static_cast<size_t>(r)].add();
     return false;
   }
 
@@ -359,6 +361,7 @@ struct DataChannelEndpoint::Impl final : SctpSink {
     if (check.error) {
       drop(DataChannelDrop::malformed_packet);
       stats.packet_errors[static_cast<size_t>(*check.error)]++;
+      if (config.counters != nullptr) config.counters->packet_errors[static_cast<size_t>(*check.error)].add();
       return;
     }
     stats.packets_in++;
@@ -392,7 +395,7 @@ struct DataChannelEndpoint::Impl final : SctpSink {
         std::swap(outbox, out_local);
         std::swap(inbox, in_local);
         for (size_t i = 0; i < kDataChannelDropCount; ++i) {
-          stats.drops[i] += locked_drops[i];
+          if (locked_drops[i] != 0) drop(static_cast<DataChannelDrop>(i), locked_drops[i]);
           locked_drops[i] = 0;
         }
       }

@@ -11,6 +11,7 @@
 // also drives usrsctp's timers). See docs/data-channels.md.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -22,6 +23,7 @@
 
 #include "common/clock.h"
 #include "dcep.h"
+#include "relaxed_counter.h"
 #include "sctp_packet.h"
 #include "vocab.h"
 
@@ -57,8 +59,16 @@ inline constexpr const char* kDataChannelSendRefusalLabels[] = {
 inline constexpr size_t kDataChannelDropCount = std::size(kDataChannelDropLabels);
 inline constexpr size_t kDataChannelSendRefusalCount = std::size(kDataChannelSendRefusalLabels);
 std::string_view data_channel_drop_name(DataChannelDrop drop);
-std::string_view data_channel_drop_message(DataChannelDrop drop);  // the sentence, for docs and logs
 std::string_view data_channel_send_refusal_name(DataChannelSendRefusal refusal);
+
+// What every endpoint of one owner (a media worker's sessions) has dropped and refused, for
+// the owner's metrics: written on the endpoints' owning thread only, read by anyone.
+struct DataChannelCounters {
+  std::array<RelaxedCounter, kDataChannelDropCount> drops;
+  std::array<RelaxedCounter, kDataChannelSendRefusalCount> send_refused;
+  std::array<RelaxedCounter, kSctpPacketErrorCount>
+      packet_errors;  // malformed_packet drops by SctpPacketError
+};
 
 class DataChannelEndpoint {
  public:
@@ -81,6 +91,9 @@ class DataChannelEndpoint {
     size_t max_channels = 16;
     uint16_t streams = 256;  // SCTP INIT in/out streams: stream ids are below this
     size_t mtu = 1100;       // largest SCTP packet: a DTLS record of it fits a 1200-byte datagram
+    // Where drops, refusals and packet errors are counted besides stats() (nullptr: nowhere);
+    // it must outlive the endpoint.
+    DataChannelCounters* counters = nullptr;
   };
   struct Stats {
     uint64_t packets_in = 0, packets_out = 0, bytes_in = 0, bytes_out = 0;

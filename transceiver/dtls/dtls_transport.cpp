@@ -464,9 +464,7 @@ SrtpProfile DtlsTransport::negotiated_profile() const { return impl_->profile; }
 const DtlsTransport::Stats& DtlsTransport::stats() const { return impl_->stats; }
 
 const char* dtls_state_name(DtlsTransport::State state) {
-#define RTCE_DTLS_STATE_LABEL_(name) #name,
-  static constexpr const char* kNames[] = {RTCE_DTLS_STATES(RTCE_DTLS_STATE_LABEL_)};
-#undef RTCE_DTLS_STATE_LABEL_
+  static constexpr const char* kNames[] = {RTCE_DTLS_STATES(RTCE_VOCAB_LABEL)};
   return vocab_name(kNames, state);
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/vocab.h"
 #include "transceiver/dtls/dtls_certificate.h"
 #include "transceiver/srtp/srtp_session.h"
 
@@ -30,9 +31,7 @@ class DtlsTransport {
  public:
   enum class Role { client, server };
 #define RTCE_DTLS_STATES(X) X(idle) X(connecting) X(connected) X(failed) X(closed)
-#define RTCE_DTLS_STATE_(name) name,
-  enum class State { RTCE_DTLS_STATES(RTCE_DTLS_STATE_) };
-#undef RTCE_DTLS_STATE_
+  enum class State { RTCE_DTLS_STATES(RTCE_VOCAB_ENUMERATOR) };
 
   // Called from inside the transport's methods; they must not destroy the transport.
   struct Callbacks {

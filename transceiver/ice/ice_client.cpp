@@ -119,9 +119,7 @@ std::array<uint8_t, 12> IceClientChecker::transaction_id() const {
 uint64_t IceClientChecker::tie_breaker() const { return impl_->tie_breaker; }
 
 const char* to_string(IceClientChecker::Verdict verdict) {
-#define RTCE_ICE_LABEL_(name) #name,
-  static constexpr const char* kNames[] = {RTCE_ICE_CLIENT_VERDICTS(RTCE_ICE_LABEL_)};
-#undef RTCE_ICE_LABEL_
+  static constexpr const char* kNames[] = {RTCE_ICE_CLIENT_VERDICTS(RTCE_VOCAB_LABEL)};
   return vocab_name(kNames, verdict);
 }
 

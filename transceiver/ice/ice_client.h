@@ -14,6 +14,7 @@
 #include <string>
 
 #include "net_address.h"
+#include "vocab.h"
 
 namespace rtce {
 
@@ -34,9 +35,7 @@ class IceClientChecker {
   X(bad_integrity)     /* MESSAGE-INTEGRITY missing or not keyed with the server pwd */          \
   X(malformed)         /* not STUN, bad FINGERPRINT, unknown comprehension-required attribute */ \
   X(no_mapped_address) /* success response without (XOR-)MAPPED-ADDRESS */
-#define RTCE_ICE_VERDICT_(name) name,
-  enum class Verdict { RTCE_ICE_CLIENT_VERDICTS(RTCE_ICE_VERDICT_) };
-#undef RTCE_ICE_VERDICT_
+  enum class Verdict { RTCE_ICE_CLIENT_VERDICTS(RTCE_VOCAB_ENUMERATOR) };
   struct Response {
     Verdict verdict = Verdict::malformed;
     std::optional<SocketAddress> mapped;

@@ -107,7 +107,9 @@ std::optional<std::string_view> stun_request_server_ufrag(std::span<const uint8_
 }
 
 IceLiteSession::IceLiteSession(Credentials credentials, Config config)
-    : credentials_(std::move(credentials)), config_(config) {
+    : credentials_(std::move(credentials)),
+      config_(config),
+      error_replies_(config.error_replies_per_second, config.error_replies_per_second) {
   if (credentials_.local_ufrag.empty() || credentials_.local_pwd.empty() || credentials_.remote_ufrag.empty())
     throw std::invalid_argument("IceLiteSession: local ufrag, local pwd and remote ufrag must not be empty");
   fill_random(&tie_breaker_, sizeof tie_breaker_);
@@ -136,24 +138,24 @@ IceLiteSession::Result IceLiteSession::handle_request(std::span<const uint8_t> r
   StunAgent* agent = server_agent();
   StunMessage req;
   ValidaterContext ctx{&credentials_, pending_ ? &*pending_ : nullptr};
+  // An error reply, unless the error-reply budget is spent (then none, and say so).
+  auto refuse = [&](Outcome outcome, StunError code) {
+    result.outcome = outcome;
+    if (error_replies_.take(now))
+      result.reply_len = build_error(agent, req, out, code);
+    else
+      result.reply_suppressed = true;
+    return result;
+  };
   StunValidationStatus status =
       stun_agent_validate(agent, &req, request.data(), request.size(), check_username, &ctx);
   switch (status) {
     case STUN_VALIDATION_SUCCESS: break;
     case STUN_VALIDATION_UNAUTHORIZED_BAD_REQUEST:
-      result.outcome = Outcome::bad_request;
-      if (allow_error_reply(now))
-        result.reply_len = build_error(agent, req, out, STUN_ERROR_BAD_REQUEST);
-      else
-        result.reply_suppressed = true;
-      return result;
+      return refuse(Outcome::bad_request, STUN_ERROR_BAD_REQUEST);
     case STUN_VALIDATION_UNAUTHORIZED:
-      result.outcome = ctx.wrong_username ? Outcome::wrong_username : Outcome::unauthorized;
-      if (allow_error_reply(now))
-        result.reply_len = build_error(agent, req, out, STUN_ERROR_UNAUTHORIZED);
-      else
-        result.reply_suppressed = true;
-      return result;
+      return refuse(ctx.wrong_username ? Outcome::wrong_username : Outcome::unauthorized,
+                    STUN_ERROR_UNAUTHORIZED);
     case STUN_VALIDATION_UNKNOWN_REQUEST_ATTRIBUTE: {
       // libnice checks unknown attributes after MESSAGE-INTEGRITY, so the 420 is signed.
       StunMessage reply;
@@ -174,14 +176,7 @@ IceLiteSession::Result IceLiteSession::handle_request(std::span<const uint8_t> r
   // Short-term credentials make libnice refuse requests without USERNAME and
   // MESSAGE-INTEGRITY, so a validated request carries our key; check anyway, since a
   // request that did not authenticate must never refresh consent.
-  if (req.key == nullptr) {
-    result.outcome = Outcome::unauthorized;
-    if (allow_error_reply(now))
-      result.reply_len = build_error(agent, req, out, STUN_ERROR_UNAUTHORIZED);
-    else
-      result.reply_suppressed = true;
-    return result;
-  }
+  if (req.key == nullptr) return refuse(Outcome::unauthorized, STUN_ERROR_UNAUTHORIZED);
   result.authenticated = true;
   result.pending_credentials_used = ctx.used_pending;
 
@@ -295,8 +290,6 @@ void IceLiteSession::complete_restart(const SocketAddress& selected) {
   state_ = State::connected;
 }
 
-bool IceLiteSession::allow_error_reply(Nanos now) { return error_reply_budget_.take(now); }
-
 void IceLiteSession::refresh_consent(Nanos now) {
   if ((state_ != State::waiting && state_ != State::connected) || !have_check_) return;
   last_check_ = std::max(last_check_, now);
@@ -390,16 +383,14 @@ std::optional<SocketAddress> IceLiteSession::selected_address() const {
   return selected_;
 }
 
-#define RTCE_ICE_LABEL_(name) #name,
 const char* to_string(IceLiteSession::Outcome outcome) {
-  static constexpr const char* kNames[] = {RTCE_ICE_LITE_OUTCOMES(RTCE_ICE_LABEL_)};
+  static constexpr const char* kNames[] = {RTCE_ICE_LITE_OUTCOMES(RTCE_VOCAB_LABEL)};
   return vocab_name(kNames, outcome);
 }
 
 const char* to_string(IceLiteSession::State state) {
-  static constexpr const char* kNames[] = {RTCE_ICE_LITE_STATES(RTCE_ICE_LABEL_)};
+  static constexpr const char* kNames[] = {RTCE_ICE_LITE_STATES(RTCE_VOCAB_LABEL)};
   return vocab_name(kNames, state);
 }
-#undef RTCE_ICE_LABEL_
 
 }  // namespace rtce

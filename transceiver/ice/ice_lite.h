@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "net_address.h"
 #include "token_bucket.h"
+#include "vocab.h"
 
 namespace rtce {
 
@@ -60,10 +61,8 @@ class IceLiteSession {
   X(unknown_attribute) /* 420 written (authenticated, but a comprehension-required attribute we lack) */ \
   X(session_inactive)  /* disconnected or closed: nothing written (RFC 7675 section 5.1) */              \
   X(internal_error)    /* libnice could not build the reply (buffer too small): nothing written */
-#define RTCE_ICE_ENUMERATOR_(name) name,
-  enum class State { RTCE_ICE_LITE_STATES(RTCE_ICE_ENUMERATOR_) };
-  enum class Outcome { RTCE_ICE_LITE_OUTCOMES(RTCE_ICE_ENUMERATOR_) };
-#undef RTCE_ICE_ENUMERATOR_
+  enum class State { RTCE_ICE_LITE_STATES(RTCE_VOCAB_ENUMERATOR) };
+  enum class Outcome { RTCE_ICE_LITE_OUTCOMES(RTCE_VOCAB_ENUMERATOR) };
   struct Result {
     Outcome outcome = Outcome::malformed;
     size_t reply_len = 0;        // bytes written to out; 0 = send nothing
@@ -191,11 +190,8 @@ class IceLiteSession {
   bool last_check_pending_ = false;  // the latest valid check was keyed with pending_
   void complete_restart(const SocketAddress& selected);
 
-  // Error-reply token bucket (tokens scaled by 1e9 per second of refill).
-  // A burst of error_replies_per_second replies (none when it is 0).
-  TokenBucket error_reply_budget_{static_cast<double>(config_.error_replies_per_second),
-                                  static_cast<double>(config_.error_replies_per_second)};
-  bool allow_error_reply(Nanos now);
+  // Error replies: a burst of error_replies_per_second, refilled at that rate (0: none).
+  TokenBucket error_replies_;
 };
 
 const char* to_string(IceLiteSession::Outcome outcome);

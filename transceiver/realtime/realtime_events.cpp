@@ -153,30 +153,31 @@ class SessionMerger {
       if (key == "format") {
         set_format(input[key], value, path);
       } else if (key == "noise_reduction") {
-        if (!value.is_null() && !value.is_object()) {
-          problems_.add(path, "must be null or an object");
-        } else if (!value.is_null() && !limits_.noise_reduction_supported) {
-          problems_.add(path, "this backend does no noise reduction");
-          input[key] = nullptr;
-        } else {
-          input[key] = value;
-          accept(path, value);
-        }
+        set_optional_feature(input[key], value, path, limits_.noise_reduction_supported,
+                             "this backend does no noise reduction");
       } else if (key == "transcription") {
-        if (!value.is_null() && !value.is_object()) {
-          problems_.add(path, "must be null or an object");
-        } else if (!value.is_null() && !limits_.transcription_supported) {
-          problems_.add(path, "this backend does not transcribe");
-          input[key] = nullptr;
-        } else {
-          input[key] = value;
-          accept(path, value);
-        }
+        set_optional_feature(input[key], value, path, limits_.transcription_supported,
+                             "this backend does not transcribe");
       } else if (key == "turn_detection") {
         set_turn_detection(input[key], value, path);
       } else {
         problems_.add(path, "unknown field");
       }
+    }
+  }
+
+  // A feature object or null: an object for a feature the backend lacks is refused and
+  // the field set to null.
+  void set_optional_feature(json& field, const json& value, const std::string& path, bool supported,
+                            const char* unsupported) {
+    if (!value.is_null() && !value.is_object()) {
+      problems_.add(path, "must be null or an object");
+    } else if (!value.is_null() && !supported) {
+      problems_.add(path, unsupported);
+      field = nullptr;
+    } else {
+      field = value;
+      accept(path, value);
     }
   }
 
@@ -303,19 +304,6 @@ class SessionMerger {
   Problems& problems_;
   json accepted_ = json::object();
 };
-
-std::string random_hex(size_t bytes) {
-  std::vector<unsigned char> raw(bytes);
-  fill_random(raw.data(), raw.size());
-  std::string out;
-  out.reserve(bytes * 2);
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (unsigned char b : raw) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
 
 }  // namespace
 

@@ -119,7 +119,6 @@ class RealtimeEventChannel {
       Nanos now);  // the session began playing backend audio -> output_audio_buffer.started
   void on_output_stopped(Nanos now);  // its output queue ran dry -> output_audio_buffer.stopped
 
-  bool is_open() const { return open_; }
   bool output_playing() const { return output_ == Output::playing; }
   // The current session object (for the backend's session.started and a GET of the call).
   const nlohmann::json& session() const { return session_; }

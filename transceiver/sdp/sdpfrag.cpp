@@ -12,14 +12,10 @@
 namespace rtce::sdp {
 namespace {
 
-using lexing::is_ice_chars;
-using lexing::is_token;
-using lexing::next_token;
+using namespace lexing;  // the tokens, lines and errors both SDP parsers share
 
 constexpr size_t kMaxMidLength = 64;  // as parse_offer
 constexpr size_t kMaxAddressLength = 255;
-
-OfferError error_at(int line, std::string reason) { return OfferError{line, std::move(reason)}; }
 
 bool is_digits(std::string_view s, size_t max_len) {
   return !s.empty() && s.size() <= max_len &&
@@ -72,18 +68,6 @@ struct Credential {
   std::string_view value;
 };
 
-std::optional<OfferError> check_characters(int line, std::string_view text) {
-  for (char ch : text) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c == 0) return error_at(line, "NUL byte in line");
-    if ((c < 0x20 && c != '\t') || c == 0x7F) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      return error_at(line, std::string("control character 0x") + kHex[c >> 4] + kHex[c & 15] + " in line");
-    }
-  }
-  return std::nullopt;
-}
-
 // a=ice-ufrag / a=ice-pwd: RFC 8839 lengths, and one value per fragment.
 std::optional<OfferError> record_credential(std::optional<Credential>& slot, int line, std::string_view name,
                                             std::string_view value, size_t min_length) {
@@ -103,27 +87,16 @@ std::optional<OfferError> record_credential(std::optional<Credential>& slot, int
 }  // namespace
 
 std::variant<IceFragment, OfferError> parse_ice_fragment(std::string_view body, const ParseLimits& limits) {
-  if (body.empty()) return error_at(0, "empty fragment");
-  if (body.size() > limits.max_bytes) {
-    return error_at(0, "fragment is " + std::to_string(body.size()) + " bytes, more than the " +
-                           std::to_string(limits.max_bytes) + "-byte limit");
-  }
+  if (auto bad = check_size(body, limits, "fragment")) return *bad;
   IceFragment fragment;
   std::optional<Credential> ufrag, pwd;
   int section_line = 0;  // the current m= line; 0 = session level
   bool section_mid = false;
   int blank_line = 0;
-  size_t pos = 0;
-  for (int number = 1; pos < body.size(); ++number) {
-    size_t newline = body.find('\n', pos);
-    size_t end = newline == std::string_view::npos ? body.size() : newline;
-    std::string_view line = body.substr(pos, end - pos);
-    pos = newline == std::string_view::npos ? body.size() : newline + 1;
-    if (static_cast<size_t>(number) > limits.max_lines)
-      return error_at(number, "more than " + std::to_string(limits.max_lines) + " lines");
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.size() > limits.max_line_length)
-      return error_at(number, "line is longer than " + std::to_string(limits.max_line_length) + " bytes");
+  for (Lines lines(body, limits); !lines.done();) {
+    std::string_view line;
+    if (auto bad = lines.next(line)) return *bad;
+    const int number = lines.number();
     if (line.empty()) {
       if (blank_line == 0) blank_line = number;
       continue;

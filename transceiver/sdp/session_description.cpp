@@ -17,9 +17,7 @@
 namespace rtce::sdp {
 namespace {
 
-using lexing::is_ice_chars;
-using lexing::is_token;
-using lexing::next_token;
+using namespace lexing;  // the tokens, lines and errors both SDP parsers share
 
 constexpr std::string_view kAudioProtocol = "UDP/TLS/RTP/SAVPF";
 constexpr std::string_view kDataChannelProtocol = "UDP/DTLS/SCTP";
@@ -45,8 +43,6 @@ struct SectionScan {
   bool bundle_only = false;
   std::vector<AttrRef> fingerprints, rtpmaps, fmtps, ssrcs, extmaps, groups, sctpmaps;
 };
-
-OfferError error_at(int line, std::string reason) { return OfferError{line, std::move(reason)}; }
 
 char lower_ascii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
@@ -257,19 +253,6 @@ std::optional<OfferError> scan_media_line(SectionScan& section, int line, std::s
   return std::nullopt;
 }
 
-// Rejects bytes that have no business in SDP text: NUL and C0 controls other than tab.
-std::optional<OfferError> check_characters(int line, std::string_view text) {
-  for (char ch : text) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c == 0) return error_at(line, "NUL byte in line");
-    if ((c < 0x20 && c != '\t') || c == 0x7F) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      return error_at(line, std::string("control character 0x") + kHex[c >> 4] + kHex[c & 15] + " in line");
-    }
-  }
-  return std::nullopt;
-}
-
 struct Scan {
   std::string_view session_id;
   SectionScan session;
@@ -277,27 +260,14 @@ struct Scan {
 };
 
 std::variant<Scan, OfferError> scan_offer(std::string_view sdp, const ParseLimits& limits) {
-  if (sdp.empty()) return error_at(0, "empty offer");
-  if (sdp.size() > limits.max_bytes) {
-    return error_at(0, "offer is " + std::to_string(sdp.size()) + " bytes, more than the " +
-                           std::to_string(limits.max_bytes) + "-byte limit");
-  }
+  if (auto bad = check_size(sdp, limits, "offer")) return *bad;
   Scan scan;
   bool seen_o = false;
   int blank_line = 0;  // a blank line is only tolerated at the very end
-  size_t pos = 0;
-  for (int number = 1; pos < sdp.size(); ++number) {
-    size_t newline = sdp.find('\n', pos);
-    size_t end = newline == std::string_view::npos ? sdp.size() : newline;
-    std::string_view line = sdp.substr(pos, end - pos);
-    pos = newline == std::string_view::npos ? sdp.size() : newline + 1;
-    if (static_cast<size_t>(number) > limits.max_lines) {
-      return error_at(number, "more than " + std::to_string(limits.max_lines) + " lines");
-    }
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.size() > limits.max_line_length) {
-      return error_at(number, "line is longer than " + std::to_string(limits.max_line_length) + " bytes");
-    }
+  for (Lines lines(sdp, limits); !lines.done();) {
+    std::string_view line;
+    if (auto bad = lines.next(line)) return *bad;
+    const int number = lines.number();
     if (number == 1 && !line.starts_with("v="))
       return error_at(1, "not an SDP offer: first line must be v=0");
     if (line.empty()) {
@@ -620,9 +590,7 @@ std::string OfferError::to_string() const {
 }
 
 std::string_view to_string(Setup setup) {
-#define RTCE_SDP_SETUP_LABEL_(name) #name,
-  static constexpr const char* kNames[] = {RTCE_SDP_SETUPS(RTCE_SDP_SETUP_LABEL_)};
-#undef RTCE_SDP_SETUP_LABEL_
+  static constexpr const char* kNames[] = {RTCE_SDP_SETUPS(RTCE_VOCAB_LABEL)};
   return vocab_name(kNames, setup);
 }
 

@@ -14,6 +14,8 @@
 #include <variant>
 #include <vector>
 
+#include "vocab.h"
+
 namespace rtce::sdp {
 
 // Hostile offers arrive over HTTP before anything is authenticated, so every dimension is capped
@@ -41,9 +43,7 @@ struct OfferError {
 // The DTLS role attribute (RFC 4145 / RFC 8842): X(value of a=setup). holdconn is refused by
 // the parser.
 #define RTCE_SDP_SETUPS(X) X(actpass) X(active) X(passive)
-#define RTCE_SDP_SETUP_(name) name,
-enum class Setup { RTCE_SDP_SETUPS(RTCE_SDP_SETUP_) };
-#undef RTCE_SDP_SETUP_
+enum class Setup { RTCE_SDP_SETUPS(RTCE_VOCAB_ENUMERATOR) };
 std::string_view to_string(Setup setup);
 
 struct MediaSection {

@@ -59,23 +59,18 @@ int main(int argc, char** argv) {
     if (!config.hint_key_file.empty()) rtce::HintKeys::load_file(config.hint_key_file, &warnings);
     if (!config.dtls_certificate.empty())
       rtce::read_config_file(config.dtls_certificate, "DTLS certificate file", rtce::kMaxConfigFileBytes);
-    if (!config.dtls_private_key.empty()) {
-      const auto key =
-          rtce::read_config_file(config.dtls_private_key, "DTLS private key file", rtce::kMaxConfigFileBytes);
-      if (auto warning =
-              rtce::secret_file_mode_warning(config.dtls_private_key, "DTLS private key file", key.mode))
+    // A secret: readable, and warned about when others may read it too.
+    auto check_secret = [&](const std::string& path, const char* what, const char* mode_what) {
+      if (path.empty()) return;
+      const auto file = rtce::read_config_file(path, what, rtce::kMaxConfigFileBytes);
+      if (auto warning = rtce::secret_file_mode_warning(path, mode_what, file.mode))
         warnings.push_back(*warning);
-    }
+    };
+    check_secret(config.dtls_private_key, "DTLS private key file", "DTLS private key file");
     // Read when the first wss:// session connects; a FIFO there would block that thread.
     if (!config.backend_ca_file.empty())
       rtce::read_config_file(config.backend_ca_file, "backend CA file", rtce::kMaxConfigFileBytes);
-    if (!config.realtime_key_file.empty()) {
-      const auto secrets =
-          rtce::read_config_file(config.realtime_key_file, "realtime.key_file", rtce::kMaxConfigFileBytes);
-      if (auto warning =
-              rtce::secret_file_mode_warning(config.realtime_key_file, "realtime key file", secrets.mode))
-        warnings.push_back(*warning);
-    }
+    check_secret(config.realtime_key_file, "realtime.key_file", "realtime key file");
   } catch (const rtce::ConfigError& e) {
     std::cerr << "rtcedge-transceiver: configuration error: " << e.what() << "\n";
     return 2;

@@ -39,18 +39,6 @@ std::optional<nlohmann::json> parse_object(std::string_view text) {
   return value;
 }
 
-std::string random_hex(size_t bytes) {
-  std::vector<uint8_t> raw(bytes);
-  fill_random(raw.data(), raw.size());
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : raw) {
-    out.push_back(digits[b >> 4]);
-    out.push_back(digits[b & 15]);
-  }
-  return out;
-}
-
 // What a Realtime client expects of a session object: the defaults filled and an id, a fresh
 // one for a new key (a client does not choose it), else the key's own.
 nlohmann::json filled_session(nlohmann::json session, bool fresh_id) {

@@ -21,6 +21,13 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
     auto& f = m.family(name, help, MetricType::Counter);
     m.add(f, sum(getter));
   };
+  // A counter family over a vocabulary: getter(w)[i] is counted under {key="labels[i]"}.
+  auto per_label = [&](const std::string& name, const std::string& help, const char* key, const auto& labels,
+                       auto getter) {
+    auto& f = m.family(name, help, MetricType::Counter);
+    for (size_t i = 0; i < std::size(labels); ++i)
+      m.add(f, sum([&getter, i](const WorkerMetrics& w) { return getter(w)[i].get(); }), {{key, labels[i]}});
+  };
   auto& active =
       m.family("rtcedge_transceiver_sessions_active", "live sessions per worker endpoint", MetricType::Gauge);
   for (auto& w : *s.workers)
@@ -134,13 +141,24 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
   per_worker_counter("rtcedge_transceiver_data_channel_failures_total",
                      "SCTP associations that failed while the session's audio went on",
                      [](const WorkerMetrics& w) { return w.data_channel_failures.get(); });
-  auto& realtime_drops =
-      m.family("rtcedge_transceiver_realtime_events_dropped_total",
-               "oai-events messages and backend events the event layer did not handle, by reason",
-               MetricType::Counter);
-  for (size_t r = 0; r < kRealtimeDropCount; ++r)
-    m.add(realtime_drops, sum([r](const WorkerMetrics& w) { return w.realtime_drops[r].get(); }),
-          {{"reason", kRealtimeDropNames[r]}});
+  per_label(
+      "rtcedge_transceiver_data_channel_dropped_total",
+      "inbound SCTP packets and data-channel messages dropped, by reason", "reason", kDataChannelDropLabels,
+      [](const WorkerMetrics& w) -> const auto& { return w.data_channel.drops; });
+  per_label(
+      "rtcedge_transceiver_data_channel_sends_refused_total",
+      "data-channel sends and channel opens refused, by reason", "reason", kDataChannelSendRefusalLabels,
+      [](const WorkerMetrics& w) -> const auto& { return w.data_channel.send_refused; });
+  per_label(
+      "rtcedge_transceiver_sctp_packets_malformed_total",
+      "SCTP packets the pre-check refused (data_channel_dropped reason malformed_packet), by what "
+      "was wrong",
+      "reason", kSctpPacketErrorLabels,
+      [](const WorkerMetrics& w) -> const auto& { return w.data_channel.packet_errors; });
+  per_label(
+      "rtcedge_transceiver_realtime_events_dropped_total",
+      "oai-events messages and backend events the event layer did not handle, by reason", "reason",
+      kRealtimeDropNames, [](const WorkerMetrics& w) -> const auto& { return w.realtime_drops; });
   per_worker_counter("rtcedge_transceiver_relay_hop_moves_total",
                      "sessions whose relay hop changed (a relay restarted or re-hashed the flow)",
                      [](const WorkerMetrics& w) { return w.relay_hop_moves.get(); });
@@ -177,11 +195,9 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
   gap_hist.histogram.sample_count = gap_cumulative;
   gap_hist.histogram.sample_sum = sum([](const WorkerMetrics& w) { return w.path_gap_sum_us.get(); }) / 1e6;
   gap.metric.push_back(gap_hist);
-  auto& restarts = m.family("rtcedge_transceiver_ice_restarts_total",
-                            "ICE restarts (PATCH with new credentials), by result", MetricType::Counter);
-  for (size_t r = 0; r < static_cast<size_t>(IceRestartResult::count); ++r)
-    m.add(restarts, sum([r](const WorkerMetrics& w) { return w.ice_restarts[r].get(); }),
-          {{"result", kIceRestartResultNames[r]}});
+  per_label(
+      "rtcedge_transceiver_ice_restarts_total", "ICE restarts (PATCH with new credentials), by result",
+      "result", kIceRestartResultNames, [](const WorkerMetrics& w) -> const auto& { return w.ice_restarts; });
   if (s.realtime != nullptr) {
     const RealtimeStats& rt = *s.realtime;
     auto load = [](const std::atomic<uint64_t>& v) {

@@ -26,18 +26,6 @@ constexpr std::string_view kSessionsPrefix = "/v1/sessions";
 // What our data-channel endpoint receives in one message (a=max-message-size of the answer).
 constexpr size_t kDataChannelMaxMessageSize = 256 * 1024;
 
-std::string random_hex(size_t bytes) {
-  std::vector<uint8_t> raw(bytes);
-  fill_random(raw.data(), raw.size());
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : raw) {
-    out.push_back(digits[b >> 4]);
-    out.push_back(digits[b & 15]);
-  }
-  return out;
-}
-
 // RFC 8839 ice-char: ALPHA / DIGIT / "+" / "/"; 24 chars = 144 bits.
 std::string random_ice_password() {
   static const char* chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -68,7 +56,9 @@ std::optional<uint32_t> worker_of(std::string_view id) {
 }  // namespace
 
 TransceiverService::TransceiverService(TransceiverConfig config)
-    : config_(std::move(config)), ingress_(config_.relay_vips, config_.relay_ingress_regions) {
+    : config_(std::move(config)),
+      setup_tokens_(config_.setup_burst, config_.setup_rate),
+      ingress_(config_.relay_vips, config_.relay_ingress_regions) {
   hint_keys_ =
       config_.hint_key_file.empty() ? HintKeys::generate(1) : HintKeys::load_file(config_.hint_key_file);
   dtls_ = config_.dtls_certificate.empty()
@@ -197,8 +187,6 @@ void TransceiverService::add_cors(const std::string& origin, HttpResponse& respo
   if (!any) response.headers.emplace_back("Vary", "Origin");
 }
 
-bool TransceiverService::take_setup_token() { return setup_budget_.take(monotonic_now()); }
-
 MediaWorker* TransceiverService::least_loaded_worker() {
   MediaWorker* best = nullptr;
   uint32_t best_load = config_.max_sessions_per_worker;
@@ -293,7 +281,7 @@ void TransceiverService::create_session(const HttpRequest& request, HttpServer::
 
 std::optional<RealtimeError> TransceiverService::admit() {
   if (draining_) return RealtimeError::draining;
-  if (!take_setup_token()) {
+  if (!setup_tokens_.take(monotonic_now())) {
     ++rejected_rate_;
     return RealtimeError::rate_limited;
   }

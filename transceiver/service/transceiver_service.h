@@ -69,7 +69,6 @@ class TransceiverService {
   RealtimeHooks realtime_hooks();
   bool authorized(const HttpRequest& request) const;
   void add_cors(const std::string& origin, HttpResponse& response) const;
-  bool take_setup_token();
   std::string metrics_text() const;
   MediaWorker* least_loaded_worker();
 
@@ -86,8 +85,7 @@ class TransceiverService {
   Nanos started_at_ = 0;
 
   // Touched only on the HTTP thread.
-  TokenBucket setup_budget_{static_cast<double>(config_.setup_burst),
-                            static_cast<double>(config_.setup_rate)};
+  TokenBucket setup_tokens_;  // sessions.setup_burst, refilled at sessions.setup_rate
   uint64_t rejected_rate_ = 0, rejected_capacity_ = 0, rejected_sdp_ = 0, rejected_auth_ = 0;
   IngressSelector ingress_;
   std::array<uint64_t, static_cast<size_t>(IngressChoice::count)> ingress_chosen_{};

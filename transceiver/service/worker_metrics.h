@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/backend.h"
+#include "datachannel/data_channel_endpoint.h"
 #include "realtime/realtime_events.h"
 #include "relaxed_counter.h"
 #include "vocab.h"
@@ -57,16 +58,12 @@ namespace rtce {
   X(precondition_required) /* a restart without If-Match (428) */                        \
   X(rate_limited)          /* more restarts than the per-session limit (429) */
 
-#define RTCE_VOCAB_ENUMERATOR_(name) name,
-#define RTCE_VOCAB_LABEL_(name) #name,
-enum class DatagramDrop : uint8_t { RTCE_DATAGRAM_DROPS(RTCE_VOCAB_ENUMERATOR_) count };
-inline constexpr const char* kDatagramDropNames[] = {RTCE_DATAGRAM_DROPS(RTCE_VOCAB_LABEL_)};
-enum class SessionEnd : uint8_t { RTCE_SESSION_ENDS(RTCE_VOCAB_ENUMERATOR_) count };
-inline constexpr const char* kSessionEndNames[] = {RTCE_SESSION_ENDS(RTCE_VOCAB_LABEL_)};
-enum class IceRestartResult : uint8_t { RTCE_ICE_RESTART_RESULTS(RTCE_VOCAB_ENUMERATOR_) count };
-inline constexpr const char* kIceRestartResultNames[] = {RTCE_ICE_RESTART_RESULTS(RTCE_VOCAB_LABEL_)};
-#undef RTCE_VOCAB_ENUMERATOR_
-#undef RTCE_VOCAB_LABEL_
+enum class DatagramDrop : uint8_t { RTCE_DATAGRAM_DROPS(RTCE_VOCAB_ENUMERATOR) count };
+inline constexpr const char* kDatagramDropNames[] = {RTCE_DATAGRAM_DROPS(RTCE_VOCAB_LABEL)};
+enum class SessionEnd : uint8_t { RTCE_SESSION_ENDS(RTCE_VOCAB_ENUMERATOR) count };
+inline constexpr const char* kSessionEndNames[] = {RTCE_SESSION_ENDS(RTCE_VOCAB_LABEL)};
+enum class IceRestartResult : uint8_t { RTCE_ICE_RESTART_RESULTS(RTCE_VOCAB_ENUMERATOR) count };
+inline constexpr const char* kIceRestartResultNames[] = {RTCE_ICE_RESTART_RESULTS(RTCE_VOCAB_LABEL)};
 #define RTCE_VOCAB_VALUE_(name) DatagramDrop::name,
 inline constexpr DatagramDrop kDatagramDrops[] = {RTCE_DATAGRAM_DROPS(RTCE_VOCAB_VALUE_)};
 #undef RTCE_VOCAB_VALUE_
@@ -104,6 +101,10 @@ struct WorkerMetrics {
   // associations that failed while the session's audio went on.
   RelaxedCounter data_channels_opened, data_channel_messages_in, data_channel_messages_out,
       data_channel_failures;
+  // What the sessions' data-channel endpoints dropped, refused to send, and found malformed,
+  // by reason (RTCE_DATA_CHANNEL_DROPS, RTCE_DATA_CHANNEL_SEND_REFUSALS,
+  // RTCE_SCTP_PACKET_ERRORS): DataChannelEndpoint::Config::counters points here.
+  DataChannelCounters data_channel;
   // What the oai-events layer did not handle, by reason (RTCE_REALTIME_DROPS).
   std::array<RelaxedCounter, kRealtimeDropCount> realtime_drops;
   std::array<RelaxedCounter, static_cast<size_t>(IceRestartResult::count)> ice_restarts;

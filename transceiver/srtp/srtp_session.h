@@ -10,6 +10,8 @@
 #include <memory>
 #include <span>
 
+#include "common/vocab.h"
+
 namespace rtce {
 
 // The DTLS-SRTP protection profiles we negotiate (RFC 5764, RFC 7714):
@@ -17,8 +19,7 @@ namespace rtce {
 #define RTCE_SRTP_PROFILES(X)                  \
   X(aes128_cm_sha1_80, SRTP_AES128_CM_SHA1_80) \
   X(aead_aes_128_gcm, SRTP_AEAD_AES_128_GCM)
-#define RTCE_SRTP_ENUMERATOR_(name, ...) name,
-enum class SrtpProfile { RTCE_SRTP_PROFILES(RTCE_SRTP_ENUMERATOR_) };
+enum class SrtpProfile { RTCE_SRTP_PROFILES(RTCE_VOCAB_ENUMERATOR) };
 
 size_t srtp_master_key_length(SrtpProfile profile);
 size_t srtp_master_salt_length(SrtpProfile profile);
@@ -27,10 +28,12 @@ const char* srtp_profile_name(SrtpProfile profile);
 // Bytes protect_rtp / protect_rtcp append to a packet with this profile.
 size_t srtp_rtp_trailer_length(SrtpProfile profile);
 size_t srtp_rtcp_trailer_length(SrtpProfile profile);
+// For the backends: throws std::runtime_error unless `size` is the profile's master key +
+// master salt length.
+void check_srtp_key_material(SrtpProfile profile, size_t size);
 
 #define RTCE_SRTP_ERRORS(X) X(ok) X(auth_failed) X(replay) X(bad_packet) X(no_space) X(other)
-enum class SrtpError { RTCE_SRTP_ERRORS(RTCE_SRTP_ENUMERATOR_) };
-#undef RTCE_SRTP_ENUMERATOR_
+enum class SrtpError { RTCE_SRTP_ERRORS(RTCE_VOCAB_ENUMERATOR) };
 const char* srtp_error_name(SrtpError error);
 
 class SrtpSession {

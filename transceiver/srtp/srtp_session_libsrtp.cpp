@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "transceiver/srtp/libsrtp_policy.h"
 #include "transceiver/srtp/srtp_session.h"
 
 namespace rtce {
@@ -45,6 +46,15 @@ bool plausible_rtp(const uint8_t* buf, size_t len, size_t min_len) {
   return buf != nullptr && len >= min_len && len <= INT_MAX && (buf[0] >> 6) == 2;
 }
 
+// One libsrtp call in place: len becomes the new length on success.
+SrtpError transform(srtp_err_status_t (*call)(srtp_t, void*, int*), srtp_t session, uint8_t* buf,
+                    size_t& len) {
+  int length = static_cast<int>(len);
+  const SrtpError error = map_status(call(session, buf, &length));
+  if (error == SrtpError::ok) len = static_cast<size_t>(length);
+  return error;
+}
+
 }  // namespace
 
 struct SrtpSession::Impl {
@@ -57,29 +67,10 @@ struct SrtpSession::Impl {
 
 SrtpSession::SrtpSession(SrtpProfile profile, Direction direction, std::span<const uint8_t> key_salt)
     : profile_(profile), direction_(direction) {
-  const size_t expected = srtp_master_key_length(profile) + srtp_master_salt_length(profile);
-  if (key_salt.size() != expected) {
-    throw std::runtime_error(std::string("SRTP key material for ") + srtp_profile_name(profile) +
-                             " must be " + std::to_string(expected) + " bytes, got " +
-                             std::to_string(key_salt.size()));
-  }
+  check_srtp_key_material(profile, key_salt.size());
   init_libsrtp_once();
 
-  srtp_policy_t policy{};
-  if (profile == SrtpProfile::aead_aes_128_gcm) {
-    srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtp);
-    srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtcp);
-  } else {
-    srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtp);
-    srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtcp);
-  }
-  policy.ssrc.type = direction == Direction::inbound ? ssrc_any_inbound : ssrc_any_outbound;
-  policy.ssrc.value = 0;
-  // libsrtp copies the key during srtp_create; it only needs to be readable here.
-  policy.key = const_cast<unsigned char*>(key_salt.data());
-  policy.window_size = 0;  // libsrtp's default window of 128 packets
-  policy.allow_repeat_tx = 0;
-  policy.next = nullptr;
+  srtp_policy_t policy = libsrtp_policy(profile, direction, key_salt);
 
   srtp_t session = nullptr;
   if (srtp_err_status_t status = srtp_create(&session, &policy); status != srtp_err_status_ok) {
@@ -96,20 +87,14 @@ SrtpError SrtpSession::protect_rtp(uint8_t* buf, size_t& len, size_t capacity) {
   if (impl_ == nullptr || direction_ != Direction::outbound) return SrtpError::other;
   if (!plausible_rtp(buf, len, kRtpHeaderLength)) return SrtpError::bad_packet;
   if (capacity < len || capacity - len < srtp_rtp_trailer_length(profile_)) return SrtpError::no_space;
-  int length = static_cast<int>(len);
-  SrtpError error = map_status(srtp_protect(impl_->session, buf, &length));
-  if (error == SrtpError::ok) len = static_cast<size_t>(length);
-  return error;
+  return transform(srtp_protect, impl_->session, buf, len);
 }
 
 SrtpError SrtpSession::protect_rtcp(uint8_t* buf, size_t& len, size_t capacity) {
   if (impl_ == nullptr || direction_ != Direction::outbound) return SrtpError::other;
   if (!plausible_rtp(buf, len, kRtcpHeaderLength)) return SrtpError::bad_packet;
   if (capacity < len || capacity - len < srtp_rtcp_trailer_length(profile_)) return SrtpError::no_space;
-  int length = static_cast<int>(len);
-  SrtpError error = map_status(srtp_protect_rtcp(impl_->session, buf, &length));
-  if (error == SrtpError::ok) len = static_cast<size_t>(length);
-  return error;
+  return transform(srtp_protect_rtcp, impl_->session, buf, len);
 }
 
 SrtpError SrtpSession::unprotect_rtp(uint8_t* buf, size_t& len) {
@@ -117,10 +102,7 @@ SrtpError SrtpSession::unprotect_rtp(uint8_t* buf, size_t& len) {
   if (!plausible_rtp(buf, len, kRtpHeaderLength + srtp_rtp_trailer_length(profile_))) {
     return SrtpError::bad_packet;
   }
-  int length = static_cast<int>(len);
-  SrtpError error = map_status(srtp_unprotect(impl_->session, buf, &length));
-  if (error == SrtpError::ok) len = static_cast<size_t>(length);
-  return error;
+  return transform(srtp_unprotect, impl_->session, buf, len);
 }
 
 SrtpError SrtpSession::unprotect_rtcp(uint8_t* buf, size_t& len) {
@@ -128,10 +110,7 @@ SrtpError SrtpSession::unprotect_rtcp(uint8_t* buf, size_t& len) {
   if (!plausible_rtp(buf, len, kRtcpHeaderLength + srtp_rtcp_trailer_length(profile_))) {
     return SrtpError::bad_packet;
   }
-  int length = static_cast<int>(len);
-  SrtpError error = map_status(srtp_unprotect_rtcp(impl_->session, buf, &length));
-  if (error == SrtpError::ok) len = static_cast<size_t>(length);
-  return error;
+  return transform(srtp_unprotect_rtcp, impl_->session, buf, len);
 }
 
 }  // namespace rtce

@@ -269,9 +269,20 @@ struct SrtpSession::Impl {
       if (s.in_use && s.ssrc == ssrc) return &s;
     return nullptr;
   }
-  SsrcState* free_slot() {
-    for (SsrcState& s : streams)
-      if (!s.in_use) return &s;
+  bool has_free_slot() const {
+    for (const SsrcState& s : streams)
+      if (!s.in_use) return true;
+    return false;
+  }
+  // A fresh state for `ssrc` in a free slot, or nullptr when every slot is taken.
+  SsrcState* claim(uint32_t ssrc) {
+    for (SsrcState& s : streams) {
+      if (s.in_use) continue;
+      s = SsrcState{};
+      s.ssrc = ssrc;
+      s.in_use = true;
+      return &s;
+    }
     return nullptr;
   }
 
@@ -284,8 +295,11 @@ struct SrtpSession::Impl {
   }
 
   // RFC 7714 AEAD seal: ciphertext in place, 16-byte tag to `tag`.
-  static bool gcm_seal(EVP_CIPHER_CTX* ctx, const uint8_t* iv, const uint8_t* aad, size_t aad_length,
-                       const uint8_t* aad2, size_t aad2_length, uint8_t* data, size_t length, uint8_t* tag) {
+  static bool gcm_seal(EVP_CIPHER_CTX* ctx, const uint8_t* salt, uint32_t ssrc, uint64_t index48,
+                       const uint8_t* aad, size_t aad_length, const uint8_t* aad2, size_t aad2_length,
+                       uint8_t* data, size_t length, uint8_t* tag) {
+    uint8_t iv[kGcmSaltLength];
+    gcm_iv(salt, ssrc, index48, iv);
     int written = 0;
     if (EVP_EncryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) != 1) return false;
     if (EVP_EncryptUpdate(ctx, nullptr, &written, aad, static_cast<int>(aad_length)) != 1) return false;
@@ -299,9 +313,11 @@ struct SrtpSession::Impl {
     return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, static_cast<int>(kGcmTagLength), tag) == 1;
   }
 
-  static bool gcm_open(EVP_CIPHER_CTX* ctx, const uint8_t* iv, const uint8_t* aad, size_t aad_length,
-                       const uint8_t* aad2, size_t aad2_length, uint8_t* data, size_t length,
-                       const uint8_t* tag) {
+  static bool gcm_open(EVP_CIPHER_CTX* ctx, const uint8_t* salt, uint32_t ssrc, uint64_t index48,
+                       const uint8_t* aad, size_t aad_length, const uint8_t* aad2, size_t aad2_length,
+                       uint8_t* data, size_t length, const uint8_t* tag) {
+    uint8_t iv[kGcmSaltLength];
+    gcm_iv(salt, ssrc, index48, iv);
     int written = 0;
     if (EVP_DecryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) != 1) return false;
     if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, static_cast<int>(kGcmTagLength),
@@ -323,7 +339,20 @@ struct SrtpSession::Impl {
     iv[14] = iv[15] = 0;
     xor_be(iv + 4, ssrc, 4);
     xor_be(iv + 8, index, 6);
+  }  // AES-CM of `data` in place with the keystream of (salt, ssrc, index).
+  static bool cm_xor(EVP_CIPHER_CTX* ctx, const uint8_t* salt, uint32_t ssrc, uint64_t index, uint8_t* data,
+                     size_t length) {
+    uint8_t iv[16];
+    cm_iv(salt, ssrc, index, iv);
+    return ctr_xor(ctx, iv, data, length);
   }
+  // RFC 3711 §4.2: the SRTP tag authenticates the packet followed by the ROC.
+  void rtp_mac(const uint8_t* buf, size_t length, uint64_t index, uint8_t tag[SHA_DIGEST_LENGTH]) {
+    uint8_t roc[4];
+    store_be32(roc, static_cast<uint32_t>(index >> 16));
+    rtp_auth.mac(buf, length, roc, sizeof(roc), tag);
+  }
+
   // RFC 7714 §8.1 / §9.1: IV = salt XOR (0x0000 || SSRC || ROC-or-0x0000 || SEQ-or-index).
   static void gcm_iv(const uint8_t* salt, uint32_t ssrc, uint64_t index48, uint8_t iv[12]) {
     std::memcpy(iv, salt, kGcmSaltLength);
@@ -338,13 +367,8 @@ struct SrtpSession::Impl {
     if (capacity < len || capacity - len < trailer || len + trailer > INT_MAX) return SrtpError::no_space;
     const uint32_t ssrc = load_be32(buf + 8);
     SsrcState* stream = find(ssrc);
-    if (stream == nullptr) {
-      stream = free_slot();
-      if (stream == nullptr) return SrtpError::bad_packet;
-      *stream = SsrcState{};
-      stream->ssrc = ssrc;
-      stream->in_use = true;
-    }
+    if (stream == nullptr) stream = claim(ssrc);
+    if (stream == nullptr) return SrtpError::bad_packet;
     uint64_t index = 0;
     const int64_t delta = estimate_rtp_index(stream->rtp.highest, load_be16(buf + 2), index);
     if (stream->rtp.is_replay(delta)) return SrtpError::replay;
@@ -353,18 +377,13 @@ struct SrtpSession::Impl {
     uint8_t* payload = buf + header;
     const size_t payload_length = len - header;
     if (gcm) {
-      uint8_t iv[kGcmSaltLength];
-      gcm_iv(rtp_salt, ssrc, index, iv);
-      if (!gcm_seal(rtp_cipher.get(), iv, buf, header, nullptr, 0, payload, payload_length, buf + len))
+      if (!gcm_seal(rtp_cipher.get(), rtp_salt, ssrc, index, buf, header, nullptr, 0, payload, payload_length,
+                    buf + len))
         return SrtpError::other;
     } else {
-      uint8_t iv[16];
-      cm_iv(rtp_salt, ssrc, index, iv);
-      if (!ctr_xor(rtp_cipher.get(), iv, payload, payload_length)) return SrtpError::other;
-      uint8_t roc[4];
-      store_be32(roc, static_cast<uint32_t>(index >> 16));
+      if (!cm_xor(rtp_cipher.get(), rtp_salt, ssrc, index, payload, payload_length)) return SrtpError::other;
       uint8_t tag[SHA_DIGEST_LENGTH];
-      rtp_auth.mac(buf, len, roc, sizeof(roc), tag);
+      rtp_mac(buf, len, index, tag);
       std::memcpy(buf + len, tag, kCmTagLength);
     }
     len += trailer;
@@ -379,7 +398,7 @@ struct SrtpSession::Impl {
     const uint32_t ssrc = load_be32(buf + 8);
     SsrcState* stream = find(ssrc);
     SsrcState fresh;  // a new SSRC takes a slot only once a packet authenticates
-    if (stream == nullptr && free_slot() == nullptr) return SrtpError::bad_packet;
+    if (stream == nullptr && !has_free_slot()) return SrtpError::bad_packet;
     const ReplayWindow& window = stream != nullptr ? stream->rtp : fresh.rtp;
     uint64_t index = 0;
     const int64_t delta = estimate_rtp_index(window.highest, load_be16(buf + 2), index);
@@ -388,26 +407,16 @@ struct SrtpSession::Impl {
     uint8_t* payload = buf + header;
     const size_t payload_length = body - header;
     if (gcm) {
-      uint8_t iv[kGcmSaltLength];
-      gcm_iv(rtp_salt, ssrc, index, iv);
-      if (!gcm_open(rtp_cipher.get(), iv, buf, header, nullptr, 0, payload, payload_length, buf + body))
+      if (!gcm_open(rtp_cipher.get(), rtp_salt, ssrc, index, buf, header, nullptr, 0, payload, payload_length,
+                    buf + body))
         return SrtpError::auth_failed;
     } else {
-      uint8_t roc[4];
-      store_be32(roc, static_cast<uint32_t>(index >> 16));
       uint8_t tag[SHA_DIGEST_LENGTH];
-      rtp_auth.mac(buf, body, roc, sizeof(roc), tag);
+      rtp_mac(buf, body, index, tag);
       if (CRYPTO_memcmp(tag, buf + body, kCmTagLength) != 0) return SrtpError::auth_failed;
-      uint8_t iv[16];
-      cm_iv(rtp_salt, ssrc, index, iv);
-      if (!ctr_xor(rtp_cipher.get(), iv, payload, payload_length)) return SrtpError::other;
+      if (!cm_xor(rtp_cipher.get(), rtp_salt, ssrc, index, payload, payload_length)) return SrtpError::other;
     }
-    if (stream == nullptr) {
-      stream = free_slot();
-      *stream = SsrcState{};
-      stream->ssrc = ssrc;
-      stream->in_use = true;
-    }
+    if (stream == nullptr) stream = claim(ssrc);  // a slot was free above
     stream->rtp.accept(delta);
     len = body;
     return SrtpError::ok;
@@ -418,13 +427,8 @@ struct SrtpSession::Impl {
     if (capacity < len || capacity - len < trailer || len + trailer > INT_MAX) return SrtpError::no_space;
     const uint32_t ssrc = load_be32(buf + 4);
     SsrcState* stream = find(ssrc);
-    if (stream == nullptr) {
-      stream = free_slot();
-      if (stream == nullptr) return SrtpError::bad_packet;
-      *stream = SsrcState{};
-      stream->ssrc = ssrc;
-      stream->in_use = true;
-    }
+    if (stream == nullptr) stream = claim(ssrc);
+    if (stream == nullptr) return SrtpError::bad_packet;
     if (stream->last_rtcp_sent >= kMaxSrtcpIndex) return SrtpError::other;  // needs rekeying
     const uint32_t index = ++stream->last_rtcp_sent;
     uint8_t e_index[kSrtcpIndexLength];
@@ -433,16 +437,13 @@ struct SrtpSession::Impl {
     uint8_t* encrypted = buf + kRtcpHeaderLength;
     const size_t encrypted_length = len - kRtcpHeaderLength;
     if (gcm) {
-      uint8_t iv[kGcmSaltLength];
-      gcm_iv(rtcp_salt, ssrc, index, iv);
-      if (!gcm_seal(rtcp_cipher.get(), iv, buf, kRtcpHeaderLength, e_index, sizeof(e_index), encrypted,
-                    encrypted_length, buf + len))
+      if (!gcm_seal(rtcp_cipher.get(), rtcp_salt, ssrc, index, buf, kRtcpHeaderLength, e_index,
+                    sizeof(e_index), encrypted, encrypted_length, buf + len))
         return SrtpError::other;
       std::memcpy(buf + len + kGcmTagLength, e_index, sizeof(e_index));
     } else {
-      uint8_t iv[16];
-      cm_iv(rtcp_salt, ssrc, index, iv);
-      if (!ctr_xor(rtcp_cipher.get(), iv, encrypted, encrypted_length)) return SrtpError::other;
+      if (!cm_xor(rtcp_cipher.get(), rtcp_salt, ssrc, index, encrypted, encrypted_length))
+        return SrtpError::other;
       std::memcpy(buf + len, e_index, sizeof(e_index));
       uint8_t tag[SHA_DIGEST_LENGTH];
       rtcp_auth.mac(buf, len + sizeof(e_index), nullptr, 0, tag);
@@ -462,18 +463,16 @@ struct SrtpSession::Impl {
     const uint32_t ssrc = load_be32(buf + 4);
     SsrcState* stream = find(ssrc);
     SsrcState fresh;
-    if (stream == nullptr && free_slot() == nullptr) return SrtpError::bad_packet;
+    if (stream == nullptr && !has_free_slot()) return SrtpError::bad_packet;
     const ReplayWindow& window = stream != nullptr ? stream->rtcp : fresh.rtcp;
     const int64_t delta = int64_t{index} - static_cast<int64_t>(window.highest);
     if (window.is_replay(delta)) return SrtpError::replay;
 
     if (gcm) {
-      uint8_t iv[kGcmSaltLength];
-      gcm_iv(rtcp_salt, ssrc, index, iv);
       // RFC 7714 §9.2: without the E flag the whole packet is associated data.
       const size_t aad_length = encrypted ? kRtcpHeaderLength : body;
-      if (!gcm_open(rtcp_cipher.get(), iv, buf, aad_length, e_index, kSrtcpIndexLength, buf + aad_length,
-                    body - aad_length, buf + body))
+      if (!gcm_open(rtcp_cipher.get(), rtcp_salt, ssrc, index, buf, aad_length, e_index, kSrtcpIndexLength,
+                    buf + aad_length, body - aad_length, buf + body))
         return SrtpError::auth_failed;
     } else {
       uint8_t tag[SHA_DIGEST_LENGTH];
@@ -481,18 +480,12 @@ struct SrtpSession::Impl {
       if (CRYPTO_memcmp(tag, buf + body + kSrtcpIndexLength, kCmTagLength) != 0)
         return SrtpError::auth_failed;
       if (encrypted) {
-        uint8_t iv[16];
-        cm_iv(rtcp_salt, ssrc, index, iv);
-        if (!ctr_xor(rtcp_cipher.get(), iv, buf + kRtcpHeaderLength, body - kRtcpHeaderLength))
+        if (!cm_xor(rtcp_cipher.get(), rtcp_salt, ssrc, index, buf + kRtcpHeaderLength,
+                    body - kRtcpHeaderLength))
           return SrtpError::other;
       }
     }
-    if (stream == nullptr) {
-      stream = free_slot();
-      *stream = SsrcState{};
-      stream->ssrc = ssrc;
-      stream->in_use = true;
-    }
+    if (stream == nullptr) stream = claim(ssrc);  // a slot was free above
     stream->rtcp.accept(delta);
     len = body;
     return SrtpError::ok;
@@ -501,12 +494,7 @@ struct SrtpSession::Impl {
 
 SrtpSession::SrtpSession(SrtpProfile profile, Direction direction, std::span<const uint8_t> key_salt)
     : profile_(profile), direction_(direction) {
-  const size_t expected = srtp_master_key_length(profile) + srtp_master_salt_length(profile);
-  if (key_salt.size() != expected) {
-    throw std::runtime_error(std::string("SRTP key material for ") + srtp_profile_name(profile) +
-                             " must be " + std::to_string(expected) + " bytes, got " +
-                             std::to_string(key_salt.size()));
-  }
+  check_srtp_key_material(profile, key_salt.size());
   impl_ = std::make_unique<Impl>(profile, direction, key_salt);
 }
 

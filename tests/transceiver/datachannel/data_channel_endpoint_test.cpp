@@ -11,9 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
+#include <string>
 
 #include "data_channel_test_link.h"
 #include "dcep.h"
+#include "doc_tables.h"
 #include "sctp_packet.h"
 #include "sctp_stack.h"
 
@@ -178,6 +181,47 @@ TEST(DataChannelEndpoint, PacketsArrivingBeforeStartStartTheAssociation) {
   link.a.ep->start(monotonic_now());  // b never sees start(): its DTLS callback came late
   ASSERT_TRUE(
       link.run_until([&] { return link.a.ep->state() == State::open && link.b.ep->state() == State::open; }));
+}
+
+// The owner's counters (a worker's metrics) see every drop, refusal and packet error that
+// stats() counts: those counted on the owning thread and those usrsctp's callbacks count
+// under the stack lock (message_too_large on reassembly).
+TEST(DataChannelEndpoint, CountsReachTheOwnersCounters) {
+  DataChannelCounters a_counters, b_counters;
+  DataChannelEndpoint::Config sender, receiver;
+  sender.remote_max_message_size = 262144;
+  sender.counters = &a_counters;
+  receiver.max_message_size = 65536;
+  receiver.counters = &b_counters;
+  Link link(sender, receiver);
+  ASSERT_TRUE(link.connect());
+  auto s = link.open("x");
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(link.a.ep->send_binary(*s, random_bytes(262145, 1)));
+  EXPECT_FALSE(link.a.ep->send_text(*s + 2, "no such channel"));
+  ASSERT_TRUE(link.a.ep->send_binary(*s, random_bytes(100 * 1024, 3)));
+  ASSERT_TRUE(link.run_until([&] { return link.b.ep->stats().drop(Drop::message_too_large) == 1; }));
+  link.b.ep->handle_packet(random_bytes(7, 1), monotonic_now());  // shorter than a common header
+  for (size_t i = 0; i < kDataChannelSendRefusalCount; ++i)
+    EXPECT_EQ(a_counters.send_refused[i].get(), link.a.ep->stats().send_refused[i]) << i;
+  EXPECT_EQ(a_counters.send_refused[static_cast<size_t>(DataChannelSendRefusal::too_large)].get(), 1u);
+  EXPECT_EQ(a_counters.send_refused[static_cast<size_t>(DataChannelSendRefusal::no_channel)].get(), 1u);
+  for (size_t i = 0; i < kDataChannelDropCount; ++i)
+    EXPECT_EQ(b_counters.drops[i].get(), link.b.ep->stats().drops[i]) << i;
+  EXPECT_EQ(b_counters.drops[static_cast<size_t>(Drop::message_too_large)].get(), 1u);
+  EXPECT_EQ(b_counters.drops[static_cast<size_t>(Drop::malformed_packet)].get(), 1u);
+  for (size_t i = 0; i < kSctpPacketErrorCount; ++i)
+    EXPECT_EQ(b_counters.packet_errors[i].get(), link.b.ep->stats().packet_errors[i]) << i;
+  EXPECT_EQ(b_counters.packet_errors[static_cast<size_t>(SctpPacketError::too_short)].get(), 1u);
+}
+
+// docs/data-channels.md lists exactly the labels the metrics export.
+TEST(DataChannelEndpoint, TheDocListsEveryLabel) {
+  const std::string doc = RTCE_SOURCE_DIR "/docs/data-channels.md";
+  auto labels = [](const auto& names) { return std::set<std::string>(std::begin(names), std::end(names)); };
+  EXPECT_EQ(test::doc_table_codes(doc, "Data-channel drop reasons"), labels(kDataChannelDropLabels));
+  EXPECT_EQ(test::doc_table_codes(doc, "Send refusals"), labels(kDataChannelSendRefusalLabels));
+  EXPECT_EQ(test::doc_table_codes(doc, "SCTP packet errors"), labels(kSctpPacketErrorLabels));
 }
 
 TEST(DataChannelEndpoint, HostilePacketsAreCountedDropsAndTheAssociationLivesOn) {

@@ -6,24 +6,15 @@
 
 #include <stdexcept>
 
+#include "transceiver/srtp/libsrtp_policy.h"
+
 namespace rtce::testing {
 
 LibsrtpOracle::LibsrtpOracle(SrtpProfile profile, SrtpSession::Direction direction,
                              std::span<const uint8_t> key_salt) {
   static const srtp_err_status_t init = srtp_init();
   if (init != srtp_err_status_ok) throw std::runtime_error("srtp_init failed");
-  srtp_policy_t policy{};
-  if (profile == SrtpProfile::aead_aes_128_gcm) {
-    srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtp);
-    srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtcp);
-  } else {
-    srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtp);
-    srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtcp);
-  }
-  policy.ssrc.type = direction == SrtpSession::Direction::inbound ? ssrc_any_inbound : ssrc_any_outbound;
-  policy.key = const_cast<unsigned char*>(key_salt.data());
-  policy.window_size = 0;
-  policy.allow_repeat_tx = 0;
+  srtp_policy_t policy = libsrtp_policy(profile, direction, key_salt);
   if (srtp_create(&session_, &policy) != srtp_err_status_ok) throw std::runtime_error("srtp_create failed");
 }
 

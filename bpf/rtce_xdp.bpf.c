@@ -1,25 +1,41 @@
 // SPDX-License-Identifier: GPL-2.0
-/* rtce_xdp.bpf.c — rtcedge's XDP data path: the userspace relay (loader/relay_core.cpp)
- * in the NIC driver, with the same decisions and the same counter names.
+/* rtce_xdp.bpf.c — rtcedge's XDP data path: the userspace relay (loader/core/relay_core.cpp)
+ * in the NIC driver, with the same decisions and the same counter names. Three paths:
  *
- *   client -> VIP:port    flow hit: prepend PROXY v2 (src = client, dst = VIP), send from
- *                         relay_addr:return_port to the flow's endpoint.
- *                         flow miss: STUN Binding request whose USERNAME carries a valid
- *                         hint of our cluster for a known endpoint -> create the flow,
- *                         emit an event, forward as on a hit.
- *   endpoint -> relay_addr:return_port   PROXY v2 + payload of a known flow, from that
- *                         flow's endpoint -> strip the header, send from VIP to the client.
+ *   client -> VIP:port        (from_client) flow hit: prepend PROXY v2 (src = client,
+ *                             dst = VIP), send from relay_addr:return_port to the flow's
+ *                             endpoint. Flow miss: a STUN Binding request whose USERNAME
+ *                             carries a valid hint creates the flow (first_packet), emits an
+ *                             event and forwards as on a hit; a hint of another cluster goes
+ *                             to that cluster's owner relay (the global relay: the flow's
+ *                             role is ingress and its endpoint is the peer relay).
+ *   endpoint -> relay_addr:return_port   (from_endpoint) PROXY v2 + payload of a known flow,
+ *                             from that flow's endpoint: strip the header, send from the VIP
+ *                             to the client (or re-frame it to the ingress relay the flow
+ *                             came through).
+ *   peer relay -> peers.listen   (from_peer) a flow a trusted ingress relay forwards with
+ *                             PROXY v2: the owner side of the global relay. An owner flow
+ *                             follows the peer that made it; only a check whose hint
+ *                             verifies may create it or move it to another peer.
  *
  * Verdict policy ("nothing unknown is dropped silently"):
- *   - traffic that is not ours (not to a VIP:port or to the return port) is XDP_PASS,
- *     untouched;
- *   - ours but beyond this program (IP options, fragments, IPv6 extension headers, odd
- *     lengths, no neighbour yet, ...) is XDP_PASS untouched: the userspace relay listens on
- *     the same addresses and decides;
- *   - XDP_DROP only where no state outside this program could change the verdict: a
- *     Binding request whose hint does not verify (the userspace relay drops it too — the
- *     hint codec is the same code) and return-path datagrams that are malformed, name no
- *     flow or come from the wrong endpoint (as the userspace relay's return socket does).
+ *   - traffic that is not ours (not to a VIP:port, the return port or peers.listen) is
+ *     XDP_PASS, untouched;
+ *   - ours but beyond this program (IP options, fragments, IPv6 extension headers, PROXY v2
+ *     TLVs, odd lengths, no neighbour yet, no flow-limit config, the new-flow budget spent,
+ *     an endpoint the maps do not know, a failed map insert) is XDP_PASS untouched: the
+ *     userspace relay listens on the same addresses and decides;
+ *   - XDP_DROP only where no state outside this program could change the verdict:
+ *       from a client: a Binding request whose hint does not verify (hint_rejected; the
+ *         userspace relay drops it too, the hint codec is the same code), and a new flow past
+ *         the per-hint or per-source-prefix flow limit (hint_flow_limit,
+ *         source_prefix_flow_limit);
+ *       from an endpoint: a malformed header, no such flow, or a flow of another endpoint
+ *         (return_malformed, return_no_flow, return_wrong_sender), as the userspace relay's
+ *         return socket does;
+ *       from a peer: a sender outside peers.trusted, a malformed header, or a flow another
+ *         peer owns without a verifying check (peer_untrusted, peer_malformed,
+ *         peer_wrong_sender).
  *     A flow miss on a non-hint packet is PASSed, because userspace may own that flow.
  * Every exit counts exactly one reason (enum rtce_xdp_reason, wire/rtce_xdp.h): handlers
  * return a verdict that carries its reason, and rtce_xdp() counts it once.

@@ -1,5 +1,5 @@
 /* rtce_flow_limit.h — how many flows one hint, and one source prefix, may create: the
- * same decision in the userspace relay (loader/relay_core.cpp) and the XDP program.
+ * same decision in the userspace relay (loader/core/relay_core.cpp) and the XDP program.
  *
  * Anyone gets a valid hint by POSTing an offer, and a Binding request carrying it can be
  * replayed from any (spoofed) source address: without a bound, one hint fills the flow

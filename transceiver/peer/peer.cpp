@@ -332,6 +332,7 @@ void Peer::start_data_channel(Nanos now) {
   config.max_message_size = plan_.data_channel->local_max_message_size;
   config.remote_max_message_size = plan_.data_channel->remote_max_message_size;
   config.dtls_client = plan_.dtls_role == DtlsTransport::Role::client;
+  config.counters = &env_.metrics.data_channel;  // the worker's, exported per reason
   DataChannelEndpoint::Callbacks callbacks;
   callbacks.send = [this](std::span<const uint8_t> packet) { dtls_->send_application_data(packet); };
   callbacks.on_open = [this](uint16_t stream, std::string_view label, std::string_view protocol) {

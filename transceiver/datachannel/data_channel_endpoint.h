@@ -21,7 +21,7 @@
 #include <span>
 #include <string_view>
 
-#include "common/clock.h"
+#include "clock.h"
 #include "dcep.h"
 #include "relaxed_counter.h"
 #include "sctp_packet.h"

@@ -125,7 +125,6 @@ void Peer::handle_stun(std::span<const uint8_t> request, const MediaPath& path, 
     return count(DatagramDrop::stun_rejected);
   if (result.replayed) return count(DatagramDrop::stun_replayed);
   env_.metrics.stun_ok.add();
-  if (result.completed_restart) complete_ice_restart(now);
   const PathKey key = PathKey::of(path);
   if (!has_path_) {
     switch_media_path(path);
@@ -138,6 +137,8 @@ void Peer::handle_stun(std::span<const uint8_t> request, const MediaPath& path, 
   } else {
     add_candidate_path(path);
   }
+  // After the path moved: the report names where the client is now.
+  if (result.completed_restart) complete_ice_restart(now);
   // One triggered check on a pair's first valid check: a controlling client that nominates
   // on a timer (or only on a peer's check, as Pion does) nominates now instead of 200 ms on.
   if (size_t n = ice_.build_triggered_check(path.client, packet_scratch_); n > 0) {

@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cmath>
+#include <iostream>
 #include <numbers>
 #include <string>
 #include <vector>
@@ -180,8 +181,6 @@ TEST_F(CallTest, ClientClearIsTheOneBargeInPath) {
   EXPECT_EQ(transport.audio.size() - before, 5u) << "only the trailing silence after a clear";
   EXPECT_EQ(transport.silence_frames(), 5u);
   EXPECT_EQ(transport.count("output_audio_buffer.stopped"), 0u) << "a cleared output does not also stop";
-  // The clear reaches no backend as an event (the edge owns the client's playout).
-  for (const auto& e : backend->events) EXPECT_NE(e["type"], "output_audio_buffer.clear") << e;
 }
 
 TEST_F(CallTest, BackendClearStopsTheAnnouncedOutput) {
@@ -243,18 +242,25 @@ TEST_F(CallTest, OtherChannelsCarryJsonObjectsToTheBackendByLabel) {
   EXPECT_EQ(transport.text_out[0].second["ok"], true);
 }
 
-// Goertzel power of `hz` in `pcm` over its mean square: near 0.5 for a pure tone at hz.
-double tone_share(const std::vector<int16_t>& pcm, double hz, int rate) {
-  const double k = 2 * std::cos(2 * std::numbers::pi * hz / rate);
-  double s1 = 0, s2 = 0, energy = 0;
-  for (int16_t v : pcm) {
-    const double s0 = v + k * s1 - s2;
-    s2 = s1;
-    s1 = s0;
-    energy += static_cast<double>(v) * v;
+// The share of `pcm`'s energy (48 kHz) between lo and hi Hz, by Parseval over 20 ms DFT
+// blocks (50 Hz bins). Opus codes a tone above 8 kHz as band energy, not as a sinusoid, so
+// the band is what survives, not the exact frequency.
+double band_share(const std::vector<int16_t>& pcm, double lo, double hi) {
+  constexpr size_t kBlock = 960;
+  double band = 0, total = 0;
+  for (size_t start = 0; start + kBlock <= pcm.size(); start += kBlock) {
+    for (size_t i = start; i < start + kBlock; ++i) total += static_cast<double>(pcm[i]) * pcm[i];
+    for (int k = static_cast<int>(lo / 50); k <= static_cast<int>(hi / 50); ++k) {
+      double re = 0, im = 0;
+      for (size_t n = 0; n < kBlock; ++n) {
+        const double phase = 2 * std::numbers::pi * k * static_cast<double>(n) / kBlock;
+        re += pcm[start + n] * std::cos(phase);
+        im -= pcm[start + n] * std::sin(phase);
+      }
+      band += 2 * (re * re + im * im) / kBlock;  // one side of a real signal's spectrum
+    }
   }
-  const double power = s1 * s1 + s2 * s2 - k * s1 * s2;
-  return energy > 0 ? power / (energy * static_cast<double>(pcm.size()) / 2) : 0;
+  return total > 0 ? band / total : 0;
 }
 
 // A caller's 10 kHz tone, Opus at 48 kHz and the default bitrate, through the Call to a
@@ -318,10 +324,11 @@ TEST(CallToneTest, TenKilohertzSurvivesThe24kHzPathAndNotThe16kHzOne) {
   auto middle = [](const std::vector<int16_t>& v) {
     return std::vector<int16_t>(v.begin() + 24000, v.begin() + 24000 + 48000);
   };
-  const double share_24k = tone_share(middle(at_24k), 10000, 48000);
-  const double share_16k = tone_share(middle(at_16k), 10000, 48000);
-  EXPECT_GT(share_24k, 0.25) << "the 10 kHz tone came back at 24 kHz";
-  EXPECT_LT(share_16k, 0.05) << "a 16 kHz call cannot carry 10 kHz (the control)";
+  const double share_24k = band_share(middle(at_24k), 9000, 11000);
+  const double share_16k = band_share(middle(at_16k), 9000, 11000);
+  EXPECT_GT(share_24k, 0.5) << "the 10 kHz tone came back at 24 kHz";
+  EXPECT_LT(share_16k, 0.01) << "a 16 kHz call cannot carry 10 kHz (the control)";
+  std::cout << "energy in 9-11 kHz: " << share_24k << " at 24 kHz, " << share_16k << " at 16 kHz\n";
 }
 
 // The agents SDK's flow against the real echo backend (parrot): connect, sendMessage, a
@@ -373,9 +380,10 @@ class CallRealtimeFlowTest : public ::testing::Test {
     }
     return true;
   }
-  // 400 ms of quiet, `tone_frames` of a 300 Hz tone, 700 ms of quiet, as the caller's mic.
+  // 400 ms of quiet, `tone_frames` of a 300 Hz tone, 1 s of quiet (the echo's VAD ends an
+  // utterance after 700 ms; the codec's tail and the jitter buffer take a few frames more).
   void speak(int tone_frames) {
-    for (int f = 0; f < 20 + tone_frames + 35; ++f) {
+    for (int f = 0; f < 20 + tone_frames + 50; ++f) {
       const bool tone = f >= 20 && f < 20 + tone_frames;
       std::vector<int16_t> pcm(960);
       for (size_t i = 0; i < pcm.size(); ++i)

@@ -13,7 +13,6 @@ deadline."""
 import base64
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ OTHER_SECRET = "fleet-b:" + "b" * 40
 sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
 from rtcetest.core import test_flags  # noqa: E402
 from rtcetest.transceiver import TransceiverProcess  # noqa: E402
+from prom_metrics import metric  # noqa: E402
 
 
 def corpus(name):
@@ -41,20 +41,6 @@ def agents_offer():
     """Audio and the oai-events data channel, BUNDLE-d, no candidates: what
     @openai/agents-realtime POSTs right after setLocalDescription."""
     return corpus("chrome_audio_datachannel_offer.sdp")
-
-
-def metric(text, name, labels=None):
-    total = None
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$", line)
-        if not m or m.group(1) != name:
-            continue
-        if labels and not all(f'{k}="{v}"' in (m.group(2) or "") for k, v in labels.items()):
-            continue
-        total = (total or 0) + float(m.group(3))
-    return total
 
 
 def multipart(parts, boundary="rtcedge-test-boundary"):

@@ -15,7 +15,7 @@ import unittest
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "py"))
-from rtcetest.core import test_flags  # noqa: E402
+from rtcetest.core import unittest_main  # noqa: E402
 
 ARGS = None
 
@@ -189,11 +189,5 @@ class Transceiver(Base):
         self.assertIn("unknown key 'sessions.max_per_workr'", self.check_bad("--config", config))
 
 
-def main():
-    global ARGS
-    ARGS, argv = test_flags("--relay", "--transceiver")
-    unittest.main(argv=argv)
-
-
 if __name__ == "__main__":
-    main()
+    unittest_main(globals(), "--relay", "--transceiver")

@@ -27,7 +27,7 @@ SECRET = "fleet-a:" + "a" * 40
 OTHER_SECRET = "fleet-b:" + "b" * 40
 
 sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
-from rtcetest.core import test_flags  # noqa: E402
+from rtcetest.core import unittest_main  # noqa: E402
 from rtcetest.transceiver import TransceiverProcess  # noqa: E402
 from prom_metrics import metric  # noqa: E402
 
@@ -425,11 +425,5 @@ class Configuration(unittest.TestCase):
         self.assertIn("key_lifetime", r.stdout)
 
 
-def main():
-    global ARGS
-    ARGS, argv = test_flags("--transceiver")
-    unittest.main(argv=argv)
-
-
 if __name__ == "__main__":
-    main()
+    unittest_main(globals(), "--transceiver")

@@ -25,7 +25,7 @@ ARGS = None
 API_KEY = "test-key-0123456789abcdef"
 
 sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
-from rtcetest.core import free_port, raw_exchange as raw_request, test_flags, wait_for  # noqa: E402
+from rtcetest.core import free_port, raw_exchange as raw_request, unittest_main, wait_for  # noqa: E402
 from rtcetest.transceiver import TransceiverProcess  # noqa: E402
 from prom_metrics import metric  # noqa: E402
 
@@ -541,11 +541,5 @@ class Configuration(unittest.TestCase):
             self.assertIn("lisen", self.run_bad("--config", f.name))
 
 
-def main():
-    global ARGS
-    ARGS, argv = test_flags("--transceiver", "--relay")
-    unittest.main(argv=argv)
-
-
 if __name__ == "__main__":
-    main()
+    unittest_main(globals(), "--transceiver", "--relay")

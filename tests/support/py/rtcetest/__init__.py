@@ -1,7 +1,7 @@
 """rtcetest — what the Python test and benchmark harnesses share (standard library only at import).
 
     core      free_port, wait_for, poll_until, tail, http_request, raw_exchange, machine,
-              percentile, test_flags
+              percentile, test_flags, unittest_main
     outcome   how a harness ends: pass 0, fail 1, skip 77 — only a missing kernel feature or
               privilege skips (Unavailable); a missing tool, package or build product fails
               (SetupError). The require_* probes decide which.

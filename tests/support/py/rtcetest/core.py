@@ -130,3 +130,12 @@ def test_flags(*required_flags):
         ap.add_argument(flag, required=True)
     args, rest = ap.parse_known_args()
     return args, [sys.argv[0], "-v", *rest]
+
+
+def unittest_main(script_globals, *required_flags):
+    """The main() of a unittest script: parses the required flags (test_flags) into the
+    script's ARGS (script_globals["ARGS"], where its tests read them) and runs unittest.main,
+    verbose, which exits with the result."""
+    import unittest
+    script_globals["ARGS"], argv = test_flags(*required_flags)
+    unittest.main(argv=argv)

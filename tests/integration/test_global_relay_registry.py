@@ -33,6 +33,7 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support", "py"))
 sys.path.insert(0, HERE)
 import prom_metrics  # noqa: E402
 import stun_codec as stun  # noqa: E402

@@ -35,6 +35,7 @@ SIGTERM/SIGHUP/Ctrl-C, and (processes) when the test is SIGKILLed."""
 import argparse
 import base64
 import contextlib
+import functools
 import ipaddress
 import json
 import os
@@ -49,12 +50,14 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support", "py"))
 sys.path.insert(0, HERE)
 
 import netns_topology as nt  # noqa: E402
 import prom_metrics  # noqa: E402
 import proxy_v2  # noqa: E402
 import stun_codec  # noqa: E402
+from rtcetest import core  # noqa: E402
 
 RELAY_BIN = os.environ.get("RTCE_RELAY_BIN") or os.path.normpath(os.path.join(HERE, "../../build/bin/rtcedge-relay"))
 XDP_PASS_OBJ = os.environ.get("RTCE_XDP_PASS_OBJ")  # default: ../bpf/xdp_pass.bpf.o next to the relay's bin/
@@ -90,14 +93,8 @@ def norm(addr):
     return (str(ip), int(addr[1]))
 
 
-def poll_until(predicate, timeout, interval=0.02):
-    """Calls predicate until it returns a truthy value or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)  # poll interval of a deadline-bounded wait, not synchronisation
+# rtcetest.core's deadline-bounded wait, polling every 20 ms (the relay answers in well under that).
+poll_until = functools.partial(core.poll_until, interval=0.02)
 
 
 # ---------------------------------------------------------------------------- hints

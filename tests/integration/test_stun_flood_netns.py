@@ -34,6 +34,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support", "py"))
 sys.path.insert(0, HERE)
 import netns_topology as nt  # noqa: E402
 import prom_metrics  # noqa: E402

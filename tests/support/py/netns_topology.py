@@ -85,16 +85,6 @@ def stop_process(proc, sig=signal.SIGTERM, timeout=3.0):
     return proc.returncode
 
 
-def poll_until(predicate, timeout, interval=0.05):
-    """predicate()'s first true value, or its last value once `timeout` seconds have passed."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)  # poll interval of a deadline-bounded wait
-
-
 def http_get_in(ns, host, port, path, timeout=2.0):
     """(status, body) of GET http://host:port/path from a socket created inside ns."""
     import prom_metrics  # noqa: E402 (a sibling module; imported late to keep this one standalone)

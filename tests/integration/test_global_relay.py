@@ -117,33 +117,27 @@ class Relay(Process):
         return prom_metrics.parse(http_get(self.admin, "/metrics"))
 
 
-class GlobalRelayTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="rtce-global-")
+class TwoClusterStage(unittest.TestCase):
+    """The loopback stage of the global relay tests (here and test_global_relay_registry.py):
+    a scratch folder (self.tmp) with the hint keys of clusters 1 and 2 (self.keys1, self.keys2),
+    the fake transceiver serving endpoint 7 (self.ep_port), hints, client sockets, and
+    exchanges with the ingress relay's VIP (self.vip, set by the test's setUp)."""
+
+    def make_stage(self, tmp_prefix):
+        self.tmp = tempfile.mkdtemp(prefix=tmp_prefix)
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.keys1 = os.path.join(self.tmp, "cluster1.yaml")
         self.keys2 = os.path.join(self.tmp, "cluster2.yaml")
         for path, key_id in ((self.keys1, 1), (self.keys2, 2)):
             with open(path, "w") as f:
                 subprocess.run([ARGS.relay, "hint", "keygen", "--id", str(key_id)], stdout=f, check=True, timeout=10)
-        ep_port = free_port()
+
+    def start_fake_transceiver(self):
+        self.ep_port = free_port()
         self.transceiver = Process("fake-transceiver", [
-            sys.executable, os.path.join(HERE, "fake_transceiver.py"), "--endpoint", "EP7=%d" % ep_port,
+            sys.executable, os.path.join(HERE, "fake_transceiver.py"), "--endpoint", "EP7=%d" % self.ep_port,
             "--pwd", PWD, "--max-seconds", "120"], self.tmp)
         self.addCleanup(self.transceiver.stop)
-        self.peer_port = free_port(host="127.0.0.2")
-        self.owner = Relay("relay-b-owner", self.tmp, self.keys2, 2, [
-            "--endpoints", "7=127.0.0.1:%d" % ep_port, "--peers-listen", "127.0.0.2:%d" % self.peer_port,
-            "--peers-trusted", "127.0.0.1/32"])
-        self.addCleanup(self.owner.stop)
-        with open(os.path.join(self.tmp, "ingress.yaml"), "w") as f:
-            json.dump({"peers": {"clusters": [{"cluster": 2, "address": "127.0.0.2:%d" % self.peer_port,
-                                               "hint_key_file": self.keys2}]}}, f)  # JSON is YAML
-        self.ingress = Relay("relay-a-ingress", self.tmp, self.keys1, 1,
-                             ["--config", os.path.join(self.tmp, "ingress.yaml")])
-        self.addCleanup(self.ingress.stop)
-        wait_for(lambda: self.owner.ready() and self.ingress.ready(), 15, "both relays ready")
-        self.vip = ("127.0.0.1", self.ingress.vip_port)
 
     def mint(self, cluster, endpoint, keys):
         return subprocess.run([ARGS.relay, "hint", "encode", "--key-file", keys, "--cluster", str(cluster),
@@ -170,6 +164,25 @@ class GlobalRelayTest(unittest.TestCase):
     def quiet(self, sock, seconds=0.5):
         ready, _, _ = select.select([sock], [], [], seconds)
         return not ready
+
+
+class GlobalRelayTest(TwoClusterStage):
+    def setUp(self):
+        self.make_stage("rtce-global-")
+        self.start_fake_transceiver()
+        self.peer_port = free_port(host="127.0.0.2")
+        self.owner = Relay("relay-b-owner", self.tmp, self.keys2, 2, [
+            "--endpoints", "7=127.0.0.1:%d" % self.ep_port, "--peers-listen", "127.0.0.2:%d" % self.peer_port,
+            "--peers-trusted", "127.0.0.1/32"])
+        self.addCleanup(self.owner.stop)
+        with open(os.path.join(self.tmp, "ingress.yaml"), "w") as f:
+            json.dump({"peers": {"clusters": [{"cluster": 2, "address": "127.0.0.2:%d" % self.peer_port,
+                                               "hint_key_file": self.keys2}]}}, f)  # JSON is YAML
+        self.ingress = Relay("relay-a-ingress", self.tmp, self.keys1, 1,
+                             ["--config", os.path.join(self.tmp, "ingress.yaml")])
+        self.addCleanup(self.ingress.stop)
+        wait_for(lambda: self.owner.ready() and self.ingress.ready(), 15, "both relays ready")
+        self.vip = ("127.0.0.1", self.ingress.vip_port)
 
     def test_a_flow_of_another_cluster_crosses_both_relays_and_comes_back_from_the_vip(self):
         client = self.client()
@@ -376,20 +389,10 @@ class GlobalRelayFailureTest(GlobalRelayTest):
     flow remembers."""
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="rtce-global-fail-")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.make_stage("rtce-global-fail-")
         self.redis = Redis(self.tmp)
         self.addCleanup(self.redis.stop)
-        self.keys1 = os.path.join(self.tmp, "cluster1.yaml")
-        self.keys2 = os.path.join(self.tmp, "cluster2.yaml")
-        for path, key_id in ((self.keys1, 1), (self.keys2, 2)):
-            with open(path, "w") as f:
-                subprocess.run([ARGS.relay, "hint", "keygen", "--id", str(key_id)], stdout=f, check=True, timeout=10)
-        self.ep_port = free_port()
-        self.transceiver = Process("fake-transceiver", [
-            sys.executable, os.path.join(HERE, "fake_transceiver.py"), "--endpoint", "EP7=%d" % self.ep_port,
-            "--pwd", PWD, "--max-seconds", "120"], self.tmp)
-        self.addCleanup(self.transceiver.stop)
+        self.start_fake_transceiver()
         self.tlog = TransceiverLog(self.transceiver.log_path)
         self.peer_port = free_port(host="127.0.0.2")
         self.owner = self.start_owner()

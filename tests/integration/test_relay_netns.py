@@ -1736,15 +1736,21 @@ class GlobalRelayTest(RelayTestCase):
                 "--peers-trusted", "%s/32,%s/128" % (nt.RELAY_XCVR_V4, nt.RELAY_XCVR_V6)]
         return self.start_side_relay(self.topo.xcvr, argv, self.OWNER_ADMIN, "owner")
 
-    def test_a_flow_of_another_cluster_crosses_the_ingress_and_the_owner(self):
-        cluster2_keys = os.path.join(STATE["tmp"], "cluster2-keys-%s.yaml" % self.MODE)
+    def owner_of_cluster2(self, tag):
+        """Cluster 2's keys (a file), its owner relay started (its metrics()), and the ingress
+        configuration (a file) naming that owner as cluster 2's peer; files tagged `tag`."""
+        cluster2_keys = os.path.join(STATE["tmp"], "cluster2-keys%s-%s.yaml" % (tag, self.MODE))
         with open(cluster2_keys, "w") as f:
             subprocess.run([RELAY_BIN, "hint", "keygen", "--id", "4"], stdout=f, check=True, timeout=10)
         owner_metrics = self.start_owner(cluster2_keys)
-        peers = os.path.join(STATE["tmp"], "peers-%s.yaml" % self.MODE)
+        peers = os.path.join(STATE["tmp"], "peers%s-%s.yaml" % (tag, self.MODE))
         with open(peers, "w") as f:
             json.dump({"peers": {"clusters": [{"cluster": 2, "address": "%s:%d" % (nt.XCVR_V4, self.PEER_PORT),
                                                "hint_key_file": cluster2_keys}]}}, f)
+        return cluster2_keys, owner_metrics, peers
+
+    def test_a_flow_of_another_cluster_crosses_the_ingress_and_the_owner(self):
+        cluster2_keys, owner_metrics, peers = self.owner_of_cluster2("")
         ingress = self.new_relay("ingress", workers=1, endpoints=(), extra=["--config", peers])
         client = self.client(4)
         vip = ingress.vip(4)
@@ -1782,14 +1788,7 @@ class GlobalRelayTest(RelayTestCase):
         redis = GlobalRelayRedis(self.topo.relay)
         redis.start()
         self.addCleanup(redis.stop)
-        cluster2_keys = os.path.join(STATE["tmp"], "cluster2-keys-fs-%s.yaml" % self.MODE)
-        with open(cluster2_keys, "w") as f:
-            subprocess.run([RELAY_BIN, "hint", "keygen", "--id", "4"], stdout=f, check=True, timeout=10)
-        owner_metrics = self.start_owner(cluster2_keys)
-        peers = os.path.join(STATE["tmp"], "peers-fs-%s.yaml" % self.MODE)
-        with open(peers, "w") as f:
-            json.dump({"peers": {"clusters": [{"cluster": 2, "address": "%s:%d" % (nt.XCVR_V4, self.PEER_PORT),
-                                               "hint_key_file": cluster2_keys}]}}, f)
+        cluster2_keys, owner_metrics, peers = self.owner_of_cluster2("-fs")
         extra = ["--config", peers, "--flow-store-redis-url", redis.url, "--flow-store-ttl", "6s",
                  "--flow-store-refresh-interval", "1s"]
         first = self.new_relay("ingress-fs-a", workers=1, endpoints=(), extra=extra)

@@ -367,6 +367,17 @@ class MediaStream:
         return max((b - a for a, b in zip(times, times[1:])), default=None)
 
 
+def print_outage(what, stream, stopped, up=None, first=None):
+    """Prints the measured gap of a restart at `stopped`: the stream's media outage and loss
+    and, when the relay was ready again at `up`, stop to /readyz and /readyz to the first echo."""
+    line = "\n[measured] %s: media outage %.0f ms, %d datagrams of 20 ms lost" % (
+        what, stream.outage_after(stopped) * 1e3, stream.lost())
+    if up is not None:
+        line += " (stop to /readyz: %.0f ms; first echo %.0f ms after /readyz)" % ((up - stopped) * 1e3,
+                                                                                (first - up) * 1e3)
+    print(line, file=sys.stderr)
+
+
 class TransceiverLog:
     """The fake transceiver's JSON event lines, read from its log from a mark on."""
 
@@ -410,6 +421,13 @@ class GlobalRelayFailureTest(GlobalRelayTest):
             "--peers-trusted", "127.0.0.1/32"] + (["--flow-store-redis-url", self.redis.url] if flow_store else []))
         self.addCleanup(owner.stop)
         return owner
+
+    def restart_owner(self, flow_store=False, what="owner relay ready again"):
+        """Stops the owner relay and starts it again; the time it was ready."""
+        self.owner.stop()
+        self.owner = self.start_owner(flow_store=flow_store)
+        wait_for(self.owner.ready, 15, what)
+        return time.monotonic()
 
     def write_ingress_config(self, cluster2_address):
         with open(self.ingress_config + ".new", "w") as f:
@@ -470,10 +488,7 @@ class GlobalRelayFailureTest(GlobalRelayTest):
             events = wait_for(lambda: [e for e in self.tlog.events_since(mark) if e["event"] == "data"] and
                               self.tlog.events_since(mark), 5, "media at the transceiver")
         self.assert_recovered_before_any_check(self.ingress, "ingress", stream, events, client)
-        print("\n[measured] ingress restart: media outage %.0f ms, %d datagrams of 20 ms lost (stop to /readyz: "
-              "%.0f ms; first echo %.0f ms after /readyz)" % (stream.outage_after(stopped) * 1e3, stream.lost(),
-                                                               (up - stopped) * 1e3, (min(first) - up) * 1e3),
-              file=sys.stderr)
+        print_outage("ingress restart", stream, stopped, up, min(first))
 
     def test_an_ingress_restarted_on_another_return_address_waits_for_the_next_check(self):
         # The owner's flow belongs to the old return address: media from the new one is
@@ -492,13 +507,10 @@ class GlobalRelayFailureTest(GlobalRelayTest):
         self.assertGreaterEqual(self.owner.metrics().get("rtcedge_relay_dropped_packets_total",
                                                          reason="peer_wrong_sender"), 1)
         self.assertGreaterEqual(self.ingress.metrics().get("rtcedge_relay_flows_recovered_total"), 1)
-        print("\n[measured] ingress restart on another return port (check every 2.5 s): media outage %.0f ms, "
-              "%d datagrams of 20 ms lost" % (stream.outage_after(stopped) * 1e3, stream.lost()), file=sys.stderr)
+        print_outage("ingress restart on another return port (check every 2.5 s)", stream, stopped)
 
     def test_a_restarted_owner_relay_with_a_flow_store_takes_media_again_before_any_check(self):
-        self.owner.stop()
-        self.owner = self.start_owner(flow_store=True)
-        wait_for(self.owner.ready, 15, "owner relay ready with a flow store")
+        self.restart_owner(flow_store=True, what="owner relay ready with a flow store")
         client = self.client()
         ufrag = self.call(client)
         # Cluster 2's record of the same flow: its endpoint and the ingress relay it comes via.
@@ -509,18 +521,12 @@ class GlobalRelayFailureTest(GlobalRelayTest):
             wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
             stopped = time.monotonic()
             mark = self.tlog.mark()
-            self.owner.stop()
-            self.owner = self.start_owner(flow_store=True)
-            wait_for(self.owner.ready, 15, "owner relay ready again")
-            up = time.monotonic()
+            up = self.restart_owner(flow_store=True)
             first = min(wait_for(lambda: stream.echoed_since(up), 5, "media echoed after the owner restart"))
             events = wait_for(lambda: [e for e in self.tlog.events_since(mark) if e["event"] == "data"] and
                               self.tlog.events_since(mark), 5, "media at the transceiver")
         self.assert_recovered_before_any_check(self.owner, "owner", stream, events, client)
-        print("\n[measured] owner restart with a flow store: media outage %.0f ms, %d datagrams of 20 ms lost "
-              "(stop to /readyz: %.0f ms; first echo %.0f ms after /readyz)"
-              % (stream.outage_after(stopped) * 1e3, stream.lost(), (up - stopped) * 1e3, (first - up) * 1e3),
-              file=sys.stderr)
+        print_outage("owner restart with a flow store", stream, stopped, up, first)
 
     def test_a_restarted_owner_relay_takes_media_again_after_the_next_check(self):
         client = self.client()
@@ -528,10 +534,7 @@ class GlobalRelayFailureTest(GlobalRelayTest):
         with MediaStream(client, self.vip, ufrag, check_interval=2.5) as stream:
             wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
             stopped = time.monotonic()
-            self.owner.stop()
-            self.owner = self.start_owner()
-            wait_for(self.owner.ready, 15, "owner relay ready again")
-            up = time.monotonic()
+            up = self.restart_owner()
             first = min(wait_for(lambda: stream.echoed_since(up), 6, "media echoed after the owner restart"))
             checks = list(stream.checks_sent)
         # The owner lost its flow: media is refused until a check makes it again.
@@ -539,10 +542,7 @@ class GlobalRelayFailureTest(GlobalRelayTest):
         m = self.owner.metrics()
         self.assertGreaterEqual(m.get("rtcedge_relay_dropped_packets_total", reason="no_flow"), 1)
         self.assertGreaterEqual(m.get("rtcedge_relay_flows_created_total"), 1)
-        print("\n[measured] owner restart (check every 2.5 s): media outage %.0f ms, %d datagrams of 20 ms lost "
-              "(stop to /readyz: %.0f ms; first echo %.0f ms after /readyz)"
-              % (stream.outage_after(stopped) * 1e3, stream.lost(), (up - stopped) * 1e3, (first - up) * 1e3),
-              file=sys.stderr)
+        print_outage("owner restart (check every 2.5 s)", stream, stopped, up, first)
 
     def test_a_reload_moving_the_clusters_relay_takes_live_and_recovered_flows_with_it(self):
         recovered, live = self.client(), self.client()

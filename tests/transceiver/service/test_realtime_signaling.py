@@ -28,7 +28,7 @@ OTHER_SECRET = "fleet-b:" + "b" * 40
 
 sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
 from rtcetest.core import unittest_main  # noqa: E402
-from rtcetest.transceiver import TransceiverProcess  # noqa: E402
+from rtcetest.transceiver import TransceiverProcess, answer_lines  # noqa: E402
 from prom_metrics import metric  # noqa: E402
 
 
@@ -102,10 +102,7 @@ class Calls(RealtimeCase):
         cls.tx.stop()
 
     def assert_data_channel_answer(self, status, headers, answer):
-        self.assertEqual(status, 201, answer)
-        self.assertEqual(headers["content-type"], "application/sdp")
-        self.assertRegex(headers["location"], r"^/v1/realtime/calls/rtc_[0-9a-f]{32}$")
-        lines = answer.split("\r\n")
+        lines = answer_lines(self, status, headers, answer, r"^/v1/realtime/calls/rtc_[0-9a-f]{32}$")
         self.assertIn("a=group:BUNDLE 0 1", lines)
         self.assertIn("m=application 9 UDP/DTLS/SCTP webrtc-datachannel", lines)
         self.assertIn("a=sctp-port:5000", lines)

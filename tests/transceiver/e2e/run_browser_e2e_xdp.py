@@ -28,7 +28,6 @@ on every exit path (netns_topology's registry; a SIGKILLed run is swept by the n
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -202,22 +201,11 @@ def run_test(args, workdir, results):
         argv += ["--screenshot", os.path.abspath(args.screenshot)]
     log("run browser_e2e in %s: %s" % (topo.client, " ".join(argv)))
     t_browser = time.monotonic()
-    browser = nt.start_in_netns(topo.client, argv, stdout=subprocess.PIPE, stderr=None, stdin=subprocess.DEVNULL)
-    try:
-        out, _ = browser.communicate(timeout=args.timeout_s + 45)
-    except subprocess.TimeoutExpired:
-        nt.stop_process(browser)
-        out = b""
-        log("browser_e2e did not finish within %.0f s" % (args.timeout_s + 45))
-    nt.forget_process(browser)
+    browser_rc, summary = harness.run_json_client(topo.client, argv, args.timeout_s + 45, "browser_e2e", log)
     results["browser_s"] = round(time.monotonic() - t_browser, 2)
-    try:
-        summary = json.loads(out.decode("utf-8", "replace"))
-    except ValueError:
-        summary = {"raw_stdout": out.decode("utf-8", "replace")[-2000:]}
     results["browser"] = summary
     check("browser_e2e.mjs passed (tone back, RTT, connected, path relay, session ended)",
-          browser.returncode == 0, {"exit": browser.returncode,
+          browser_rc == 0, {"exit": browser_rc,
                                     "failed": [c["name"] for c in summary.get("checks", []) if not c.get("ok")],
                                     "error": summary.get("error")})
     relay.check_alive()

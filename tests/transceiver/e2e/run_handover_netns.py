@@ -268,20 +268,9 @@ def run_test(args, workdir, results):
     elif args.variant == "rebind":
         argv.append("--rebind")
     log("run ice_restart_e2e in %s: %s" % (topo.client, " ".join(argv)))
-    browser = nt.start_in_netns(topo.client, argv, stdout=subprocess.PIPE, stderr=None, stdin=subprocess.DEVNULL)
-    try:
-        out, _ = browser.communicate(timeout=args.timeout_s + 45)
-    except subprocess.TimeoutExpired:
-        nt.stop_process(browser)
-        out = b""
-        log("ice_restart_e2e did not finish within %.0f s" % (args.timeout_s + 45))
-    nt.forget_process(browser)
+    browser_rc, summary = harness.run_json_client(topo.client, argv, args.timeout_s + 45, "ice_restart_e2e", log)
     stop.set()
     th.join(timeout=5)
-    try:
-        summary = json.loads(out.decode("utf-8", "replace"))
-    except ValueError:
-        summary = {"raw_stdout": out.decode("utf-8", "replace")[-2000:]}
     results["client"] = summary
     results["gap_ms"] = summary.get("gap_ms")
     if moves:
@@ -289,8 +278,8 @@ def run_test(args, workdir, results):
               moved["done"] == moves and "error" not in moved,
               moved.get("error") or {"moves": moved["done"], "move_ms": [round(t * 1000, 1) for t in moved["ip_s"]]})
     check("ice_restart_e2e.mjs passed (echo after the move, gap measured)" if moves else
-          "ice_restart_e2e.mjs passed (every recall connected and echoed)", browser.returncode == 0,
-          {"exit": browser.returncode, "failed": [c["name"] for c in summary.get("checks", []) if not c.get("ok")],
+          "ice_restart_e2e.mjs passed (every recall connected and echoed)", browser_rc == 0,
+          {"exit": browser_rc, "failed": [c["name"] for c in summary.get("checks", []) if not c.get("ok")],
            "error": summary.get("error")})
     seen = [summary.get("client_address_before"), summary.get("client_address_after")]
     if moves:

@@ -1,8 +1,9 @@
 """Small things every harness needs once: loopback ports, deadline-bounded waits, log tails,
-HTTP to a local service, the machine line of a benchmark, a unittest entry point."""
+HTTP to a local service, a client's JSON summary, the machine line of a benchmark, a unittest entry point."""
 
 import argparse
 import http.client
+import json
 import math
 import os
 import platform
@@ -62,6 +63,16 @@ def http_request(port, method, path, body=None, headers=None, host="127.0.0.1", 
         return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode(errors="replace")
     finally:
         conn.close()
+
+
+def json_summary(out):
+    """A client's JSON summary from its stdout (bytes or text), or {"raw_stdout": its last
+    2000 characters} when stdout is not JSON."""
+    text = out.decode("utf-8", "replace") if isinstance(out, bytes) else out
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"raw_stdout": text[-2000:]}
 
 
 def raw_exchange(port, data, timeout=10):

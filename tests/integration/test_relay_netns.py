@@ -368,13 +368,9 @@ class Relay:
         if self._cleanup is not None:
             nt.unregister_cleanup(self._cleanup)
             self._cleanup = None
-        if self.pin_path and os.path.exists(self.pin_path):
-            r = subprocess.run([RELAY_BIN, "detach", "--pin-path", self.pin_path], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, timeout=10)
-            self.detach_rc = r.returncode
-            if r.returncode != 0:
-                nt._log("detach --pin-path %s: %s" % (self.pin_path, r.stdout.strip()))
-            nt.remove_pins(self.pin_path)
+        rc = nt.detach_pins(RELAY_BIN, self.pin_path) if self.pin_path else None
+        if rc is not None:
+            self.detach_rc = rc
 
 
 class Client:

@@ -373,6 +373,20 @@ def remove_pins(path):
     return not os.path.exists(path)
 
 
+def detach_pins(relay_bin, path, log=None):
+    """`rtcedge-relay detach --pin-path path` (unpinning the links detaches the program), then
+    rm -rf whatever is left (remove_pins); a failed detach is logged. None when path does not
+    exist, else the detach's exit code."""
+    if not os.path.exists(path):
+        return None
+    r = subprocess.run([relay_bin, "detach", "--pin-path", path], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=10)
+    if r.returncode != 0:
+        (log or _log)("detach --pin-path %s: %s" % (path, r.stdout.strip()))
+    remove_pins(path)
+    return r.returncode
+
+
 # ---------------------------------------------------------------------------- setns
 
 @contextlib.contextmanager

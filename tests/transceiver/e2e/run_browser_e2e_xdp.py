@@ -59,16 +59,6 @@ XDP_FOLDED = XDP_FORWARDED + ("hint_rejected", "return_malformed", "return_no_fl
 log = core.log_to("run_browser_e2e_xdp")
 
 
-def detach_pins(relay_bin):
-    """`rtcedge-relay detach --pin-path` (unpinning the links detaches the program), then rm -rf."""
-    if os.path.exists(PIN_PATH):
-        r = subprocess.run([relay_bin, "detach", "--pin-path", PIN_PATH], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=10)
-        if r.returncode != 0:
-            log("detach --pin-path %s: %s" % (PIN_PATH, r.stdout.strip()))
-        nt.remove_pins(PIN_PATH)
-
-
 def prerequisites(args):
     """Raises outcome.Unavailable (skip) or outcome.SetupError (fail) when this test cannot run."""
     harness.require_executables(args)
@@ -133,7 +123,7 @@ def run_test(args, workdir, results):
     # ---- relay: XDP on both of its veths, one endpoint (the transceiver's worker 0)
     if os.path.exists(PIN_PATH):
         nt.remove_pins(PIN_PATH)
-    nt.register_cleanup(lambda: detach_pins(args.relay_bin))
+    nt.register_cleanup(lambda: nt.detach_pins(args.relay_bin, PIN_PATH, log))
     relay = harness.Service("relay", topo.relay, [
         args.relay_bin, "--mode", "xdp",
         "--listen", "%s:%d" % (nt.VIP_V4, VIP_PORT),
@@ -267,7 +257,7 @@ def run_test(args, workdir, results):
     check("transceiver exits 0 on SIGTERM", rc == 0, rc)
     rc = relay.stop()
     check("relay exits 0 on SIGTERM", rc == 0, rc)
-    detach_pins(args.relay_bin)
+    nt.detach_pins(args.relay_bin, PIN_PATH, log)
     check("detach removed the pins and the XDP links",
           not os.path.exists(PIN_PATH) and not any(topo.xdp_attached(topo.relay, d) for d in ("rc0", "rx0")))
 

@@ -55,7 +55,7 @@ sys.path.insert(0, HERE)
 
 import netns_topology as nt  # noqa: E402
 import prom_metrics  # noqa: E402
-import run_browser_e2e_xdp as bx  # noqa: E402  (its ports, pins and detach_pins)
+import run_browser_e2e_xdp as bx  # noqa: E402  (its ports and pin path)
 from rtcetest import core, outcome  # noqa: E402
 from rtcetest import netns as harness  # noqa: E402
 
@@ -178,7 +178,7 @@ def run_test(args, workdir, results):
     if args.relay_mode == "xdp":
         if os.path.exists(bx.PIN_PATH):
             nt.remove_pins(bx.PIN_PATH)
-        nt.register_cleanup(lambda: bx.detach_pins(args.relay_bin))
+        nt.register_cleanup(lambda: nt.detach_pins(args.relay_bin, bx.PIN_PATH, bx.log))
         relay_argv += ["--mode", "xdp", "--pin-cpus", "false", "--xdp-interfaces", "rc0,rx0",
                        "--xdp-relay-address4", nt.RELAY_XCVR_V4, "--xdp-relay-address6", nt.RELAY_XCVR_V6,
                        "--xdp-return-port", str(bx.XDP_RETURN_PORT), "--xdp-pin-path", bx.PIN_PATH]
@@ -353,7 +353,7 @@ def run_test(args, workdir, results):
     if relay:
         check("relay exits 0 on SIGTERM", relay.stop() == 0)
     if args.relay_mode == "xdp":
-        bx.detach_pins(args.relay_bin)
+        nt.detach_pins(args.relay_bin, bx.PIN_PATH, bx.log)
 
 
 def main():

@@ -412,36 +412,49 @@ class Client:
             got.append((data, src))
         return got
 
+    def exchange(self, dst, request, answer, attempts, timeout):
+        """Sends request() to dst (a new one each attempt, at most `attempts`) and waits up to
+        `timeout` after each for a datagram that answer(data) turns into something not None;
+        (that, the address it came from), or None after the last attempt."""
+        for _ in range(attempts):
+            self.send(dst, request())
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                data, src = self.recv(max(0.01, deadline - time.monotonic()))
+                if data is None:
+                    break
+                got = answer(data)
+                if got is not None:
+                    return got, src
+        return None
+
     def stun(self, dst, ufrag, pwd=PWD, attempts=3, timeout=1.0):
         """Sends a Binding request (retried at most `attempts` times); returns the parsed
         response and the address it came from."""
         sent = set()
-        for _ in range(attempts):
+
+        def request():
             txid, req = stun_codec.binding_request(ufrag, CLIENT_UFRAG, pwd)
             sent.add(txid)
-            self.send(dst, req)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                data, src = self.recv(max(0.01, deadline - time.monotonic()))
-                if data is None:
-                    break
-                if stun_codec.looks_like_stun(data):
-                    msg = stun_codec.parse(data)
-                    if msg.txid in sent:
-                        return msg, src
-        raise AssertionError("no STUN response from %s for ufrag %s after %d attempts" % (dst, ufrag, attempts))
+            return req
+
+        def answer(data):
+            if stun_codec.looks_like_stun(data):
+                msg = stun_codec.parse(data)
+                if msg.txid in sent:
+                    return msg
+            return None
+        got = self.exchange(dst, request, answer, attempts, timeout)
+        if got is None:
+            raise AssertionError("no STUN response from %s for ufrag %s after %d attempts" % (dst, ufrag, attempts))
+        return got
 
     def echo(self, dst, payload, attempts=3, timeout=1.0):
-        for _ in range(attempts):
-            self.send(dst, payload)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                data, src = self.recv(max(0.01, deadline - time.monotonic()))
-                if data is None:
-                    break
-                if data.endswith(payload):
-                    return data, src
-        raise AssertionError("no echo from %s for %r after %d attempts" % (dst, payload[:8], attempts))
+        got = self.exchange(dst, lambda: payload, lambda data: data if data.endswith(payload) else None,
+                            attempts, timeout)
+        if got is None:
+            raise AssertionError("no echo from %s for %r after %d attempts" % (dst, payload[:8], attempts))
+        return got
 
 
 def media_payloads(n):

@@ -241,10 +241,14 @@ def register_cleanup(fn):
     return fn
 
 
-def unregister_cleanup(fn):
+def _unregister(registry, item):
     with _lock:
-        if fn in _cleanups:
-            _cleanups.remove(fn)
+        if item in registry:
+            registry.remove(item)
+
+
+def unregister_cleanup(fn):
+    _unregister(_cleanups, fn)
 
 
 def cleanup_all():
@@ -462,9 +466,7 @@ def start_in_netns(ns_name, argv, keep_mounts=False, **popen_kwargs):
 
 
 def forget_process(proc):
-    with _lock:
-        if proc in _processes:
-            _processes.remove(proc)
+    _unregister(_processes, proc)
 
 
 # ---------------------------------------------------------------------------- topology

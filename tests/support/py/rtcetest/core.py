@@ -132,6 +132,18 @@ def stats(values):
             "max": max(values), "mean": round(sum(values) / len(values), 1)}
 
 
+def write_report(table, markdown_out, json_out, data, indent=2):
+    """A benchmark's results: prints the table and writes it to markdown_out, and data as JSON
+    to json_out, each path when given."""
+    print(table)
+    if markdown_out:
+        with open(markdown_out, "w") as f:
+            f.write(table)
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump(data, f, indent=indent)
+
+
 def test_flags(*required_flags):
     """For a unittest script: parses `--flag PATH` for each required flag (the binaries under
     test) and returns (flags, argv for unittest.main) — run with

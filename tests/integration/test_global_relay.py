@@ -35,6 +35,7 @@ Exit 0 pass, 1 fail, 77 every selected case skipped.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -422,6 +423,14 @@ class GlobalRelayFailureTest(GlobalRelayTest):
         self.addCleanup(owner.stop)
         return owner
 
+    @contextlib.contextmanager
+    def media_flowing(self, client, ufrag, check_interval=None):
+        """A MediaStream of the call echoing through both relays; (the stream, the time it
+        did) inside, the stream stopped after."""
+        with MediaStream(client, self.vip, ufrag, check_interval=check_interval) as stream:
+            wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
+            yield stream, time.monotonic()
+
     def restart_owner(self, flow_store=False, what="owner relay ready again"):
         """Stops the owner relay and starts it again; the time it was ready."""
         self.owner.stop()
@@ -479,9 +488,7 @@ class GlobalRelayFailureTest(GlobalRelayTest):
     def test_a_restarted_ingress_relay_forwards_media_again_before_any_check(self):
         client = self.client()
         ufrag = self.call(client)
-        with MediaStream(client, self.vip, ufrag) as stream:
-            wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
-            stopped = time.monotonic()
+        with self.media_flowing(client, ufrag) as (stream, stopped):
             mark = self.tlog.mark()
             up = self.restart_ingress()
             first = wait_for(lambda: stream.echoed_since(up), 5, "media echoed after the restart")
@@ -495,9 +502,7 @@ class GlobalRelayFailureTest(GlobalRelayTest):
         # peer_wrong_sender until a verified check moves the flow (the trust model).
         client = self.client()
         ufrag = self.call(client)
-        with MediaStream(client, self.vip, ufrag, check_interval=2.5) as stream:
-            wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
-            stopped = time.monotonic()
+        with self.media_flowing(client, ufrag, check_interval=2.5) as (stream, stopped):
             self.return_port = free_port()
             self.write_ingress_config("127.0.0.2:%d" % self.peer_port)
             up = self.restart_ingress()
@@ -517,9 +522,7 @@ class GlobalRelayFailureTest(GlobalRelayTest):
         key = "rtce:{c2}:flow:127.0.0.1:%d|127.0.0.1:%d" % (client.getsockname()[1], self.vip_port)
         record = wait_for(lambda: self.redis.command("GET", key), 5, "the owner flow's record in the store")
         self.assertEqual(record, "o7@127.0.0.1:%d" % self.return_port)
-        with MediaStream(client, self.vip, ufrag) as stream:
-            wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
-            stopped = time.monotonic()
+        with self.media_flowing(client, ufrag) as (stream, stopped):
             mark = self.tlog.mark()
             up = self.restart_owner(flow_store=True)
             first = min(wait_for(lambda: stream.echoed_since(up), 5, "media echoed after the owner restart"))
@@ -531,9 +534,7 @@ class GlobalRelayFailureTest(GlobalRelayTest):
     def test_a_restarted_owner_relay_takes_media_again_after_the_next_check(self):
         client = self.client()
         ufrag = self.call(client)
-        with MediaStream(client, self.vip, ufrag, check_interval=2.5) as stream:
-            wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
-            stopped = time.monotonic()
+        with self.media_flowing(client, ufrag, check_interval=2.5) as (stream, stopped):
             up = self.restart_owner()
             first = min(wait_for(lambda: stream.echoed_since(up), 6, "media echoed after the owner restart"))
             checks = list(stream.checks_sent)

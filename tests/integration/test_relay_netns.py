@@ -644,6 +644,11 @@ class RelayTestCase(unittest.TestCase):
     def xdp_delta(cls, before, after, reason, direction=C2T):
         return cls.xdp_count(after, reason, direction) - cls.xdp_count(before, reason, direction)
 
+    def assert_role_packets(self, before, after, role, name="rtcedge_relay_role_packets_total", what=""):
+        """At least 5 packets each way counted for `role` (ingress, owner) between the snapshots."""
+        for d in (C2T, T2C):
+            self.assertGreaterEqual(prom_metrics.delta(before, after, name, role=role, direction=d), 5, what + d)
+
     @classmethod
     def userspace_received(cls, m, direction):
         """What the userspace workers received: the shared counter minus what XDP folds in."""
@@ -1782,9 +1787,7 @@ class GlobalRelayTest(RelayTestCase):
             self.assertEqual(self.userspace_received(after, C2T), self.userspace_received(before, C2T),
                              "a userspace worker saw the XDP ingress flow")
         else:
-            for d in (C2T, T2C):
-                self.assertGreaterEqual(prom_metrics.delta(before, after, "rtcedge_relay_role_packets_total",
-                                                           role="ingress", direction=d), 5, d)
+            self.assert_role_packets(before, after, "ingress")
 
     def test_a_restarted_ingress_recovers_its_flow_from_the_store_before_any_check(self):
         # docs/global-relay.md, Flow store: the ingress writes its flow with the owning
@@ -1862,18 +1865,14 @@ class GlobalOwnerTest(PeerIngress, RelayTestCase):
         for d in (C2T, T2C):
             self.assertGreaterEqual(im.get("rtcedge_relay_role_packets_total", role="ingress", direction=d), 5, d)
         if self.xdp:
-            for d in (C2T, T2C):
-                self.assertGreaterEqual(prom_metrics.delta(before, after, "rtcedge_relay_xdp_role_packets_total",
-                                                           role="owner", direction=d), 5, "XDP owner %s" % d)
+            self.assert_role_packets(before, after, "owner", "rtcedge_relay_xdp_role_packets_total", "XDP owner ")
             self.assertEqual(self.xdp_delta(before, after, "forwarded_new_flow"), 1, "XDP did not create the flow")
             self.assertEqual(self.userspace_received(after, C2T), self.userspace_received(before, C2T),
                              "a userspace worker saw the XDP owner flow")
             self.assertEqual(self.userspace_received(after, T2C), self.userspace_received(before, T2C),
                              "a userspace worker saw the owner flow's replies")
         else:
-            for d in (C2T, T2C):
-                self.assertGreaterEqual(prom_metrics.delta(before, after, "rtcedge_relay_role_packets_total",
-                                                           role="owner", direction=d), 5, d)
+            self.assert_role_packets(before, after, "owner")
 
 
 class CodecSelfTest(unittest.TestCase):

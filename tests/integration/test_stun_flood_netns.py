@@ -39,6 +39,7 @@ sys.path.insert(0, HERE)
 import netns_topology as nt  # noqa: E402
 import prom_metrics  # noqa: E402
 import stun_codec as stun  # noqa: E402
+from rtcetest import core  # noqa: E402
 
 SKIP = 77
 PWD = "rtce-flood-test-pwd-0123456789"

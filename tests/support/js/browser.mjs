@@ -30,6 +30,18 @@ export async function loadPlaywright() {
   return import('playwright-core'); // NODE_PATH or a global install
 }
 
+// The flags every browser driver takes (for parseArgs in driver.mjs) and their defaults: the
+// Chromium binary, loopback candidates (auto|yes|no, see wantLoopback) and the fake
+// microphone's WAV and tone frequency; checkBrowserOpts refuses a bad --allow-loopback.
+export const BROWSER_DEFAULTS = { chromium: '/usr/bin/chromium', allowLoopback: 'auto', toneWav: null, toneHz: 440 };
+export const BROWSER_FLAGS = {
+  '--chromium': ['chromium', String], '--allow-loopback': ['allowLoopback', String],
+  '--tone-wav': ['toneWav', String], '--tone-hz': ['toneHz', Number],
+};
+export function checkBrowserOpts(opts, usage) {
+  if (!['auto', 'yes', 'no'].includes(opts.allowLoopback)) usage('--allow-loopback must be auto, yes or no');
+}
+
 // Chromium gathers no loopback candidates unless told; only needed on a machine whose only
 // IPv4 address is loopback (`auto`).
 export function wantLoopback(mode) {

@@ -1,6 +1,19 @@
-// A test driver's view of an rtcedge transceiver from Node: HTTP requests that never throw
-// (status 0 and the error's message instead) and its Prometheus /metrics read by name and
-// labels. Nothing runs on import.
+// A test driver's view of an rtcedge transceiver from Node: the flags that name it, HTTP
+// requests that never throw (status 0 and the error's message instead) and its Prometheus
+// /metrics read by name and labels. Nothing runs on import.
+
+import { baseUrl } from './driver.mjs';
+
+// The flags of a driver that calls a transceiver's /v1/sessions (for parseArgs in
+// driver.mjs), their defaults, and the checks of their values (usage() on a bad one).
+export const CALL_DEFAULTS = { url: null, expectPath: null, apiKey: '' };
+export const CALL_FLAGS = {
+  '--url': ['url', baseUrl], '--expect-path': ['expectPath', String], '--api-key': ['apiKey', String],
+};
+export function checkCallOpts(opts, usage) {
+  if (!opts.url || !/^https?:\/\//.test(opts.url)) usage('--url http://HOST:PORT is required');
+  if (opts.expectPath && !['direct', 'relay'].includes(opts.expectPath)) usage('--expect-path must be direct or relay');
+}
 
 // One request, with `apiKey` as a Bearer token when given, aborted after `ms`.
 export async function httpRequest(method, url, { apiKey = '', ms = 3000 } = {}) {

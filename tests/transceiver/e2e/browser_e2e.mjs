@@ -22,9 +22,11 @@
 
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BrowserRun, browserVersion, chromiumArgs, fakeMicWav, wantLoopback } from '../../support/js/browser.mjs';
-import { baseUrl, checker, deadline, parseArgs, runMain, sleep, usageExit, withTimeout } from '../../support/js/driver.mjs';
-import { httpRequest, sessionsActive } from '../../support/js/transceiver.mjs';
+import {
+  BROWSER_DEFAULTS, BROWSER_FLAGS, BrowserRun, browserVersion, checkBrowserOpts, chromiumArgs, fakeMicWav, wantLoopback,
+} from '../../support/js/browser.mjs';
+import { checker, deadline, parseArgs, runMain, sleep, usageExit, withTimeout } from '../../support/js/driver.mjs';
+import { CALL_DEFAULTS, CALL_FLAGS, checkCallOpts, httpRequest, sessionsActive } from '../../support/js/transceiver.mjs';
 import { analyseTone } from './tone_analysis.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -35,20 +37,15 @@ const usage = usageExit('usage: node browser_e2e.mjs --url URL [--expect-path di
   '[--chromium PATH] [--allow-loopback auto|yes|no] [--no-audio-check]');
 
 const opts = parseArgs(process.argv.slice(2), {
-  url: null, expectPath: null, timeoutS: 60, screenshot: null, toneWav: null, toneHz: 440, captureS: 3,
-  apiKey: '', chromium: '/usr/bin/chromium', allowLoopback: 'auto', audioCheck: true, rttSampleS: 0,
+  ...CALL_DEFAULTS, ...BROWSER_DEFAULTS, timeoutS: 60, screenshot: null, captureS: 3, audioCheck: true, rttSampleS: 0,
 }, {
-  '--url': ['url', baseUrl], '--expect-path': ['expectPath', String], '--timeout-s': ['timeoutS', Number],
-  '--screenshot': ['screenshot', String], '--tone-wav': ['toneWav', String], '--tone-hz': ['toneHz', Number],
-  '--capture-s': ['captureS', Number], '--api-key': ['apiKey', String], '--chromium': ['chromium', String],
-  '--allow-loopback': ['allowLoopback', String], '--no-audio-check': { audioCheck: false },
-  '--rtt-sample-s': ['rttSampleS', Number],
+  ...CALL_FLAGS, ...BROWSER_FLAGS, '--timeout-s': ['timeoutS', Number], '--screenshot': ['screenshot', String],
+  '--capture-s': ['captureS', Number], '--no-audio-check': { audioCheck: false }, '--rtt-sample-s': ['rttSampleS', Number],
 }, usage);
-if (!opts.url || !/^https?:\/\//.test(opts.url)) usage('--url http://HOST:PORT is required');
-if (opts.expectPath && !['direct', 'relay'].includes(opts.expectPath)) usage('--expect-path must be direct or relay');
+checkCallOpts(opts, usage);
 if (!(opts.timeoutS > 0) || !(opts.toneHz > 0) || !(opts.captureS >= 1)) usage('bad --timeout-s, --tone-hz or --capture-s');
 if (!(opts.rttSampleS >= 0 && opts.rttSampleS <= 60)) usage('--rtt-sample-s must be 0..60');
-if (!['auto', 'yes', 'no'].includes(opts.allowLoopback)) usage('--allow-loopback must be auto, yes or no');
+checkBrowserOpts(opts, usage);
 
 const log = (...a) => console.error('[e2e]', ...a);
 

@@ -47,9 +47,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BrowserRun, browserVersion, chromiumArgs, fakeMicWav, wantLoopback } from '../../support/js/browser.mjs';
-import { baseUrl, checker, deadline, parseArgs, runMain, sleep, usageExit, withTimeout } from '../../support/js/driver.mjs';
-import { httpRequest, metricSum } from '../../support/js/transceiver.mjs';
+import {
+  BROWSER_DEFAULTS, BROWSER_FLAGS, BrowserRun, browserVersion, checkBrowserOpts, chromiumArgs, fakeMicWav, wantLoopback,
+} from '../../support/js/browser.mjs';
+import { checker, deadline, parseArgs, runMain, sleep, usageExit, withTimeout } from '../../support/js/driver.mjs';
+import { CALL_DEFAULTS, CALL_FLAGS, checkCallOpts, httpRequest, metricSum } from '../../support/js/transceiver.mjs';
 import { analyseTone } from './tone_analysis.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -59,25 +61,21 @@ const usage = usageExit('usage: node ice_restart_e2e.mjs --url URL [--expect-pat
   '[--handover-dir DIR [--no-restart | --rebind] [--moves N] [--move-interval-s S]] [--recalls N]');
 
 const opts = parseArgs(process.argv.slice(2), {
-  url: null, expectPath: null, timeoutS: 90, toneWav: null, toneHz: 440, apiKey: '',
-  chromium: '/usr/bin/chromium', allowLoopback: 'auto', gapOnly: false, handoverDir: null, restart: true, rebind: false,
+  ...CALL_DEFAULTS, ...BROWSER_DEFAULTS, timeoutS: 90, gapOnly: false, handoverDir: null, restart: true, rebind: false,
   moves: 1, moveIntervalS: 0, recalls: 0,
 }, {
-  '--url': ['url', baseUrl], '--expect-path': ['expectPath', String], '--timeout-s': ['timeoutS', Number],
-  '--tone-wav': ['toneWav', String], '--tone-hz': ['toneHz', Number], '--api-key': ['apiKey', String],
-  '--chromium': ['chromium', String], '--allow-loopback': ['allowLoopback', String], '--gap-only': { gapOnly: true },
+  ...CALL_FLAGS, ...BROWSER_FLAGS, '--timeout-s': ['timeoutS', Number], '--gap-only': { gapOnly: true },
   '--handover-dir': ['handoverDir', String], '--no-restart': { restart: false }, '--rebind': { rebind: true, restart: false },
   '--moves': ['moves', Number], '--move-interval-s': ['moveIntervalS', Number], '--recalls': ['recalls', Number],
 }, usage);
-if (!opts.url || !/^https?:\/\//.test(opts.url)) usage('--url http://HOST:PORT is required');
-if (opts.expectPath && !['direct', 'relay'].includes(opts.expectPath)) usage('--expect-path must be direct or relay');
+checkCallOpts(opts, usage);
 if (!(opts.timeoutS > 0) || !(opts.toneHz > 0)) usage('bad --timeout-s or --tone-hz');
 if (!opts.restart && !opts.handoverDir) usage('--no-restart and --rebind only with --handover-dir');
 if (!(Number.isInteger(opts.moves) && opts.moves >= 1 && opts.moves <= 100)) usage('--moves must be 1..100');
 if (!(opts.moveIntervalS >= 0 && opts.moveIntervalS <= 60)) usage('--move-interval-s must be 0..60');
 if (!(Number.isInteger(opts.recalls) && opts.recalls >= 0 && opts.recalls <= 100)) usage('--recalls must be 0..100');
 if (opts.recalls && (opts.handoverDir || opts.gapOnly)) usage('--recalls is a call of its own: not with --handover-dir or --gap-only');
-if (!['auto', 'yes', 'no'].includes(opts.allowLoopback)) usage('--allow-loopback must be auto, yes or no');
+checkBrowserOpts(opts, usage);
 
 const log = (...a) => console.error('[ice-restart]', ...a);
 const { remainingMs, waitFor } = deadline(opts.timeoutS);

@@ -24,7 +24,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { analyseTone, rmsDbfs } from '../e2e/tone_analysis.mjs';
-import { BrowserRun, browserVersion, chromiumArgs, wantLoopback } from '../../support/js/browser.mjs';
+import { BROWSER_DEFAULTS, BROWSER_FLAGS, BrowserRun, browserVersion, chromiumArgs, wantLoopback } from '../../support/js/browser.mjs';
 import { baseUrl, checker, deadline, parseArgs, runMain, usageExit, withTimeout } from '../../support/js/driver.mjs';
 import { sessionsActive as transceiverSessionsActive } from '../../support/js/transceiver.mjs';
 
@@ -33,14 +33,13 @@ const usage = usageExit('usage: node realtime_e2e.mjs --scenario agents|multipar
   '[--allow-loopback auto|yes|no]');
 
 const opts = parseArgs(process.argv.slice(2), {
-  scenario: null, appUrl: null, callsUrl: null, toneWav: null, timeoutS: 90, chromium: '/usr/bin/chromium',
-  maxInterruptMs: 250, maxExcessMs: 80, expectCandidate: null, artifacts: null, allowLoopback: 'auto', toneHz: 440,
+  ...BROWSER_DEFAULTS, scenario: null, appUrl: null, callsUrl: null, timeoutS: 90,
+  maxInterruptMs: 250, maxExcessMs: 80, expectCandidate: null, artifacts: null,
 }, {
-  '--scenario': ['scenario', String], '--app-url': ['appUrl', baseUrl], '--calls-url': ['callsUrl', baseUrl],
-  '--tone-wav': ['toneWav', String], '--tone-hz': ['toneHz', Number], '--timeout-s': ['timeoutS', Number],
-  '--chromium': ['chromium', String], '--max-interrupt-ms': ['maxInterruptMs', Number],
+  ...BROWSER_FLAGS, '--scenario': ['scenario', String], '--app-url': ['appUrl', baseUrl], '--calls-url': ['callsUrl', baseUrl],
+  '--timeout-s': ['timeoutS', Number], '--max-interrupt-ms': ['maxInterruptMs', Number],
   '--max-excess-ms': ['maxExcessMs', Number], '--expect-answer-candidate': ['expectCandidate', String],
-  '--artifacts': ['artifacts', String], '--allow-loopback': ['allowLoopback', String],
+  '--artifacts': ['artifacts', String],
 }, usage);
 if (!['agents', 'multipart'].includes(opts.scenario)) usage('--scenario must be agents or multipart');
 if (!opts.appUrl || !opts.callsUrl) usage('--app-url and --calls-url are required');

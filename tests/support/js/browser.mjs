@@ -101,16 +101,17 @@ export class BrowserRun {
   }
 }
 
-// The fake microphone's WAV: `file` when given (it must exist: onMissing() otherwise), else a
-// `hz` tone written by `generator` (tests/transceiver/e2e/generate_tone.py) into a temp dir
-// of `run`'s.
-export function fakeMicWav(run, { file, hz, generator, onMissing }) {
-  if (file) {
-    if (!fs.existsSync(file)) onMissing(file);
-    return file;
+// The fake microphone's WAV: opts.toneWav when given (usage() when it does not exist), else
+// an opts.toneHz tone written by tests/transceiver/e2e/generate_tone.py into a temp dir of
+// `run`'s.
+export function fakeMicWav(run, { toneWav, toneHz }, usage) {
+  if (toneWav) {
+    if (!fs.existsSync(toneWav)) usage(`--tone-wav ${toneWav} does not exist`);
+    return toneWav;
   }
   const out = path.join(run.tempDir('rtcedge-tone-'), 'tone.wav');
-  execFileSync('python3', [generator, out, '--hz', String(hz)], { stdio: 'ignore' });
+  const generator = path.join(REPO_ROOT, 'tests', 'transceiver', 'e2e', 'generate_tone.py');
+  execFileSync('python3', [generator, out, '--hz', String(toneHz)], { stdio: 'ignore' });
   return out;
 }
 

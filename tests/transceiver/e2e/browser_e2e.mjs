@@ -20,16 +20,12 @@
 // ones of tests/support/js (playwright-core from tests/golden/tools/node_modules, or NODE_PATH
 // / PLAYWRIGHT_CORE), so no second node_modules is needed here.
 
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import {
   BROWSER_DEFAULTS, BROWSER_FLAGS, BrowserRun, browserVersion, checkBrowserOpts, chromiumArgs, fakeMicWav, wantLoopback,
 } from '../../support/js/browser.mjs';
 import { checker, deadline, parseArgs, runMain, sleep, usageExit, withTimeout } from '../../support/js/driver.mjs';
 import { CALL_DEFAULTS, CALL_FLAGS, checkCallOpts, httpRequest, sessionsActive } from '../../support/js/transceiver.mjs';
 import { analyseTone } from './tone_analysis.mjs';
-
-const HERE = path.dirname(fileURLToPath(import.meta.url));
 
 // ---------------------------------------------------------------- arguments
 const usage = usageExit('usage: node browser_e2e.mjs --url URL [--expect-path direct|relay] [--timeout-s S] ' +
@@ -59,10 +55,7 @@ const browser = new BrowserRun();
 async function run(summary) {
   const check = checker(summary, log);
 
-  const toneFile = fakeMicWav(browser, {
-    file: opts.toneWav, hz: opts.toneHz, generator: path.join(HERE, 'generate_tone.py'),
-    onMissing: (f) => usage(`--tone-wav ${f} does not exist`),
-  });
+  const toneFile = fakeMicWav(browser, opts, usage);
   const args = chromiumArgs({ toneFile, allowLoopback: wantLoopback(opts.allowLoopback) });
   summary.chromium_args = args;
   const page = await browser.launch({

@@ -54,8 +54,6 @@ import { checker, deadline, parseArgs, runMain, sleep, usageExit, withTimeout } 
 import { CALL_DEFAULTS, CALL_FLAGS, checkCallOpts, httpRequest, metricSum } from '../../support/js/transceiver.mjs';
 import { analyseTone } from './tone_analysis.mjs';
 
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-
 const usage = usageExit('usage: node ice_restart_e2e.mjs --url URL [--expect-path direct|relay] [--timeout-s S] ' +
   '[--tone-wav FILE] [--tone-hz HZ] [--api-key K] [--chromium PATH] [--allow-loopback auto|yes|no] [--gap-only] ' +
   '[--handover-dir DIR [--no-restart | --rebind] [--moves N] [--move-interval-s S]] [--recalls N]');
@@ -610,10 +608,7 @@ async function run(summary) {
       `${a.dominant_hz} Hz, SNR ${a.tone_snr_db} dB, ${a.rms_dbfs} dBFS`);
   };
 
-  const toneFile = fakeMicWav(browser, {
-    file: opts.toneWav, hz: opts.toneHz, generator: path.join(HERE, 'generate_tone.py'),
-    onMissing: (f) => usage(`--tone-wav ${f} does not exist`),
-  });
+  const toneFile = fakeMicWav(browser, opts, usage);
   const page = await browser.launch({
     executablePath: opts.chromium, args: chromiumArgs({ toneFile, allowLoopback: wantLoopback(opts.allowLoopback) }),
     profilePrefix: 'rtcedge-ice-restart-chromium-', origin: new URL(opts.url).origin,

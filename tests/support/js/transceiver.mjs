@@ -1,18 +1,25 @@
-// A test driver's view of an rtcedge transceiver from Node: the flags that name it, HTTP
+// A test driver's view of an rtcedge transceiver from Node: the command line that names it, HTTP
 // requests that never throw (status 0 and the error's message instead) and its Prometheus
 // /metrics read by name and labels. Nothing runs on import.
 
-import { baseUrl } from './driver.mjs';
+import { BROWSER_DEFAULTS, BROWSER_FLAGS, checkBrowserOpts } from './browser.mjs';
+import { baseUrl, parseArgs, usageExit } from './driver.mjs';
 
-// The flags of a driver that calls a transceiver's /v1/sessions (for parseArgs in
-// driver.mjs), their defaults, and the checks of their values (usage() on a bad one).
-export const CALL_DEFAULTS = { url: null, expectPath: null, apiKey: '' };
-export const CALL_FLAGS = {
-  '--url': ['url', baseUrl], '--expect-path': ['expectPath', String], '--api-key': ['apiKey', String],
-};
-export function checkCallOpts(opts, usage) {
+// The command line of a driver that calls a transceiver's /v1/sessions from Chromium: the
+// common flags (--url, --expect-path, --api-key, --timeout-s and browser.mjs's) and the
+// driver's own `flags` parsed over `defaults`, the common values checked. usage() names
+// `script` and lists the common flags, then `usageMore`. Returns { opts, usage }.
+export function parseCallDriverArgs(argv, { script, usageMore, defaults, flags }) {
+  const usage = usageExit(`usage: node ${script} --url URL [--expect-path direct|relay] [--timeout-s S] ` +
+    `[--tone-wav FILE] [--tone-hz HZ] [--api-key K] [--chromium PATH] [--allow-loopback auto|yes|no] ${usageMore}`);
+  const opts = parseArgs(argv, { url: null, expectPath: null, apiKey: '', ...BROWSER_DEFAULTS, ...defaults }, {
+    '--url': ['url', baseUrl], '--expect-path': ['expectPath', String], '--api-key': ['apiKey', String],
+    '--timeout-s': ['timeoutS', Number], ...BROWSER_FLAGS, ...flags,
+  }, usage);
   if (!opts.url || !/^https?:\/\//.test(opts.url)) usage('--url http://HOST:PORT is required');
   if (opts.expectPath && !['direct', 'relay'].includes(opts.expectPath)) usage('--expect-path must be direct or relay');
+  checkBrowserOpts(opts, usage);
+  return { opts, usage };
 }
 
 // One request, with `apiKey` as a Bearer token when given, aborted after `ms`.

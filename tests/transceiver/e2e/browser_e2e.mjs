@@ -20,28 +20,22 @@
 // ones of tests/support/js (playwright-core from tests/golden/tools/node_modules, or NODE_PATH
 // / PLAYWRIGHT_CORE), so no second node_modules is needed here.
 
-import {
-  BROWSER_DEFAULTS, BROWSER_FLAGS, BrowserRun, browserVersion, checkBrowserOpts, chromiumArgs, fakeMicWav, wantLoopback,
-} from '../../support/js/browser.mjs';
-import { checker, deadline, parseArgs, runMain, sleep, usageExit, withTimeout } from '../../support/js/driver.mjs';
-import { CALL_DEFAULTS, CALL_FLAGS, checkCallOpts, httpRequest, sessionsActive } from '../../support/js/transceiver.mjs';
+import { BrowserRun, browserVersion, chromiumArgs, fakeMicWav, wantLoopback } from '../../support/js/browser.mjs';
+import { checker, deadline, runMain, sleep, withTimeout } from '../../support/js/driver.mjs';
+import { httpRequest, parseCallDriverArgs, sessionsActive } from '../../support/js/transceiver.mjs';
 import { analyseTone } from './tone_analysis.mjs';
 
 // ---------------------------------------------------------------- arguments
-const usage = usageExit('usage: node browser_e2e.mjs --url URL [--expect-path direct|relay] [--timeout-s S] ' +
-  '[--screenshot FILE.png] [--tone-wav FILE] [--tone-hz HZ] [--capture-s S] [--api-key K] ' +
-  '[--chromium PATH] [--allow-loopback auto|yes|no] [--no-audio-check]');
-
-const opts = parseArgs(process.argv.slice(2), {
-  ...CALL_DEFAULTS, ...BROWSER_DEFAULTS, timeoutS: 60, screenshot: null, captureS: 3, audioCheck: true, rttSampleS: 0,
-}, {
-  ...CALL_FLAGS, ...BROWSER_FLAGS, '--timeout-s': ['timeoutS', Number], '--screenshot': ['screenshot', String],
-  '--capture-s': ['captureS', Number], '--no-audio-check': { audioCheck: false }, '--rtt-sample-s': ['rttSampleS', Number],
-}, usage);
-checkCallOpts(opts, usage);
+const { opts, usage } = parseCallDriverArgs(process.argv.slice(2), {
+  script: 'browser_e2e.mjs', usageMore: '[--screenshot FILE.png] [--capture-s S] [--no-audio-check] [--rtt-sample-s S]',
+  defaults: { timeoutS: 60, screenshot: null, captureS: 3, audioCheck: true, rttSampleS: 0 },
+  flags: {
+    '--screenshot': ['screenshot', String], '--capture-s': ['captureS', Number],
+    '--no-audio-check': { audioCheck: false }, '--rtt-sample-s': ['rttSampleS', Number],
+  },
+});
 if (!(opts.timeoutS > 0) || !(opts.toneHz > 0) || !(opts.captureS >= 1)) usage('bad --timeout-s, --tone-hz or --capture-s');
 if (!(opts.rttSampleS >= 0 && opts.rttSampleS <= 60)) usage('--rtt-sample-s must be 0..60');
-checkBrowserOpts(opts, usage);
 
 const log = (...a) => console.error('[e2e]', ...a);
 

@@ -47,33 +47,27 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  BROWSER_DEFAULTS, BROWSER_FLAGS, BrowserRun, browserVersion, checkBrowserOpts, chromiumArgs, fakeMicWav, wantLoopback,
-} from '../../support/js/browser.mjs';
-import { checker, deadline, parseArgs, runMain, sleep, usageExit, withTimeout } from '../../support/js/driver.mjs';
-import { CALL_DEFAULTS, CALL_FLAGS, checkCallOpts, httpRequest, metricSum } from '../../support/js/transceiver.mjs';
+import { BrowserRun, browserVersion, chromiumArgs, fakeMicWav, wantLoopback } from '../../support/js/browser.mjs';
+import { checker, deadline, runMain, sleep, withTimeout } from '../../support/js/driver.mjs';
+import { httpRequest, metricSum, parseCallDriverArgs } from '../../support/js/transceiver.mjs';
 import { analyseTone } from './tone_analysis.mjs';
 
-const usage = usageExit('usage: node ice_restart_e2e.mjs --url URL [--expect-path direct|relay] [--timeout-s S] ' +
-  '[--tone-wav FILE] [--tone-hz HZ] [--api-key K] [--chromium PATH] [--allow-loopback auto|yes|no] [--gap-only] ' +
-  '[--handover-dir DIR [--no-restart | --rebind] [--moves N] [--move-interval-s S]] [--recalls N]');
-
-const opts = parseArgs(process.argv.slice(2), {
-  ...CALL_DEFAULTS, ...BROWSER_DEFAULTS, timeoutS: 90, gapOnly: false, handoverDir: null, restart: true, rebind: false,
-  moves: 1, moveIntervalS: 0, recalls: 0,
-}, {
-  ...CALL_FLAGS, ...BROWSER_FLAGS, '--timeout-s': ['timeoutS', Number], '--gap-only': { gapOnly: true },
-  '--handover-dir': ['handoverDir', String], '--no-restart': { restart: false }, '--rebind': { rebind: true, restart: false },
-  '--moves': ['moves', Number], '--move-interval-s': ['moveIntervalS', Number], '--recalls': ['recalls', Number],
-}, usage);
-checkCallOpts(opts, usage);
+const { opts, usage } = parseCallDriverArgs(process.argv.slice(2), {
+  script: 'ice_restart_e2e.mjs',
+  usageMore: '[--gap-only] [--handover-dir DIR [--no-restart | --rebind] [--moves N] [--move-interval-s S]] [--recalls N]',
+  defaults: { timeoutS: 90, gapOnly: false, handoverDir: null, restart: true, rebind: false, moves: 1, moveIntervalS: 0, recalls: 0 },
+  flags: {
+    '--gap-only': { gapOnly: true }, '--handover-dir': ['handoverDir', String], '--no-restart': { restart: false },
+    '--rebind': { rebind: true, restart: false }, '--moves': ['moves', Number], '--move-interval-s': ['moveIntervalS', Number],
+    '--recalls': ['recalls', Number],
+  },
+});
 if (!(opts.timeoutS > 0) || !(opts.toneHz > 0)) usage('bad --timeout-s or --tone-hz');
 if (!opts.restart && !opts.handoverDir) usage('--no-restart and --rebind only with --handover-dir');
 if (!(Number.isInteger(opts.moves) && opts.moves >= 1 && opts.moves <= 100)) usage('--moves must be 1..100');
 if (!(opts.moveIntervalS >= 0 && opts.moveIntervalS <= 60)) usage('--move-interval-s must be 0..60');
 if (!(Number.isInteger(opts.recalls) && opts.recalls >= 0 && opts.recalls <= 100)) usage('--recalls must be 0..100');
 if (opts.recalls && (opts.handoverDir || opts.gapOnly)) usage('--recalls is a call of its own: not with --handover-dir or --gap-only');
-checkBrowserOpts(opts, usage);
 
 const log = (...a) => console.error('[ice-restart]', ...a);
 const { remainingMs, waitFor } = deadline(opts.timeoutS);

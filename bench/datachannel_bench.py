@@ -31,13 +31,14 @@ import time
 import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "support", "py"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "transceiver", "interop"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "transceiver", "e2e"))
 import aiortc_client  # noqa: E402
 import websockets  # noqa: E402
 from aiortc import RTCPeerConnection, RTCSessionDescription  # noqa: E402
-from aiortc.mediastreams import MediaStreamError  # noqa: E402
 from run_browser_e2e import Stack, free_port, wait_http_ready  # noqa: E402
+from rtcetest.aio import drain_remote_tracks  # noqa: E402
 
 
 def percentile(values, p):
@@ -89,15 +90,7 @@ class Call:
     async def open(self, timeout_s=20):
         pc = self.pc
 
-        @pc.on("track")
-        def on_track(track):
-            async def drain():
-                while True:
-                    try:
-                        await track.recv()
-                    except MediaStreamError:
-                        return
-            asyncio.ensure_future(drain())
+        drain_remote_tracks(pc)
 
         if self.realtime:
             self.channel = pc.createDataChannel("oai-events")

@@ -62,7 +62,7 @@ sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "integration"))
 sys.path.insert(0, E2E)
 
 from rtcetest import outcome  # noqa: E402
-from rtcetest.core import machine_info as machine, percentile, stats as summary  # noqa: E402
+from rtcetest.core import machine_info as machine, percentile, stats as summary, write_report  # noqa: E402
 
 PATHS = ["direct", "ingress", "turn"]
 # The TURN server's address, on relay C's access link next to VIP C (global_sim_topology's
@@ -84,7 +84,7 @@ def client_main(args):
     from aiortc.rtp import RtcpRrPacket, RtcpSrPacket
     from aiortc.rtcrtpsender import RTCRtpSender
     import chaos_aiortc_client as cc  # tone_frame, and its aiortc_client helpers (ToneTrack)
-    from rtcetest.aio import receive_frames, remote_audio
+    from rtcetest.aio import receive_frames, record_connection, remote_audio
     import urllib.error
     import urllib.parse
     import urllib.request
@@ -156,12 +156,7 @@ def client_main(args):
         remote_track = remote_audio(pc)
         frames = []
 
-        @pc.on("connectionstatechange")
-        def on_state():
-            result.setdefault("states", []).append(pc.connectionState)
-            if pc.connectionState == "connected" and "connected_at" not in result:
-                result["connected_at"] = time.monotonic()
-                connected.set()
+        record_connection(pc, result, connected)
 
         def record(frame):
             mono, rate = ac.frame_to_mono(frame)
@@ -612,13 +607,8 @@ def bench_main(args):
             shutil.copytree(workdir, args.logs_dir, dirs_exist_ok=True)
         nt.cleanup_all()
     table = report(args, conds, mach, vers, time.monotonic() - t0)
-    print(table)
-    if args.markdown_out:
-        with open(args.markdown_out, "w") as f:
-            f.write(table)
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump({"machine": mach, "versions": vers, "args": vars(args), "conditions": conds}, f, indent=1)
+    write_report(table, args.markdown_out, args.json_out,
+                 {"machine": mach, "versions": vers, "args": vars(args), "conditions": conds}, indent=1)
     complete = all(f["ok"] == f["sessions"] == args.sessions for c in conds for p, f in c["paths"].items()
                    if p in args.paths.split(","))
     if args.quick:

@@ -48,7 +48,7 @@ sys.path.insert(0, E2E)
 
 import run_handover_netns as ho  # noqa: E402  (its prerequisites: the same)
 from rtcetest import outcome  # noqa: E402
-from rtcetest.core import log_to, machine_info as machine, stats  # noqa: E402
+from rtcetest.core import log_to, machine_info as machine, stats, write_report  # noqa: E402
 
 SKIP = outcome.SKIP
 CASES = ["recall/relay", "restart/relay", "rebind/relay", "recall/direct", "restart/direct", "rebind/direct"]
@@ -223,14 +223,9 @@ def main():
             fmt(g, "p50"), fmt(g, "p99"), g["n"] if g else 0, r.get("wall_s"),
             "" if not r.get("failed_checks") else ", failed: %s" % r["failed_checks"])))
     table = report(args, results, mach)
-    print(table)
-    if args.markdown_out:
-        with open(args.markdown_out, "w") as f:
-            f.write(table)
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump({"machine": mach, "moves": args.moves, "echo_delay": args.echo_delay,
-                       "total_s": round(time.monotonic() - t0, 1), "results": results}, f, indent=2)
+    write_report(table, args.markdown_out, args.json_out,
+                 {"machine": mach, "moves": args.moves, "echo_delay": args.echo_delay,
+                  "total_s": round(time.monotonic() - t0, 1), "results": results})
     complete = all(not r.get("error") and r.get("rtp_gap_ms") and r["rtp_gap_ms"]["n"] == args.moves for r in results)
     return 0 if complete else 1
 

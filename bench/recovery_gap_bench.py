@@ -58,30 +58,39 @@ class RecoveryGapBench(t.FlowRecoveryTest_userspace):  # MODE set from --mode
         self.wait_stored(client)
         return relay, client, vip
 
+    def across_relay_restart(self, run, first, client, vip, name, n):
+        """Streams n datagrams from client to vip, SIGKILLing relay `first` at the 50th and
+        starting a new one, `name`, on its ports with the store: (got, count, kill, first echo
+        after the restart), kill = {down, relay, ready}. There must be echoes before the kill
+        and after the restart."""
+        kill = {}
+
+        def during():
+            kill["down"] = time.monotonic()
+            first.stop(signal.SIGKILL, detach=True)
+            kill["relay"] = self.new_relay(name, workers=1, ports_of=first, extra=self.store_args())
+            kill["ready"] = time.monotonic()
+
+        got, arrivals, count, _ = self.flow_echo_stream(client, vip, n, ARGS.rate, during=during, at=50,
+                                                        tail=ARGS.tail)
+        before = [a for a in arrivals if a < kill["down"]]
+        after = [a for a in arrivals if a >= kill["ready"]]
+        self.assertTrue(before and after, "run %d: no echo before the relay kill or after the restart" % run)
+        kill["gap"] = (after[0] - before[-1]) * 1e3
+        return got, count, kill, after[0]
+
     def test_recovery_gap(self):
         rows = []
         for run in range(ARGS.runs):
             first, client, vip = self.stored_flow("gap-%d-a" % run)
-            box = {}
-
-            def during():
-                box["down"] = time.monotonic()
-                first.stop(signal.SIGKILL, detach=True)
-                box["relay"] = self.new_relay("gap-%d-b" % run, workers=1, ports_of=first, extra=self.store_args())
-                box["ready"] = time.monotonic()
-
-            got, arrivals, count, _ = self.flow_echo_stream(client, vip, 5000, ARGS.rate, during=during, at=50,
-                                                            tail=ARGS.tail)
-            before = [a for a in arrivals if a < box["down"]]
-            after = [a for a in arrivals if a >= box["ready"]]
-            self.assertTrue(before and after, "run %d: no echo before the kill or after the restart" % run)
+            got, count, box, first_echo = self.across_relay_restart(run, first, client, vip, "gap-%d-b" % run, 5000)
             m = box["relay"].metrics()
             self.assertEqual(m.get("rtcedge_relay_flows_created_total"), 0, "run %d: a STUN reached the relay" % run)
             self.assertEqual(m.get("rtcedge_relay_flows_recovered_total"), 1, "run %d: flow not recovered" % run)
             rows.append({
-                "gap": (after[0] - before[-1]) * 1e3,
+                "gap": box["gap"],
                 "restart": (box["ready"] - box["down"]) * 1e3,
-                "recovery": (after[0] - box["ready"]) * 1e3,
+                "recovery": (first_echo - box["ready"]) * 1e3,
                 "lost": count - len(got),
             })
             box["relay"].stop(signal.SIGTERM)
@@ -101,9 +110,7 @@ class RecoveryGapBench(t.FlowRecoveryTest_userspace):  # MODE set from --mode
                 self.redis.start()  # empty: nothing persists
                 box["up"] = time.monotonic()
                 # The relay reconnects and its refresh writes the live flow back (bounded wait).
-                deadline = box["up"] + 15.0
-                while time.monotonic() < deadline and not self.redis.has_flow_of(client.addr):
-                    time.sleep(0.02)  # poll interval of a deadline-bounded wait
+                t.poll_until(lambda: self.redis.has_flow_of(client.addr), 15.0)
                 box["stored"] = time.monotonic() if self.redis.has_flow_of(client.addr) else None
                 box["ready"] = time.monotonic()
 
@@ -116,19 +123,7 @@ class RecoveryGapBench(t.FlowRecoveryTest_userspace):  # MODE set from --mode
             self.assertEqual(sorted(set(range(count - ARGS.tail, count)) - got), [],
                              "run %d: the stream did not resume after the Redis restart" % run)
 
-            kill = {}
-
-            def relay_restart():
-                kill["down"] = time.monotonic()
-                first.stop(signal.SIGKILL, detach=True)
-                kill["relay"] = self.new_relay("rr-%d-b" % run, workers=1, ports_of=first, extra=self.store_args())
-                kill["ready"] = time.monotonic()
-
-            got, arrivals, count, _ = self.flow_echo_stream(client, vip, 8000, ARGS.rate, during=relay_restart,
-                                                            at=50, tail=ARGS.tail)
-            before = [a for a in arrivals if a < kill["down"]]
-            after = [a for a in arrivals if a >= kill["ready"]]
-            self.assertTrue(before and after, "run %d: no echo before the relay kill or after the restart" % run)
+            got, count, kill, _ = self.across_relay_restart(run, first, client, vip, "rr-%d-b" % run, 8000)
             self.assertEqual(sorted(set(range(count - ARGS.tail, count)) - got), [],
                              "run %d: the stream did not resume after the relay restart" % run)
             m = kill["relay"].metrics()
@@ -137,7 +132,7 @@ class RecoveryGapBench(t.FlowRecoveryTest_userspace):  # MODE set from --mode
                              "run %d: the flow written after the Redis restart was not recovered" % run)
             rows.append({"redis_lost": redis_lost, "redis_gap": redis_gap, "stored": stored_ms,
                          "redis_restart": (box["up"] - box["down"]) * 1e3,
-                         "relay_lost": count - len(got), "relay_gap": (after[0] - before[-1]) * 1e3,
+                         "relay_lost": count - len(got), "relay_gap": kill["gap"],
                          "relay_restart": (kill["ready"] - kill["down"]) * 1e3})
             kill["relay"].stop(signal.SIGTERM)
             client.close()
@@ -156,15 +151,21 @@ def print_restart_table(rows):
           "%d runs: every run resumed the stream and recovered the flow from the restarted store" % (
               ARGS.rate, ARGS.mode, len(rows)))
     print("machine: %s" % machine())
-    print("\n| per restart | p50 | p99 | max | mean |")
+    print_distributions(rows, "| per restart | p50 | p99 | max | mean |", (
+        ("redis_lost", "Redis restart: datagrams lost"),
+        ("redis_gap", "Redis restart: longest echo gap (ms)"),
+        ("redis_restart", "Redis SIGKILL -> answering PING again (ms)"),
+        ("stored", "Redis up -> the flow written back by the relay (ms)"),
+        ("relay_lost", "relay restart: datagrams lost"),
+        ("relay_gap", "relay restart: echo gap, last before kill -> first after (ms)"),
+        ("relay_restart", "relay SIGKILL -> new relay ready (ms)")))
+
+
+def print_distributions(rows, header, keys):
+    """A Markdown table: header, then p50, p99, max and mean over the runs of each (key, label)."""
+    print("\n" + header)
     print("|---|---|---|---|---|")
-    for key, label in (("redis_lost", "Redis restart: datagrams lost"),
-                       ("redis_gap", "Redis restart: longest echo gap (ms)"),
-                       ("redis_restart", "Redis SIGKILL -> answering PING again (ms)"),
-                       ("stored", "Redis up -> the flow written back by the relay (ms)"),
-                       ("relay_lost", "relay restart: datagrams lost"),
-                       ("relay_gap", "relay restart: echo gap, last before kill -> first after (ms)"),
-                       ("relay_restart", "relay SIGKILL -> new relay ready (ms)")):
+    for key, label in keys:
         values = [r[key] for r in rows]
         print("| %s | %.1f | %.1f | %.1f | %.1f |" % (label, percentile(values, 50), percentile(values, 99),
                                                       max(values), statistics.mean(values)))
@@ -174,14 +175,10 @@ def print_table(rows):
     print("\nRecovery gap after a relay SIGKILL (%s data path), %d runs, stream %.0f pps" % (
         ARGS.mode, len(rows), ARGS.rate))
     print("machine: %s" % machine())
-    print("\n| measure | p50 (ms) | p99 (ms) | max (ms) | mean (ms) |")
-    print("|---|---|---|---|---|")
-    for key, label in (("gap", "echo gap (last echo before kill -> first after)"),
-                       ("restart", "kill -> new relay ready"),
-                       ("recovery", "new relay ready -> first echo (lookup + forward)")):
-        values = [r[key] for r in rows]
-        print("| %s | %.1f | %.1f | %.1f | %.1f |" % (label, percentile(values, 50), percentile(values, 99),
-                                                      max(values), statistics.mean(values)))
+    print_distributions(rows, "| measure | p50 (ms) | p99 (ms) | max (ms) | mean (ms) |", (
+        ("gap", "echo gap (last echo before kill -> first after)"),
+        ("restart", "kill -> new relay ready"),
+        ("recovery", "new relay ready -> first echo (lookup + forward)")))
     lost = [r["lost"] for r in rows]
     print("\ndatagrams lost per run (in flight at the kill, or sent while no relay listened): "
           "median %d, max %d" % (statistics.median(lost), max(lost)))

@@ -80,42 +80,24 @@ for b in "$BEFORE" ${AFTER:+"$AFTER"} "$RELAY" "$LOADGEN"; do
 done
 for tool in jq curl; do command -v "$tool" >/dev/null || { echo "needs $tool" >&2; exit 2; }; done
 
-mkdir -p "$OUT"
-WORK="$(mktemp -d /tmp/rtce-connect-bench.XXXXXX)"
-"$RELAY" hint keygen > "$WORK/hint-keys.yaml"
-TX_PID="" RELAY_PID=""
-
-log() { echo "[connect-bench] $*" >&2; }
-# stop_stack, free_port, wait_http: the process handling both session benchmarks share.
+# The scratch folder, log(), cleanup, ports and the relay/transceiver pair: shared with
+# run_session_bench.sh.
 source "$REPO/bench/stack_lib.sh"
-
-cleanup() { stop_stack; rm -rf "$WORK"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+stack_setup connect-bench
 
 # start_stack BIN MODE(direct|relay) [extra transceiver flags...]; sets URL.
 start_stack() {
   local bin="$1" mode="$2"; shift 2
-  local http_port media_port
-  http_port=$(free_port tcp); media_port=$(free_port udp)
-  URL="http://127.0.0.1:$http_port"
-  local tx=("$bin" --http-listen "127.0.0.1:$http_port" --workers 1 --media-listen 127.0.0.1
-            --media-base-port "$media_port" --hint-key-file "$WORK/hint-keys.yaml"
+  stack_ports
+  local tx=("$bin" --http-listen "127.0.0.1:$HTTP_PORT" --workers 1 --media-listen 127.0.0.1
+            --media-base-port "$MEDIA_PORT" --hint-key-file "$WORK/hint-keys.yaml"
             --sessions-setup-rate 1000 --sessions-setup-burst 1000
             --backend-echo-mode loopback --backend-echo-delay 0ms --log-level warn)
   if [[ "$mode" == relay ]]; then
-    local vip_port admin_port
-    vip_port=$(free_port udp); admin_port=$(free_port tcp)
-    "$RELAY" --hint-key-file "$WORK/hint-keys.yaml" --listen "127.0.0.1:$vip_port" \
-      --endpoints "1=127.0.0.1:$media_port" --admin-listen "127.0.0.1:$admin_port" --workers 1 \
-      --pin-cpus false --log-level warn > "$WORK/relay.log" 2>&1 &
-    RELAY_PID=$!
-    wait_http "http://127.0.0.1:$admin_port/healthz" "$RELAY_PID"
-    tx+=(--relay-vips "127.0.0.1:$vip_port")
+    start_relay "$MEDIA_PORT"
+    tx+=(--relay-vips "$RELAY_VIP")
   fi
-  "${tx[@]}" "$@" > "$WORK/transceiver.log" 2>&1 &
-  TX_PID=$!
-  wait_http "$URL/healthz" "$TX_PID"
+  start_transceiver "${tx[@]}" "$@"
 }
 
 # ---------------------------------------------------------------- long call

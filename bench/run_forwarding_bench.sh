@@ -411,6 +411,12 @@ function kv(line, key,   re) {
   return ""
 }
 function fmt_pps(x) { return sprintf("%d", x + 0.5) }
+# One row of the targets table: label, m[a] / m[b] and whether it reaches the target ratio.
+function target_row(label, m, a, b, target,   x) {
+  if (!((a in m) && (b in m) && m[b] > 0)) return
+  x = m[a] / m[b]
+  printf "| %s (%s / %s pps) | %.2fx | >= %sx | %s |\n", label, fmt_pps(m[a]), fmt_pps(m[b]), x, target, (x >= target ? "yes" : "**no**")
+}
 /^RESULT / {
   s = kv($0, "label"); r = kv($0, "rate")
   key = s SUBSEP r
@@ -451,30 +457,12 @@ END {
   print ""
   print "| comparison | measured | target | met |"
   print "|---|---:|---:|---|"
-  if (("relay" in best) && ("nginx" in best) && best["nginx"] > 0) {
-    x = best["relay"] / best["nginx"]
-    printf "| relay peak / nginx peak (%s / %s pps) | %.2fx | >= 2x | %s |\n", fmt_pps(best["relay"]), fmt_pps(best["nginx"]), x, (x >= 2 ? "yes" : "**no**")
-  }
-  if (("relay" in best) && ("nft" in best) && best["nft"] > 0) {
-    x = best["relay"] / best["nft"]
-    printf "| relay peak / nftables DNAT peak (%s / %s pps) | %.2fx | >= 0.5x | %s |\n", fmt_pps(best["relay"]), fmt_pps(best["nft"]), x, (x >= 0.5 ? "yes" : "**no**")
-  }
-  if (("relay" in clean) && ("nginx" in clean) && clean["nginx"] > 0) {
-    x = clean["relay"] / clean["nginx"]
-    printf "| relay loss-free / nginx loss-free (%s / %s pps) | %.2fx | >= 2x | %s |\n", fmt_pps(clean["relay"]), fmt_pps(clean["nginx"]), x, (x >= 2 ? "yes" : "**no**")
-  }
-  if (("relay" in clean) && ("nft" in clean) && clean["nft"] > 0) {
-    x = clean["relay"] / clean["nft"]
-    printf "| relay loss-free / nftables DNAT loss-free (%s / %s pps) | %.2fx | >= 0.5x | %s |\n", fmt_pps(clean["relay"]), fmt_pps(clean["nft"]), x, (x >= 0.5 ? "yes" : "**no**")
-  }
-  if (("xdp" in best) && ("relay" in best) && best["relay"] > 0) {
-    x = best["xdp"] / best["relay"]
-    printf "| xdp peak / relay peak (%s / %s pps) | %.2fx | >= 3x | %s |\n", fmt_pps(best["xdp"]), fmt_pps(best["relay"]), x, (x >= 3 ? "yes" : "**no**")
-  }
-  if (("xdp" in clean) && ("relay" in clean) && clean["relay"] > 0) {
-    x = clean["xdp"] / clean["relay"]
-    printf "| xdp loss-free / relay loss-free (%s / %s pps) | %.2fx | >= 3x | %s |\n", fmt_pps(clean["xdp"]), fmt_pps(clean["relay"]), x, (x >= 3 ? "yes" : "**no**")
-  }
+  target_row("relay peak / nginx peak", best, "relay", "nginx", 2)
+  target_row("relay peak / nftables DNAT peak", best, "relay", "nft", 0.5)
+  target_row("relay loss-free / nginx loss-free", clean, "relay", "nginx", 2)
+  target_row("relay loss-free / nftables DNAT loss-free", clean, "relay", "nft", 0.5)
+  target_row("xdp peak / relay peak", best, "xdp", "relay", 3)
+  target_row("xdp loss-free / relay loss-free", clean, "xdp", "relay", 3)
   if (("xdp" in best) && ("direct" in best) && best["direct"] > 0)
     printf "| xdp peak / direct path peak (%s / %s pps) | %.2fx | - | - |\n", fmt_pps(best["xdp"]), fmt_pps(best["direct"]), best["xdp"] / best["direct"]
   if ("direct" in best) printf "| direct path peak (no middlebox: the ceiling of this harness) | %s pps | - | - |\n", fmt_pps(best["direct"])

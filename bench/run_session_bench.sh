@@ -73,45 +73,27 @@ done
 for tool in taskset jq curl; do command -v "$tool" >/dev/null || { echo "needs $tool" >&2; exit 2; }; done
 if [[ $(nproc) -lt 2 ]]; then TX_CPU=0; LG_CPU=0; fi
 
-mkdir -p "$OUT"
-WORK="$(mktemp -d /tmp/rtce-session-bench.XXXXXX)"
-"$RELAY" hint keygen > "$WORK/hint-keys.yaml"
-TX_PID="" RELAY_PID=""
-
-log() { echo "[session-bench] $*" >&2; }
-# stop_stack, free_port, wait_http: the process handling both session benchmarks share.
+# The scratch folder, log(), cleanup, ports and the relay/transceiver pair: shared with
+# run_connect_bench.sh. The relay runs on the load generator's CPU.
 source "$REPO/bench/stack_lib.sh"
-
-cleanup() { stop_stack; rm -rf "$WORK"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+stack_setup session-bench
+RELAY_CPU="$LG_CPU"
 
 # start_stack MODE(relay|direct) AUDIO(transcoding|passthrough) [extra transceiver flags...]
 start_stack() {
   local mode="$1" audio="$2"; shift 2
-  local http_port media_port
-  http_port=$(free_port tcp); media_port=$(free_port udp)
-  URL="http://127.0.0.1:$http_port"
-  local tx=(taskset -c "$TX_CPU" "$TRANSCEIVER" --http-listen "127.0.0.1:$http_port" --workers 1
-            --media-listen 127.0.0.1 --media-base-port "$media_port" --hint-key-file "$WORK/hint-keys.yaml"
+  stack_ports
+  local tx=(taskset -c "$TX_CPU" "$TRANSCEIVER" --http-listen "127.0.0.1:$HTTP_PORT" --workers 1
+            --media-listen 127.0.0.1 --media-base-port "$MEDIA_PORT" --hint-key-file "$WORK/hint-keys.yaml"
             --sessions-setup-rate 100000 --sessions-setup-burst 100000 --sessions-max-per-worker 20000
             --backend-echo-mode loopback --backend-echo-delay 100ms --log-level warn)
   if [[ "$audio" == passthrough ]]; then tx+=(--audio-opus-passthrough true); else tx+=(--audio-opus-complexity 0); fi
   if [[ "$mode" == relay ]]; then
-    local vip_port admin_port
-    vip_port=$(free_port udp); admin_port=$(free_port tcp)
-    RELAY_ADMIN="http://127.0.0.1:$admin_port"
     # Every load-generator session comes from 127.0.0.1: no per-prefix flow bound here.
-    taskset -c "$LG_CPU" "$RELAY" --hint-key-file "$WORK/hint-keys.yaml" --listen "127.0.0.1:$vip_port" \
-      --endpoints "1=127.0.0.1:$media_port" --admin-listen "127.0.0.1:$admin_port" --workers 1 \
-      --pin-cpus false --flows-max-per-source-prefix 0 --log-level warn > "$WORK/relay.log" 2>&1 &
-    RELAY_PID=$!
-    wait_http "http://127.0.0.1:$admin_port/healthz" "$RELAY_PID"
-    tx+=(--relay-vips "127.0.0.1:$vip_port")
+    start_relay "$MEDIA_PORT" --flows-max-per-source-prefix 0
+    tx+=(--relay-vips "$RELAY_VIP")
   fi
-  "${tx[@]}" "$@" > "$WORK/transceiver.log" 2>&1 &
-  TX_PID=$!
-  wait_http "$URL/healthz" "$TX_PID"
+  start_transceiver "${tx[@]}" "$@"
 }
 
 # run_point MODE AUDIO N LABEL [loadgen flags...]: sets JSON to the result's path (no

@@ -12,15 +12,9 @@
 //
 // stdout: one JSON {browser_version, runs: [{connected_ms, first_rtp_ms, error}]}. Exit 0
 // when every run connected, 1 otherwise, 2 on bad usage. playwright-core comes from
-// tests/golden/tools/node_modules (`npm ci` there), as for tests/transceiver/e2e.
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { createRequire } from 'node:module';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-const REPO_ROOT = path.resolve(HERE, '..', '..');
+// tests/golden/tools/node_modules (`npm ci` there), and the Chromium launch is
+// tests/support/js/browser.mjs's, as for tests/transceiver/e2e; this file owns the timed calls.
+import { BrowserRun, browserVersion, chromiumArgs, wantLoopback } from '../../tests/support/js/browser.mjs';
 
 const opts = { url: null, runs: 10, chromium: '/usr/bin/chromium', allowLoopback: 'auto', timeoutS: 120 };
 {
@@ -40,16 +34,6 @@ const opts = { url: null, runs: 10, chromium: '/usr/bin/chromium', allowLoopback
   if (!opts.url || !/^http:\/\//.test(opts.url)) usage('--url http://HOST:PORT is required');
   if (!(opts.runs >= 1 && opts.runs <= 1000)) usage('--runs 1..1000');
   if (!['auto', 'yes', 'no'].includes(opts.allowLoopback)) usage('--allow-loopback auto|yes|no');
-}
-
-async function loadPlaywright() {
-  try {
-    const pkg = path.join(REPO_ROOT, 'tests', 'golden', 'tools', 'package.json');
-    const mod = await import(pathToFileURL(createRequire(pkg).resolve('playwright-core')).href);
-    return mod.chromium ? mod : mod.default;
-  } catch {
-    return import('playwright-core');
-  }
 }
 
 // Runs inside the page: n calls, one after the other.
@@ -102,33 +86,21 @@ async function callsInPage(n) {
 }
 
 const result = { browser_version: null, runs: [], error: null };
-let context = null;
-let userDataDir = null;
+const browser = new BrowserRun();
 const watchdog = setTimeout(() => { result.error = 'watchdog'; finish(1); }, opts.timeoutS * 1000);
 async function finish(code) {
   clearTimeout(watchdog);
-  if (context) await Promise.race([context.close().catch(() => {}), new Promise((r) => setTimeout(r, 5000))]);
-  if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
+  await browser.close();
   console.log(JSON.stringify(result, null, 2));
   process.exit(code);
 }
 
 try {
-  const { chromium } = await loadPlaywright();
-  const hasNonLoopbackV4 = Object.values(os.networkInterfaces()).flat()
-    .some((i) => i && !i.internal && (i.family === 'IPv4' || i.family === 4));
-  const allowLoopback = opts.allowLoopback === 'yes' || (opts.allowLoopback === 'auto' && !hasNonLoopbackV4);
-  userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtcedge-connect-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: opts.chromium, headless: false, timeout: 30000,
-    args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync',
-      '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream',
-      ...(allowLoopback ? ['--allow-loopback-in-peer-connection'] : [])],
+  const page = await browser.launch({
+    executablePath: opts.chromium, args: chromiumArgs({ allowLoopback: wantLoopback(opts.allowLoopback) }),
+    profilePrefix: 'rtcedge-connect-chromium-', origin: new URL(opts.url).origin,
   });
-  result.browser_version = context.browser() ? context.browser().version() : null;
-  await context.grantPermissions(['microphone'], { origin: new URL(opts.url).origin }).catch(() => {});
-  const page = context.pages()[0] || await context.newPage();
+  result.browser_version = browserVersion(browser.context);
   await page.goto(`${opts.url}/`, { timeout: 15000 });
   result.runs = await page.evaluate(callsInPage, opts.runs);
   await finish(result.runs.every((r) => r.connected_ms !== null) ? 0 : 1);

@@ -15,7 +15,7 @@ import unittest
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "py"))
-from rtcetest.core import test_flags  # noqa: E402
+from rtcetest.core import unittest_main  # noqa: E402
 
 ARGS = None
 
@@ -45,14 +45,6 @@ def reference_keys(binary):
     return keys
 
 
-def held_port(kind):
-    s = socket.socket(socket.AF_INET, kind)
-    s.bind(("127.0.0.1", 0))
-    if kind == socket.SOCK_STREAM:
-        s.listen()
-    return s
-
-
 class Base(unittest.TestCase):
     binary = None
     prefix = None
@@ -63,6 +55,15 @@ class Base(unittest.TestCase):
         f.close()
         self.addCleanup(os.unlink, f.name)
         return f.name
+
+    def held_port(self, kind):
+        """A loopback port this test holds (bound, and listening when TCP) until it ends."""
+        s = socket.socket(socket.AF_INET, kind)
+        self.addCleanup(s.close)
+        s.bind(("127.0.0.1", 0))
+        if kind == socket.SOCK_STREAM:
+            s.listen()
+        return s.getsockname()[1]
 
     def check_ok(self, *argv, env=None):
         r = run(self.binary, "--check-config", *argv, env=env)
@@ -93,12 +94,8 @@ class Relay(Base):
         os.chmod(self.keys, 0o600)
 
     def test_layers_every_key_and_redaction(self):
-        vip = held_port(socket.SOCK_DGRAM)
-        admin = held_port(socket.SOCK_STREAM)
-        self.addCleanup(vip.close)
-        self.addCleanup(admin.close)
-        vip_addr = "127.0.0.1:%d" % vip.getsockname()[1]
-        admin_addr = "127.0.0.1:%d" % admin.getsockname()[1]
+        vip_addr = "127.0.0.1:%d" % self.held_port(socket.SOCK_DGRAM)
+        admin_addr = "127.0.0.1:%d" % self.held_port(socket.SOCK_STREAM)
         config = self.write("hint_key_file: %s\nlisten: ['%s']\nadmin: {listen: '%s'}\n"
                             "cluster_id: 1\nflows: {capacity: 100, idle_timeout: 10s}\n"
                             "endpoints:\n  - {id: 3, address: '198.18.2.3:40003'}\n" % (self.keys, vip_addr, admin_addr))
@@ -146,14 +143,11 @@ class Transceiver(Base):
         self.binary = ARGS.transceiver
 
     def test_layers_every_key_and_redaction(self):
-        http = held_port(socket.SOCK_STREAM)
-        media = held_port(socket.SOCK_DGRAM)
-        self.addCleanup(http.close)
-        self.addCleanup(media.close)
-        http_addr = "127.0.0.1:%d" % http.getsockname()[1]
+        http_addr = "127.0.0.1:%d" % self.held_port(socket.SOCK_STREAM)
+        media_port = self.held_port(socket.SOCK_DGRAM)
         config = self.write("http:\n  listen: '%s'\n  api_keys: ['key-one-0123456789', 'key-two-0123456789']\n"
                             "workers: 1\nmedia:\n  base_port: %d\nsessions: {max_per_worker: 5}\n"
-                            % (http_addr, media.getsockname()[1]))
+                            % (http_addr, media_port))
         text, values = self.check_ok(
             "--config", config, "--backend-headers", "Authorization: Bearer backend-secret-token",
             env={"RTCEDGE_TRANSCEIVER_SESSIONS_MAX_PER_WORKER": "7", "RTCEDGE_TRANSCEIVER_AUDIO_SAMPLE_RATE": "48000",
@@ -189,11 +183,5 @@ class Transceiver(Base):
         self.assertIn("unknown key 'sessions.max_per_workr'", self.check_bad("--config", config))
 
 
-def main():
-    global ARGS
-    ARGS, argv = test_flags("--relay", "--transceiver")
-    unittest.main(argv=argv)
-
-
 if __name__ == "__main__":
-    main()
+    unittest_main(globals(), "--relay", "--transceiver")

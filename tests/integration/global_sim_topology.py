@@ -282,14 +282,6 @@ class GlobalSim:
     def pin_path(self, relay):
         return "%s/%s-%s" % (nt.BPFFS, self.prefix, relay)
 
-    def _detach(self, relay_bin, path):
-        if os.path.exists(path):
-            r = subprocess.run([relay_bin, "detach", "--pin-path", path], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, timeout=10)
-            if r.returncode != 0:
-                log("detach --pin-path %s: %s" % (path, r.stdout.strip()))
-            nt.remove_pins(path)
-
     def start_relays(self, relay_bin, mode="userspace", extra=None):
         """Relays A (owner of CLUSTER_A), B (owner of CLUSTER_B, always userspace) and C
         (ingress only). extra: {"a": [...], "c": [...]} more arguments. Waits for /readyz."""
@@ -313,7 +305,7 @@ class GlobalSim:
             if os.path.exists(path):
                 nt.remove_pins(path)
             self.pin_paths[relay] = path
-            nt.register_cleanup(lambda: self._detach(relay_bin, path))
+            nt.register_cleanup(lambda: nt.detach_pins(relay_bin, path, log))
             return ["--mode", "xdp", "--xdp-interfaces", ",".join(ifaces), "--xdp-relay-address4", addr,
                     "--xdp-return-port", str(XDP_RETURN_PORT), "--xdp-pin-path", path]
 

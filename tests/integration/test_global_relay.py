@@ -35,6 +35,7 @@ Exit 0 pass, 1 fail, 77 every selected case skipped.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -117,33 +118,27 @@ class Relay(Process):
         return prom_metrics.parse(http_get(self.admin, "/metrics"))
 
 
-class GlobalRelayTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="rtce-global-")
+class TwoClusterStage(unittest.TestCase):
+    """The loopback stage of the global relay tests (here and test_global_relay_registry.py):
+    a scratch folder (self.tmp) with the hint keys of clusters 1 and 2 (self.keys1, self.keys2),
+    the fake transceiver serving endpoint 7 (self.ep_port), hints, client sockets, and
+    exchanges with the ingress relay's VIP (self.vip, set by the test's setUp)."""
+
+    def make_stage(self, tmp_prefix):
+        self.tmp = tempfile.mkdtemp(prefix=tmp_prefix)
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.keys1 = os.path.join(self.tmp, "cluster1.yaml")
         self.keys2 = os.path.join(self.tmp, "cluster2.yaml")
         for path, key_id in ((self.keys1, 1), (self.keys2, 2)):
             with open(path, "w") as f:
                 subprocess.run([ARGS.relay, "hint", "keygen", "--id", str(key_id)], stdout=f, check=True, timeout=10)
-        ep_port = free_port()
+
+    def start_fake_transceiver(self):
+        self.ep_port = free_port()
         self.transceiver = Process("fake-transceiver", [
-            sys.executable, os.path.join(HERE, "fake_transceiver.py"), "--endpoint", "EP7=%d" % ep_port,
+            sys.executable, os.path.join(HERE, "fake_transceiver.py"), "--endpoint", "EP7=%d" % self.ep_port,
             "--pwd", PWD, "--max-seconds", "120"], self.tmp)
         self.addCleanup(self.transceiver.stop)
-        self.peer_port = free_port(host="127.0.0.2")
-        self.owner = Relay("relay-b-owner", self.tmp, self.keys2, 2, [
-            "--endpoints", "7=127.0.0.1:%d" % ep_port, "--peers-listen", "127.0.0.2:%d" % self.peer_port,
-            "--peers-trusted", "127.0.0.1/32"])
-        self.addCleanup(self.owner.stop)
-        with open(os.path.join(self.tmp, "ingress.yaml"), "w") as f:
-            json.dump({"peers": {"clusters": [{"cluster": 2, "address": "127.0.0.2:%d" % self.peer_port,
-                                               "hint_key_file": self.keys2}]}}, f)  # JSON is YAML
-        self.ingress = Relay("relay-a-ingress", self.tmp, self.keys1, 1,
-                             ["--config", os.path.join(self.tmp, "ingress.yaml")])
-        self.addCleanup(self.ingress.stop)
-        wait_for(lambda: self.owner.ready() and self.ingress.ready(), 15, "both relays ready")
-        self.vip = ("127.0.0.1", self.ingress.vip_port)
 
     def mint(self, cluster, endpoint, keys):
         return subprocess.run([ARGS.relay, "hint", "encode", "--key-file", keys, "--cluster", str(cluster),
@@ -170,6 +165,25 @@ class GlobalRelayTest(unittest.TestCase):
     def quiet(self, sock, seconds=0.5):
         ready, _, _ = select.select([sock], [], [], seconds)
         return not ready
+
+
+class GlobalRelayTest(TwoClusterStage):
+    def setUp(self):
+        self.make_stage("rtce-global-")
+        self.start_fake_transceiver()
+        self.peer_port = free_port(host="127.0.0.2")
+        self.owner = Relay("relay-b-owner", self.tmp, self.keys2, 2, [
+            "--endpoints", "7=127.0.0.1:%d" % self.ep_port, "--peers-listen", "127.0.0.2:%d" % self.peer_port,
+            "--peers-trusted", "127.0.0.1/32"])
+        self.addCleanup(self.owner.stop)
+        with open(os.path.join(self.tmp, "ingress.yaml"), "w") as f:
+            json.dump({"peers": {"clusters": [{"cluster": 2, "address": "127.0.0.2:%d" % self.peer_port,
+                                               "hint_key_file": self.keys2}]}}, f)  # JSON is YAML
+        self.ingress = Relay("relay-a-ingress", self.tmp, self.keys1, 1,
+                             ["--config", os.path.join(self.tmp, "ingress.yaml")])
+        self.addCleanup(self.ingress.stop)
+        wait_for(lambda: self.owner.ready() and self.ingress.ready(), 15, "both relays ready")
+        self.vip = ("127.0.0.1", self.ingress.vip_port)
 
     def test_a_flow_of_another_cluster_crosses_both_relays_and_comes_back_from_the_vip(self):
         client = self.client()
@@ -354,6 +368,17 @@ class MediaStream:
         return max((b - a for a, b in zip(times, times[1:])), default=None)
 
 
+def print_outage(what, stream, stopped, up=None, first=None):
+    """Prints the measured gap of a restart at `stopped`: the stream's media outage and loss
+    and, when the relay was ready again at `up`, stop to /readyz and /readyz to the first echo."""
+    line = "\n[measured] %s: media outage %.0f ms, %d datagrams of 20 ms lost" % (
+        what, stream.outage_after(stopped) * 1e3, stream.lost())
+    if up is not None:
+        line += " (stop to /readyz: %.0f ms; first echo %.0f ms after /readyz)" % ((up - stopped) * 1e3,
+                                                                                (first - up) * 1e3)
+    print(line, file=sys.stderr)
+
+
 class TransceiverLog:
     """The fake transceiver's JSON event lines, read from its log from a mark on."""
 
@@ -376,20 +401,10 @@ class GlobalRelayFailureTest(GlobalRelayTest):
     flow remembers."""
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="rtce-global-fail-")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.make_stage("rtce-global-fail-")
         self.redis = Redis(self.tmp)
         self.addCleanup(self.redis.stop)
-        self.keys1 = os.path.join(self.tmp, "cluster1.yaml")
-        self.keys2 = os.path.join(self.tmp, "cluster2.yaml")
-        for path, key_id in ((self.keys1, 1), (self.keys2, 2)):
-            with open(path, "w") as f:
-                subprocess.run([ARGS.relay, "hint", "keygen", "--id", str(key_id)], stdout=f, check=True, timeout=10)
-        self.ep_port = free_port()
-        self.transceiver = Process("fake-transceiver", [
-            sys.executable, os.path.join(HERE, "fake_transceiver.py"), "--endpoint", "EP7=%d" % self.ep_port,
-            "--pwd", PWD, "--max-seconds", "120"], self.tmp)
-        self.addCleanup(self.transceiver.stop)
+        self.start_fake_transceiver()
         self.tlog = TransceiverLog(self.transceiver.log_path)
         self.peer_port = free_port(host="127.0.0.2")
         self.owner = self.start_owner()
@@ -407,6 +422,21 @@ class GlobalRelayFailureTest(GlobalRelayTest):
             "--peers-trusted", "127.0.0.1/32"] + (["--flow-store-redis-url", self.redis.url] if flow_store else []))
         self.addCleanup(owner.stop)
         return owner
+
+    @contextlib.contextmanager
+    def media_flowing(self, client, ufrag, check_interval=None):
+        """A MediaStream of the call echoing through both relays; (the stream, the time it
+        did) inside, the stream stopped after."""
+        with MediaStream(client, self.vip, ufrag, check_interval=check_interval) as stream:
+            wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
+            yield stream, time.monotonic()
+
+    def restart_owner(self, flow_store=False, what="owner relay ready again"):
+        """Stops the owner relay and starts it again; the time it was ready."""
+        self.owner.stop()
+        self.owner = self.start_owner(flow_store=flow_store)
+        wait_for(self.owner.ready, 15, what)
+        return time.monotonic()
 
     def write_ingress_config(self, cluster2_address):
         with open(self.ingress_config + ".new", "w") as f:
@@ -458,28 +488,21 @@ class GlobalRelayFailureTest(GlobalRelayTest):
     def test_a_restarted_ingress_relay_forwards_media_again_before_any_check(self):
         client = self.client()
         ufrag = self.call(client)
-        with MediaStream(client, self.vip, ufrag) as stream:
-            wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
-            stopped = time.monotonic()
+        with self.media_flowing(client, ufrag) as (stream, stopped):
             mark = self.tlog.mark()
             up = self.restart_ingress()
             first = wait_for(lambda: stream.echoed_since(up), 5, "media echoed after the restart")
             events = wait_for(lambda: [e for e in self.tlog.events_since(mark) if e["event"] == "data"] and
                               self.tlog.events_since(mark), 5, "media at the transceiver")
         self.assert_recovered_before_any_check(self.ingress, "ingress", stream, events, client)
-        print("\n[measured] ingress restart: media outage %.0f ms, %d datagrams of 20 ms lost (stop to /readyz: "
-              "%.0f ms; first echo %.0f ms after /readyz)" % (stream.outage_after(stopped) * 1e3, stream.lost(),
-                                                               (up - stopped) * 1e3, (min(first) - up) * 1e3),
-              file=sys.stderr)
+        print_outage("ingress restart", stream, stopped, up, min(first))
 
     def test_an_ingress_restarted_on_another_return_address_waits_for_the_next_check(self):
         # The owner's flow belongs to the old return address: media from the new one is
         # peer_wrong_sender until a verified check moves the flow (the trust model).
         client = self.client()
         ufrag = self.call(client)
-        with MediaStream(client, self.vip, ufrag, check_interval=2.5) as stream:
-            wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
-            stopped = time.monotonic()
+        with self.media_flowing(client, ufrag, check_interval=2.5) as (stream, stopped):
             self.return_port = free_port()
             self.write_ingress_config("127.0.0.2:%d" % self.peer_port)
             up = self.restart_ingress()
@@ -489,46 +512,30 @@ class GlobalRelayFailureTest(GlobalRelayTest):
         self.assertGreaterEqual(self.owner.metrics().get("rtcedge_relay_dropped_packets_total",
                                                          reason="peer_wrong_sender"), 1)
         self.assertGreaterEqual(self.ingress.metrics().get("rtcedge_relay_flows_recovered_total"), 1)
-        print("\n[measured] ingress restart on another return port (check every 2.5 s): media outage %.0f ms, "
-              "%d datagrams of 20 ms lost" % (stream.outage_after(stopped) * 1e3, stream.lost()), file=sys.stderr)
+        print_outage("ingress restart on another return port (check every 2.5 s)", stream, stopped)
 
     def test_a_restarted_owner_relay_with_a_flow_store_takes_media_again_before_any_check(self):
-        self.owner.stop()
-        self.owner = self.start_owner(flow_store=True)
-        wait_for(self.owner.ready, 15, "owner relay ready with a flow store")
+        self.restart_owner(flow_store=True, what="owner relay ready with a flow store")
         client = self.client()
         ufrag = self.call(client)
         # Cluster 2's record of the same flow: its endpoint and the ingress relay it comes via.
         key = "rtce:{c2}:flow:127.0.0.1:%d|127.0.0.1:%d" % (client.getsockname()[1], self.vip_port)
         record = wait_for(lambda: self.redis.command("GET", key), 5, "the owner flow's record in the store")
         self.assertEqual(record, "o7@127.0.0.1:%d" % self.return_port)
-        with MediaStream(client, self.vip, ufrag) as stream:
-            wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
-            stopped = time.monotonic()
+        with self.media_flowing(client, ufrag) as (stream, stopped):
             mark = self.tlog.mark()
-            self.owner.stop()
-            self.owner = self.start_owner(flow_store=True)
-            wait_for(self.owner.ready, 15, "owner relay ready again")
-            up = time.monotonic()
+            up = self.restart_owner(flow_store=True)
             first = min(wait_for(lambda: stream.echoed_since(up), 5, "media echoed after the owner restart"))
             events = wait_for(lambda: [e for e in self.tlog.events_since(mark) if e["event"] == "data"] and
                               self.tlog.events_since(mark), 5, "media at the transceiver")
         self.assert_recovered_before_any_check(self.owner, "owner", stream, events, client)
-        print("\n[measured] owner restart with a flow store: media outage %.0f ms, %d datagrams of 20 ms lost "
-              "(stop to /readyz: %.0f ms; first echo %.0f ms after /readyz)"
-              % (stream.outage_after(stopped) * 1e3, stream.lost(), (up - stopped) * 1e3, (first - up) * 1e3),
-              file=sys.stderr)
+        print_outage("owner restart with a flow store", stream, stopped, up, first)
 
     def test_a_restarted_owner_relay_takes_media_again_after_the_next_check(self):
         client = self.client()
         ufrag = self.call(client)
-        with MediaStream(client, self.vip, ufrag, check_interval=2.5) as stream:
-            wait_for(lambda: len(stream.echoes) >= 10, 5, "media through both relays")
-            stopped = time.monotonic()
-            self.owner.stop()
-            self.owner = self.start_owner()
-            wait_for(self.owner.ready, 15, "owner relay ready again")
-            up = time.monotonic()
+        with self.media_flowing(client, ufrag, check_interval=2.5) as (stream, stopped):
+            up = self.restart_owner()
             first = min(wait_for(lambda: stream.echoed_since(up), 6, "media echoed after the owner restart"))
             checks = list(stream.checks_sent)
         # The owner lost its flow: media is refused until a check makes it again.
@@ -536,10 +543,7 @@ class GlobalRelayFailureTest(GlobalRelayTest):
         m = self.owner.metrics()
         self.assertGreaterEqual(m.get("rtcedge_relay_dropped_packets_total", reason="no_flow"), 1)
         self.assertGreaterEqual(m.get("rtcedge_relay_flows_created_total"), 1)
-        print("\n[measured] owner restart (check every 2.5 s): media outage %.0f ms, %d datagrams of 20 ms lost "
-              "(stop to /readyz: %.0f ms; first echo %.0f ms after /readyz)"
-              % (stream.outage_after(stopped) * 1e3, stream.lost(), (up - stopped) * 1e3, (first - up) * 1e3),
-              file=sys.stderr)
+        print_outage("owner restart (check every 2.5 s)", stream, stopped, up, first)
 
     def test_a_reload_moving_the_clusters_relay_takes_live_and_recovered_flows_with_it(self):
         recovered, live = self.client(), self.client()

@@ -23,16 +23,14 @@ Exit 0 pass, 1 fail.
 import argparse
 import json
 import os
-import select
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support", "py"))
 sys.path.insert(0, HERE)
 import prom_metrics  # noqa: E402
 import stun_codec as stun  # noqa: E402
@@ -64,25 +62,15 @@ class Relay(gr.Relay):
         super().__init__(name, tmp, keys, cluster, ["--registry-ttl", "%dms" % TTL_MS] + list(extra))
 
 
-class GlobalRelayRegistryTest(unittest.TestCase):
+class GlobalRelayRegistryTest(gr.TwoClusterStage):
     def setUp(self):
         if not shutil.which("redis-server") or not shutil.which("redis-cli"):
             self.skipTest("redis-server/redis-cli not installed (scripts/install-deps.sh)")
-        self.tmp = tempfile.mkdtemp(prefix="rtce-global-registry-")
-        self.addCleanup(shutil.rmtree, self.tmp, True)
-        self.keys1 = os.path.join(self.tmp, "cluster1.yaml")
-        self.keys2 = os.path.join(self.tmp, "cluster2.yaml")
-        for path, key_id in ((self.keys1, 1), (self.keys2, 2)):
-            with open(path, "w") as f:
-                subprocess.run([ARGS.relay, "hint", "keygen", "--id", str(key_id)], stdout=f, check=True, timeout=10)
+        self.make_stage("rtce-global-registry-")
         self.redis = Redis(self.tmp)
         self.addCleanup(self.redis.stop)
         self.url = "redis://127.0.0.1:%d" % self.redis.port
-        self.ep_port = free_port()
-        self.transceiver = Process("fake-transceiver", [
-            sys.executable, os.path.join(HERE, "fake_transceiver.py"), "--endpoint", "EP7=%d" % self.ep_port,
-            "--pwd", PWD, "--max-seconds", "120"], self.tmp)
-        self.addCleanup(self.transceiver.stop)
+        self.start_fake_transceiver()
         with open(os.path.join(self.tmp, "ingress.yaml"), "w") as f:
             json.dump({"peers": {"clusters": [{"cluster": 2, "hint_key_file": self.keys2}]},
                        "registry": {"redis_url": self.url}}, f)  # JSON is YAML
@@ -103,31 +91,9 @@ class GlobalRelayRegistryTest(unittest.TestCase):
         wait_for(owner.ready, 15, "the owner relay ready")
         return owner, "127.0.0.2:%d" % port
 
-    def mint(self):
-        return subprocess.run([ARGS.relay, "hint", "encode", "--key-file", self.keys2, "--cluster", "2",
-                               "--endpoint", "7"], capture_output=True, text=True, check=True,
-                              timeout=10).stdout.strip()
-
-    def client(self):
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind(("127.0.0.1", 0))
-        self.addCleanup(s.close)
-        return s
-
-    def exchange(self, sock, data, timeout=3.0):
-        """Sends data to the VIP, resent every 0.5 s within the deadline; the first datagram
-        back (payload, source), or None."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            sock.sendto(data, self.vip)
-            ready, _, _ = select.select([sock], [], [], min(0.5, max(0.0, deadline - time.monotonic())))
-            if ready:
-                return sock.recvfrom(65536)
-        return None
-
     def check_through(self, sock, tag):
         """A STUN check with a cluster-2 hint and two media packets cross both relays."""
-        _, request = stun.binding_request(self.mint(), tag, PWD)
+        _, request = stun.binding_request(self.mint(2, 7, self.keys2), tag, PWD)
         got = self.exchange(sock, request)
         self.assertIsNotNone(got, "%s: no answer through the two relays" % tag)
         data, src = got
@@ -147,7 +113,7 @@ class GlobalRelayRegistryTest(unittest.TestCase):
         # (unknown_key: its keys join the routing with its address).
         early = self.client()
         before = self.ingress.metrics()
-        _, request = stun.binding_request(self.mint(), "early", PWD)
+        _, request = stun.binding_request(self.mint(2, 7, self.keys2), "early", PWD)
         early.sendto(request, self.vip)
         wait_for(lambda: prom_metrics.delta(before, self.ingress.metrics(), "rtcedge_relay_dropped_packets_total",
                                             reason="hint_rejected") >= 1, 5, "a hint_rejected drop")

@@ -35,6 +35,7 @@ SIGTERM/SIGHUP/Ctrl-C, and (processes) when the test is SIGKILLed."""
 import argparse
 import base64
 import contextlib
+import functools
 import ipaddress
 import json
 import os
@@ -49,12 +50,14 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support", "py"))
 sys.path.insert(0, HERE)
 
 import netns_topology as nt  # noqa: E402
 import prom_metrics  # noqa: E402
 import proxy_v2  # noqa: E402
 import stun_codec  # noqa: E402
+from rtcetest import core  # noqa: E402
 
 RELAY_BIN = os.environ.get("RTCE_RELAY_BIN") or os.path.normpath(os.path.join(HERE, "../../build/bin/rtcedge-relay"))
 XDP_PASS_OBJ = os.environ.get("RTCE_XDP_PASS_OBJ")  # default: ../bpf/xdp_pass.bpf.o next to the relay's bin/
@@ -90,14 +93,8 @@ def norm(addr):
     return (str(ip), int(addr[1]))
 
 
-def poll_until(predicate, timeout, interval=0.02):
-    """Calls predicate until it returns a truthy value or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)  # poll interval of a deadline-bounded wait, not synchronisation
+# rtcetest.core's deadline-bounded wait, polling every 20 ms (the relay answers in well under that).
+poll_until = functools.partial(core.poll_until, interval=0.02)
 
 
 # ---------------------------------------------------------------------------- hints
@@ -371,13 +368,9 @@ class Relay:
         if self._cleanup is not None:
             nt.unregister_cleanup(self._cleanup)
             self._cleanup = None
-        if self.pin_path and os.path.exists(self.pin_path):
-            r = subprocess.run([RELAY_BIN, "detach", "--pin-path", self.pin_path], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, timeout=10)
-            self.detach_rc = r.returncode
-            if r.returncode != 0:
-                nt._log("detach --pin-path %s: %s" % (self.pin_path, r.stdout.strip()))
-            nt.remove_pins(self.pin_path)
+        rc = nt.detach_pins(RELAY_BIN, self.pin_path) if self.pin_path else None
+        if rc is not None:
+            self.detach_rc = rc
 
 
 class Client:
@@ -419,36 +412,49 @@ class Client:
             got.append((data, src))
         return got
 
+    def exchange(self, dst, request, answer, attempts, timeout):
+        """Sends request() to dst (a new one each attempt, at most `attempts`) and waits up to
+        `timeout` after each for a datagram that answer(data) turns into something not None;
+        (that, the address it came from), or None after the last attempt."""
+        for _ in range(attempts):
+            self.send(dst, request())
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                data, src = self.recv(max(0.01, deadline - time.monotonic()))
+                if data is None:
+                    break
+                got = answer(data)
+                if got is not None:
+                    return got, src
+        return None
+
     def stun(self, dst, ufrag, pwd=PWD, attempts=3, timeout=1.0):
         """Sends a Binding request (retried at most `attempts` times); returns the parsed
         response and the address it came from."""
         sent = set()
-        for _ in range(attempts):
+
+        def request():
             txid, req = stun_codec.binding_request(ufrag, CLIENT_UFRAG, pwd)
             sent.add(txid)
-            self.send(dst, req)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                data, src = self.recv(max(0.01, deadline - time.monotonic()))
-                if data is None:
-                    break
-                if stun_codec.looks_like_stun(data):
-                    msg = stun_codec.parse(data)
-                    if msg.txid in sent:
-                        return msg, src
-        raise AssertionError("no STUN response from %s for ufrag %s after %d attempts" % (dst, ufrag, attempts))
+            return req
+
+        def answer(data):
+            if stun_codec.looks_like_stun(data):
+                msg = stun_codec.parse(data)
+                if msg.txid in sent:
+                    return msg
+            return None
+        got = self.exchange(dst, request, answer, attempts, timeout)
+        if got is None:
+            raise AssertionError("no STUN response from %s for ufrag %s after %d attempts" % (dst, ufrag, attempts))
+        return got
 
     def echo(self, dst, payload, attempts=3, timeout=1.0):
-        for _ in range(attempts):
-            self.send(dst, payload)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                data, src = self.recv(max(0.01, deadline - time.monotonic()))
-                if data is None:
-                    break
-                if data.endswith(payload):
-                    return data, src
-        raise AssertionError("no echo from %s for %r after %d attempts" % (dst, payload[:8], attempts))
+        got = self.exchange(dst, lambda: payload, lambda data: data if data.endswith(payload) else None,
+                            attempts, timeout)
+        if got is None:
+            raise AssertionError("no echo from %s for %r after %d attempts" % (dst, payload[:8], attempts))
+        return got
 
 
 def media_payloads(n):
@@ -637,6 +643,11 @@ class RelayTestCase(unittest.TestCase):
     @classmethod
     def xdp_delta(cls, before, after, reason, direction=C2T):
         return cls.xdp_count(after, reason, direction) - cls.xdp_count(before, reason, direction)
+
+    def assert_role_packets(self, before, after, role, name="rtcedge_relay_role_packets_total", what=""):
+        """At least 5 packets each way counted for `role` (ingress, owner) between the snapshots."""
+        for d in (C2T, T2C):
+            self.assertGreaterEqual(prom_metrics.delta(before, after, name, role=role, direction=d), 5, what + d)
 
     @classmethod
     def userspace_received(cls, m, direction):
@@ -1739,15 +1750,21 @@ class GlobalRelayTest(RelayTestCase):
                 "--peers-trusted", "%s/32,%s/128" % (nt.RELAY_XCVR_V4, nt.RELAY_XCVR_V6)]
         return self.start_side_relay(self.topo.xcvr, argv, self.OWNER_ADMIN, "owner")
 
-    def test_a_flow_of_another_cluster_crosses_the_ingress_and_the_owner(self):
-        cluster2_keys = os.path.join(STATE["tmp"], "cluster2-keys-%s.yaml" % self.MODE)
+    def owner_of_cluster2(self, tag):
+        """Cluster 2's keys (a file), its owner relay started (its metrics()), and the ingress
+        configuration (a file) naming that owner as cluster 2's peer; files tagged `tag`."""
+        cluster2_keys = os.path.join(STATE["tmp"], "cluster2-keys%s-%s.yaml" % (tag, self.MODE))
         with open(cluster2_keys, "w") as f:
             subprocess.run([RELAY_BIN, "hint", "keygen", "--id", "4"], stdout=f, check=True, timeout=10)
         owner_metrics = self.start_owner(cluster2_keys)
-        peers = os.path.join(STATE["tmp"], "peers-%s.yaml" % self.MODE)
+        peers = os.path.join(STATE["tmp"], "peers%s-%s.yaml" % (tag, self.MODE))
         with open(peers, "w") as f:
             json.dump({"peers": {"clusters": [{"cluster": 2, "address": "%s:%d" % (nt.XCVR_V4, self.PEER_PORT),
                                                "hint_key_file": cluster2_keys}]}}, f)
+        return cluster2_keys, owner_metrics, peers
+
+    def test_a_flow_of_another_cluster_crosses_the_ingress_and_the_owner(self):
+        cluster2_keys, owner_metrics, peers = self.owner_of_cluster2("")
         ingress = self.new_relay("ingress", workers=1, endpoints=(), extra=["--config", peers])
         client = self.client(4)
         vip = ingress.vip(4)
@@ -1770,9 +1787,7 @@ class GlobalRelayTest(RelayTestCase):
             self.assertEqual(self.userspace_received(after, C2T), self.userspace_received(before, C2T),
                              "a userspace worker saw the XDP ingress flow")
         else:
-            for d in (C2T, T2C):
-                self.assertGreaterEqual(prom_metrics.delta(before, after, "rtcedge_relay_role_packets_total",
-                                                           role="ingress", direction=d), 5, d)
+            self.assert_role_packets(before, after, "ingress")
 
     def test_a_restarted_ingress_recovers_its_flow_from_the_store_before_any_check(self):
         # docs/global-relay.md, Flow store: the ingress writes its flow with the owning
@@ -1785,14 +1800,7 @@ class GlobalRelayTest(RelayTestCase):
         redis = GlobalRelayRedis(self.topo.relay)
         redis.start()
         self.addCleanup(redis.stop)
-        cluster2_keys = os.path.join(STATE["tmp"], "cluster2-keys-fs-%s.yaml" % self.MODE)
-        with open(cluster2_keys, "w") as f:
-            subprocess.run([RELAY_BIN, "hint", "keygen", "--id", "4"], stdout=f, check=True, timeout=10)
-        owner_metrics = self.start_owner(cluster2_keys)
-        peers = os.path.join(STATE["tmp"], "peers-fs-%s.yaml" % self.MODE)
-        with open(peers, "w") as f:
-            json.dump({"peers": {"clusters": [{"cluster": 2, "address": "%s:%d" % (nt.XCVR_V4, self.PEER_PORT),
-                                               "hint_key_file": cluster2_keys}]}}, f)
+        cluster2_keys, owner_metrics, peers = self.owner_of_cluster2("-fs")
         extra = ["--config", peers, "--flow-store-redis-url", redis.url, "--flow-store-ttl", "6s",
                  "--flow-store-refresh-interval", "1s"]
         first = self.new_relay("ingress-fs-a", workers=1, endpoints=(), extra=extra)
@@ -1857,18 +1865,14 @@ class GlobalOwnerTest(PeerIngress, RelayTestCase):
         for d in (C2T, T2C):
             self.assertGreaterEqual(im.get("rtcedge_relay_role_packets_total", role="ingress", direction=d), 5, d)
         if self.xdp:
-            for d in (C2T, T2C):
-                self.assertGreaterEqual(prom_metrics.delta(before, after, "rtcedge_relay_xdp_role_packets_total",
-                                                           role="owner", direction=d), 5, "XDP owner %s" % d)
+            self.assert_role_packets(before, after, "owner", "rtcedge_relay_xdp_role_packets_total", "XDP owner ")
             self.assertEqual(self.xdp_delta(before, after, "forwarded_new_flow"), 1, "XDP did not create the flow")
             self.assertEqual(self.userspace_received(after, C2T), self.userspace_received(before, C2T),
                              "a userspace worker saw the XDP owner flow")
             self.assertEqual(self.userspace_received(after, T2C), self.userspace_received(before, T2C),
                              "a userspace worker saw the owner flow's replies")
         else:
-            for d in (C2T, T2C):
-                self.assertGreaterEqual(prom_metrics.delta(before, after, "rtcedge_relay_role_packets_total",
-                                                           role="owner", direction=d), 5, d)
+            self.assert_role_packets(before, after, "owner")
 
 
 class CodecSelfTest(unittest.TestCase):

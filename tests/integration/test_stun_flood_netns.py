@@ -34,10 +34,12 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support", "py"))
 sys.path.insert(0, HERE)
 import netns_topology as nt  # noqa: E402
 import prom_metrics  # noqa: E402
 import stun_codec as stun  # noqa: E402
+from rtcetest import core  # noqa: E402
 
 SKIP = 77
 PWD = "rtce-flood-test-pwd-0123456789"

@@ -1,4 +1,4 @@
-# rtce_testing.cmake — the two shapes every test target here takes, written once:
+# rtce_testing.cmake — the shapes every test target here takes, written once:
 #   rtce_add_gtest(<target> SOURCES ... [LIBS ...] [INCLUDES ...] [DEFINITIONS ...]
 #                  [PROPERTIES <ctest properties>...])
 #     a GoogleTest executable with the project's warnings, its cases discovered by CTest;
@@ -7,6 +7,10 @@
 #     message otherwise), which CTest runs for RTCE_FUZZ_SECONDS on a copy of its seeds so
 #     that runs never write into the source tree. Sources under test are listed in SOURCES
 #     so that they, too, carry the sanitizers;
+#   rtce_add_python_test(<name> <script> [ARGS ...] TIMEOUT <s> LABELS ... [PROPERTIES ...])
+#     CTest <name>: Debian's /usr/bin/python3 running <script> (relative to the current source
+#     folder) with ARGS, its TIMEOUT and LABELS (a list: LABELS integration netns), and any
+#     other ctest properties (SKIP_RETURN_CODE 77, RUN_SERIAL TRUE, ...) from PROPERTIES;
 #   rtce_sanitized_objects(<out-var> SOURCES ... [LIBS ...] [INCLUDES ...])
 #     one object library per product source, compiled once with RTCE_SANITIZED_FLAGS (ASan +
 #     UBSan, and libFuzzer's coverage without its main under clang), shared by every fuzzer
@@ -48,6 +52,12 @@ function(rtce_sanitized_objects out)
     list(APPEND targets ${lib})
   endforeach()
   set(${out} ${targets} PARENT_SCOPE)
+endfunction()
+
+function(rtce_add_python_test name script)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "ARGS;LABELS;PROPERTIES" ${ARGN})
+  add_test(NAME ${name} COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/${script} ${ARG_ARGS})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}" ${ARG_PROPERTIES})
 endfunction()
 
 function(rtce_add_gtest target)

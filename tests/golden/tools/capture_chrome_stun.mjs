@@ -14,15 +14,17 @@
 // Output: FILE.hex = the datagram as lowercase hex, 32 bytes per line.
 // stdout  = one JSON object describing it (also written to --json if given).
 // Exit code: 0 on success, 1 on timeout/error, 2 on bad usage.
+//
+// This file owns the STUN capture and parsing; playwright-core's location, the Chromium
+// flags and profile and the blank page are tests/support/js/browser.mjs's.
 
-import { chromium } from 'playwright-core';
 import dgram from 'node:dgram';
-import http from 'node:http';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { execFileSync } from 'node:child_process';
+import { BrowserRun, chromiumArgs, serveBlankPage, wantLoopback } from '../../support/js/browser.mjs';
+import { withTimeout } from '../../support/js/driver.mjs';
 
 // ---------------------------------------------------------------- arguments
 function usage(msg) {
@@ -189,33 +191,16 @@ function buildAnswer(offerSdp, { ufrag, pwd, port }) {
 }
 
 // ---------------------------------------------------------------- main
-const BASE_ARGS = [
-  '--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
-];
-// Chromium's WebRTC network manager skips loopback interfaces by default, so on
-// a host whose only interface is lo it would gather no candidate at all.
-const LOOPBACK_ARG = '--allow-loopback-in-peer-connection';
-
 const log = (...a) => console.error('[capture]', ...a);
-const resources = { udp: null, http: null, context: null, userDataDir: null };
+const browser = new BrowserRun();
+const resources = { udp: null, blank: null };
 
 async function cleanup() {
-  const { udp, http: srv, context, userDataDir } = resources;
-  resources.udp = resources.http = resources.context = resources.userDataDir = null;
-  if (context) await Promise.race([context.close().catch(() => {}), new Promise((r) => setTimeout(r, 5000))]);
+  const { udp, blank } = resources;
+  resources.udp = resources.blank = null;
+  await browser.close();
   if (udp) try { udp.close(); } catch { /* already closed */ }
-  if (srv) { srv.closeAllConnections?.(); srv.close(); }
-  if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
-}
-
-function withTimeout(promise, ms, what) {
-  let t;
-  return Promise.race([
-    promise,
-    new Promise((_, rej) => { t = setTimeout(() => rej(new Error(`timed out after ${ms / 1000} s: ${what}`)), ms); }),
-  ]).finally(() => clearTimeout(t));
+  if (blank) blank.close();
 }
 
 async function attempt(allowLoopback) {
@@ -233,26 +218,15 @@ async function attempt(allowLoopback) {
   const udpPort = udp.address().port;
 
   // HTTP server so the page has an http://127.0.0.1 origin (getUserMedia).
-  const srv = http.createServer((req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-    res.end('<!doctype html><title>rtcedge stun capture</title><p>capture</p>');
-  });
-  resources.http = srv;
-  await new Promise((res, rej) => { srv.once('error', rej); srv.listen(0, '127.0.0.1', res); });
-  const httpPort = srv.address().port;
+  const blank = await serveBlankPage('rtcedge stun capture', '<p>capture</p>');
+  resources.blank = blank;
+  const { origin } = blank;
 
-  resources.userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtcedge-chromium-'));
-  const args = [...BASE_ARGS, ...(allowLoopback ? [LOOPBACK_ARG] : [])];
-  log(`udp 127.0.0.1:${udpPort}, http 127.0.0.1:${httpPort}, chromium args: ${args.join(' ')}`);
-  // headless:false so playwright adds no --headless flag of its own; we pass
-  // --headless=new explicitly. launchPersistentContext = our own user-data-dir.
-  const context = await withTimeout(chromium.launchPersistentContext(resources.userDataDir, {
-    executablePath: opts.chromium, headless: false, args, timeout: 30000,
-  }), 35000, 'launching chromium');
-  resources.context = context;
-  const origin = `http://127.0.0.1:${httpPort}`;
-  await context.grantPermissions(['microphone'], { origin }).catch(() => {});
-  const page = context.pages()[0] || await context.newPage();
+  // Chromium's WebRTC network manager skips loopback interfaces by default, so on
+  // a host whose only interface is lo it would gather no candidate at all.
+  const args = chromiumArgs({ allowLoopback });
+  log(`udp 127.0.0.1:${udpPort}, http 127.0.0.1:${blank.port}, chromium args: ${args.join(' ')}`);
+  const page = await browser.launch({ executablePath: opts.chromium, args, profilePrefix: 'rtcedge-chromium-', origin });
   page.on('console', (m) => log(`page console.${m.type()}: ${m.text()}`));
   page.on('pageerror', (e) => log(`page error: ${e.message}`));
   await page.goto(`${origin}/`, { timeout: 15000 });
@@ -305,9 +279,7 @@ async function main() {
   // non-loopback IPv4 interface (it then sends from e.g. eth0's address to
   // 127.0.0.1, which the kernel still delivers over lo). Deciding up front
   // keeps the run bounded by a single --timeout.
-  const hasNonLoopbackV4 = Object.values(os.networkInterfaces()).flat()
-    .some((i) => i && !i.internal && (i.family === 'IPv4' || i.family === 4));
-  const tries = opts.allowLoopback === 'auto' ? [!hasNonLoopbackV4] : [opts.allowLoopback === 'yes'];
+  const tries = [wantLoopback(opts.allowLoopback)];
   let r;
   let lastErr;
   for (const allow of tries) {

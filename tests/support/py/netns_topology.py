@@ -85,16 +85,6 @@ def stop_process(proc, sig=signal.SIGTERM, timeout=3.0):
     return proc.returncode
 
 
-def poll_until(predicate, timeout, interval=0.05):
-    """predicate()'s first true value, or its last value once `timeout` seconds have passed."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)  # poll interval of a deadline-bounded wait
-
-
 def http_get_in(ns, host, port, path, timeout=2.0):
     """(status, body) of GET http://host:port/path from a socket created inside ns."""
     import prom_metrics  # noqa: E402 (a sibling module; imported late to keep this one standalone)
@@ -251,10 +241,14 @@ def register_cleanup(fn):
     return fn
 
 
-def unregister_cleanup(fn):
+def _unregister(registry, item):
     with _lock:
-        if fn in _cleanups:
-            _cleanups.remove(fn)
+        if item in registry:
+            registry.remove(item)
+
+
+def unregister_cleanup(fn):
+    _unregister(_cleanups, fn)
 
 
 def cleanup_all():
@@ -383,6 +377,20 @@ def remove_pins(path):
     return not os.path.exists(path)
 
 
+def detach_pins(relay_bin, path, log=None):
+    """`rtcedge-relay detach --pin-path path` (unpinning the links detaches the program), then
+    rm -rf whatever is left (remove_pins); a failed detach is logged. None when path does not
+    exist, else the detach's exit code."""
+    if not os.path.exists(path):
+        return None
+    r = subprocess.run([relay_bin, "detach", "--pin-path", path], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=10)
+    if r.returncode != 0:
+        (log or _log)("detach --pin-path %s: %s" % (path, r.stdout.strip()))
+    remove_pins(path)
+    return r.returncode
+
+
 # ---------------------------------------------------------------------------- setns
 
 @contextlib.contextmanager
@@ -458,9 +466,7 @@ def start_in_netns(ns_name, argv, keep_mounts=False, **popen_kwargs):
 
 
 def forget_process(proc):
-    with _lock:
-        if proc in _processes:
-            _processes.remove(proc)
+    _unregister(_processes, proc)
 
 
 # ---------------------------------------------------------------------------- topology

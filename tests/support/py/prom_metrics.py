@@ -2,7 +2,8 @@
 
 `parse()` turns exposition text into a Metrics snapshot; `Metrics.get(name, **labels)`
 reads one sample and `delta(before, after, ...)` the change of a counter between two
-snapshots. `fetch()` does an HTTP GET over an already-connected socket, so the caller can
+snapshots; `metric(text, name, labels)` sums the samples of one name straight from the text
+(lenient: lines it does not parse are passed over). `fetch()` does an HTTP GET over an already-connected socket, so the caller can
 create that socket inside another network namespace."""
 
 import http.client
@@ -52,6 +53,22 @@ def parse(text):
         labels = frozenset((k, v) for k, v in _LABEL.findall(label_text or ""))
         samples[(name, labels)] = float(value)
     return Metrics(samples)
+
+
+def metric(text, name, labels=None):
+    """The sum of the `name` samples whose labels include `labels` ({label: value}), or None
+    when there is none."""
+    total = None
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        if labels and not all(f'{k}="{v}"' in (m.group(2) or "") for k, v in labels.items()):
+            continue
+        total = (total or 0) + float(m.group(3))
+    return total
 
 
 def delta(before, after, name, **labels):

@@ -53,7 +53,7 @@ import numpy as np  # noqa: E402
 from aiortc import RTCPeerConnection, RTCSessionDescription  # noqa: E402
 
 import aiortc_client as ac  # noqa: E402  (ToneTrack, frame_to_mono, analyse_tone, http)
-from rtcetest.aio import receive_frames, remote_audio  # noqa: E402
+from rtcetest.aio import receive_frames, record_connection, remote_audio  # noqa: E402
 
 
 def parse_impairment(text):
@@ -209,14 +209,7 @@ async def run(args, result):
             result["client_end_cause"] = what
             ended.set()
 
-    @pc.on("connectionstatechange")
-    def on_state():
-        result.setdefault("states", []).append(pc.connectionState)
-        if pc.connectionState == "connected" and "connected_at" not in result:
-            result["connected_at"] = time.monotonic()
-            connected.set()
-        elif pc.connectionState in ("failed", "closed"):
-            note_end("connection " + pc.connectionState)
+    record_connection(pc, result, connected, lambda state: note_end("connection " + state))
 
     @pc.on("iceconnectionstatechange")
     def on_ice():

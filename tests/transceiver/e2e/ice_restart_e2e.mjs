@@ -41,116 +41,37 @@
 // (summary.recalls[]), the alternative a handover is judged against.
 // stdout: one JSON summary (figures: gap_ms.*). Exit 0 = every check passed, 1 = a check
 // failed or timed out, 2 = bad usage.
+// This file owns the in-page WHIP client, the gap measurement and the scenarios; the browser
+// launch, waits, checks and /metrics reads are tests/support/js's.
 
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { chromiumArgs, loadPlaywright, wantLoopback } from './browser_launch.mjs';
+import { BrowserRun, browserVersion, chromiumArgs, fakeMicWav, wantLoopback } from '../../support/js/browser.mjs';
+import { checker, deadline, runMain, sleep, withTimeout } from '../../support/js/driver.mjs';
+import { httpRequest, metricSum, parseCallDriverArgs } from '../../support/js/transceiver.mjs';
 import { analyseTone } from './tone_analysis.mjs';
 
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-
-function usage(msg) {
-  if (msg) console.error(`error: ${msg}`);
-  console.error('usage: node ice_restart_e2e.mjs --url URL [--expect-path direct|relay] [--timeout-s S] ' +
-    '[--tone-wav FILE] [--tone-hz HZ] [--api-key K] [--chromium PATH] [--allow-loopback auto|yes|no] [--gap-only] ' +
-    '[--handover-dir DIR [--no-restart | --rebind] [--moves N] [--move-interval-s S]] [--recalls N]');
-  process.exit(2);
-}
-
-const opts = {
-  url: null, expectPath: null, timeoutS: 90, toneWav: null, toneHz: 440, apiKey: '',
-  chromium: '/usr/bin/chromium', allowLoopback: 'auto', gapOnly: false, handoverDir: null, restart: true, rebind: false,
-  moves: 1, moveIntervalS: 0, recalls: 0,
-};
-{
-  const argv = process.argv.slice(2);
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const val = () => (i + 1 < argv.length ? argv[++i] : usage(`${a} needs a value`));
-    switch (a) {
-      case '--url': opts.url = val().replace(/\/+$/, ''); break;
-      case '--expect-path': opts.expectPath = val(); break;
-      case '--timeout-s': opts.timeoutS = Number(val()); break;
-      case '--tone-wav': opts.toneWav = val(); break;
-      case '--tone-hz': opts.toneHz = Number(val()); break;
-      case '--api-key': opts.apiKey = val(); break;
-      case '--chromium': opts.chromium = val(); break;
-      case '--allow-loopback': opts.allowLoopback = val(); break;
-      case '--gap-only': opts.gapOnly = true; break;
-      case '--handover-dir': opts.handoverDir = val(); break;
-      case '--no-restart': opts.restart = false; break;
-      case '--rebind': opts.rebind = true; opts.restart = false; break;
-      case '--moves': opts.moves = Number(val()); break;
-      case '--move-interval-s': opts.moveIntervalS = Number(val()); break;
-      case '--recalls': opts.recalls = Number(val()); break;
-      case '-h': case '--help': usage();
-      default: usage(`unknown argument ${a}`);
-    }
-  }
-}
-if (!opts.url || !/^https?:\/\//.test(opts.url)) usage('--url http://HOST:PORT is required');
-if (opts.expectPath && !['direct', 'relay'].includes(opts.expectPath)) usage('--expect-path must be direct or relay');
+const { opts, usage } = parseCallDriverArgs(process.argv.slice(2), {
+  script: 'ice_restart_e2e.mjs',
+  usageMore: '[--gap-only] [--handover-dir DIR [--no-restart | --rebind] [--moves N] [--move-interval-s S]] [--recalls N]',
+  defaults: { timeoutS: 90, gapOnly: false, handoverDir: null, restart: true, rebind: false, moves: 1, moveIntervalS: 0, recalls: 0 },
+  flags: {
+    '--gap-only': { gapOnly: true }, '--handover-dir': ['handoverDir', String], '--no-restart': { restart: false },
+    '--rebind': { rebind: true, restart: false }, '--moves': ['moves', Number], '--move-interval-s': ['moveIntervalS', Number],
+    '--recalls': ['recalls', Number],
+  },
+});
 if (!(opts.timeoutS > 0) || !(opts.toneHz > 0)) usage('bad --timeout-s or --tone-hz');
 if (!opts.restart && !opts.handoverDir) usage('--no-restart and --rebind only with --handover-dir');
 if (!(Number.isInteger(opts.moves) && opts.moves >= 1 && opts.moves <= 100)) usage('--moves must be 1..100');
 if (!(opts.moveIntervalS >= 0 && opts.moveIntervalS <= 60)) usage('--move-interval-s must be 0..60');
 if (!(Number.isInteger(opts.recalls) && opts.recalls >= 0 && opts.recalls <= 100)) usage('--recalls must be 0..100');
 if (opts.recalls && (opts.handoverDir || opts.gapOnly)) usage('--recalls is a call of its own: not with --handover-dir or --gap-only');
-if (!['auto', 'yes', 'no'].includes(opts.allowLoopback)) usage('--allow-loopback must be auto, yes or no');
 
 const log = (...a) => console.error('[ice-restart]', ...a);
-const deadlineAt = Date.now() + opts.timeoutS * 1000;
-const remainingMs = () => Math.max(0, deadlineAt - Date.now());
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function withTimeout(promise, ms, what) {
-  let t;
-  return Promise.race([
-    promise,
-    new Promise((_, rej) => { t = setTimeout(() => rej(new Error(`timed out after ${(ms / 1000).toFixed(1)} s: ${what}`)), ms); }),
-  ]).finally(() => clearTimeout(t));
-}
-
-async function waitFor(what, fn, { intervalMs = 100, limitMs = remainingMs() } = {}) {
-  const until = Date.now() + Math.min(limitMs, remainingMs());
-  let last;
-  for (;;) {
-    last = await fn();
-    if (last && last.ok) return last;
-    if (Date.now() >= until) throw new Error(`timed out waiting for ${what}${last && last.why ? ` (last: ${last.why})` : ''}`);
-    await sleep(intervalMs);
-  }
-}
-
-async function http(method, url, ms = 3000) {
-  const ctl = new AbortController();
-  const t = setTimeout(() => ctl.abort(), ms);
-  try {
-    const headers = opts.apiKey ? { Authorization: `Bearer ${opts.apiKey}` } : {};
-    const res = await fetch(url, { method, headers, signal: ctl.signal });
-    return { status: res.status, text: await res.text() };
-  } catch (e) {
-    return { status: 0, text: e.message };
-  } finally {
-    clearTimeout(t);
-  }
-}
-
-// The sum of a metric's samples whose label set contains every `labels` pair.
-function metricSum(text, name, labels = {}) {
-  let sum = null;
-  for (const line of text.split('\n')) {
-    if (line.startsWith('#')) continue;
-    const m = line.match(/^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)/);
-    if (!m || m[1] !== name) continue;
-    const have = m[2] || '';
-    if (Object.entries(labels).every(([k, v]) => have.includes(`${k}="${v}"`))) sum = (sum ?? 0) + Number(m[3]);
-  }
-  return sum;
-}
+const { remainingMs, waitFor } = deadline(opts.timeoutS);
+const http = (method, url) => httpRequest(method, url, { apiKey: opts.apiKey });
 
 // ---------------------------------------------------------------- gap measurement (pure)
 // samples: [{t (ms), rx (inbound-rtp packetsReceived), level (dBFS of the last 20 ms)}].
@@ -472,6 +393,17 @@ function installClient() {
 // ---------------------------------------------------------------- one move of each kind
 // Each returns the move's gaps (measureGaps over [the move - 500 ms, after the tone check]).
 
+// After a move (or a restart): the call runs on for settleMs, the echoed tone is checked as
+// toneLabel, and the gaps are measured from `from` to now, logged as "the <what>"'s.
+async function gapsAfter(page, toneCheck, { settleMs, toneLabel, from, label = '', what }) {
+  await sleep(settleMs);
+  await toneCheck(toneLabel);
+  const tEnd = await page.evaluate(() => rc.now());
+  const g = measureGaps(await page.evaluate((t) => rc.samplesSince(t), from), from, tEnd);
+  log(`${label}media gap around the ${what}: RTP ${g.rtp_gap_ms} ms, audio ${g.audio_gap_ms} ms`);
+  return g;
+}
+
 // NAT rebinding: the server must follow the new address on Chromium's next valid check
 // (consent, every ~2.5 s on a stable pair), with no signaling.
 async function rebindMove(summary, page, check, toneCheck, { i, label, tMove, s0 }) {
@@ -485,12 +417,9 @@ async function rebindMove(summary, page, check, toneCheck, { i, label, tMove, s0
   }, { intervalMs: 50, limitMs: 30000 }).then((x) => x.s).catch((e) => { log(e.message); return null; });
   if (i === 1) summary.after = s1;
   check(`${label}RTP back after the rebinding, same credentials, no restart`, s1 && s1.localUfrag === s0.localUfrag, s1);
-  await sleep(1000);
-  await toneCheck(i === 1 ? 'after_rebinding' : `after_rebinding_${i}`);
-  const tEnd = await page.evaluate(() => rc.now());
-  const g = measureGaps(await page.evaluate((t) => rc.samplesSince(t), tMove - 500), tMove - 500, tEnd);
+  const g = await gapsAfter(page, toneCheck, { settleMs: 1000, toneLabel: i === 1 ? 'after_rebinding' : `after_rebinding_${i}`,
+    from: tMove - 500, label, what: 'rebinding' });
   if (i === 1) summary.gap_ms.rebinding = g;
-  log(`${label}media gap around the rebinding: RTP ${g.rtp_gap_ms} ms, audio ${g.audio_gap_ms} ms`);
   check(`${label}rebinding: RTP gap under 6000 ms (two consent intervals)`, g.rtp_gap_ms < 6000, g.rtp_gap_ms);
   summary.ice_states = await page.evaluate(() => rc.states());
   return g;
@@ -510,14 +439,25 @@ async function noRestartMove(summary, page, check, toneCheck, { i, label, tMove,
   if (i === 1) summary.after = s1;
   check(`${label}selected pair moved to the new local address (same credentials)`, s1 && s1.local !== s0.local &&
     s1.localUfrag === s0.localUfrag, s1 && { before: s0.local, after: s1.local, ufrag: s1.localUfrag });
-  await sleep(1000);
-  await toneCheck(i === 1 ? 'after_handover' : `after_handover_${i}`);
-  const tEnd = await page.evaluate(() => rc.now());
-  const g = measureGaps(await page.evaluate((t) => rc.samplesSince(t), tMove - 500), tMove - 500, tEnd);
+  const g = await gapsAfter(page, toneCheck, { settleMs: 1000, toneLabel: i === 1 ? 'after_handover' : `after_handover_${i}`,
+    from: tMove - 500, label, what: 'handover' });
   if (i === 1) summary.gap_ms.handover_no_restart = g;
-  log(`${label}media gap around the handover: RTP ${g.rtp_gap_ms} ms, audio ${g.audio_gap_ms} ms`);
   summary.ice_states = await page.evaluate(() => rc.states());
   return g;
+}
+
+// rc.restart(style) (`what` names it in a timeout). Restarts are rate-limited per session:
+// with retry429, a 429 is retried once the way a client does, after its Retry-After (5 s when
+// absent, 15 s at most); onRetry(waitS, first answer) is told before the wait.
+async function restartPatch(page, { style = 'full', what, logName, retry429, onRetry }) {
+  const once = (suffix) => withTimeout(page.evaluate((st) => rc.restart(st), style), 15000, `${what}${suffix}`);
+  const r = await once('');
+  if (r.status !== 429 || !retry429) return r;
+  const waitS = Math.min(15, Number(r.retryAfter) || 5);
+  onRetry(waitS, r);
+  log(`${logName}: 429, retrying after ${waitS} s`);
+  await sleep(waitS * 1000);
+  return once(' (retry)');
 }
 
 // The restart: PATCH, the answer applied, ICE on the new credentials. The first move also
@@ -527,16 +467,10 @@ async function restartMove(summary, page, check, toneCheck, { i, label, tMove, s
   const out = { gap: null, restarts: 0, extra: {} };
   const prev = await page.evaluate(() => rc.selected());
   const etagBefore = await page.evaluate(() => rc.etag);
-  let r = await withTimeout(page.evaluate(() => rc.restart()), 15000, `${label}restartIce + PATCH`);
-  if (r.status === 429 && i > 1) {
-    // Restarts are rate-limited per session: a client waits Retry-After and tries again
-    // (--move-interval-s should keep this from happening; it lengthens the gap).
-    const waitS = Math.min(15, Number(r.retryAfter) || 5);
-    out.extra.retried_after_429_s = waitS;
-    log(`${label}restart: 429, retrying after ${waitS} s`);
-    await sleep(waitS * 1000);
-    r = await withTimeout(page.evaluate(() => rc.restart()), 15000, `${label}restartIce + PATCH (retry)`);
-  }
+  // A later move may meet the rate limit (--move-interval-s should keep this from happening;
+  // it lengthens the gap).
+  const r = await restartPatch(page, { what: `${label}restartIce + PATCH`, logName: `${label}restart`, retry429: i > 1,
+    onRetry: (waitS) => { out.extra.retried_after_429_s = waitS; } });
   if (i === 1) summary.restart = { ...r, body: r.body.slice(0, 2000) };
   check(`${label}PATCH (new ufrag/pwd) -> 200`, r.status === 200, `${r.status} ${r.status !== 200 ? r.body.slice(0, 200) : ''}`);
   if (r.status !== 200) return out;
@@ -563,18 +497,14 @@ async function restartMove(summary, page, check, toneCheck, { i, label, tMove, s
   };
   if (i === 1) summary.restart_timings_ms = timings;
   out.extra.restart_timings_ms = timings;
-  await sleep(1500);
-  await toneCheck(i === 1 ? 'after_restart' : `after_restart_${i}`);
-  const tEnd = await page.evaluate(() => rc.now());
-  const from = (tMove ?? r.tRestart) - 500;
-  const g = measureGaps(await page.evaluate((t) => rc.samplesSince(t), from), from, tEnd);
+  const g = await gapsAfter(page, toneCheck, { settleMs: 1500, toneLabel: i === 1 ? 'after_restart' : `after_restart_${i}`,
+    from: (tMove ?? r.tRestart) - 500, label, what: 'restart' });
   out.gap = g;
   if (i === 1) summary.gap_ms[opts.handoverDir ? 'handover_ice_restart' : 'ice_restart'] = g;
   if (opts.handoverDir) {
     check(`${label}selected pair moved to the new local address`, s1 && s1.local !== prev.local,
       s1 && { before: prev.local, after: s1.local });
   }
-  log(`${label}media gap around the restart: RTP ${g.rtp_gap_ms} ms, audio ${g.audio_gap_ms} ms`);
   // A handover adds the time Chromium takes to notice the network change and re-gather.
   const limit = opts.handoverDir ? 3000 : 1000;
   check(`${label}restart: RTP gap under ${limit} ms`, g.rtp_gap_ms < limit, g.rtp_gap_ms);
@@ -594,15 +524,8 @@ async function restartMove(summary, page, check, toneCheck, { i, label, tMove, s
 
   // ---- a second restart as medooze whip.js sends it (ufrag/pwd only, If-Match: *)
   if (!opts.handoverDir) {
-    let w = await withTimeout(page.evaluate(() => rc.restart('whipjs')), 15000, 'whip.js-style restart');
-    if (w.status === 429) {
-      // Restarts are rate-limited per session: a client waits Retry-After and tries again.
-      const waitS = Math.min(15, Number(w.retryAfter) || 5);
-      summary.restart_whipjs_429 = { retry_after: w.retryAfter, waited_s: waitS };
-      log(`whip.js-style restart: 429, retrying after ${waitS} s`);
-      await sleep(waitS * 1000);
-      w = await withTimeout(page.evaluate(() => rc.restart('whipjs')), 15000, 'whip.js-style restart (retry)');
-    }
+    const w = await restartPatch(page, { style: 'whipjs', what: 'whip.js-style restart', logName: 'whip.js-style restart',
+      retry429: true, onRetry: (waitS, first) => { summary.restart_whipjs_429 = { retry_after: first.retryAfter, waited_s: waitS }; } });
     summary.restart_whipjs = { ...w, body: w.body.slice(0, 2000) };
     check('whip.js-style restart (a=ice-ufrag/a=ice-pwd only, If-Match: *) -> 200 with a new ETag',
       w.status === 200 && w.etag && w.etag !== r.etag, { status: w.status, etag: w.etag, body: w.status !== 200 ? w.body.slice(0, 200) : undefined });
@@ -615,12 +538,9 @@ async function restartMove(summary, page, check, toneCheck, { i, label, tMove, s
       }, { limitMs: 15000 }).then((x) => x.s).catch((e) => { log(e.message); return null; });
       check('connected on the whip.js-style restart credentials', s2 && s2.localUfrag === w.newLocalUfrag &&
         (s2.remoteUfrag == null || s2.remoteUfrag === w.newRemoteUfrag), s2 && { local: s2.localUfrag, remote: s2.remoteUfrag });
-      await sleep(1000);
-      await toneCheck('after_whipjs_restart');
-      const tEnd2 = await page.evaluate(() => rc.now());
-      const g2 = measureGaps(await page.evaluate((t) => rc.samplesSince(t), w.tRestart - 500), w.tRestart - 500, tEnd2);
+      const g2 = await gapsAfter(page, toneCheck, { settleMs: 1000, toneLabel: 'after_whipjs_restart',
+        from: w.tRestart - 500, what: 'whip.js-style restart' });
       summary.gap_ms.ice_restart_whipjs = g2;
-      log(`media gap around the whip.js-style restart: RTP ${g2.rtp_gap_ms} ms, audio ${g2.audio_gap_ms} ms`);
       check('whip.js-style restart: RTP gap under 1000 ms', g2.rtp_gap_ms < 1000, g2.rtp_gap_ms);
     }
   }
@@ -669,32 +589,10 @@ async function recallLoop(summary, page, check) {
 }
 
 // ---------------------------------------------------------------- main
-const resources = { context: null, userDataDir: null, toneDir: null };
-
-async function cleanup() {
-  const { context, userDataDir, toneDir } = resources;
-  resources.context = resources.userDataDir = resources.toneDir = null;
-  if (context) await Promise.race([context.close().catch(() => {}), sleep(5000)]);
-  for (const d of [userDataDir, toneDir]) if (d) fs.rmSync(d, { recursive: true, force: true });
-}
-
-function ensureToneWav() {
-  if (opts.toneWav) {
-    if (!fs.existsSync(opts.toneWav)) usage(`--tone-wav ${opts.toneWav} does not exist`);
-    return { file: opts.toneWav, tmpDir: null };
-  }
-  const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtcedge-tone-'));
-  const file = path.join(tmpDir, 'tone.wav');
-  execFileSync('python3', [path.join(HERE, 'generate_tone.py'), file, '--hz', String(opts.toneHz)], { stdio: 'ignore' });
-  return { file, tmpDir };
-}
+const browser = new BrowserRun();
 
 async function run(summary) {
-  const check = (name, ok, detail) => {
-    summary.checks.push({ name, ok: Boolean(ok), detail });
-    log(`${ok ? 'PASS' : 'FAIL'} ${name}${detail !== undefined ? `: ${typeof detail === 'string' ? detail : JSON.stringify(detail)}` : ''}`);
-    return ok;
-  };
+  const check = checker(summary, log);
   const toneCheck = async (label) => {
     const cap = await withTimeout(page.evaluate(() => rc.capture(2)), 12000, `capturing audio ${label}`);
     const a = analyseTone(cap.samples, cap.sampleRate);
@@ -704,17 +602,12 @@ async function run(summary) {
       `${a.dominant_hz} Hz, SNR ${a.tone_snr_db} dB, ${a.rms_dbfs} dBFS`);
   };
 
-  const { chromium } = await loadPlaywright();
-  const tone = ensureToneWav();
-  resources.toneDir = tone.tmpDir;
-  resources.userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtcedge-ice-restart-chromium-'));
-  const context = await withTimeout(chromium.launchPersistentContext(resources.userDataDir, {
-    executablePath: opts.chromium, headless: false, args: chromiumArgs(tone.file, wantLoopback(opts.allowLoopback)), timeout: 30000,
-  }), 35000, 'launching chromium');
-  resources.context = context;
-  summary.browser_version = context.browser() ? context.browser().version() : null;
-  await context.grantPermissions(['microphone'], { origin: new URL(opts.url).origin }).catch(() => {});
-  const page = context.pages()[0] || await context.newPage();
+  const toneFile = fakeMicWav(browser, opts, usage);
+  const page = await browser.launch({
+    executablePath: opts.chromium, args: chromiumArgs({ toneFile, allowLoopback: wantLoopback(opts.allowLoopback) }),
+    profilePrefix: 'rtcedge-ice-restart-chromium-', origin: new URL(opts.url).origin,
+  });
+  summary.browser_version = browserVersion(browser.context);
   page.on('console', (m) => { if (m.type() === 'error') log(`page console.error: ${m.text()}`); });
   page.on('pageerror', (e) => log(`page error: ${e.message}`));
 
@@ -832,28 +725,7 @@ async function run(summary) {
   check('DELETE session -> 200 or 204', del === 200 || del === 204, del);
 }
 
-async function main() {
-  const summary = { url: opts.url, expect_path: opts.expectPath, checks: [], audio: {} };
-  const watchdog = setTimeout(async () => {
-    console.error(`error: watchdog fired after ${opts.timeoutS + 30} s`);
-    summary.error = 'watchdog';
-    console.log(JSON.stringify(summary, null, 2));
-    await cleanup();
-    process.exit(1);
-  }, (opts.timeoutS + 30) * 1000);
-  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, async () => { await cleanup(); process.exit(130); });
-  try {
-    await run(summary);
-  } catch (e) {
-    summary.error = e.message;
-    log(`error: ${e.message}`);
-  } finally {
-    await cleanup();
-    clearTimeout(watchdog);
-  }
-  summary.passed = !summary.error && summary.checks.length > 0 && summary.checks.every((c) => c.ok);
-  console.log(JSON.stringify(summary, null, 2));
-  process.exit(summary.passed ? 0 : 1);
-}
+const main = () => runMain({ url: opts.url, expect_path: opts.expectPath, checks: [], audio: {} },
+  { timeoutS: opts.timeoutS, run, cleanup: () => browser.close(), log });
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) main();

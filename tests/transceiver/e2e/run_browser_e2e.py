@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "support", "py"))
 from rtcetest import outcome  # noqa: E402
-from rtcetest.core import free_port, log_to, tail  # noqa: E402
+from rtcetest.core import free_port, json_summary, log_to, tail  # noqa: E402
 
 BROWSER_E2E = os.path.join(HERE, "browser_e2e.mjs")
 ICE_RESTART_E2E = os.path.join(HERE, "ice_restart_e2e.mjs")
@@ -222,12 +222,7 @@ def run_client(name, argv, timeout_s):
     except subprocess.TimeoutExpired:
         log(f"{name} did not finish within {timeout_s} s")
         return False, None
-    out = proc.stdout.decode("utf-8", "replace")
-    try:
-        summary = json.loads(out)
-    except ValueError:
-        summary = {"raw_stdout": out[-2000:]}
-    return proc.returncode == 0, summary
+    return proc.returncode == 0, json_summary(proc.stdout)
 
 
 def main():

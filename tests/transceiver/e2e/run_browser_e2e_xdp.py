@@ -28,7 +28,6 @@ on every exit path (netns_topology's registry; a SIGKILLed run is swept by the n
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -58,16 +57,6 @@ XDP_FORWARDED = ("forwarded", "forwarded_new_flow")
 XDP_FOLDED = XDP_FORWARDED + ("hint_rejected", "return_malformed", "return_no_flow", "return_wrong_sender")
 
 log = core.log_to("run_browser_e2e_xdp")
-
-
-def detach_pins(relay_bin):
-    """`rtcedge-relay detach --pin-path` (unpinning the links detaches the program), then rm -rf."""
-    if os.path.exists(PIN_PATH):
-        r = subprocess.run([relay_bin, "detach", "--pin-path", PIN_PATH], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=10)
-        if r.returncode != 0:
-            log("detach --pin-path %s: %s" % (PIN_PATH, r.stdout.strip()))
-        nt.remove_pins(PIN_PATH)
 
 
 def prerequisites(args):
@@ -134,7 +123,7 @@ def run_test(args, workdir, results):
     # ---- relay: XDP on both of its veths, one endpoint (the transceiver's worker 0)
     if os.path.exists(PIN_PATH):
         nt.remove_pins(PIN_PATH)
-    nt.register_cleanup(lambda: detach_pins(args.relay_bin))
+    nt.register_cleanup(lambda: nt.detach_pins(args.relay_bin, PIN_PATH, log))
     relay = harness.Service("relay", topo.relay, [
         args.relay_bin, "--mode", "xdp",
         "--listen", "%s:%d" % (nt.VIP_V4, VIP_PORT),
@@ -202,22 +191,11 @@ def run_test(args, workdir, results):
         argv += ["--screenshot", os.path.abspath(args.screenshot)]
     log("run browser_e2e in %s: %s" % (topo.client, " ".join(argv)))
     t_browser = time.monotonic()
-    browser = nt.start_in_netns(topo.client, argv, stdout=subprocess.PIPE, stderr=None, stdin=subprocess.DEVNULL)
-    try:
-        out, _ = browser.communicate(timeout=args.timeout_s + 45)
-    except subprocess.TimeoutExpired:
-        nt.stop_process(browser)
-        out = b""
-        log("browser_e2e did not finish within %.0f s" % (args.timeout_s + 45))
-    nt.forget_process(browser)
+    browser_rc, summary = harness.run_json_client(topo.client, argv, args.timeout_s + 45, "browser_e2e", log)
     results["browser_s"] = round(time.monotonic() - t_browser, 2)
-    try:
-        summary = json.loads(out.decode("utf-8", "replace"))
-    except ValueError:
-        summary = {"raw_stdout": out.decode("utf-8", "replace")[-2000:]}
     results["browser"] = summary
     check("browser_e2e.mjs passed (tone back, RTT, connected, path relay, session ended)",
-          browser.returncode == 0, {"exit": browser.returncode,
+          browser_rc == 0, {"exit": browser_rc,
                                     "failed": [c["name"] for c in summary.get("checks", []) if not c.get("ok")],
                                     "error": summary.get("error")})
     relay.check_alive()
@@ -279,7 +257,7 @@ def run_test(args, workdir, results):
     check("transceiver exits 0 on SIGTERM", rc == 0, rc)
     rc = relay.stop()
     check("relay exits 0 on SIGTERM", rc == 0, rc)
-    detach_pins(args.relay_bin)
+    nt.detach_pins(args.relay_bin, PIN_PATH, log)
     check("detach removed the pins and the XDP links",
           not os.path.exists(PIN_PATH) and not any(topo.xdp_attached(topo.relay, d) for d in ("rc0", "rx0")))
 

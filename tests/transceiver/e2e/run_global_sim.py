@@ -313,22 +313,11 @@ def run_test(args, workdir, results):
             str(int(args.browser_timeout_s)), "--tone-wav", tone_wav, "--chromium", args.chromium,
             "--allow-loopback", "no", "--rtt-sample-s", str(args.browser_rtt_sample_s)]
     log("run browser_e2e in %s" % sim.ns["client"])
-    browser = nt.start_in_netns(sim.ns["client"], argv, stdout=subprocess.PIPE, stderr=None,
-                                stdin=subprocess.DEVNULL)
-    try:
-        bout, _ = browser.communicate(timeout=args.browser_timeout_s + 45)
-    except subprocess.TimeoutExpired:
-        nt.stop_process(browser)
-        bout = b""
-    nt.forget_process(browser)
-    try:
-        summary = json.loads(bout.decode("utf-8", "replace"))
-    except ValueError:
-        summary = {"raw_stdout": bout.decode("utf-8", "replace")[-2000:]}
+    browser_rc, summary = harness.run_json_client(sim.ns["client"], argv, args.browser_timeout_s + 45, "browser_e2e", log)
     summary.pop("chromium_args", None)
     results["chromium"] = {k: summary.get(k) for k in ("passed", "error", "browser_stats", "audio", "page_timings")}
     check("chromium: browser_e2e.mjs passed (tone back, connected, path relay, session ended)",
-          browser.returncode == 0, {"exit": browser.returncode, "error": summary.get("error"),
+          browser_rc == 0, {"exit": browser_rc, "error": summary.get("error"),
                                     "failed": [c["name"] for c in summary.get("checks", []) if not c.get("ok")]})
     bs = summary.get("browser_stats") or {}
     check("chromium: the selected pair's remote candidate is C's VIP",

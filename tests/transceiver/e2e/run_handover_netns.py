@@ -55,7 +55,7 @@ sys.path.insert(0, HERE)
 
 import netns_topology as nt  # noqa: E402
 import prom_metrics  # noqa: E402
-import run_browser_e2e_xdp as bx  # noqa: E402  (its ports, pins and detach_pins)
+import run_browser_e2e_xdp as bx  # noqa: E402  (its ports and pin path)
 from rtcetest import core, outcome  # noqa: E402
 from rtcetest import netns as harness  # noqa: E402
 
@@ -178,7 +178,7 @@ def run_test(args, workdir, results):
     if args.relay_mode == "xdp":
         if os.path.exists(bx.PIN_PATH):
             nt.remove_pins(bx.PIN_PATH)
-        nt.register_cleanup(lambda: bx.detach_pins(args.relay_bin))
+        nt.register_cleanup(lambda: nt.detach_pins(args.relay_bin, bx.PIN_PATH, bx.log))
         relay_argv += ["--mode", "xdp", "--pin-cpus", "false", "--xdp-interfaces", "rc0,rx0",
                        "--xdp-relay-address4", nt.RELAY_XCVR_V4, "--xdp-relay-address6", nt.RELAY_XCVR_V6,
                        "--xdp-return-port", str(bx.XDP_RETURN_PORT), "--xdp-pin-path", bx.PIN_PATH]
@@ -268,20 +268,9 @@ def run_test(args, workdir, results):
     elif args.variant == "rebind":
         argv.append("--rebind")
     log("run ice_restart_e2e in %s: %s" % (topo.client, " ".join(argv)))
-    browser = nt.start_in_netns(topo.client, argv, stdout=subprocess.PIPE, stderr=None, stdin=subprocess.DEVNULL)
-    try:
-        out, _ = browser.communicate(timeout=args.timeout_s + 45)
-    except subprocess.TimeoutExpired:
-        nt.stop_process(browser)
-        out = b""
-        log("ice_restart_e2e did not finish within %.0f s" % (args.timeout_s + 45))
-    nt.forget_process(browser)
+    browser_rc, summary = harness.run_json_client(topo.client, argv, args.timeout_s + 45, "ice_restart_e2e", log)
     stop.set()
     th.join(timeout=5)
-    try:
-        summary = json.loads(out.decode("utf-8", "replace"))
-    except ValueError:
-        summary = {"raw_stdout": out.decode("utf-8", "replace")[-2000:]}
     results["client"] = summary
     results["gap_ms"] = summary.get("gap_ms")
     if moves:
@@ -289,8 +278,8 @@ def run_test(args, workdir, results):
               moved["done"] == moves and "error" not in moved,
               moved.get("error") or {"moves": moved["done"], "move_ms": [round(t * 1000, 1) for t in moved["ip_s"]]})
     check("ice_restart_e2e.mjs passed (echo after the move, gap measured)" if moves else
-          "ice_restart_e2e.mjs passed (every recall connected and echoed)", browser.returncode == 0,
-          {"exit": browser.returncode, "failed": [c["name"] for c in summary.get("checks", []) if not c.get("ok")],
+          "ice_restart_e2e.mjs passed (every recall connected and echoed)", browser_rc == 0,
+          {"exit": browser_rc, "failed": [c["name"] for c in summary.get("checks", []) if not c.get("ok")],
            "error": summary.get("error")})
     seen = [summary.get("client_address_before"), summary.get("client_address_after")]
     if moves:
@@ -364,7 +353,7 @@ def run_test(args, workdir, results):
     if relay:
         check("relay exits 0 on SIGTERM", relay.stop() == 0)
     if args.relay_mode == "xdp":
-        bx.detach_pins(args.relay_bin)
+        nt.detach_pins(args.relay_bin, bx.PIN_PATH, bx.log)
 
 
 def main():

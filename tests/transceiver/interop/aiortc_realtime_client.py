@@ -29,13 +29,14 @@ import time
 import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
 sys.path.insert(0, HERE)
 
 try:
     from aiortc import RTCPeerConnection, RTCSessionDescription
-    from aiortc.mediastreams import MediaStreamError
 
     import aiortc_client
+    from rtcetest.aio import drain_remote_tracks
 except ImportError as e:  # pragma: no cover - scripts/install-deps.sh installs python3-aiortc
     print(f"FAIL: setup: {e}", flush=True)
     sys.exit(1)
@@ -133,16 +134,7 @@ async def run(args, result):
         if pc.connectionState == "connected":
             connected.set()
 
-    @pc.on("track")
-    def on_track(track):
-        async def drain():  # the remote audio must be consumed or aiortc's jitter buffer stalls
-            while True:
-                try:
-                    await track.recv()
-                except MediaStreamError:
-                    return
-
-        asyncio.ensure_future(drain())
+    drain_remote_tracks(pc)  # the remote audio must be consumed or aiortc's jitter buffer stalls
 
     channel = pc.createDataChannel("oai-events")
     channel.on("open", opened.set)

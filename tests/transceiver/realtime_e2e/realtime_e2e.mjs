@@ -17,99 +17,41 @@
 //          [--artifacts DIR] [--allow-loopback auto|yes|no]
 // stdout: one JSON summary; exit 0 = every check passed, 1 = a check failed or timed out,
 // 2 = bad usage. The app server (/token, the pages, the bundle) is the runner's
-// (run_realtime_e2e.py); this script only talks to the browser and reads /metrics.
+// (run_realtime_e2e.py); this script only talks to the browser and reads /metrics. It owns
+// the two scenarios and the calls-request log; the browser launch, waits, checks and the
+// /metrics read are tests/support/js's, the tone analysis ../e2e/tone_analysis.mjs's.
 
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { analyseTone, rmsDbfs } from '../e2e/tone_analysis.mjs';
-import { chromiumArgs, loadPlaywright, wantLoopback } from '../e2e/browser_launch.mjs';
+import { BROWSER_DEFAULTS, BROWSER_FLAGS, BrowserRun, browserVersion, chromiumArgs, wantLoopback } from '../../support/js/browser.mjs';
+import { baseUrl, checker, deadline, parseArgs, runMain, usageExit, withTimeout } from '../../support/js/driver.mjs';
+import { sessionsActive as transceiverSessionsActive } from '../../support/js/transceiver.mjs';
 
-function usage(msg) {
-  if (msg) console.error(`error: ${msg}`);
-  console.error('usage: node realtime_e2e.mjs --scenario agents|multipart --app-url URL --calls-url URL --tone-wav FILE ' +
-    '[--timeout-s S] [--chromium PATH] [--max-interrupt-ms MS] [--max-excess-ms MS] [--expect-answer-candidate HOST:PORT] [--artifacts DIR] ' +
-    '[--allow-loopback auto|yes|no]');
-  process.exit(2);
-}
+const usage = usageExit('usage: node realtime_e2e.mjs --scenario agents|multipart --app-url URL --calls-url URL --tone-wav FILE ' +
+  '[--timeout-s S] [--chromium PATH] [--max-interrupt-ms MS] [--max-excess-ms MS] [--expect-answer-candidate HOST:PORT] [--artifacts DIR] ' +
+  '[--allow-loopback auto|yes|no]');
 
-const opts = {
-  scenario: null, appUrl: null, callsUrl: null, toneWav: null, timeoutS: 90, chromium: '/usr/bin/chromium',
-  maxInterruptMs: 250, maxExcessMs: 80, expectCandidate: null, artifacts: null, allowLoopback: 'auto', toneHz: 440,
-};
-{
-  const argv = process.argv.slice(2);
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const val = () => (i + 1 < argv.length ? argv[++i] : usage(`${a} needs a value`));
-    switch (a) {
-      case '--scenario': opts.scenario = val(); break;
-      case '--app-url': opts.appUrl = val().replace(/\/+$/, ''); break;
-      case '--calls-url': opts.callsUrl = val().replace(/\/+$/, ''); break;
-      case '--tone-wav': opts.toneWav = val(); break;
-      case '--tone-hz': opts.toneHz = Number(val()); break;
-      case '--timeout-s': opts.timeoutS = Number(val()); break;
-      case '--chromium': opts.chromium = val(); break;
-      case '--max-interrupt-ms': opts.maxInterruptMs = Number(val()); break;
-      case '--max-excess-ms': opts.maxExcessMs = Number(val()); break;
-      case '--expect-answer-candidate': opts.expectCandidate = val(); break;
-      case '--artifacts': opts.artifacts = val(); break;
-      case '--allow-loopback': opts.allowLoopback = val(); break;
-      case '-h': case '--help': usage();
-      default: usage(`unknown argument ${a}`);
-    }
-  }
-}
+const opts = parseArgs(process.argv.slice(2), {
+  ...BROWSER_DEFAULTS, scenario: null, appUrl: null, callsUrl: null, timeoutS: 90,
+  maxInterruptMs: 250, maxExcessMs: 80, expectCandidate: null, artifacts: null,
+}, {
+  ...BROWSER_FLAGS, '--scenario': ['scenario', String], '--app-url': ['appUrl', baseUrl], '--calls-url': ['callsUrl', baseUrl],
+  '--timeout-s': ['timeoutS', Number], '--max-interrupt-ms': ['maxInterruptMs', Number],
+  '--max-excess-ms': ['maxExcessMs', Number], '--expect-answer-candidate': ['expectCandidate', String],
+  '--artifacts': ['artifacts', String],
+}, usage);
 if (!['agents', 'multipart'].includes(opts.scenario)) usage('--scenario must be agents or multipart');
 if (!opts.appUrl || !opts.callsUrl) usage('--app-url and --calls-url are required');
 if (!opts.toneWav || !fs.existsSync(opts.toneWav)) usage('--tone-wav FILE (an existing WAV) is required');
 if (!(opts.timeoutS > 0) || !(opts.maxInterruptMs > 0) || !(opts.maxExcessMs > 0)) usage('bad --timeout-s, --max-interrupt-ms or --max-excess-ms');
 
 const log = (...a) => console.error('[realtime_e2e]', ...a);
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const deadlineAt = Date.now() + opts.timeoutS * 1000;
-const remainingMs = () => Math.max(0, deadlineAt - Date.now());
+const { remainingMs, waitFor } = deadline(opts.timeoutS);
 const transceiverOrigin = new URL(opts.callsUrl).origin;
+const sessionsActive = () => transceiverSessionsActive(transceiverOrigin);
 
-function withTimeout(promise, ms, what) {
-  let t;
-  return Promise.race([
-    promise,
-    new Promise((_, rej) => { t = setTimeout(() => rej(new Error(`timed out after ${(ms / 1000).toFixed(1)} s: ${what}`)), ms); }),
-  ]).finally(() => clearTimeout(t));
-}
-
-// Polls fn until it returns {ok: true, ...}; a deadline, never a bare sleep.
-async function waitFor(what, fn, limitMs, intervalMs = 100) {
-  const until = Date.now() + Math.min(limitMs, remainingMs());
-  let last;
-  for (;;) {
-    last = await fn();
-    if (last && last.ok) return last;
-    if (Date.now() >= until) throw new Error(`timed out after ${(limitMs / 1000).toFixed(1)} s waiting for ${what}${last && last.why ? ` (last: ${last.why})` : ''}`);
-    await sleep(intervalMs);
-  }
-}
-
-async function sessionsActive() {
-  try {
-    const res = await fetch(`${transceiverOrigin}/metrics`, { signal: AbortSignal.timeout(3000) });
-    const text = await res.text();
-    for (const line of text.split('\n')) {
-      const m = line.match(/^rtcedge_transceiver_sessions_active(\{[^}]*\})?\s+(\S+)/);
-      if (m) return Number(m[2]);
-    }
-  } catch { /* unreachable: null */ }
-  return null;
-}
-
-const resources = { context: null, userDataDir: null };
-async function cleanup() {
-  const { context, userDataDir } = resources;
-  resources.context = resources.userDataDir = null;
-  if (context) await Promise.race([context.close().catch(() => {}), sleep(5000)]);
-  if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
-}
+const browser = new BrowserRun();
 
 // The calls POST as the transceiver received it, from the browser's side: method, URL, the
 // request headers (the SDK's Content-Type, Authorization, X-OpenAI-Agents-SDK), the answer.
@@ -151,14 +93,6 @@ async function recordCall(r, summary) {
   log(`browser <- ${entry.response.status} ${JSON.stringify(entry.response)}`);
 }
 
-function checker(summary) {
-  return (name, ok, detail) => {
-    summary.checks.push({ name, ok: Boolean(ok), detail });
-    log(`${ok ? 'PASS' : 'FAIL'} ${name}${detail !== undefined ? `: ${typeof detail === 'string' ? detail : JSON.stringify(detail)}` : ''}`);
-    return Boolean(ok);
-  };
-}
-
 function checkAnswerCandidate(summary, check) {
   if (!opts.expectCandidate) return;
   const post = summary.calls_requests.find((r) => r.method === 'POST' && r.response && r.response.answer_candidates);
@@ -173,7 +107,7 @@ async function tapReached(page, at) {
   await waitFor(`the audio tap to reach t=${at.toFixed(2)} s`, async () => {
     const st = await page.evaluate(() => window.rtce.state());
     return { ok: st.tapT !== null && st.tapT >= at, why: `tap at ${st.tapT}, context at ${st.now}` };
-  }, 5000, 20);
+  }, { limitMs: 5000, intervalMs: 20 });
 }
 
 // ---------------------------------------------------------------- agents scenario
@@ -184,7 +118,7 @@ async function runAgents(page, summary, check) {
     `&key_instructions=${encodeURIComponent(keyInstructions)}&agent_instructions=${encodeURIComponent(agentInstructions)}`;
   const resp = await page.goto(url, { timeout: Math.min(15000, remainingMs()) });
   if (!check('agent page served by the app origin', resp && resp.status() === 200, resp && resp.status())) return;
-  await waitFor('the bundle to load (window.rtce)', async () => ({ ok: await page.evaluate(() => typeof window.rtce === 'object') }), 10000);
+  await waitFor('the bundle to load (window.rtce)', async () => ({ ok: await page.evaluate(() => typeof window.rtce === 'object') }), { limitMs: 10000 });
   check('page origin differs from the transceiver origin (CORS exercised)', new URL(opts.appUrl).origin !== transceiverOrigin,
     { page: new URL(opts.appUrl).origin, transceiver: transceiverOrigin });
 
@@ -206,7 +140,7 @@ async function runAgents(page, summary, check) {
   const withStream = await waitFor('the remote audio track', async () => {
     const s = await page.evaluate(() => window.rtce.state());
     return { ok: s.sdkAudioHasStream && s.tap, why: `stream ${s.sdkAudioHasStream}, tap ${s.tap}` };
-  }, 5000).catch((e) => ({ ok: false, why: e.message }));
+  }, { limitMs: 5000 }).catch((e) => ({ ok: false, why: e.message }));
   check('the SDK\'s audio element got the remote stream (the answer\'s audio has a=msid)', withStream.ok, withStream.why);
   const events = async () => page.evaluate(() => window.rtce.events());
   const inOf = (evs, type, afterPt = -Infinity) => evs.filter((e) => e.dir === 'in' && e.type === type && e.pt > afterPt);
@@ -238,7 +172,7 @@ async function runAgents(page, summary, check) {
       evs = await events();
       const done = inOf(evs, 'response.done', textPt)[0];
       return { ok: Boolean(done), done };
-    }, 15000);
+    }, { limitMs: 15000 });
   } catch (e) { check('a text turn gets response.done', false, e.message); }
   if (textDone) {
     const replies = evs.filter((e) => e.dir === 'in' && e.pt > textPt && e.pt <= textDone.done.pt && /^response\./.test(e.type));
@@ -262,7 +196,7 @@ async function runAgents(page, summary, check) {
     const whole = pairs.find((x) => x.p.ev.audio_end_ms - x.s.ev.audio_start_ms >= 800);
     return { ok: Boolean(whole), ...whole, skipped: pairs.indexOf(whole),
       why: `${pairs.length} start/stop pair(s), none of >= 800 ms (${pairs.map((x) => x.p.ev.audio_end_ms - x.s.ev.audio_start_ms)})` };
-  }, 20000).catch((e) => ({ ok: false, why: e.message }));
+  }, { limitMs: 20000 }).catch((e) => ({ ok: false, why: e.message }));
   if (!check('input_audio_buffer.speech_started then speech_stopped while the tone plays', vad.ok,
     vad.ok ? { start_ms: vad.s.ev.audio_start_ms, end_ms: vad.p.ev.audio_end_ms, item_id: vad.s.ev.item_id } : vad.why)) return;
   check('speech events carry event_id, item_id and audio_start_ms < audio_end_ms',
@@ -279,7 +213,7 @@ async function runAgents(page, summary, check) {
     const b = inOf(evs, 'output_audio_buffer.started', vad.p.pt)[0];
     const e = b && inOf(evs, 'output_audio_buffer.stopped', b.pt)[0];
     return { ok: Boolean(e), b, e, why: b ? 'started only' : 'no output_audio_buffer.started' };
-  }, 15000).catch((e) => ({ ok: false, why: e.message }));
+  }, { limitMs: 15000 }).catch((e) => ({ ok: false, why: e.message }));
   if (!check('the replay is a response: output_audio_buffer.started then stopped', replay.ok, replay.ok ? undefined : replay.why)) return;
   evs = await events();
   const between = evs.filter((e) => e.dir === 'in' && e.pt > vad.p.pt && e.pt <= replay.e.pt + 2000).map((e) => e.type);
@@ -313,7 +247,7 @@ async function runAgents(page, summary, check) {
     const lv = await page.evaluate(([a]) => window.rtce.levels(a), [now - 0.06]);
     const loud = lv.length >= 4 && lv.every(([, db]) => db > -30);
     return { ok: loud, b, at: now, why: `levels ${lv.map(([, d]) => d.toFixed(0)).join(',')}` };
-  }, 20000, 20).catch((e) => ({ ok: false, why: e.message }));
+  }, { limitMs: 20000, intervalMs: 20 }).catch((e) => ({ ok: false, why: e.message }));
   if (!check('a second replay is audible (> -30 dBFS over 60 ms)', next.ok, next.ok ? undefined : next.why)) return;
   await tapReached(page, next.at + 0.2); // 200 ms into the audible replay; it lasts ~1.5 s
   const cut = await page.evaluate(() => { const pt = performance.now(); const at = window.rtce.interrupt(); return { pt, at }; });
@@ -321,7 +255,7 @@ async function runAgents(page, summary, check) {
     evs = await events();
     const c = inOf(evs, 'output_audio_buffer.cleared', cut.pt - 1)[0];
     return { ok: Boolean(c), c };
-  }, 5000, 20).catch((e) => ({ ok: false, why: e.message }));
+  }, { limitMs: 5000, intervalMs: 20 }).catch((e) => ({ ok: false, why: e.message }));
   const sentAfter = evs.filter((e) => e.dir === 'out' && e.pt >= cut.pt - 1).map((e) => e.type);
   check('interrupt() sent output_audio_buffer.clear (and response.cancel while a response runs)',
     sentAfter.includes('output_audio_buffer.clear'), sentAfter);
@@ -374,7 +308,7 @@ async function runAgents(page, summary, check) {
   const drained = await waitFor('sessions_active to return to 0 after session.close()', async () => {
     const v = await sessionsActive();
     return { ok: v === 0, why: `${v}` };
-  }, 10000).catch((e) => ({ ok: false, why: e.message }));
+  }, { limitMs: 10000 }).catch((e) => ({ ok: false, why: e.message }));
   check('session.close() ends the call: rtcedge_transceiver_sessions_active back to 0', drained.ok && !closeError,
     closeError || drained.why);
 }
@@ -406,25 +340,21 @@ async function runMultipart(page, summary, check) {
     const drained = await waitFor('sessions_active to return to 0 after hangup', async () => {
       const v = await sessionsActive();
       return { ok: v === 0, why: `${v}` };
-    }, 10000).catch((e) => ({ ok: false, why: e.message }));
+    }, { limitMs: 10000 }).catch((e) => ({ ok: false, why: e.message }));
     check('metrics rtcedge_transceiver_sessions_active back to 0 after hangup', drained.ok, drained.why);
   }
   summary.channel_after_hangup = r.channelAfterHangup;
 }
 
 async function run(summary) {
-  const check = checker(summary);
-  const { chromium } = await loadPlaywright();
-  const args = chromiumArgs(opts.toneWav, wantLoopback(opts.allowLoopback));
+  const check = checker(summary, log);
+  const args = chromiumArgs({ toneFile: opts.toneWav, allowLoopback: wantLoopback(opts.allowLoopback) });
   summary.chromium_args = args;
-  resources.userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtcedge-rt-e2e-chromium-'));
-  const context = await withTimeout(chromium.launchPersistentContext(resources.userDataDir, {
-    executablePath: opts.chromium, headless: false, args, timeout: 30000, viewport: { width: 900, height: 600 },
-  }), 35000, 'launching chromium');
-  resources.context = context;
-  summary.browser_version = context.browser() ? context.browser().version() : null;
-  await context.grantPermissions(['microphone'], { origin: new URL(opts.appUrl).origin }).catch(() => {});
-  const page = context.pages()[0] || await context.newPage();
+  const page = await browser.launch({
+    executablePath: opts.chromium, args, profilePrefix: 'rtcedge-rt-e2e-chromium-',
+    viewport: { width: 900, height: 600 }, origin: new URL(opts.appUrl).origin,
+  });
+  summary.browser_version = browserVersion(browser.context);
   summary.console = [];
   page.on('console', (m) => {
     if (m.type() === 'error' || m.type() === 'warning') {
@@ -454,28 +384,5 @@ async function run(summary) {
   }
 }
 
-async function main() {
-  const summary = { scenario: opts.scenario, app_url: opts.appUrl, calls_url: opts.callsUrl, checks: [] };
-  const watchdog = setTimeout(async () => {
-    console.error(`error: watchdog fired after ${opts.timeoutS + 30} s`);
-    summary.error = 'watchdog';
-    console.log(JSON.stringify(summary, null, 2));
-    await cleanup();
-    process.exit(1);
-  }, (opts.timeoutS + 30) * 1000);
-  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, async () => { await cleanup(); process.exit(130); });
-  try {
-    await run(summary);
-  } catch (e) {
-    summary.error = e.message;
-    log(`error: ${e.message}`);
-  } finally {
-    await cleanup();
-    clearTimeout(watchdog);
-  }
-  summary.passed = !summary.error && summary.checks.length > 0 && summary.checks.every((c) => c.ok);
-  console.log(JSON.stringify(summary, null, 2));
-  process.exit(summary.passed ? 0 : 1);
-}
-
-main();
+runMain({ scenario: opts.scenario, app_url: opts.appUrl, calls_url: opts.callsUrl, checks: [] },
+  { timeoutS: opts.timeoutS, run, cleanup: () => browser.close(), log });

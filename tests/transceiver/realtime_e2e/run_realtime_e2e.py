@@ -41,7 +41,7 @@ E2E_DIR = os.path.join(REPO_ROOT, "tests", "transceiver", "e2e")
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "support", "py"))
 sys.path.insert(0, E2E_DIR)
 from rtcetest import outcome  # noqa: E402
-from rtcetest.core import tail  # noqa: E402
+from rtcetest.core import json_summary, tail  # noqa: E402
 from run_browser_e2e import SYSTEM_PYTHON, Stack, start_stack  # noqa: E402
 
 TOOLS = os.path.join(HERE, "tools")
@@ -266,11 +266,7 @@ def main():
         log(f"run {' '.join(argv)}")
         try:
             proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=sys.stderr, timeout=args.timeout_s + 45)
-            out = proc.stdout.decode("utf-8", "replace")
-            try:
-                results["browser"] = json.loads(out)
-            except ValueError:
-                results["browser"] = {"raw_stdout": out[-2000:]}
+            results["browser"] = json_summary(proc.stdout)
             ok = proc.returncode == 0
         except subprocess.TimeoutExpired:
             results["error"] = f"realtime_e2e.mjs did not finish within {args.timeout_s + 45} s"

@@ -13,7 +13,6 @@ deadline."""
 import base64
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -28,8 +27,9 @@ SECRET = "fleet-a:" + "a" * 40
 OTHER_SECRET = "fleet-b:" + "b" * 40
 
 sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
-from rtcetest.core import test_flags  # noqa: E402
-from rtcetest.transceiver import TransceiverProcess  # noqa: E402
+from rtcetest.core import unittest_main  # noqa: E402
+from rtcetest.transceiver import TransceiverProcess, answer_lines  # noqa: E402
+from prom_metrics import metric  # noqa: E402
 
 
 def corpus(name):
@@ -41,20 +41,6 @@ def agents_offer():
     """Audio and the oai-events data channel, BUNDLE-d, no candidates: what
     @openai/agents-realtime POSTs right after setLocalDescription."""
     return corpus("chrome_audio_datachannel_offer.sdp")
-
-
-def metric(text, name, labels=None):
-    total = None
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$", line)
-        if not m or m.group(1) != name:
-            continue
-        if labels and not all(f'{k}="{v}"' in (m.group(2) or "") for k, v in labels.items()):
-            continue
-        total = (total or 0) + float(m.group(3))
-    return total
 
 
 def multipart(parts, boundary="rtcedge-test-boundary"):
@@ -116,10 +102,7 @@ class Calls(RealtimeCase):
         cls.tx.stop()
 
     def assert_data_channel_answer(self, status, headers, answer):
-        self.assertEqual(status, 201, answer)
-        self.assertEqual(headers["content-type"], "application/sdp")
-        self.assertRegex(headers["location"], r"^/v1/realtime/calls/rtc_[0-9a-f]{32}$")
-        lines = answer.split("\r\n")
+        lines = answer_lines(self, status, headers, answer, r"^/v1/realtime/calls/rtc_[0-9a-f]{32}$")
         self.assertIn("a=group:BUNDLE 0 1", lines)
         self.assertIn("m=application 9 UDP/DTLS/SCTP webrtc-datachannel", lines)
         self.assertIn("a=sctp-port:5000", lines)
@@ -439,11 +422,5 @@ class Configuration(unittest.TestCase):
         self.assertIn("key_lifetime", r.stdout)
 
 
-def main():
-    global ARGS
-    ARGS, argv = test_flags("--transceiver")
-    unittest.main(argv=argv)
-
-
 if __name__ == "__main__":
-    main()
+    unittest_main(globals(), "--transceiver")

@@ -25,28 +25,14 @@ ARGS = None
 API_KEY = "test-key-0123456789abcdef"
 
 sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
-from rtcetest.core import free_port, raw_exchange as raw_request, test_flags, wait_for  # noqa: E402
-from rtcetest.transceiver import TransceiverProcess  # noqa: E402
+from rtcetest.core import free_port, raw_exchange as raw_request, unittest_main, wait_for  # noqa: E402
+from rtcetest.transceiver import TransceiverProcess, answer_lines  # noqa: E402
+from prom_metrics import metric  # noqa: E402
 
 
 def chrome_offer():
     with open(os.path.join(FIXTURES, "chrome_audio_offer.sdp"), "rb") as f:
         return f.read().decode()
-
-
-
-def metric(text, name, labels=None):
-    total = None
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$", line)
-        if not m or m.group(1) != name:
-            continue
-        if labels and not all(f'{k}="{v}"' in (m.group(2) or "") for k, v in labels.items()):
-            continue
-        total = (total or 0) + float(m.group(3))
-    return total
 
 
 def limit_open_files(n, hard=None):
@@ -134,12 +120,21 @@ class Signaling(unittest.TestCase):
         cls.tx.stop()
         os.unlink(cls.keys.name)
 
+    def offer_left_to_time_out(self):
+        """(location, auth headers, final state) of a session offered and never connected,
+        once the connect timeout has ended it."""
+        status, headers, _ = self.tx.offer(chrome_offer())
+        self.assertEqual(status, 201)
+        auth = {"Authorization": f"Bearer {API_KEY}"}
+
+        def ended():
+            s = json.loads(self.tx.request("GET", headers["location"], headers=auth)[2])
+            return s if s["state"] == "ended" else None
+        return headers["location"], auth, wait_for(ended, 5, "the connect timeout to end the session")
+
     def test_answer_is_ice_lite_with_hint_ufrag_and_location(self):
         status, headers, answer = self.tx.offer(chrome_offer())
-        self.assertEqual(status, 201, answer)
-        self.assertEqual(headers["content-type"], "application/sdp")
-        self.assertRegex(headers["location"], r"^/v1/sessions/[0-9a-f]{32}$")
-        lines = answer.split("\r\n")
+        lines = answer_lines(self, status, headers, answer, r"^/v1/sessions/[0-9a-f]{32}$")
         self.assertIn("a=ice-lite", lines)
         self.assertIn("a=rtcp-mux", lines)
         self.assertIn("a=setup:active", lines)
@@ -195,19 +190,12 @@ class Signaling(unittest.TestCase):
     def test_delete_after_the_session_ended_by_itself_returns_its_final_state(self):
         # What a WHIP client does on hang-up: the session already ended (here by the connect
         # timeout, as by a DTLS close), then DELETE arrives. 200 with the same JSON as GET.
-        status, headers, _ = self.tx.offer(chrome_offer())
-        self.assertEqual(status, 201)
-        auth = {"Authorization": f"Bearer {API_KEY}"}
-
-        def ended():
-            s = json.loads(self.tx.request("GET", headers["location"], headers=auth)[2])
-            return s if s["state"] == "ended" else None
-        state = wait_for(ended, 5, "the connect timeout to end the session")
-        status, reply_headers, body = self.tx.request("DELETE", headers["location"], headers=auth)
+        location, auth, state = self.offer_left_to_time_out()
+        status, reply_headers, body = self.tx.request("DELETE", location, headers=auth)
         self.assertEqual(status, 200, body)
         self.assertEqual(reply_headers["content-type"], "application/json")
         self.assertEqual(json.loads(body), state)
-        self.assertEqual(self.tx.request("DELETE", headers["location"])[0], 401)
+        self.assertEqual(self.tx.request("DELETE", location)[0], 401)
 
     def test_media_type_and_auth_scheme_are_case_insensitive_tokens(self):
         for content_type in ("APPLICATION/SDP", "Application/Sdp", "application/sdp; charset=utf-8",
@@ -289,14 +277,7 @@ class Signaling(unittest.TestCase):
         self.assertIn("Location", headers["access-control-expose-headers"])
 
     def test_unconnected_session_ends_by_itself(self):
-        status, headers, _ = self.tx.offer(chrome_offer())
-        self.assertEqual(status, 201)
-        auth = {"Authorization": f"Bearer {API_KEY}"}
-
-        def ended():
-            s = json.loads(self.tx.request("GET", headers["location"], headers=auth)[2])
-            return s if s["state"] == "ended" else None
-        state = wait_for(ended, 5, "the connect timeout to end the session")
+        state = self.offer_left_to_time_out()[2]
         self.assertEqual(state["end_reason"], "connect_timeout")
         self.assertGreaterEqual(metric(self.tx.metrics(), "rtcedge_transceiver_sessions_ended_total",
                                        {"reason": "connect_timeout"}), 1)
@@ -557,11 +538,5 @@ class Configuration(unittest.TestCase):
             self.assertIn("lisen", self.run_bad("--config", f.name))
 
 
-def main():
-    global ARGS
-    ARGS, argv = test_flags("--transceiver", "--relay")
-    unittest.main(argv=argv)
-
-
 if __name__ == "__main__":
-    main()
+    unittest_main(globals(), "--transceiver", "--relay")

@@ -4,6 +4,7 @@ benchmarks built on them. aiortc and aioice are imported inside the functions: t
 them (Debian's python3-aiortc, /usr/bin/python3)."""
 
 import asyncio
+import time
 
 
 def allow_loopback_candidates():
@@ -27,6 +28,20 @@ def host_has_non_loopback_ipv4():
         return any(a != "127.0.0.1" for a in aioice.ice.get_host_addresses(True, False))
     except Exception:
         return False
+
+
+def record_connection(pc, result, connected, on_end=None):
+    """Appends every connectionState of pc to result["states"]; the first "connected" stamps
+    result["connected_at"] (time.monotonic()) and sets the event `connected`; "failed" and
+    "closed" call on_end(state) when given."""
+    @pc.on("connectionstatechange")
+    def on_state():
+        result.setdefault("states", []).append(pc.connectionState)
+        if pc.connectionState == "connected" and "connected_at" not in result:
+            result["connected_at"] = time.monotonic()
+            connected.set()
+        elif on_end and pc.connectionState in ("failed", "closed"):
+            on_end(pc.connectionState)
 
 
 def remote_audio(pc):

@@ -1,8 +1,9 @@
 """Small things every harness needs once: loopback ports, deadline-bounded waits, log tails,
-HTTP to a local service, the machine line of a benchmark, a unittest entry point."""
+HTTP to a local service, a client's JSON summary, the machine line of a benchmark, a unittest entry point."""
 
 import argparse
 import http.client
+import json
 import math
 import os
 import platform
@@ -64,6 +65,16 @@ def http_request(port, method, path, body=None, headers=None, host="127.0.0.1", 
         conn.close()
 
 
+def json_summary(out):
+    """A client's JSON summary from its stdout (bytes or text), or {"raw_stdout": its last
+    2000 characters} when stdout is not JSON."""
+    text = out.decode("utf-8", "replace") if isinstance(out, bytes) else out
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"raw_stdout": text[-2000:]}
+
+
 def raw_exchange(port, data, timeout=10):
     """Sends raw bytes to a loopback server; (status, text) of the first response's head
     (status None when no status line came back)."""
@@ -121,6 +132,18 @@ def stats(values):
             "max": max(values), "mean": round(sum(values) / len(values), 1)}
 
 
+def write_report(table, markdown_out, json_out, data, indent=2):
+    """A benchmark's results: prints the table and writes it to markdown_out, and data as JSON
+    to json_out, each path when given."""
+    print(table)
+    if markdown_out:
+        with open(markdown_out, "w") as f:
+            f.write(table)
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump(data, f, indent=indent)
+
+
 def test_flags(*required_flags):
     """For a unittest script: parses `--flag PATH` for each required flag (the binaries under
     test) and returns (flags, argv for unittest.main) — run with
@@ -130,3 +153,12 @@ def test_flags(*required_flags):
         ap.add_argument(flag, required=True)
     args, rest = ap.parse_known_args()
     return args, [sys.argv[0], "-v", *rest]
+
+
+def unittest_main(script_globals, *required_flags):
+    """The main() of a unittest script: parses the required flags (test_flags) into the
+    script's ARGS (script_globals["ARGS"], where its tests read them) and runs unittest.main,
+    verbose, which exits with the result."""
+    import unittest
+    script_globals["ARGS"], argv = test_flags(*required_flags)
+    unittest.main(argv=argv)

@@ -1,8 +1,9 @@
 """The namespace harness shared by the netns tests and benchmarks (run_browser_e2e_xdp.py,
 run_global_sim.py, run_handover_netns.py, run_chaos_netns.py, global_sim_topology.py and the
 benchmarks built on them): a process in a namespace with its log (Service), an HTTP readiness
-wait from inside a namespace, the check recorder, and netns_main — prerequisites, cleanup on
-every path, the leftover check and the JSON summary, written once."""
+wait from inside a namespace, a client that prints a JSON summary run inside a namespace
+(run_json_client), the check recorder, and netns_main — prerequisites, cleanup on every path,
+the leftover check and the JSON summary, written once."""
 
 import json
 import os
@@ -15,7 +16,7 @@ import time
 import netns_topology as nt
 
 from . import outcome
-from .core import poll_until, tail
+from .core import json_summary, poll_until, tail
 
 
 class Service:
@@ -60,6 +61,21 @@ def wait_http(service, ns, host, port, path, timeout=15.0):
     if not poll_until(ready, timeout):
         raise RuntimeError("%s: GET %s not 200 within %.0f s (last: %s):\n%s"
                            % (service.name, path, timeout, last[0], tail(service.log_path)))
+
+
+def run_json_client(ns, argv, timeout, name, log):
+    """Runs a client that prints a JSON summary (a browser driver) inside ns, its stderr
+    passed through, for at most `timeout` seconds (then stopped, and logged as `name`);
+    (exit code, summary), the summary as json_summary() reads it."""
+    proc = nt.start_in_netns(ns, argv, stdout=subprocess.PIPE, stderr=None, stdin=subprocess.DEVNULL)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        nt.stop_process(proc)
+        out = b""
+        log("%s did not finish within %.0f s" % (name, timeout))
+    nt.forget_process(proc)
+    return proc.returncode, json_summary(out)
 
 
 def checker(results, log):

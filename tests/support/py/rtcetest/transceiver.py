@@ -1,6 +1,6 @@
 """A transceiver started on loopback for the black-box service tests (test_signaling.py,
 test_realtime_signaling.py, test_signaling_abuse.py): its process and log, /healthz readiness,
-HTTP requests to it, and a stop that leaves nothing behind."""
+HTTP requests to it, a stop that leaves nothing behind, and the first checks of an SDP answer."""
 
 import os
 import subprocess
@@ -56,3 +56,12 @@ class TransceiverProcess:
             self.proc.kill()
         self.proc.wait(timeout=10)
         os.unlink(self.log.name)
+
+
+def answer_lines(test, status, headers, answer, location):
+    """Asserts (on the unittest.TestCase `test`) a 201 with an application/sdp answer and a
+    Location matching the regex `location`; the answer's lines."""
+    test.assertEqual(status, 201, answer)
+    test.assertEqual(headers["content-type"], "application/sdp")
+    test.assertRegex(headers["location"], location)
+    return answer.split("\r\n")

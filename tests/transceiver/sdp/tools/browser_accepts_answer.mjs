@@ -10,20 +10,18 @@
 // Prints one JSON line per scenario and exits 0 only when every scenario passed, 77 (skipped)
 // when Chromium or playwright-core is not installed. No media flows:
 // the answer's only candidate is 127.0.0.1:9 (discard), so at most a few STUN checks hit loopback.
-// playwright-core is reused from tests/golden/tools/node_modules (run `npm ci` there once).
+// playwright-core is reused from tests/golden/tools/node_modules (run `npm ci` there once);
+// the Chromium launch and the blank page are tests/support/js/browser.mjs's, the scenarios
+// this file's.
 
-import { createRequire } from 'node:module';
 import { execFileSync } from 'node:child_process';
-import http from 'node:http';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { BrowserRun, chromiumArgs, loadPlaywright, serveBlankPage } from '../../../support/js/browser.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 let chromium;
 try {
-  ({ chromium } = createRequire(path.resolve(here, '../../../golden/tools/package.json'))('playwright-core'));
+  ({ chromium } = await loadPlaywright());
 } catch {
   console.log('skipped: playwright-core is not installed (npm ci in tests/golden/tools)');
   process.exit(77);
@@ -73,28 +71,13 @@ const SCENARIOS = [
     media: { data: true }, flags: ['--text-only'], expect: {} },
 ];
 
-const ARGS = [
-  '--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
-];
-
 async function main() {
-  const srv = http.createServer((req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-    res.end('<!doctype html><title>rtcedge answer check</title>');
-  });
-  await new Promise((res, rej) => { srv.once('error', rej); srv.listen(0, '127.0.0.1', res); });
-  const origin = `http://127.0.0.1:${srv.address().port}`;
-  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtcedge-answer-'));
-  let context;
+  const blank = await serveBlankPage('rtcedge answer check');
+  const browser = new BrowserRun();
   let failures = 0;
   try {
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: opts.chromium, headless: false, args: ARGS, timeout: 30000,
-    });
-    const page = context.pages()[0] || await context.newPage();
-    await page.goto(`${origin}/`, { timeout: 15000 });
+    const page = await browser.launch({ chromium, executablePath: opts.chromium, args: chromiumArgs(), profilePrefix: 'rtcedge-answer-' });
+    await page.goto(`${blank.origin}/`, { timeout: 15000 });
     for (const scenario of SCENARIOS) {
       const offer = await page.evaluate(async (media) => {
         const pc = media.defaultPolicy ? new RTCPeerConnection()
@@ -166,10 +149,8 @@ async function main() {
       console.log(JSON.stringify(result));
     }
   } finally {
-    if (context) await Promise.race([context.close().catch(() => {}), new Promise((r) => setTimeout(r, 5000))]);
-    srv.closeAllConnections?.();
-    srv.close();
-    fs.rmSync(userDataDir, { recursive: true, force: true });
+    await browser.close();
+    blank.close();
   }
   console.log(`${SCENARIOS.length - failures} passed, ${failures} failed`);
   process.exit(failures === 0 ? 0 : 1);

@@ -10,18 +10,16 @@
 // served from 127.0.0.1 and no answer is ever applied, so no ICE traffic is sent.
 //
 // playwright-core is reused from tests/golden/tools/node_modules (run `npm ci` there once);
-// this folder has no node_modules of its own.
+// this folder has no node_modules of its own. The Chromium launch and the blank page are
+// tests/support/js/browser.mjs's; this file owns the two offers.
 
-import { createRequire } from 'node:module';
-import http from 'node:http';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BrowserRun, chromiumArgs, loadPlaywright, serveBlankPage } from '../../../support/js/browser.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const goldenTools = path.resolve(here, '../../../golden/tools');
-const { chromium } = createRequire(path.join(goldenTools, 'package.json'))('playwright-core');
+const { chromium } = await loadPlaywright();
 
 const opts = { outDir: path.resolve(here, '../fixtures'), chromium: '/usr/bin/chromium' };
 {
@@ -39,28 +37,15 @@ const opts = { outDir: path.resolve(here, '../fixtures'), chromium: '/usr/bin/ch
   }
 }
 
-const ARGS = [
-  '--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
-];
-
 async function main() {
-  const srv = http.createServer((req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-    res.end('<!doctype html><title>rtcedge offer capture</title>');
-  });
-  await new Promise((res, rej) => { srv.once('error', rej); srv.listen(0, '127.0.0.1', res); });
-  const origin = `http://127.0.0.1:${srv.address().port}`;
-  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtcedge-offer-'));
-  let context;
+  const blank = await serveBlankPage('rtcedge offer capture');
+  const browser = new BrowserRun();
   try {
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: opts.chromium, headless: false, args: ARGS, timeout: 30000,
+    const page = await browser.launch({
+      chromium, executablePath: opts.chromium, args: chromiumArgs(), profilePrefix: 'rtcedge-offer-',
+      origin: blank.origin, permissions: ['microphone', 'camera'],
     });
-    await context.grantPermissions(['microphone', 'camera'], { origin }).catch(() => {});
-    const page = context.pages()[0] || await context.newPage();
-    await page.goto(`${origin}/`, { timeout: 15000 });
+    await page.goto(`${blank.origin}/`, { timeout: 15000 });
     const offers = await page.evaluate(async () => {
       // Wait for gathering so the offer carries candidates, as a non-trickle client sends it.
       async function offerOf(pc) {
@@ -97,10 +82,8 @@ async function main() {
     fs.writeFileSync(mixedPath, offers.mixed);
     console.log(JSON.stringify({ user_agent: offers.ua, files: [audioPath, mixedPath] }));
   } finally {
-    if (context) await Promise.race([context.close().catch(() => {}), new Promise((r) => setTimeout(r, 5000))]);
-    srv.closeAllConnections?.();
-    srv.close();
-    fs.rmSync(userDataDir, { recursive: true, force: true });
+    await browser.close();
+    blank.close();
   }
 }
 

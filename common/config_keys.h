@@ -157,6 +157,41 @@ ConfigKey<C> string_list_key(std::string name, Get get, std::vector<std::string>
   return k;
 }
 
+// One address:port under `rule`; check(value, where) adds a rule of the key's own.
+template <class C, class Get>
+ConfigKey<C> address_key(std::string name, Get get, std::string def, AddressRule rule, KeyInfo info,
+                         std::function<void(const SocketAddress&, const std::string&)> check = {}) {
+  if (info.default_text.empty()) info.default_text = def;
+  ConfigKey<C> k{name, ConfigLayers::Kind::scalar, std::move(info), {}, {}, {}, {}};
+  k.read = [=](const ConfigLayers& c, C& cfg) {
+    auto& member = std::invoke(get, cfg);
+    member = check_socket_address(c.get_string(name, def), c.where(name), rule);
+    if (check) check(member, c.where(name));
+  };
+  k.show = [=](const C& cfg) { return yaml_quote(std::invoke(get, cfg).to_string()); };
+  return k;
+}
+
+// A list whose items parse(text, where) turns into values (addresses, prefixes) that
+// to_string() spells back; parse throws a ConfigError naming the key.
+template <class C, class Get, class Parse>
+ConfigKey<C> parsed_list_key(std::string name, Get get, std::vector<std::string> def, KeyInfo info,
+                             Parse parse) {
+  if (info.default_text.empty()) info.default_text = yaml_string_list(def);
+  ConfigKey<C> k{name, ConfigLayers::Kind::list, std::move(info), {}, {}, {}, {}};
+  k.read = [=](const ConfigLayers& c, C& cfg) {
+    auto& member = std::invoke(get, cfg);
+    member.clear();
+    for (const auto& text : c.get_list(name, def)) member.push_back(parse(text, c.where(name)));
+  };
+  k.show = [=](const C& cfg) {
+    std::vector<std::string> items;
+    for (const auto& item : std::invoke(get, cfg)) items.push_back(item.to_string());
+    return yaml_string_list(items);
+  };
+  return k;
+}
+
 // log.format and log.level, the same in every binary.
 template <class C, class GetFormat, class GetLevel>
 std::vector<ConfigKey<C>> logging_keys(GetFormat format, GetLevel level) {

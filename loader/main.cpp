@@ -6,6 +6,9 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "error.h"
 #include "hint_tool.h"
@@ -35,16 +38,16 @@ void log_key_file_warnings(const std::vector<std::string>& warnings) {
   for (const auto& warning : warnings) spdlog::warn("{}", warning);
 }
 
-int check_hint_key_file(const rtce::RelayConfig& config) {
+// Reads the key file as a start does: its warnings, or nullopt after the error on stderr.
+std::optional<std::vector<std::string>> read_hint_key_file(const rtce::RelayConfig& config) {
   std::vector<std::string> warnings;
   try {
     rtce::HintKeys::load_file(config.hint_key_file, &warnings);
   } catch (const rtce::ConfigError& e) {
     std::cerr << "rtcedge-relay: configuration error: " << e.what() << "\n";
-    return kExitUsage;
+    return std::nullopt;
   }
-  log_key_file_warnings(warnings);
-  return 0;
+  return warnings;
 }
 
 }  // namespace
@@ -103,21 +106,20 @@ int main(int argc, char** argv) {
   }
   if (commands.check) {
     // The key file as a start reads it; its warnings go to stderr, stdout stays YAML.
-    std::vector<std::string> warnings;
-    try {
-      rtce::HintKeys::load_file(config.hint_key_file, &warnings);
-    } catch (const rtce::ConfigError& e) {
-      std::cerr << "rtcedge-relay: configuration error: " << e.what() << "\n";
-      return kExitUsage;
-    }
-    for (const auto& warning : warnings) std::cerr << "rtcedge-relay: warning: " << warning << "\n";
+    const auto warnings = read_hint_key_file(config);
+    if (!warnings) return kExitUsage;
+    for (const auto& warning : *warnings) std::cerr << "rtcedge-relay: warning: " << warning << "\n";
     std::cout << rtce::relay_config_yaml(config);
     return 0;
   }
   rtce::setup_logging(config.log_format, config.log_level);
   // The key file is read here, with SIGTERM still acting, so that a bad one is a
   // configuration error (exit 2) like every other bad setting, and its mode is checked.
-  if (int code = check_hint_key_file(config); code != 0) return code;
+  if (const auto warnings = read_hint_key_file(config)) {
+    log_key_file_warnings(*warnings);
+  } else {
+    return kExitUsage;
+  }
 
   // Before any thread starts, so that only sigwait below sees them.
   const sigset_t signals = rtce::block_control_signals();

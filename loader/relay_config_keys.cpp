@@ -49,21 +49,16 @@ ConfigTable<C> build() {
         if (cfg.listen.size() > 16) throw ConfigError(c.where("listen") + ": at most 16 VIPs");
       },
       [](const C& cfg) { return address_list(cfg.listen); }));
-  t.push_back(custom_key<C>(
-      "return_listen", ConfigLayers::Kind::scalar,
+  t.push_back(address_key<C>(
+      "return_listen", &C::return_listen, "[::]:0", {},
       {.help = "address transceivers send replies to; port 0 = one ephemeral port per worker",
        .doc = "where transceivers send their replies. Dual-stack IPv6 (IPv4 transceivers too). Port 0: one "
-              "ephemeral port per worker; port P: worker *i* uses P+*i*.",
-       .default_text = "[::]:0"},
-      [](const ConfigLayers& c, C& cfg) {
-        cfg.return_listen =
-            check_socket_address(c.get_string("return_listen", "[::]:0"), c.where("return_listen"));
-        if (cfg.return_listen.is_v4())
+              "ephemeral port per worker; port P: worker *i* uses P+*i*."},
+      [](const SocketAddress& address, const std::string& where) {
+        if (address.is_v4())
           throw ConfigError(
-              c.where("return_listen") +
-              ": must be an IPv6 address ([::]:0 is dual-stack and takes IPv4 transceivers too)");
-      },
-      [](const C& cfg) { return yaml_quote(cfg.return_listen.to_string()); }));
+              where + ": must be an IPv6 address ([::]:0 is dual-stack and takes IPv4 transceivers too)");
+      }));
   {
     auto workers =
         uint_key<C>("workers", &C::workers, 0, 0, 256,
@@ -138,25 +133,15 @@ ConfigTable<C> build() {
         return cfg.peers_listen.is_unspecified() ? std::string("\"\"")
                                                  : yaml_quote(cfg.peers_listen.to_string());
       }));
-  t.push_back(custom_key<C>(
-      "peers.trusted", ConfigLayers::Kind::list,
+  t.push_back(parsed_list_key<C>(
+      "peers.trusted", &C::peers_trusted, {},
       {.help = "address ranges allowed to send on peers.listen (the peer ingress relays)",
        .doc =
            "address ranges (`10.1.0.0/24`, `fd00:1::/64`, or one address) of the peer ingress relays. A "
            "datagram on `peers.listen` from elsewhere is dropped (`peer_untrusted`): only these may claim a "
            "client address.",
-       .default_text = "[]",
        .reloadable = true},
-      [](const ConfigLayers& c, C& cfg) {
-        cfg.peers_trusted.clear();
-        for (const auto& text : c.get_list("peers.trusted", {}))
-          cfg.peers_trusted.push_back(IpPrefix::parse_or_throw(text, c.where("peers.trusted")));
-      },
-      [](const C& cfg) {
-        std::vector<std::string> items;
-        for (const auto& p : cfg.peers_trusted) items.push_back(p.to_string());
-        return yaml_string_list(items);
-      }));
+      &IpPrefix::parse_or_throw));
   t.push_back(custom_key<C>(
       "peers.clusters", ConfigLayers::Kind::list,
       {.help = "global relay, ingress role: other clusters' relays, cluster=address:port or cluster=registry",
@@ -300,16 +285,9 @@ ConfigTable<C> build() {
                           {.help = "IPv6 prefix length flows.max_per_source_prefix counts by",
                            .doc = "1..128; IPv6 prefix length `flows.max_per_source_prefix` counts by (/56 "
                                   "is a typical end-site delegation; /64 for one LAN)."}));
-  t.push_back(custom_key<C>(
-      "admin.listen", ConfigLayers::Kind::scalar,
-      {.help = "address:port of /metrics, /healthz, /readyz",
-       .doc = "`/metrics`, `/healthz`, `/readyz`.",
-       .default_text = "127.0.0.1:9478"},
-      [](const ConfigLayers& c, C& cfg) {
-        cfg.admin_listen =
-            check_socket_address(c.get_string("admin.listen", "127.0.0.1:9478"), c.where("admin.listen"));
-      },
-      [](const C& cfg) { return yaml_quote(cfg.admin_listen.to_string()); }));
+  t.push_back(address_key<C>(
+      "admin.listen", &C::admin_listen, "127.0.0.1:9478", {},
+      {.help = "address:port of /metrics, /healthz, /readyz", .doc = "`/metrics`, `/healthz`, `/readyz`."}));
   for (auto& k : logging_keys<C>(&C::log_format, &C::log_level)) t.push_back(std::move(k));
   t.push_back(http_max_connections_key<C>(
       &C::http_max_connections,

@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "xdp_data_path.h"
+#include "xdp_on_loopback.h"
 
 namespace {
 
@@ -99,30 +100,20 @@ TEST(XdpFlowExpiry, ActiveFlowNeverLooksIdle) {
 
 // ------------------------------------------------------------------ the sweep over a map
 
-class XdpSweep : public ::testing::Test {
+class XdpSweep : public rtce::testing::XdpOnLoopback {
  protected:
+  XdpSweep() : XdpOnLoopback("sweep-test") {}
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root (CAP_BPF/CAP_NET_ADMIN)";
-    if (unshare(CLONE_NEWNET) != 0) GTEST_SKIP() << "unshare(CLONE_NEWNET): " << std::strerror(errno);
-    config_.mode = "xdp";
-    config_.xdp_interfaces = {"lo"};
-    config_.xdp_allow_generic = true;
-    config_.xdp_pin_path = "/sys/fs/bpf/rtce-sweep-test-" + std::to_string(getpid());
+    XdpOnLoopback::SetUp();
+    if (IsSkipped()) return;
     config_.flow_idle_timeout = 30 * kSecond;
-    try {
-      xdp_ = std::make_unique<rtce::XdpDataPath>(config_);
-    } catch (const rtce::XdpError& e) {
-      GTEST_SKIP() << "XDP unavailable here: " << e.what();
-    }
+    if (!start()) GTEST_SKIP() << "XDP unavailable here: " << skip_reason_;
     fd_ = bpf_obj_get((config_.xdp_pin_path + "/maps/flows").c_str());
     ASSERT_GE(fd_, 0) << std::strerror(errno);
   }
   void TearDown() override {
     if (fd_ >= 0) close(fd_);
-    if (xdp_) {
-      xdp_.reset();
-      rtce::XdpDataPath::detach(config_.xdp_pin_path, {});
-    }
+    XdpOnLoopback::TearDown();
   }
 
   static rtce_flow_key key(uint32_t i) {
@@ -161,8 +152,6 @@ class XdpSweep : public ::testing::Test {
     return per_call;
   }
 
-  rtce::RelayConfig config_;
-  std::unique_ptr<rtce::XdpDataPath> xdp_;
   int fd_ = -1;
 };
 

@@ -25,38 +25,15 @@
 #include "xdp_attach.h"
 #include "xdp_data_path.h"
 #include "xdp_map_sync.h"
+#include "xdp_on_loopback.h"
 
 namespace {
 
 constexpr rtce::Nanos kSecond = 1'000'000'000;
 
-class XdpLoader : public ::testing::Test {
+class XdpLoader : public rtce::testing::XdpOnLoopback {
  protected:
-  void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root (CAP_BPF/CAP_NET_ADMIN)";
-    if (unshare(CLONE_NEWNET) != 0) GTEST_SKIP() << "unshare(CLONE_NEWNET): " << std::strerror(errno);
-    config_.mode = "xdp";
-    config_.xdp_interfaces = {"lo"};
-    config_.xdp_allow_generic = true;
-    config_.xdp_pin_path = "/sys/fs/bpf/rtce-loader-test-" + std::to_string(getpid());
-  }
-  void TearDown() override {
-    xdp_.reset();
-    std::error_code ec;
-    if (std::filesystem::exists(config_.xdp_pin_path, ec))
-      rtce::XdpDataPath::detach(config_.xdp_pin_path, {});
-    std::filesystem::remove_all(config_.xdp_pin_path, ec);
-  }
-  // Starts the loader; false (and the test skipped) when XDP cannot run here.
-  bool start() {
-    try {
-      xdp_ = std::make_unique<rtce::XdpDataPath>(config_);
-    } catch (const rtce::XdpError& e) {
-      skip_reason_ = e.what();
-      return false;
-    }
-    return true;
-  }
+  XdpLoader() : XdpOnLoopback("loader-test") {}
   static bpf_map_info pinned_info(const std::string& path) {
     bpf_map_info info{};
     uint32_t len = sizeof info;
@@ -68,10 +45,6 @@ class XdpLoader : public ::testing::Test {
     }
     return info;
   }
-
-  rtce::RelayConfig config_;
-  std::unique_ptr<rtce::XdpDataPath> xdp_;
-  std::string skip_reason_;
 };
 
 TEST_F(XdpLoader, CounterPinsOfAnOlderLayoutAreReplacedNotRefused) {

@@ -200,10 +200,11 @@ def main():
 
         received = []
         stop_media = threading.Event()
+        stop_receiving = threading.Event()
 
         def receive():
             ep7.sock.settimeout(0.1)
-            while not stop_media.is_set():
+            while not stop_receiving.is_set():
                 try:
                     data, _ = ep7.sock.recvfrom(2048)
                 except socket.timeout:
@@ -253,7 +254,9 @@ def main():
             time.sleep(0.05)
         stop_media.set()
         sender.join()
-        time.sleep(0.2)  # the last datagrams in flight on loopback
+        # The last datagrams in flight on loopback: wait for them, not for a guessed time.
+        wait_until(lambda: len(received) >= len(sent), 3)
+        stop_receiving.set()
         receiver.join()
 
         lowest = min(v for _, v in samples)

@@ -126,7 +126,7 @@ class TwoClusterStage(unittest.TestCase):
 
     def make_stage(self, tmp_prefix):
         self.tmp = tempfile.mkdtemp(prefix=tmp_prefix)
-        self.addCleanup(shutil.rmtree, self.tmp, True)
+        if not os.environ.get("RTCE_KEEP_TMP"): self.addCleanup(shutil.rmtree, self.tmp, True)
         self.keys1 = os.path.join(self.tmp, "cluster1.yaml")
         self.keys2 = os.path.join(self.tmp, "cluster2.yaml")
         for path, key_id in ((self.keys1, 1), (self.keys2, 2)):

@@ -37,7 +37,7 @@ import stun_codec as stun  # noqa: E402
 import test_global_relay as gr  # noqa: E402
 
 ARGS = None
-PWD = "global-relay-registry-pwd-01"
+PWD = gr.PWD  # the fake transceiver of the shared stage checks with it
 TTL_MS = 3000  # registry.ttl of the relays: the owner republishes every second
 
 

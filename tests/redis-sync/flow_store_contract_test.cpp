@@ -13,7 +13,7 @@ template <typename Backend>
 class FlowStoreContract : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (const std::string why = Backend::unavailable(); !why.empty()) GTEST_SKIP() << why;
+    if (const std::string why = Backend::unavailable(); !why.empty()) GTEST_FAIL() << why;
     store_ = backend_.flow_store(io_);
   }
   std::optional<bool> done(std::function<void(DoneCallback)> start) { return await<bool>(io_, start); }

@@ -24,7 +24,7 @@ bool wait_until(Predicate&& done, std::chrono::milliseconds timeout = 3000ms) {
 class FlowSyncTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (const std::string why = RedisBackend::unavailable(); !why.empty()) GTEST_SKIP() << why;
+    if (const std::string why = RedisBackend::unavailable(); !why.empty()) GTEST_FAIL() << why;
     FlowSync::Options options;
     options.redis = redis_options(shared_redis()->port());
     options.cluster = cluster_;

@@ -11,7 +11,7 @@ class RedisOutage : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!RedisServer::available())
-      GTEST_SKIP() << kRedisServerPath << " is missing: Redis outage cases skipped";
+      GTEST_FAIL() << kRedisServerPath << " is missing (scripts/install-deps.sh installs redis-server)";
     server_ = std::make_unique<RedisServer>();
     ASSERT_TRUE(server_->start()) << "redis-server did not answer PING";
     options_ = redis_options(server_->port());
@@ -274,7 +274,7 @@ TEST_F(RedisOutage, NoServerAtAllCountsConnectErrorsAndBacksOff) {
 }
 
 TEST(RedisAuth, PasswordFromTheUrlIsSentBeforeAnyCommand) {
-  if (!RedisServer::available()) GTEST_SKIP() << kRedisServerPath << " is missing";
+  if (!RedisServer::available()) GTEST_FAIL() << kRedisServerPath << " is missing (scripts/install-deps.sh)";
   RedisServer server(0, "s3cret");
   ASSERT_TRUE(server.start());
   boost::asio::io_context io;

@@ -14,7 +14,7 @@ template <typename Backend>
 class RegistryContract : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (const std::string why = Backend::unavailable(); !why.empty()) GTEST_SKIP() << why;
+    if (const std::string why = Backend::unavailable(); !why.empty()) GTEST_FAIL() << why;
   }
   std::unique_ptr<Registry> make(Millis ttl = 300ms, Millis relist = 100ms) {
     return backend_.registry(io_,

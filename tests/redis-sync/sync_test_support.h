@@ -81,8 +81,9 @@ inline RedisOptions redis_options(uint16_t port) {
 struct RedisBackend {
   static constexpr const char* kName = "Redis";
   static std::string unavailable() {
-    if (!RedisServer::available()) return std::string(kRedisServerPath) + " is missing: Redis cases skipped";
-    if (shared_redis() == nullptr) return "redis-server did not start: Redis cases skipped";
+    if (!RedisServer::available())
+      return std::string(kRedisServerPath) + " is missing (scripts/install-deps.sh installs redis-server)";
+    if (shared_redis() == nullptr) return "redis-server did not start";
     return {};
   }
   uint8_t cluster = next_cluster();

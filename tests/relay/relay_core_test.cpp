@@ -11,6 +11,7 @@
 
 #include "hint_keys.h"
 #include "rtce_proxy_v2.h"
+#include "stun_payloads.h"
 #include "test_support.h"
 
 namespace {
@@ -43,17 +44,7 @@ class RelayCoreTest : public ::testing::Test {
 
   // A Binding request with USERNAME "<ufrag>:cl" in a buffer with framing headroom.
   uint8_t* binding_request(const std::string& ufrag) {
-    std::string user = ufrag + ":cl";
-    std::vector<uint8_t> p = {0x00, 0x01, 0, 0, 0x21, 0x12, 0xa4, 0x42};
-    for (int i = 0; i < 12; i++) p.push_back(static_cast<uint8_t>(i));
-    p.push_back(0x00);
-    p.push_back(0x06);
-    p.push_back(0);
-    p.push_back(static_cast<uint8_t>(user.size()));
-    p.insert(p.end(), user.begin(), user.end());
-    while (p.size() % 4) p.push_back(0);
-    p[3] = static_cast<uint8_t>(p.size() - 20);
-    return load(p);
+    return load(xdp_packets::stun(0x0001, {{0x0006, ufrag + ":cl"}}));
   }
 
   uint8_t* load(const std::vector<uint8_t>& bytes) {

@@ -6,32 +6,14 @@
 #include <vector>
 
 #include "rtce_stun.h"
+#include "stun_payloads.h"
 #include "test_support.h"
 
 namespace {
 
-struct Attr {
-  uint16_t type;
-  std::string value;
-};
-
-std::vector<uint8_t> stun(uint16_t type, const std::vector<Attr>& attrs) {
-  std::vector<uint8_t> out = {
-      static_cast<uint8_t>(type >> 8), static_cast<uint8_t>(type), 0, 0, 0x21, 0x12, 0xa4, 0x42};
-  for (int i = 0; i < 12; i++) out.push_back(static_cast<uint8_t>(i));
-  for (const auto& a : attrs) {
-    out.push_back(static_cast<uint8_t>(a.type >> 8));
-    out.push_back(static_cast<uint8_t>(a.type));
-    out.push_back(static_cast<uint8_t>(a.value.size() >> 8));
-    out.push_back(static_cast<uint8_t>(a.value.size()));
-    out.insert(out.end(), a.value.begin(), a.value.end());
-    while (out.size() % 4) out.push_back(0);
-  }
-  const size_t len = out.size() - 20;
-  out[2] = static_cast<uint8_t>(len >> 8);
-  out[3] = static_cast<uint8_t>(len);
-  return out;
-}
+// STUN messages built independently of the walk (tests/support/stun_payloads.h).
+using rtce::xdp_packets::Attr;
+using rtce::xdp_packets::stun;
 
 rtce_stun_result walk(const std::vector<uint8_t>& p, std::string* ufrag = nullptr) {
   uint32_t off = 0, len = 0;

@@ -23,26 +23,13 @@ std::string hostname() {
   return host;
 }
 
-template <class T>
-std::string string_list(const std::vector<T>& list) {
-  std::vector<std::string> items;
-  for (const auto& item : list) items.push_back(item.to_string());
-  return yaml_string_list(items);
-}
-
 ConfigTable<C> build() {
   ConfigTable<C> t;
-  t.push_back(custom_key<C>(
-      "http.listen", ConfigLayers::Kind::scalar,
+  t.push_back(address_key<C>(
+      "http.listen", &C::http_listen, "127.0.0.1:8080", {},
       {.help = "signaling API, demo page and metrics",
        .doc = "signaling API, demo page (`/`), `/metrics`, `/healthz`, `/readyz`. A non-loopback address "
-              "requires `http.api_keys` or `http.allow_public_without_keys`.",
-       .default_text = "127.0.0.1:8080"},
-      [](const ConfigLayers& c, C& cfg) {
-        cfg.http_listen =
-            check_socket_address(c.get_string("http.listen", "127.0.0.1:8080"), c.where("http.listen"));
-      },
-      [](const C& cfg) { return yaml_quote(cfg.http_listen.to_string()); }));
+              "requires `http.api_keys` or `http.allow_public_without_keys`."}));
   t.push_back(
       string_list_key<C>("http.api_keys", &C::api_keys, {},
                          {.help = "bearer API keys accepted by /v1/sessions (none = open, warned)",
@@ -137,18 +124,14 @@ ConfigTable<C> build() {
     };
     t.push_back(std::move(direct));
   }
-  t.push_back(custom_key<C>(
-      "relay.vips", ConfigLayers::Kind::list,
+  t.push_back(parsed_list_key<C>(
+      "relay.vips", &C::relay_vips, {},
       {.help = "relay VIPs (address:port) offered as candidates; set = relay mode",
        .doc = "relay VIPs (`ip:port`, concrete address and port) offered as candidates, in this order. Set = "
-              "relay mode.",
-       .default_text = "[]"},
-      [](const ConfigLayers& c, C& cfg) {
-        cfg.relay_vips.clear();
-        for (const auto& text : c.get_list("relay.vips", {}))
-          cfg.relay_vips.push_back(check_socket_address(text, c.where("relay.vips"), {.concrete = true}));
-      },
-      [](const C& cfg) { return string_list(cfg.relay_vips); }));
+              "relay mode."},
+      [](const std::string& text, const std::string& where) {
+        return check_socket_address(text, where, {.concrete = true});
+      }));
   t.push_back(custom_key<C>(
       "relay.ingress_header", ConfigLayers::Kind::scalar,
       {.help = "request header naming the client's region (set by a geo-aware front door); default none",
@@ -198,19 +181,13 @@ ConfigTable<C> build() {
         }
         return out + "]";
       }));
-  t.push_back(custom_key<C>(
-      "relay.sources", ConfigLayers::Kind::list,
+  t.push_back(parsed_list_key<C>(
+      "relay.sources", &C::relay_sources, {"127.0.0.0/8", "::1/128"},
       {.help = "address ranges framed datagrams are accepted from",
        .doc = "address ranges (`10.0.2.0/24`, `fd00::/8`, or one address) framed datagrams are accepted "
               "from: the relays' addresses towards this transceiver. Framed datagrams from elsewhere are "
-              "dropped (`untrusted_relay`).",
-       .default_text = "[\"127.0.0.0/8\", \"::1/128\"]"},
-      [](const ConfigLayers& c, C& cfg) {
-        cfg.relay_sources.clear();
-        for (const auto& text : c.get_list("relay.sources", {"127.0.0.0/8", "::1/128"}))
-          cfg.relay_sources.push_back(IpPrefix::parse_or_throw(text, c.where("relay.sources")));
-      },
-      [](const C& cfg) { return string_list(cfg.relay_sources); }));
+              "dropped (`untrusted_relay`)."},
+      &IpPrefix::parse_or_throw));
   {
     auto key_file = string_key<C>(
         "hint.key_file", &C::hint_key_file, "",

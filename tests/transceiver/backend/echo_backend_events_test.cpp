@@ -22,21 +22,6 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-BackendSessionInfo info16k() {
-  BackendSessionInfo info;
-  info.session_id = "echo-events";
-  info.sample_rate = 16000;
-  return info;
-}
-
-std::vector<int16_t> tone_frame(int sequence) {
-  std::vector<int16_t> frame(320);
-  for (size_t i = 0; i < frame.size(); ++i) {
-    frame[i] = static_cast<int16_t>(8000 * std::sin(0.1 * static_cast<double>(i + 320 * sequence)));
-  }
-  return frame;
-}
-
 bool is_string(const json& e, const char* key) { return e.contains(key) && e[key].is_string(); }
 bool is_number(const json& e, const char* key) { return e.contains(key) && e[key].is_number(); }
 
@@ -120,7 +105,7 @@ class EchoEventsTest : public ::testing::Test {
     EchoBackendConfig config;
     config.mode = mode;
     config.loopback_delay = 100'000'000;
-    return make_echo_backend(io, config, info16k(), listener, counters);
+    return make_echo_backend(io, config, session_16k("echo-events"), listener, counters);
   }
   void send(BackendConnection& backend, const std::vector<int16_t>& frame) {
     listener.inside_send = true;
@@ -317,7 +302,8 @@ TEST_F(EchoEventsTest, ClosedFromAnEventCallbackIsSafe) {
   Closing closing;
   EchoBackendConfig config;
   config.mode = EchoBackendConfig::Mode::parrot;
-  std::unique_ptr<BackendConnection> conn = make_echo_backend(io, config, info16k(), closing, counters);
+  std::unique_ptr<BackendConnection> conn =
+      make_echo_backend(io, config, session_16k("echo-events"), closing, counters);
   closing.then = [&] { conn.reset(); };
   conn->send_event({{"type", "response.create"}});
   ASSERT_TRUE(run_until(io, [&] { return conn == nullptr; }));

@@ -16,21 +16,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-BackendSessionInfo info16k() {
-  BackendSessionInfo info;
-  info.session_id = "echo";
-  info.sample_rate = 16000;
-  return info;
-}
-
-std::vector<int16_t> tone_frame(int sequence) {
-  std::vector<int16_t> frame(320);
-  for (size_t i = 0; i < frame.size(); ++i) {
-    frame[i] = static_cast<int16_t>(8000 * std::sin(0.1 * static_cast<double>(i + 320 * sequence)));
-  }
-  return frame;
-}
-
 class EchoBackendTest : public ::testing::Test {
  protected:
   void send(BackendConnection& backend, const std::vector<int16_t>& frame) {
@@ -47,7 +32,7 @@ class EchoBackendTest : public ::testing::Test {
 TEST_F(EchoBackendTest, LoopbackReturnsEachFrameOnceAfterTheDelayAtTheSendersPace) {
   EchoBackendConfig config;
   config.loopback_delay = 200'000'000;
-  auto backend = make_echo_backend(io, config, info16k(), listener, counters);
+  auto backend = make_echo_backend(io, config, session_16k("echo"), listener, counters);
 
   // The caller sends one frame every 20 ms from a timer, as a session would.
   constexpr int kFrames = 10;
@@ -78,7 +63,7 @@ TEST_F(EchoBackendTest, LoopbackReturnsEachFrameOnceAfterTheDelayAtTheSendersPac
 TEST_F(EchoBackendTest, LoopbackClearsOnDemoClearAndStopsAtClose) {
   EchoBackendConfig config;
   config.loopback_delay = 100'000'000;
-  auto backend = make_echo_backend(io, config, info16k(), listener, counters);
+  auto backend = make_echo_backend(io, config, session_16k("echo"), listener, counters);
   for (int i = 0; i < 5; ++i) send(*backend, numbered_frame(16000, i));
   backend->send_event({{"type", "demo.clear"}});
   ASSERT_TRUE(run_until(io, [&] { return listener.clears == 1; }));
@@ -95,7 +80,7 @@ TEST_F(EchoBackendTest, LoopbackClearsOnDemoClearAndStopsAtClose) {
 TEST_F(EchoBackendTest, ParrotReplaysAnUtteranceOnceAfterSilence) {
   EchoBackendConfig config;
   config.mode = EchoBackendConfig::Mode::parrot;
-  auto backend = make_echo_backend(io, config, info16k(), listener, counters);
+  auto backend = make_echo_backend(io, config, session_16k("echo"), listener, counters);
   const std::vector<int16_t> silence(320, 0);
 
   for (int i = 0; i < 20; ++i) send(*backend, silence);  // nothing to repeat yet
@@ -123,7 +108,7 @@ TEST_F(EchoBackendTest, ParrotReplaysAnUtteranceOnceAfterSilence) {
 TEST_F(EchoBackendTest, ParrotCutsAnEndlessUtteranceAtTenSeconds) {
   EchoBackendConfig config;
   config.mode = EchoBackendConfig::Mode::parrot;
-  auto backend = make_echo_backend(io, config, info16k(), listener, counters);
+  auto backend = make_echo_backend(io, config, session_16k("echo"), listener, counters);
   for (int i = 0; i < 500; ++i) send(*backend, tone_frame(i));
   ASSERT_TRUE(run_until(io, [&] { return listener.events.size() >= 4; }));
   EXPECT_EQ(listener.events[1]["type"], "input_audio_buffer.speech_stopped");
@@ -134,7 +119,7 @@ TEST_F(EchoBackendTest, ParrotCutsAnEndlessUtteranceAtTenSeconds) {
 }
 
 TEST_F(EchoBackendTest, WrongFrameSizesAreCountedNotEchoed) {
-  auto backend = make_echo_backend(io, EchoBackendConfig{}, info16k(), listener, counters);
+  auto backend = make_echo_backend(io, EchoBackendConfig{}, session_16k("echo"), listener, counters);
   send(*backend, std::vector<int16_t>(100, 1));
   EXPECT_EQ(counters.frames_dropped_outbound.get(), 1u);
   run_for(io, 600ms);
@@ -144,7 +129,8 @@ TEST_F(EchoBackendTest, WrongFrameSizesAreCountedNotEchoed) {
 TEST_F(EchoBackendTest, DestroyedFromItsOwnCallbackIsSafe) {
   EchoBackendConfig config;
   config.loopback_delay = 10'000'000;
-  std::unique_ptr<BackendConnection> backend = make_echo_backend(io, config, info16k(), listener, counters);
+  std::unique_ptr<BackendConnection> backend =
+      make_echo_backend(io, config, session_16k("echo"), listener, counters);
   listener.on_audio = [&] { backend.reset(); };
   for (int i = 0; i < 3; ++i) send(*backend, numbered_frame(16000, i));
   ASSERT_TRUE(run_until(io, [&] { return backend == nullptr; }));

@@ -1,6 +1,6 @@
 // python_backend_test.cpp — the documented example backend (examples/python_backend) is
 // started with /usr/bin/python3 and exchanges audio and a barge-in with the real client.
-// Skipped, with the reason, when python3-websockets is not installed.
+// Fails, with the reason, when python3-websockets is not installed.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backend.h"
+#include "child_server.h"
 #include "test_support.h"
 
 extern char** environ;
@@ -25,71 +26,18 @@ using namespace std::chrono_literals;
 
 constexpr const char* kPython = "/usr/bin/python3";
 
-// The example as a child process; its first stdout line names the port it listens on.
-class PythonBackend {
- public:
-  bool start(std::string* error) {
-    int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) return fail(error, "pipe failed");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    std::string script = std::string(RTCE_SOURCE_DIR) + "/examples/python_backend/echo_backend.py";
-    const char* argv[] = {kPython, script.c_str(), "--host", "127.0.0.1", "--port", "0", nullptr};
-    int rc = posix_spawn(&pid_, kPython, &actions, nullptr, const_cast<char**>(argv), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(out[1]);
-    if (rc != 0) {
-      ::close(out[0]);
-      pid_ = -1;
-      return fail(error, "posix_spawn failed");
-    }
-    // Read the "listening on ws://127.0.0.1:<port>/" line with a deadline.
-    std::string line;
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      pollfd pfd{out[0], POLLIN, 0};
-      if (poll(&pfd, 1, 100) <= 0) continue;
-      char chunk[256];
-      ssize_t n = read(out[0], chunk, sizeof chunk);
-      if (n <= 0) break;
-      line.append(chunk, static_cast<size_t>(n));
-    }
-    ::close(out[0]);
-    auto at = line.find("ws://");
-    auto end = line.find('\n');
-    if (at == std::string::npos || end == std::string::npos) return fail(error, "no listening line: " + line);
-    url_ = line.substr(at, end - at);
-    return true;
-  }
-
-  ~PythonBackend() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  const std::string& url() const { return url_; }
-
- private:
-  static bool fail(std::string* error, std::string message) {
-    *error = std::move(message);
-    return false;
-  }
-
-  pid_t pid_ = -1;
-  std::string url_;
-};
-
 TEST(PythonExampleBackend, EchoesAudioAndSendsClearOnDemoClear) {
   std::string probe = std::string(kPython) + " -c 'import websockets' >/dev/null 2>&1";
   if (access(kPython, X_OK) != 0 || std::system(probe.c_str()) != 0) {
-    GTEST_SKIP() << kPython << " with python3-websockets is needed (apt-get install python3-websockets)";
+    FAIL() << kPython << " with python3-websockets is needed (scripts/install-deps.sh installs it)";
   }
-  PythonBackend python;
+  ChildServer python;
   std::string error;
-  ASSERT_TRUE(python.start(&error)) << error;
+  ASSERT_TRUE(
+      python.start({kPython, std::string(RTCE_SOURCE_DIR) + "/examples/python_backend/echo_backend.py",
+                    "--host", "127.0.0.1", "--port", "0"},
+                   &error))
+      << error;
 
   boost::asio::io_context io;
   RecordingListener listener;

@@ -7,6 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -78,6 +79,22 @@ inline std::vector<int16_t> numbered_frame(int sample_rate, int sequence) {
   for (size_t i = 0; i < frame.size(); ++i)
     frame[i] = static_cast<int16_t>(sequence * 1000 + static_cast<int>(i));
   return frame;
+}
+
+// A loud 20 ms frame at 16 kHz (a ~250 Hz tone, 8000 peak) that continues frame `sequence`'s.
+inline std::vector<int16_t> tone_frame(int sequence) {
+  std::vector<int16_t> frame(320);
+  for (size_t i = 0; i < frame.size(); ++i)
+    frame[i] = static_cast<int16_t>(8000 * std::sin(0.1 * static_cast<double>(i + 320 * sequence)));
+  return frame;
+}
+
+// A 16 kHz session of this id.
+inline BackendSessionInfo session_16k(std::string id) {
+  BackendSessionInfo info;
+  info.session_id = std::move(id);
+  info.sample_rate = 16000;
+  return info;
 }
 
 inline std::string frame_bytes(const std::vector<int16_t>& frame) {

@@ -3,7 +3,8 @@
 // refused (connect_failed: tls, counted) with the system store, a wrong host name or an
 // unreadable CA file; and the realtime dialect end to end against a small Realtime-protocol
 // echo server, over ws:// and wss://. Plus the dialect's goodbye and binary refusal against
-// the in-process server. Skipped, with the reason, without python3-websockets or openssl.
+// the in-process server. Fails, with the reason, without python3-websockets or openssl (install-deps.sh
+// installs both).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "child_server.h"
 #include "test_support.h"
 #include "test_ws_server.h"
 
@@ -34,65 +36,6 @@ using namespace std::chrono_literals;
 
 constexpr const char* kPython = "/usr/bin/python3";
 constexpr const char* kOpenssl = "/usr/bin/openssl";
-
-// A child process whose first stdout line names the URL it listens on.
-class ChildServer {
- public:
-  bool start(std::vector<std::string> args, std::string* error) {
-    int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) return fail(error, "pipe failed");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    std::vector<char*> argv;
-    for (auto& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    int rc = posix_spawn(&pid_, args[0].c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(out[1]);
-    if (rc != 0) {
-      ::close(out[0]);
-      pid_ = -1;
-      return fail(error, "posix_spawn failed");
-    }
-    std::string line;
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      pollfd pfd{out[0], POLLIN, 0};
-      if (poll(&pfd, 1, 100) <= 0) continue;
-      char chunk[256];
-      ssize_t n = read(out[0], chunk, sizeof chunk);
-      if (n <= 0) break;
-      line.append(chunk, static_cast<size_t>(n));
-    }
-    ::close(out[0]);
-    auto at = line.find("ws");
-    auto end = line.find('\n');
-    if (at == std::string::npos || end == std::string::npos) return fail(error, "no listening line: " + line);
-    url_ = line.substr(at, end - at);
-    return true;
-  }
-
-  ~ChildServer() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  const std::string& url() const { return url_; }
-  // The port of url(), for URLs that name the host differently.
-  std::string port() const { return url_.substr(url_.rfind(':') + 1, url_.size() - url_.rfind(':') - 2); }
-
- private:
-  static bool fail(std::string* error, std::string message) {
-    *error = std::move(message);
-    return false;
-  }
-
-  pid_t pid_ = -1;
-  std::string url_;
-};
 
 // A CA and a server certificate it signed, valid for IP 127.0.0.1 only.
 struct TestPki {
@@ -163,8 +106,9 @@ double rising_crossings_hz(const std::vector<int16_t>& pcm, int rate, size_t ski
 class BackendServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!have_python_websockets()) GTEST_SKIP() << kPython << " with python3-websockets is needed";
-    if (access(kOpenssl, X_OK) != 0) GTEST_SKIP() << kOpenssl << " is needed (apt-get install openssl)";
+    ASSERT_TRUE(have_python_websockets())
+        << kPython << " with python3-websockets is needed (scripts/install-deps.sh)";
+    ASSERT_EQ(access(kOpenssl, X_OK), 0) << kOpenssl << " is needed (scripts/install-deps.sh)";
     ASSERT_TRUE(pki.error.empty()) << pki.error;
   }
 
@@ -370,9 +314,11 @@ std::string delta_of(const std::vector<int16_t>& pcm) {
   return R"({"type":"response.output_audio.delta","event_id":"e","delta":")" + b64 + "\"}";
 }
 
-// A server that sends seconds of audio at once gets it played at 20 ms per frame, at most
-// 500 ms ahead of playout; a barge-in drops what is still held back.
-TEST(RealtimeDialectBackend, AudioSentAheadIsReleasedAtPlayoutPace) {
+// A server that sends seconds of audio at once has every whole frame handed over at once,
+// sample for sample: the session's one playout queue paces it (transceiver/call). A
+// barge-in is passed on as clear; discard_output() drops the partial frame held back; the
+// client's output_audio_buffer.clear never reaches the server.
+TEST(RealtimeDialectBackend, AudioSentAheadIsHandedOverWholeAndABargeInDropsThePartialFrame) {
   boost::asio::io_context io;
   TestWsServer server;
   WebSocketBackendConfig config;
@@ -381,7 +327,7 @@ TEST(RealtimeDialectBackend, AudioSentAheadIsReleasedAtPlayoutPace) {
   RecordingListener listener;
   BackendCounters counters;
   BackendSessionInfo info;
-  info.session_id = "paced";
+  info.session_id = "ahead";
   info.sample_rate = 24000;  // no resampling: frames are checked sample for sample
   auto backend = make_websocket_backend(io, config, info, listener, counters);
   ASSERT_TRUE(run_until(io, [&] { return server.message_count() >= 1; }));
@@ -389,14 +335,8 @@ TEST(RealtimeDialectBackend, AudioSentAheadIsReleasedAtPlayoutPace) {
   std::vector<int16_t> three_seconds(72000);
   for (size_t i = 0; i < three_seconds.size(); ++i) three_seconds[i] = static_cast<int16_t>(i % 30000);
   server.send_text(delta_of(three_seconds));
-  ASSERT_TRUE(run_until(io, [&] { return listener.audio.size() >= 25; }));
-  const auto first_at = listener.audio_times[0];
-  run_for(io, 100ms);
-  EXPECT_LE(listener.audio.size(), 25u + 6) << "released more than 500 ms ahead of playout";
-  ASSERT_TRUE(run_until(
-      io, [&] { return listener.audio.size() >= 150; }, 8000ms))
-      << listener.audio.size();
-  EXPECT_GE(listener.audio_times[149] - first_at, 125 * 20ms - 60ms) << "not paced";
+  ASSERT_TRUE(run_until(io, [&] { return listener.audio.size() >= 150; })) << listener.audio.size();
+  EXPECT_LT(listener.audio_times[149] - listener.audio_times[0], 500ms) << "held back instead of handed over";
   for (size_t f = 0; f < 150; ++f) {
     ASSERT_EQ(listener.audio[f].size(), 480u);
     ASSERT_TRUE(
@@ -405,23 +345,32 @@ TEST(RealtimeDialectBackend, AudioSentAheadIsReleasedAtPlayoutPace) {
   }
   EXPECT_EQ(counters.frames_received.get(), 150u);
 
-  server.send_text(delta_of(three_seconds));
-  ASSERT_TRUE(run_until(io, [&] { return listener.audio.size() >= 175; }));
   server.send_text(R"({"type":"input_audio_buffer.speech_started","event_id":"e2","audio_start_ms":10})");
   ASSERT_TRUE(run_until(io, [&] { return listener.clears == 1; }));
-  const size_t at_clear = listener.audio.size();
-  run_for(io, 200ms);
-  EXPECT_EQ(listener.audio.size(), at_clear) << "audio held back before the barge-in still played";
   ASSERT_FALSE(listener.events.empty());
   EXPECT_EQ(listener.events.back()["type"], "input_audio_buffer.speech_started");
 
-  // The client's interrupt() (output_audio_buffer.clear) stops held-back audio the same way.
-  server.send_text(delta_of(three_seconds));
-  ASSERT_TRUE(run_until(io, [&] { return listener.audio.size() >= at_clear + 25; }));
+  // One and a half frames: one is handed over, half of one is held for the next delta...
+  server.send_text(delta_of(std::vector<int16_t>(720, 7)));
+  ASSERT_TRUE(run_until(io, [&] { return listener.audio.size() == 151; }));
+  // ...until the session clears its output: then the next half frame completes nothing.
+  backend->discard_output();
   backend->send_event({{"type", "output_audio_buffer.clear"}, {"event_id", "c1"}});
-  const size_t at_interrupt = listener.audio.size();
-  run_for(io, 200ms);
-  EXPECT_EQ(listener.audio.size(), at_interrupt);
+  backend->send_event({{"type", "response.cancel"}, {"event_id", "c2"}});
+  server.send_text(delta_of(std::vector<int16_t>(240, 9)));
+  // An event after the delta on the same socket: once it arrived, so had the delta.
+  server.send_text(R"({"type":"response.done","event_id":"e3","response":{}})");
+  ASSERT_TRUE(run_until(
+      io, [&] { return !listener.events.empty() && listener.events.back()["type"] == "response.done"; }));
+  EXPECT_EQ(listener.audio.size(), 151u) << "the discarded half frame completed a frame";
+  ASSERT_TRUE(run_until(io, [&] {
+    for (const auto& m : server.messages())
+      if (m.text && nlohmann::json::parse(m.data)["type"] == "response.cancel") return true;
+    return false;
+  }));
+  for (const auto& m : server.messages())
+    EXPECT_FALSE(m.text && nlohmann::json::parse(m.data)["type"] == "output_audio_buffer.clear")
+        << "the client's playout is the edge's, not the server's";
   backend->close("bye");
 }
 

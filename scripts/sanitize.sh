@@ -30,7 +30,7 @@ done
 
 # The CI subset, chosen by measured cost (docs/security.md (Sanitizers and fuzzing)): the gtests of wire/ and
 # the relay core, the shared HTTP server and UDP plumbing, and the transceiver's parsers and
-# state machines (ICE, DTLS, SRTP, SDP, RTP, data channels, realtime); the fuzzers that are
+# state machines (ICE, DTLS, SRTP, SDP, RTP, data channels, realtime, the Peer); the fuzzers that are
 # cheap to build (the others already run under ASan + UBSan in the main build's ctest, with
 # the sources under test instrumented).
 subset=(
@@ -46,6 +46,7 @@ subset=(
   rtce_rtp_tests
   rtce_datachannel_tests
   rtce_realtime_tests
+  rtce_peer_tests
 )
 subset_fuzzers=(fuzz_stun fuzz_hint fuzz_proxy_v2 fuzz_hint_keys fuzz_rtp_rtcp fuzz_dcep fuzz_multipart fuzz_opus_decode)
 # --full adds the targets that link a whole binary's library (relay, transceiver service) or
@@ -53,7 +54,7 @@ subset_fuzzers=(fuzz_stun fuzz_hint fuzz_proxy_v2 fuzz_hint_keys fuzz_rtp_rtcp f
 extra=(
   rtce_unit_tests
   rtce_audio_tests
-  rtce_realtime_flow_tests
+  rtce_call_tests
   rtce_backend_tests
   rtce_transceiver_vocab_tests
   rtce_transceiver_config_tests

@@ -115,7 +115,8 @@ class Session:
 
 def xdp_unavailable_reason(args):
     if not args.xdp_pass_obj or not os.path.exists(args.xdp_pass_obj):
-        return "no xdp_pass.bpf.o (pass --xdp-pass-obj; bpf/CMakeLists.txt builds it)"
+        # A missing build product is a setup failure, never a skip.
+        raise SystemExit("FAIL: no xdp_pass.bpf.o (pass --xdp-pass-obj; bpf/CMakeLists.txt builds it)")
     return nt.ensure_bpffs()
 
 

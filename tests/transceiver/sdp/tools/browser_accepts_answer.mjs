@@ -23,8 +23,9 @@ let chromium;
 try {
   ({ chromium } = await loadPlaywright());
 } catch {
-  console.log('skipped: playwright-core is not installed (npm ci in tests/golden/tools)');
-  process.exit(77);
+  // A missing tool is a setup failure, not a skip: scripts/install-deps.sh installs it.
+  console.error('FAIL: playwright-core is not installed (scripts/install-deps.sh: npm ci in tests/golden/tools)');
+  process.exit(1);
 }
 
 const opts = { chromium: '/usr/bin/chromium' };
@@ -43,8 +44,8 @@ const opts = { chromium: '/usr/bin/chromium' };
     process.exit(2);
   }
   if (!fs.existsSync(opts.chromium)) {
-    console.log(`skipped: no Chromium at ${opts.chromium}`);
-    process.exit(77);
+    console.error(`FAIL: no Chromium at ${opts.chromium} (scripts/install-deps.sh installs it)`);
+    process.exit(1);
   }
 }
 

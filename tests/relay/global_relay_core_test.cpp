@@ -12,6 +12,7 @@
 
 #include "hint_keys.h"
 #include "relay_core.h"
+#include "relay_core_harness.h"
 #include "rtce_proxy_v2.h"
 #include "stun_payloads.h"
 
@@ -23,21 +24,14 @@ constexpr Nanos kSecond = 1'000'000'000;
 
 sockaddr_in6 mapped(const char* text) { return SocketAddress::parse(text)->to_v6_mapped(); }
 
-FlowTable::Options flow_options() {
-  FlowTable::Options o;
-  o.capacity = 16;
-  o.idle_timeout = 30 * kSecond;
-  o.evict_idle_after = 5 * kSecond;
-  o.eviction_sample = 4;
-  return o;
-}
+FlowTable::Options flow_options() { return rtce::testing::small_flow_options(16); }
 
 // What flows into the owner: PROXY v2 (client, ingress VIP) + payload, as bytes.
 struct Datagram {
   std::vector<uint8_t> bytes;
 };
 
-class GlobalRelayCoreTest : public ::testing::Test {
+class GlobalRelayCoreTest : public ::testing::Test, public rtce::testing::FramedBuffer {
  protected:
   GlobalRelayCoreTest()
       : keys1_(HintKeys::generate(1)),
@@ -62,15 +56,6 @@ class GlobalRelayCoreTest : public ::testing::Test {
     return t;
   }
 
-  // A Binding request with USERNAME "<ufrag>:cl", in a buffer with framing headroom.
-  uint8_t* binding_request(const std::string& ufrag) {
-    return load(xdp_packets::stun(0x0001, {{0x0006, ufrag + ":cl"}}));
-  }
-  uint8_t* load(const std::vector<uint8_t>& bytes) {
-    std::memcpy(buffer_ + kFramingHeadroom, bytes.data(), bytes.size());
-    len_ = bytes.size();
-    return buffer_ + kFramingHeadroom;
-  }
   std::optional<ToTransceiver> from_client(uint8_t* pkt, Nanos now = 0) {
     return ingress_.on_client_packet(client_, vip_, 0, pkt, len_, now);
   }
@@ -105,8 +90,6 @@ class GlobalRelayCoreTest : public ::testing::Test {
   RelayCore ingress_, owner_;
   SocketAddress client_ = *SocketAddress::parse("198.18.0.10:50000");
   SocketAddress vip_ = *SocketAddress::parse("198.18.255.1:3478");  // the ingress's VIP
-  alignas(8) uint8_t buffer_[2048] = {};
-  size_t len_ = 0;
   std::vector<uint8_t> peer_bytes_;
 };
 

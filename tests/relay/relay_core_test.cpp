@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hint_keys.h"
+#include "relay_core_harness.h"
 #include "rtce_proxy_v2.h"
 #include "stun_payloads.h"
 #include "test_support.h"
@@ -20,18 +21,11 @@ using namespace rtce;
 
 constexpr Nanos kSecond = 1'000'000'000;
 
-class RelayCoreTest : public ::testing::Test {
+class RelayCoreTest : public ::testing::Test, public rtce::testing::FramedBuffer {
  protected:
   RelayCoreTest() : keys_(HintKeys::generate(1)), core_(flow_options(), routing(keys_, 0)) {}
 
-  static FlowTable::Options flow_options() {
-    FlowTable::Options o;
-    o.capacity = 4;
-    o.idle_timeout = 30 * kSecond;
-    o.evict_idle_after = 5 * kSecond;
-    o.eviction_sample = 4;
-    return o;
-  }
+  static FlowTable::Options flow_options() { return rtce::testing::small_flow_options(4); }
 
   static std::shared_ptr<const RoutingTable> routing(const HintKeys& keys, uint8_t cluster) {
     auto t = std::make_shared<RoutingTable>();
@@ -40,17 +34,6 @@ class RelayCoreTest : public ::testing::Test {
     t->endpoints[1] = SocketAddress::parse("198.18.2.1:40001")->to_v6_mapped();
     t->endpoints[2] = SocketAddress::parse("[2001:db8::2]:40002")->to_v6_mapped();
     return t;
-  }
-
-  // A Binding request with USERNAME "<ufrag>:cl" in a buffer with framing headroom.
-  uint8_t* binding_request(const std::string& ufrag) {
-    return load(xdp_packets::stun(0x0001, {{0x0006, ufrag + ":cl"}}));
-  }
-
-  uint8_t* load(const std::vector<uint8_t>& bytes) {
-    std::memcpy(buffer_ + kFramingHeadroom, bytes.data(), bytes.size());
-    len_ = bytes.size();
-    return buffer_ + kFramingHeadroom;
   }
 
   std::optional<ToTransceiver> from_client(uint8_t* pkt, const char* client = "198.18.0.10:50000",
@@ -66,8 +49,6 @@ class RelayCoreTest : public ::testing::Test {
   HintKeys keys_;
   RelayCore core_;
   SocketAddress vip_ = *SocketAddress::parse("198.18.0.1:3478");
-  alignas(8) uint8_t buffer_[2048] = {};
-  size_t len_ = 0;
 };
 
 TEST_F(RelayCoreTest, FirstStunGoesToTheEndpointItsHintNamesWithFraming) {

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <numbers>
 #include <string>
 #include <vector>
@@ -265,18 +266,29 @@ INSTANTIATE_TEST_SUITE_P(WsAndWss, RealtimeDialectServerTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "wss" : "ws"; });
 
 // Against the in-process server: what the dialect does not send, and what it refuses.
-TEST(RealtimeDialectBackend, ClosesWithoutSessionEndedAndCountsBinaryFrames) {
+// The realtime dialect against the in-process server (or `url`): one client per test.
+class RealtimeDialectBackend : public ::testing::Test {
+ protected:
+  std::unique_ptr<BackendConnection> connect(const char* id, int sample_rate, bool opus_passthrough = false,
+                                             std::string url = {}) {
+    WebSocketBackendConfig config;
+    config.url = url.empty() ? server.url() : std::move(url);
+    config.dialect = BackendDialect::realtime;
+    BackendSessionInfo info;
+    info.session_id = id;
+    info.sample_rate = sample_rate;
+    info.opus_passthrough = opus_passthrough;
+    return make_websocket_backend(io, config, info, listener, counters);
+  }
+
   boost::asio::io_context io;
   TestWsServer server;
-  WebSocketBackendConfig config;
-  config.url = server.url();
-  config.dialect = BackendDialect::realtime;
   RecordingListener listener;
   BackendCounters counters;
-  BackendSessionInfo info;
-  info.session_id = "rt";
-  info.sample_rate = 48000;
-  auto backend = make_websocket_backend(io, config, info, listener, counters);
+};
+
+TEST_F(RealtimeDialectBackend, ClosesWithoutSessionEndedAndCountsBinaryFrames) {
+  auto backend = connect("rt", 48000);
   backend->send_event({{"type", "session.quality"}, {"rtt_ms", 40}});  // rtcedge-only: not sent
   backend->send_audio(numbered_frame(48000, 1));
   ASSERT_TRUE(run_until(io, [&] { return server.message_count() >= 2; }));
@@ -318,18 +330,8 @@ std::string delta_of(const std::vector<int16_t>& pcm) {
 // sample for sample: the session's one playout queue paces it (transceiver/call). A
 // barge-in is passed on as clear; discard_output() drops the partial frame held back; the
 // client's output_audio_buffer.clear never reaches the server.
-TEST(RealtimeDialectBackend, AudioSentAheadIsHandedOverWholeAndABargeInDropsThePartialFrame) {
-  boost::asio::io_context io;
-  TestWsServer server;
-  WebSocketBackendConfig config;
-  config.url = server.url();
-  config.dialect = BackendDialect::realtime;
-  RecordingListener listener;
-  BackendCounters counters;
-  BackendSessionInfo info;
-  info.session_id = "ahead";
-  info.sample_rate = 24000;  // no resampling: frames are checked sample for sample
-  auto backend = make_websocket_backend(io, config, info, listener, counters);
+TEST_F(RealtimeDialectBackend, AudioSentAheadIsHandedOverWholeAndABargeInDropsThePartialFrame) {
+  auto backend = connect("ahead", 24000);  // no resampling: frames are checked sample for sample
   ASSERT_TRUE(run_until(io, [&] { return server.message_count() >= 1; }));
 
   std::vector<int16_t> three_seconds(72000);
@@ -374,17 +376,8 @@ TEST(RealtimeDialectBackend, AudioSentAheadIsHandedOverWholeAndABargeInDropsTheP
   backend->close("bye");
 }
 
-TEST(RealtimeDialectBackend, OpusPassthroughIsRefused) {
-  boost::asio::io_context io;
-  WebSocketBackendConfig config;
-  config.url = "ws://127.0.0.1:9/";
-  config.dialect = BackendDialect::realtime;
-  RecordingListener listener;
-  BackendCounters counters;
-  BackendSessionInfo info;
-  info.session_id = "rt";
-  info.opus_passthrough = true;
-  auto backend = make_websocket_backend(io, config, info, listener, counters);
+TEST_F(RealtimeDialectBackend, OpusPassthroughIsRefused) {
+  auto backend = connect("rt", 16000, /*opus_passthrough=*/true, "ws://127.0.0.1:9/");
   ASSERT_TRUE(run_until(io, [&] { return !listener.closed.empty(); }));
   EXPECT_TRUE(listener.closed[0].starts_with("invalid_session: Opus passthrough")) << listener.closed[0];
 }

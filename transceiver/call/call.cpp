@@ -32,12 +32,8 @@ size_t slot_bytes(const CallSettings& s) {
 }  // namespace
 
 const char* backend_state_name(Call::BackendState state) {
-  switch (state) {
-    case Call::BackendState::idle: return "idle";
-    case Call::BackendState::open: return "open";
-    case Call::BackendState::closed: return "closed";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {RTCE_CALL_BACKEND_STATES(RTCE_VOCAB_LABEL)};
+  return vocab_name(kNames, state);
 }
 
 Call::Call(CallPlan plan, CallEnvironment env, Nanos now)

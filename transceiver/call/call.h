@@ -25,6 +25,7 @@
 #include "event_log.h"
 #include "playout_queue.h"
 #include "realtime/realtime_events.h"
+#include "vocab.h"
 #include "worker_metrics.h"
 
 namespace rtce {
@@ -88,7 +89,8 @@ struct CallConnection {
 
 class Call final : public BackendListener {
  public:
-  enum class BackendState : uint8_t { idle, open, closed };
+#define RTCE_CALL_BACKEND_STATES(X) X(idle) X(open) X(closed)
+  enum class BackendState : uint8_t { RTCE_CALL_BACKEND_STATES(RTCE_VOCAB_ENUMERATOR) };
 
   Call(CallPlan plan, CallEnvironment env, Nanos now);
   ~Call() override;

@@ -30,15 +30,8 @@ T random_value() {
 }  // namespace
 
 const char* ice_restart_verdict_name(Peer::IceRestartVerdict verdict) {
-  switch (verdict) {
-    case Peer::IceRestartVerdict::started: return "started";
-    case Peer::IceRestartVerdict::trickle: return "trickle";
-    case Peer::IceRestartVerdict::precondition_failed: return "precondition_failed";
-    case Peer::IceRestartVerdict::precondition_required: return "precondition_required";
-    case Peer::IceRestartVerdict::rate_limited: return "rate_limited";
-    case Peer::IceRestartVerdict::ended: return "ended";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {RTCE_ICE_RESTART_VERDICTS(RTCE_VOCAB_LABEL)};
+  return vocab_name(kNames, verdict);
 }
 
 Peer::Peer(PeerPlan plan, PeerEnvironment env, Nanos now)
@@ -513,7 +506,7 @@ void Peer::end(Nanos now) {
   ice_.close();
 }
 
-void Peer::snapshot_into(nlohmann::json& j, Nanos /*now*/) const {
+void Peer::snapshot_into(nlohmann::json& j) const {
   j["ice_state"] = to_string(ice_.state());
   j["dtls_state"] = dtls_ ? dtls_state_name(dtls_->state()) : "closed";
   j["client_address"] = has_path_ ? path_.client.to_string() : "";

@@ -26,6 +26,7 @@
 #include "rtp/rtp_stats.h"
 #include "srtp/srtp_session.h"
 #include "token_bucket.h"
+#include "vocab.h"
 #include "worker_metrics.h"
 
 namespace rtce {
@@ -134,14 +135,9 @@ class Peer {
     std::string remote_ufrag, remote_pwd;  // the client's new ones; empty = candidates only
     std::string if_match;                  // the request's If-Match ("" when absent)
   };
-  enum class IceRestartVerdict {
-    started,
-    trickle,
-    precondition_failed,
-    precondition_required,
-    rate_limited,
-    ended
-  };
+#define RTCE_ICE_RESTART_VERDICTS(X) \
+  X(started) X(trickle) X(precondition_failed) X(precondition_required) X(rate_limited) X(ended)
+  enum class IceRestartVerdict { RTCE_ICE_RESTART_VERDICTS(RTCE_VOCAB_ENUMERATOR) };
   IceRestartVerdict begin_ice_restart(const IceRestartRequest& request, Nanos now);
   // The entity tag for If-Match: "\"<ICE generation>\"", "\"1\"" until a restart.
   std::string etag() const;
@@ -159,7 +155,7 @@ class Peer {
   const PeerPlan& plan() const { return plan_; }
   const std::string& dtls_failure() const { return dtls_failure_; }
   // The transport's part of a session's JSON snapshot.
-  void snapshot_into(nlohmann::json& j, Nanos now) const;
+  void snapshot_into(nlohmann::json& j) const;
 
  private:
   void transmit(std::span<const uint8_t> payload);

@@ -96,7 +96,7 @@ nlohmann::json Session::snapshot(Nanos now) const {
   j["id"] = id_;
   j["state"] = ended() ? "ended" : peer_.connected() ? "connected" : peer_.has_path() ? "connecting" : "new";
   j["path"] = path_kind_;
-  peer_.snapshot_into(j, now);
+  peer_.snapshot_into(j);
   call_.snapshot_into(j);
   j["age_ms"] = ((ended() ? ended_at_ : now) - created_at_) / 1'000'000;
   if (ended()) j["end_reason"] = session_end_name(end_reason());

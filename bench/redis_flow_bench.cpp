@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -44,14 +46,27 @@ double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
 
-// New flows as a relay writes them: put_many batches, at most `window` outstanding.
-double write_rate(uint16_t port, uint8_t cluster, const std::vector<FlowEntry>& flows) {
-  boost::asio::io_context io;
+// A flow store on the bench's Redis, connected; throws when it does not connect in 10 s.
+std::unique_ptr<rtce::RedisFlowStore> connected_store(boost::asio::io_context& io, uint16_t port,
+                                                      uint8_t cluster) {
   rtce::RedisOptions options;
   options.port = port;
   options.command_timeout = 10'000ms;
-  rtce::RedisFlowStore store(io, options, rtce::FlowStoreOptions{.cluster = cluster});
-  while (!store.connected()) io.run_one_for(10ms);
+  auto store =
+      std::make_unique<rtce::RedisFlowStore>(io, options, rtce::FlowStoreOptions{.cluster = cluster});
+  const auto deadline = SteadyClock::now() + 10s;
+  while (!store->connected()) {
+    if (SteadyClock::now() > deadline) throw std::runtime_error("redis flow store: no connection in 10 s");
+    io.run_one_for(10ms);
+  }
+  return store;
+}
+
+// New flows as a relay writes them: put_many batches, at most `window` outstanding.
+double write_rate(uint16_t port, uint8_t cluster, const std::vector<FlowEntry>& flows) {
+  boost::asio::io_context io;
+  auto store_ptr = connected_store(io, port, cluster);
+  rtce::RedisFlowStore& store = *store_ptr;
   constexpr size_t kBatch = 1000;
   constexpr size_t kWindow = 10'000;
   const uint64_t replies_before = store.counters().replies.get();
@@ -106,11 +121,8 @@ Endpoints make_endpoints(uint16_t count) {
 template <typename InsertBatch>
 RestoreResult timed_restore(uint16_t port, uint8_t cluster, InsertBatch&& insert) {
   boost::asio::io_context io;
-  rtce::RedisOptions options;
-  options.port = port;
-  options.command_timeout = 10'000ms;
-  rtce::RedisFlowStore store(io, options, rtce::FlowStoreOptions{.cluster = cluster});
-  while (!store.connected()) io.run_one_for(10ms);
+  auto store_ptr = connected_store(io, port, cluster);
+  rtce::RedisFlowStore& store = *store_ptr;
   RestoreResult result;
   bool finished = false;
   const auto start = SteadyClock::now();

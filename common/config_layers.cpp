@@ -222,12 +222,22 @@ std::vector<std::string> ConfigLayers::get_list(std::string_view key,
   return it == values_.end() ? fallback : it->second.items;
 }
 
-void ConfigCommands::add_flags(CLI::App& app) {
+void ConfigCommands::add_flags(CLI::App& app, ConfigLayers& layers) {
+  const std::string env = layers.env_name("config");
+  app.add_option("-c,--config", config_file, "YAML configuration file [env " + env + "]")->envname(env);
+  layers.add_flags(app);
   app.add_flag("--check-config", check,
                "resolve and validate the configuration (file, env, flags, defaults), print it as YAML "
                "(secrets redacted) and exit: 0 when valid, 2 when not; opens no socket");
   app.add_flag("--print-config-reference", print_reference,
                "print the Markdown key table of docs/configuration.md and exit");
+}
+
+void ConfigCommands::load(ConfigLayers& layers, char** environment) const {
+  layers.clear_values();
+  if (!config_file.empty()) layers.load_yaml_file(config_file);
+  layers.apply_env(environment);
+  layers.apply_flags();
 }
 
 uint64_t resolve_http_max_connections(const ConfigLayers& c) {

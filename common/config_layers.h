@@ -79,11 +79,16 @@ class ConfigLayers {
   std::map<std::string, std::vector<std::string>> flag_lists_;
 };
 
-// --check-config and --print-config-reference, the same in every binary.
+// The command line every binary's configuration shares: -c/--config FILE (env
+// <PREFIX>CONFIG), one flag per key, --check-config and --print-config-reference.
 struct ConfigCommands {
+  std::string config_file;
   bool check = false;
   bool print_reference = false;
-  void add_flags(CLI::App& app);
+  void add_flags(CLI::App& app, ConfigLayers& layers);
+  // Layers, in rising precedence: defaults < file < environment < flags. Again on a reload:
+  // file and environment are read anew, the command line's flags stay.
+  void load(ConfigLayers& layers, char** environment) const;
 };
 
 // http.max_connections, the key every rtcedge binary's HTTP servers share (signaling and

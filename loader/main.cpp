@@ -24,13 +24,9 @@ namespace {
 
 constexpr int kExitUsage = 2;
 
-// Layers, in rising precedence: defaults < file < environment < flags. SIGHUP re-reads
-// file and environment the same way; the flags of the command line stay.
-rtce::RelayConfig resolve(rtce::ConfigLayers& layers, const std::string& config_file) {
-  layers.clear_values();
-  if (!config_file.empty()) layers.load_yaml_file(config_file);
-  layers.apply_env(environ);
-  layers.apply_flags();
+// The configuration as the command line, file and environment say now (SIGHUP re-reads).
+rtce::RelayConfig resolve(rtce::ConfigLayers& layers, const rtce::ConfigCommands& commands) {
+  commands.load(layers, environ);
   return rtce::resolve_relay_config(layers);
 }
 
@@ -55,14 +51,10 @@ std::optional<std::vector<std::string>> read_hint_key_file(const rtce::RelayConf
 int main(int argc, char** argv) {
   CLI::App app{"rtcedge-relay: steers WebRTC flows to the transceiver named in the ICE ufrag"};
   app.set_help_all_flag("--help-all", "show help for every subcommand");
-  std::string config_file;
-  app.add_option("-c,--config", config_file, "YAML configuration file [env RTCEDGE_RELAY_CONFIG]")
-      ->envname("RTCEDGE_RELAY_CONFIG");
   rtce::ConfigLayers layers("RTCEDGE_RELAY_");
   rtce::declare_relay_config(layers);
-  layers.add_flags(app);
   rtce::ConfigCommands commands;
-  commands.add_flags(app);
+  commands.add_flags(app, layers);
   rtce::HintTool hint_tool(app);
   auto* detach = app.add_subcommand("detach", "remove the XDP program: unpin its links and maps");
   std::string detach_pin_path = "/sys/fs/bpf/rtcedge";
@@ -98,7 +90,7 @@ int main(int argc, char** argv) {
 
   rtce::RelayConfig config;
   try {
-    config = resolve(layers, config_file);
+    config = resolve(layers, commands);
     if (!commands.check) rtce::configure_http_servers(layers);  // http.max_connections, RLIMIT_NOFILE
   } catch (const rtce::ConfigError& e) {
     std::cerr << "rtcedge-relay: configuration error: " << e.what() << "\n";
@@ -140,7 +132,7 @@ int main(int argc, char** argv) {
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) {
       try {
-        rtce::RelayConfig next = resolve(layers, config_file);
+        rtce::RelayConfig next = resolve(layers, commands);
         std::vector<std::string> key_file_warnings;
         rtce::HintKeys::load_file(next.hint_key_file, &key_file_warnings);  // throws before anything changes
         log_key_file_warnings(key_file_warnings);

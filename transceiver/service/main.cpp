@@ -21,14 +21,10 @@ extern char** environ;
 
 int main(int argc, char** argv) {
   CLI::App app{"rtcedge-transceiver: terminates WebRTC audio sessions and bridges them to AI backends"};
-  std::string config_file;
-  app.add_option("-c,--config", config_file, "YAML configuration file [env RTCEDGE_TRANSCEIVER_CONFIG]")
-      ->envname("RTCEDGE_TRANSCEIVER_CONFIG");
   rtce::ConfigLayers layers("RTCEDGE_TRANSCEIVER_");
   rtce::declare_transceiver_config(layers);
-  layers.add_flags(app);
   rtce::ConfigCommands commands;
-  commands.add_flags(app);
+  commands.add_flags(app, layers);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -42,9 +38,7 @@ int main(int argc, char** argv) {
   }
   rtce::TransceiverConfig config;
   try {
-    if (!config_file.empty()) layers.load_yaml_file(config_file);
-    layers.apply_env(environ);
-    layers.apply_flags();
+    commands.load(layers, environ);
     config = rtce::resolve_transceiver_config(layers);
     if (!commands.check) rtce::configure_http_servers(layers);
   } catch (const rtce::ConfigError& e) {

@@ -3,9 +3,11 @@
 // framing of a reply is the framing the relay sent (it names the same client and VIP).
 //
 // What ICE sees is the pair (client, VIP): the relay is transparent to ICE, its hop is
-// routing. So a path is *identified* by (client, vip) (its PathKey) and the relay's address
-// (send_to) is only where replies go now: a restarted relay that forwards from a new port
-// is the same path, followed from the next authenticated packet.
+// routing. So a path is *identified* by the one flow key of wire/rtce_flow.h (client, VIP,
+// transport; the VIP is empty in direct mode), the key the relay and the XDP program use for
+// the same flow, read from the PROXY v2 header once per datagram; the relay's address
+// (send_to) is only where replies go now: a restarted relay that forwards from a new port is
+// the same path, followed from the next authenticated packet.
 #pragma once
 
 #include <cstdint>
@@ -13,15 +15,20 @@
 #include <span>
 #include <string>
 
+#include "flow_key.h"
 #include "net_address.h"
 #include "rtce_proxy_v2.h"
 
 namespace rtce {
 
+// The ICE identity of a path (see above).
+using PathKey = rtce_flow_key;
+
 struct MediaPath {
   SocketAddress send_to;  // the relay's return address, or the client in direct mode
   SocketAddress client;   // the client's own address (from the framing when relayed)
   SocketAddress vip;      // the relay VIP the client sent to (relayed only)
+  PathKey key{};          // client, VIP and transport as the framing (or the socket) gave them
   uint8_t framing[RTCE_PP2_LEN_V6]{};
   uint8_t framing_len = 0;
 
@@ -31,13 +38,6 @@ struct MediaPath {
     return send_to == o.send_to && client == o.client && framing_len == o.framing_len &&
            std::memcmp(framing, o.framing, framing_len) == 0;
   }
-};
-
-// The ICE identity of a path: the client and the VIP it sent to (no VIP in direct mode).
-struct PathKey {
-  SocketAddress client, vip;
-  bool operator==(const PathKey&) const = default;
-  static PathKey of(const MediaPath& p) { return {p.client, p.vip}; }
 };
 
 // Where a Peer's transmits go: one datagram along a path. The worker's implementation copies

@@ -118,10 +118,10 @@ void Peer::handle_stun(std::span<const uint8_t> request, const MediaPath& path, 
     return count(DatagramDrop::stun_rejected);
   if (result.replayed) return count(DatagramDrop::stun_replayed);
   env_.metrics.stun_ok.add();
-  const PathKey key = PathKey::of(path);
+  const PathKey key = path.key;
   if (!has_path_) {
     switch_media_path(path);
-  } else if (key == PathKey::of(path_)) {
+  } else if (key == path_.key) {
     on_authenticated(path, now);  // the same pair, maybe through another relay hop
   } else if (result.nominated) {
     env_.log.add({{"type", "path.changed"}, {"client", path.client.to_string()}, {"by", "nomination"}}, now);
@@ -159,15 +159,15 @@ void Peer::on_ice_progress(Nanos now) {
 }
 
 void Peer::switch_media_path(const MediaPath& path) {
-  const PathKey key = PathKey::of(path);
-  if (has_path_ && !(PathKey::of(path_) == key)) {
-    env_.router.unroute(PathKey::of(path_), *this);
+  const PathKey key = path.key;
+  if (has_path_ && !(path_.key == key)) {
+    env_.router.unroute(path_.key, *this);
     // The gap is measured when the first authenticated media arrives on the new path.
     if (last_media_at_ != 0) switch_gap_from_ = last_media_at_;
   }
   // A candidate that becomes the media path is no longer a candidate.
   for (size_t i = 0; i < candidate_count_; ++i) {
-    if (PathKey::of(candidates_[i]) == key) {
+    if (candidates_[i].key == key) {
       candidates_[i] = candidates_[--candidate_count_];
       break;
     }
@@ -178,15 +178,15 @@ void Peer::switch_media_path(const MediaPath& path) {
 }
 
 void Peer::add_candidate_path(const MediaPath& path) {
-  const PathKey key = PathKey::of(path);
+  const PathKey key = path.key;
   for (size_t i = 0; i < candidate_count_; ++i) {
-    if (PathKey::of(candidates_[i]) == key) {
+    if (candidates_[i].key == key) {
       candidates_[i] = path;  // the latest relay hop
       return;
     }
   }
   if (candidate_count_ == kMaxCandidatePaths) {  // forget the oldest
-    env_.router.unroute(PathKey::of(candidates_[0]), *this);
+    env_.router.unroute(candidates_[0].key, *this);
     for (size_t i = 1; i < kMaxCandidatePaths; ++i) candidates_[i - 1] = candidates_[i];
     --candidate_count_;
   }
@@ -197,7 +197,7 @@ void Peer::add_candidate_path(const MediaPath& path) {
 void Peer::on_authenticated(const MediaPath& path, Nanos now) {
   ice_.refresh_consent(now);
   if (!has_path_) return;
-  if (PathKey::of(path) == PathKey::of(path_)) {
+  if (path.key == path_.key) {
     last_media_at_ = now;
     if (switch_gap_from_ != 0) {
       const Nanos gap = now - switch_gap_from_;
@@ -224,8 +224,8 @@ void Peer::on_authenticated(const MediaPath& path, Nanos now) {
 void Peer::release_paths() {
   env_.router.unroute_ufrag(plan_.local_ufrag, *this);
   if (!pending_local_ufrag_.empty()) env_.router.unroute_ufrag(pending_local_ufrag_, *this);
-  if (has_path_) env_.router.unroute(PathKey::of(path_), *this);
-  for (size_t i = 0; i < candidate_count_; ++i) env_.router.unroute(PathKey::of(candidates_[i]), *this);
+  if (has_path_) env_.router.unroute(path_.key, *this);
+  for (size_t i = 0; i < candidate_count_; ++i) env_.router.unroute(candidates_[i].key, *this);
   candidate_count_ = 0;
 }
 

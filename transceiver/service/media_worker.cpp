@@ -8,6 +8,7 @@
 
 #include "cpu_affinity.h"
 #include "ice/ice_lite.h"
+#include "random.h"
 #include "rtce_siphash.h"
 #include "rtce_stun.h"
 #include "udp_socket_options.h"
@@ -49,16 +50,16 @@ std::vector<std::pair<std::string, std::string>> parse_headers(const std::vector
 
 }  // namespace
 
+// Clients choose their addresses: the path table hashes keys with a per-process SipHash key.
 size_t MediaWorker::PathKeyHash::operator()(const PathKey& k) const {
-  uint8_t bytes[40]{};
-  k.vip.to_bytes(bytes);
-  k.client.to_bytes(bytes + 16);
-  const uint16_t p1 = k.vip.port(), p2 = k.client.port();
-  std::memcpy(bytes + 32, &p1, 2);
-  std::memcpy(bytes + 34, &p2, 2);
-  size_t h = 1469598103934665603ull;
-  for (uint8_t b : bytes) h = (h ^ b) * 1099511628211ull;
-  return h;
+  static const rtce_siphash_key key = [] {
+    uint8_t bytes[RTCE_SIPHASH_KEY_BYTES];
+    fill_random(bytes, sizeof bytes);
+    rtce_siphash_key out{};
+    rtce_siphash_key_from_bytes(&out, bytes);
+    return out;
+  }();
+  return static_cast<size_t>(rtce_siphash24(reinterpret_cast<const uint8_t*>(&k), sizeof k, &key));
 }
 
 MediaWorker::MediaWorker(uint32_t index, uint16_t endpoint_id, const TransceiverConfig& config,
@@ -241,22 +242,29 @@ void MediaWorker::handle_datagram(uint8_t* data, size_t len, const SocketAddress
     bool trusted = false;
     for (const auto& prefix : config_.relay_sources) trusted = trusted || prefix.contains(sender);
     if (!trusted) return drop(DatagramDrop::untrusted_relay);
-    rtce_pp2_flow flow{};
     uint32_t offset = 0;
-    if (rtce_pp2_parse(data, static_cast<uint32_t>(len), &flow, &offset) != RTCE_PP2_OK ||
+    if (rtce_pp2_parse_key(data, static_cast<uint32_t>(len), &path.key, &offset) != RTCE_PP2_OK ||
         offset > sizeof path.framing)
       return drop(DatagramDrop::bad_framing);
     path.send_to = sender;
-    path.client = SocketAddress::from_bytes(flow.family, flow.client_addr, flow.client_port);
-    path.vip = SocketAddress::from_bytes(flow.family, flow.vip_addr, flow.vip_port);
-    // A reply names the same flow; TLVs (none today) are not echoed.
-    path.framing_len = static_cast<uint8_t>(rtce_pp2_write(path.framing, sizeof path.framing, &flow));
+    path.client = flow_client(path.key);
+    path.vip = flow_vip(path.key);
+    // A reply names the same flow: the relay's header as it came, or without its TLVs (none
+    // today), written from the key.
+    if (offset == rtce_pp2_header_len(path.key.family)) {
+      std::memcpy(path.framing, data, offset);
+      path.framing_len = static_cast<uint8_t>(offset);
+    } else {
+      path.framing_len =
+          static_cast<uint8_t>(rtce_pp2_write_key(path.framing, sizeof path.framing, &path.key));
+    }
     payload = data + offset;
     payload_len = len - offset;
   } else {
     if (!config_.direct_enabled) return drop(DatagramDrop::direct_disabled);
     path.send_to = sender;
     path.client = sender;
+    set_flow_client(path.key, sender.sa());  // no VIP: the client talks to this socket
   }
   if (payload_len == 0) return drop(DatagramDrop::not_webrtc);
   std::span<uint8_t> bytes(payload, payload_len);
@@ -267,11 +275,11 @@ void MediaWorker::handle_datagram(uint8_t* data, size_t len, const SocketAddress
       return it->second->handle(bytes, path, now);
     }
     // Not a request: a response to a triggered check comes from a routed pair.
-    auto routed = by_path_.find(PathKey::of(path));
+    auto routed = by_path_.find(path.key);
     if (routed == by_path_.end()) return drop(DatagramDrop::stun_rejected);
     return routed->second->handle(bytes, path, now);
   }
-  auto it = by_path_.find(PathKey::of(path));
+  auto it = by_path_.find(path.key);
   if (it == by_path_.end()) {
     // ZRTP, TURN and unassigned first bytes are not WebRTC, whoever sent them.
     const auto kind = rtce_classify_first_byte(payload[0]);

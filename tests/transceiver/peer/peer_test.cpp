@@ -38,9 +38,9 @@ class RecordingSender : public DatagramSender {
 
 class TableRouter : public PathRouter {
  public:
-  void route(const PathKey& key, Peer& peer) override { paths[key.client.to_string()] = &peer; }
+  void route(const PathKey& key, Peer& peer) override { paths[flow_client(key).to_string()] = &peer; }
   void unroute(const PathKey& key, const Peer& peer) override {
-    auto it = paths.find(key.client.to_string());
+    auto it = paths.find(flow_client(key).to_string());
     if (it != paths.end() && it->second == &peer) paths.erase(it);
   }
   void route_ufrag(const std::string& ufrag, Peer&) override { ufrags.insert(ufrag); }
@@ -79,6 +79,7 @@ MediaPath direct_path(const char* client) {
   MediaPath p;
   p.client = *SocketAddress::parse(client);
   p.send_to = p.client;
+  set_flow_client(p.key, p.client.sa());
   return p;
 }
 

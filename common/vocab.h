@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 
 // For lists of X(name) (or X(name, ...), the rest ignored): the enumerator and its label.
 #define RTCE_VOCAB_ENUMERATOR(name, ...) name,
@@ -17,6 +18,16 @@
 #define RTCE_VOCAB_MESSAGE_ENUMERATOR(name, message) name,
 #define RTCE_VOCAB_MESSAGE_LABEL(name, message) #name,
 #define RTCE_VOCAB_MESSAGE_TEXT(name, message) message,
+// Declares `enum class Type` from a list of X(name, message), and the lookups of its label
+// and its sentence (defined where the list's arrays are).
+#define RTCE_DECLARE_MESSAGE_VOCAB(Type, LIST, name_fn, message_fn) \
+  enum class Type { LIST(RTCE_VOCAB_MESSAGE_ENUMERATOR) };          \
+  std::string_view name_fn(Type value);                             \
+  std::string_view message_fn(Type value)
+// The same for a list whose second field is not a sentence (a wire spelling, say): one lookup.
+#define RTCE_DECLARE_NAMED_VOCAB(Type, LIST, name_fn)      \
+  enum class Type { LIST(RTCE_VOCAB_MESSAGE_ENUMERATOR) }; \
+  std::string_view name_fn(Type value)
 
 namespace rtce {
 

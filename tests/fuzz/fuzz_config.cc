@@ -27,22 +27,23 @@ std::string unredacted_yaml(const rtce::ConfigTable<C>& table, const C& cfg) {
 template <class C, class Declare, class Resolve>
 void check(std::string_view text, const char* prefix, const rtce::ConfigTable<C>& table, Declare declare,
            Resolve resolve) {
-  C first;
-  try {
+  // The text resolved as the binary resolves a file.
+  auto load = [&](std::string_view yaml, const char* name) {
     rtce::ConfigLayers layers(prefix);
     declare(layers);
-    layers.load_yaml_text(text, "fuzz");
-    first = resolve(layers);
+    layers.load_yaml_text(yaml, name);
+    return resolve(layers);
+  };
+  C first;
+  try {
+    first = load(text, "fuzz");
   } catch (const rtce::ConfigError&) {
     return;  // the documented way to refuse a file
   }
   const std::string printed = unredacted_yaml(table, first);
   C second;
   try {
-    rtce::ConfigLayers again(prefix);
-    declare(again);
-    again.load_yaml_text(printed, "printed");
-    second = resolve(again);
+    second = load(printed, "printed");
   } catch (const rtce::ConfigError& e) {
     std::fprintf(stderr, "resolved config does not load back: %s\n%s", e.what(), printed.c_str());
     std::abort();

@@ -58,9 +58,8 @@ class Resampler {
   X(odd_delta, "an audio delta is not a whole number of PCM16 samples")  \
   X(binary_frame, "a binary frame (the realtime dialect carries audio in JSON)")
 
-enum class RealtimeDialectError { RTCE_REALTIME_DIALECT_ERRORS(RTCE_VOCAB_MESSAGE_ENUMERATOR) };
-std::string_view realtime_dialect_error_name(RealtimeDialectError error);
-std::string_view realtime_dialect_error_message(RealtimeDialectError error);
+RTCE_DECLARE_MESSAGE_VOCAB(RealtimeDialectError, RTCE_REALTIME_DIALECT_ERRORS, realtime_dialect_error_name,
+                           realtime_dialect_error_message);
 
 enum class RealtimeInboundKind {
   event,  // pass `event` on to the session

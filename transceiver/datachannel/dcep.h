@@ -49,8 +49,7 @@ enum class DcepChannelType : uint8_t {
   X(unknown_channel_type, "the OPEN names a channel type RFC 8832 does not define") \
   X(label_too_long, "the OPEN's label or protocol is longer than 1024 bytes")
 
-enum class DcepError { RTCE_DCEP_ERRORS(RTCE_VOCAB_MESSAGE_ENUMERATOR) };
-std::string_view dcep_error_name(DcepError error);
+RTCE_DECLARE_NAMED_VOCAB(DcepError, RTCE_DCEP_ERRORS, dcep_error_name);
 
 struct DcepOpen {
   DcepChannelType channel_type = DcepChannelType::reliable;

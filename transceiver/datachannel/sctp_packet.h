@@ -28,11 +28,10 @@ inline constexpr size_t kSctpChunkHeaderBytes = 4;
   X(bad_padding, "bytes follow a chunk that are neither its padding nor a new chunk") \
   X(bad_checksum, "the CRC32c checksum does not match the packet")
 
-enum class SctpPacketError { RTCE_SCTP_PACKET_ERRORS(RTCE_VOCAB_MESSAGE_ENUMERATOR) };
+RTCE_DECLARE_MESSAGE_VOCAB(SctpPacketError, RTCE_SCTP_PACKET_ERRORS, sctp_packet_error_name,
+                           sctp_packet_error_message);
 inline constexpr const char* kSctpPacketErrorLabels[] = {RTCE_SCTP_PACKET_ERRORS(RTCE_VOCAB_MESSAGE_LABEL)};
 inline constexpr size_t kSctpPacketErrorCount = std::size(kSctpPacketErrorLabels);
-std::string_view sctp_packet_error_name(SctpPacketError error);
-std::string_view sctp_packet_error_message(SctpPacketError error);
 
 struct SctpPacketCheck {
   std::optional<SctpPacketError> error;

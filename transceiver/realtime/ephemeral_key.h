@@ -39,10 +39,8 @@ inline constexpr size_t kEphemeralSecretMinBytes = 32;
   X(bad_signature, "the key's signature does not verify under any secret this server holds") \
   X(expired, "the key has expired")
 
-enum class EphemeralKeyError { RTCE_EPHEMERAL_KEY_ERRORS(RTCE_VOCAB_MESSAGE_ENUMERATOR) };
-
-std::string_view ephemeral_key_error_name(EphemeralKeyError error);
-std::string_view ephemeral_key_error_message(EphemeralKeyError error);
+RTCE_DECLARE_MESSAGE_VOCAB(EphemeralKeyError, RTCE_EPHEMERAL_KEY_ERRORS, ephemeral_key_error_name,
+                           ephemeral_key_error_message);
 
 struct EphemeralSecret {
   std::string id;      // short, printable; names the secret inside each key

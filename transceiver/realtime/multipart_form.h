@@ -37,12 +37,8 @@ inline constexpr size_t kMaxBoundaryChars = 70;
   X(too_many_parts, "the form has more than 8 parts")                                             \
   X(part_too_large, "a part is larger than the limit")
 
-enum class MultipartError { RTCE_MULTIPART_ERRORS(RTCE_VOCAB_MESSAGE_ENUMERATOR) };
-
-// "bad_boundary" ... for logs and metric labels.
-std::string_view multipart_error_name(MultipartError error);
-// The sentence an HTTP error body carries.
-std::string_view multipart_error_message(MultipartError error);
+RTCE_DECLARE_MESSAGE_VOCAB(MultipartError, RTCE_MULTIPART_ERRORS, multipart_error_name,
+                           multipart_error_message);
 
 struct FormPart {
   std::string_view name;

@@ -43,10 +43,8 @@ namespace rtce {
   X(output_audio_buffer_clear, "output_audio_buffer.clear")   \
   X(transcription_session_update, "transcription_session.update")
 
-enum class RealtimeClientEvent { RTCE_REALTIME_CLIENT_EVENTS(RTCE_VOCAB_MESSAGE_ENUMERATOR) };
-
-// "output_audio_buffer.clear" ... for a RealtimeClientEvent.
-std::string_view realtime_client_event_type(RealtimeClientEvent event);
+// realtime_client_event_type: "output_audio_buffer.clear" ... for a RealtimeClientEvent.
+RTCE_DECLARE_NAMED_VOCAB(RealtimeClientEvent, RTCE_REALTIME_CLIENT_EVENTS, realtime_client_event_type);
 
 // Why a message or an event was not handled. Client drops are answered with an `error`
 // event whose error.code is the name and whose error.message starts with the sentence;
@@ -64,13 +62,10 @@ std::string_view realtime_client_event_type(RealtimeClientEvent event);
   X(backend_missing_type, "a backend event without a string \"type\"")                          \
   X(not_open, "an event for the client before the channel opened")
 
-enum class RealtimeDrop { RTCE_REALTIME_DROPS(RTCE_VOCAB_MESSAGE_ENUMERATOR) };
+// realtime_drop_name: "too_large" ... for logs, metric labels and error.code.
+RTCE_DECLARE_MESSAGE_VOCAB(RealtimeDrop, RTCE_REALTIME_DROPS, realtime_drop_name, realtime_drop_message);
 inline constexpr const char* kRealtimeDropNames[] = {RTCE_REALTIME_DROPS(RTCE_VOCAB_MESSAGE_LABEL)};
 inline constexpr size_t kRealtimeDropCount = std::size(kRealtimeDropNames);
-
-// "too_large" ... for logs, metric labels and error.code.
-std::string_view realtime_drop_name(RealtimeDrop drop);
-std::string_view realtime_drop_message(RealtimeDrop drop);
 
 // The session object a session starts with when the caller gives none (or for the fields
 // it leaves out): what the agents SDK reads from session.created.

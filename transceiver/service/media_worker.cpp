@@ -156,13 +156,14 @@ void MediaWorker::add_session(SessionPlan plan) {
   sessions_.emplace(session->id(), std::move(session));
 }
 
-bool MediaWorker::end_session(const std::string& id, SessionEnd reason) {
+MediaWorker::EndResult MediaWorker::end_session(const std::string& id, SessionEnd reason) {
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) return false;
-  it->second->end(reason, monotonic_now());
+  if (it == sessions_.end()) return EndResult::not_found;
+  const bool had_ended = it->second->ended();
+  if (!had_ended) it->second->end(reason, monotonic_now());
   retire(*it->second);
   sessions_.erase(it);
-  return true;
+  return had_ended ? EndResult::had_ended : EndResult::ended;
 }
 
 void MediaWorker::route(const PathKey& key, Peer& peer) { by_path_[key] = &peer; }

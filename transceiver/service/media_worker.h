@@ -49,7 +49,10 @@ class MediaWorker final : public DatagramSender, public PathRouter {
 
   // Worker thread only.
   void add_session(SessionPlan plan);
-  bool end_session(const std::string& id, SessionEnd reason);
+  // Ends session `id` with `reason`; one that had ended by itself (the client's close_notify,
+  // say) and waits for the next sweep keeps its own reason and is retired now.
+  enum class EndResult : uint8_t { not_found, ended, had_ended };
+  EndResult end_session(const std::string& id, SessionEnd reason);
   std::optional<nlohmann::json> snapshot(const std::string& id) const;
   size_t live_sessions() const { return sessions_.size(); }
 

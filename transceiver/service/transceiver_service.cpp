@@ -460,7 +460,9 @@ void TransceiverService::hang_up(const std::string& id, std::function<void(bool)
   auto index = worker_of(id);
   if (!index || *index >= workers_.size()) return done(false);
   MediaWorker* worker = workers_[*index].get();
-  worker->post([worker, id, done = std::move(done)] { done(worker->end_session(id, SessionEnd::deleted)); });
+  worker->post([worker, id, done = std::move(done)] {
+    done(worker->end_session(id, SessionEnd::deleted) != MediaWorker::EndResult::not_found);
+  });
 }
 
 RealtimeHooks TransceiverService::realtime_hooks() {
@@ -515,7 +517,7 @@ void TransceiverService::session_request(const std::string& id, const HttpReques
     // A WHIP client DELETEs on hang-up, often after its DTLS close already ended the session:
     // while the ended session is remembered, that is a success with its final state.
     worker->post([worker, id, respond] {
-      if (worker->end_session(id, SessionEnd::deleted))
+      if (worker->end_session(id, SessionEnd::deleted) == MediaWorker::EndResult::ended)
         return respond(HttpResponse{204, "text/plain", "", {}});
       auto ended = worker->snapshot(id);
       respond(ended ? HttpResponse::json(200, ended->dump()) : HttpResponse::text(404, "no such session"));

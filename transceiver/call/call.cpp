@@ -31,11 +31,6 @@ size_t slot_bytes(const CallSettings& s) {
 
 }  // namespace
 
-const char* backend_state_name(Call::BackendState state) {
-  static constexpr const char* kNames[] = {RTCE_CALL_BACKEND_STATES(RTCE_VOCAB_LABEL)};
-  return vocab_name(kNames, state);
-}
-
 Call::Call(CallPlan plan, CallEnvironment env, Nanos now)
     : plan_(std::move(plan)),
       env_(std::move(env)),

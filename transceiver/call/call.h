@@ -173,6 +173,9 @@ class Call final : public BackendListener {
   BackendState backend_state_ = BackendState::idle;
 };
 
-const char* backend_state_name(Call::BackendState state);
+inline const char* backend_state_name(Call::BackendState state) {
+  static constexpr const char* kNames[] = {RTCE_CALL_BACKEND_STATES(RTCE_VOCAB_LABEL)};
+  return vocab_name(kNames, state);
+}
 
 }  // namespace rtce

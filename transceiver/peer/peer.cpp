@@ -29,11 +29,6 @@ T random_value() {
 
 }  // namespace
 
-const char* ice_restart_verdict_name(Peer::IceRestartVerdict verdict) {
-  static constexpr const char* kNames[] = {RTCE_ICE_RESTART_VERDICTS(RTCE_VOCAB_LABEL)};
-  return vocab_name(kNames, verdict);
-}
-
 Peer::Peer(PeerPlan plan, PeerEnvironment env, Nanos now)
     : plan_(std::move(plan)),
       env_(std::move(env)),

@@ -226,6 +226,9 @@ class Peer {
   std::vector<std::pair<uint16_t, std::string>> channel_labels_;  // open channels
 };
 
-const char* ice_restart_verdict_name(Peer::IceRestartVerdict verdict);
+inline const char* ice_restart_verdict_name(Peer::IceRestartVerdict verdict) {
+  static constexpr const char* kNames[] = {RTCE_ICE_RESTART_VERDICTS(RTCE_VOCAB_LABEL)};
+  return vocab_name(kNames, verdict);
+}
 
 }  // namespace rtce

@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -38,7 +39,8 @@ struct BackendSessionInfo {
 };
 
 // Implemented by the session. Called only from the worker thread, never from inside a
-// BackendConnection method, and never after close() returned or after on_backend_closed().
+// BackendConnection method other than on_deadline(), and never after close() returned or after
+// on_backend_closed().
 class BackendListener {
  public:
   virtual ~BackendListener() = default;
@@ -72,6 +74,13 @@ class BackendConnection {
   // Barge-in: audio the backend sent that was not handed to the listener yet (a partial
   // frame) must not play. The listener's own queue is the caller's to clear.
   virtual void discard_output() {}
+  // A backend that keeps time itself (the in-process echo) keeps it on the worker's deadlines
+  // rather than timers of its own, so it wakes the worker only with the session's other
+  // work: next_deadline() says when on_deadline() has something to do, and on_deadline() is
+  // the one method from inside which the listener may be called. Backends driven by their
+  // sockets keep these defaults.
+  virtual Nanos next_deadline() const { return std::numeric_limits<Nanos>::max(); }
+  virtual void on_deadline(Nanos /*now*/) {}
   // Sends session.ended and closes in the background. The listener gets no more calls once
   // close() returns. Destroying the connection without close() is the same as close("destroyed").
   virtual void close(std::string_view reason) = 0;
@@ -112,8 +121,7 @@ struct EchoBackendConfig {
 // An in-process backend for demos and tests. loopback: every frame comes back once, after
 // loopback_delay. parrot: an energy VAD records an utterance (up to 10 s, ends after ~700 ms
 // of silence) and replays it once. Opus passthrough is always loopback.
-std::unique_ptr<BackendConnection> make_echo_backend(boost::asio::io_context& io,
-                                                     const EchoBackendConfig& config, BackendSessionInfo info,
+std::unique_ptr<BackendConnection> make_echo_backend(const EchoBackendConfig& config, BackendSessionInfo info,
                                                      BackendListener& listener, BackendCounters& counters);
 
 }  // namespace rtce

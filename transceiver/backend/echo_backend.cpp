@@ -4,12 +4,12 @@
 // oai-events channel (docs/backend-protocol.md): the VAD's speech_started/stopped, the
 // parrot's replay as a response, a text echo for conversation.item.create + response.create,
 // and output_audio_buffer.clear / response.cancel stopping the replay. Output and events
-// come only from a timer on the io_context, never from inside send_audio or send_event, so
+// come only from on_deadline (the worker calls it when next_deadline() has passed, in the
+// same wake-ups as the session's own timers), never from inside send_audio or send_event, so
 // the session sees the same re-entrancy rules as with the WebSocket backend.
 #include <algorithm>
-#include <boost/asio/steady_timer.hpp>
-#include <chrono>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,18 +22,15 @@ namespace rtce {
 
 namespace {
 
-namespace asio = boost::asio;
-using Clock = std::chrono::steady_clock;
-using namespace std::chrono_literals;
-
-constexpr auto kFrame = 20ms;
+constexpr Nanos kFrame = 20'000'000;
+constexpr Nanos kNoDeadline = std::numeric_limits<Nanos>::max();
 constexpr double kSpeechRms = 500.0;         // about -36 dBFS: speech, not room noise
 constexpr int kHangoverFrames = 35;          // 700 ms of silence ends an utterance
 constexpr size_t kMaxUtteranceFrames = 500;  // 10 s
 constexpr size_t kExtraDelayFrames = 50;     // the delay line holds the delay plus 1 s of burst
 constexpr size_t kMaxOpusPacketBytes = 4000;
 constexpr int kFrameMs = 20;
-// Events wait for the next timer tick; a client flooding text turns cannot grow this
+// Events wait for the next on_deadline; a client flooding text turns cannot grow this
 // without bound (the excess is dropped and counted as protocol errors).
 constexpr size_t kMaxPendingEvents = 256;
 
@@ -63,7 +60,7 @@ std::optional<std::string> user_text(const json& item) {
 }
 
 struct DelayedFrame {
-  Clock::time_point due;
+  Nanos due = 0;
   bool is_opus = false;
   std::vector<int16_t> pcm;
   std::vector<uint8_t> opus;
@@ -71,14 +68,13 @@ struct DelayedFrame {
 
 class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
  public:
-  EchoImpl(asio::io_context& io, const EchoBackendConfig& config, const BackendSessionInfo& info,
-           BackendListener& listener, BackendCounters& counters)
+  EchoImpl(const EchoBackendConfig& config, const BackendSessionInfo& info, BackendListener& listener,
+           BackendCounters& counters)
       : config_(config),
         opus_passthrough_(info.opus_passthrough),
         frame_samples_(pcm_frame_bytes(info.sample_rate) / 2),
         listener_(&listener),
         counters_(&counters),
-        timer_(io),
         delay_line_(static_cast<size_t>(std::max<Nanos>(config.loopback_delay, 0) / 20'000'000) +
                     kExtraDelayFrames) {
     for (auto& slot : delay_line_) slot.pcm.reserve(frame_samples_);
@@ -92,7 +88,7 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
   void start() {
     if (frame_samples_ == 0) {
       invalid_ = true;
-      arm(Clock::now());
+      arm(monotonic_now());
     }
   }
 
@@ -130,7 +126,7 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
       utterance_.clear();
       in_speech_ = replaying_ = false;
       clear_pending_ = true;
-      arm(Clock::now());
+      arm(monotonic_now());
     } else if (type == "output_audio_buffer.clear" || type == "response.cancel") {
       stop_output(type == "output_audio_buffer.clear");
     } else if (type == "conversation.item.create") {
@@ -157,7 +153,7 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
   void close() {
     listener_ = nullptr;
     counters_ = nullptr;
-    timer_.cancel();
+    next_due_ = kNoDeadline;
   }
 
  private:
@@ -172,7 +168,7 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
     }
     DelayedFrame& slot = delay_line_[(delayed_head_ + delayed_count_) % delay_line_.size()];
     ++delayed_count_;
-    slot.due = Clock::now() + std::chrono::nanoseconds(config_.loopback_delay);
+    slot.due = monotonic_now() + config_.loopback_delay;
     arm(slot.due);
     return &slot;
   }
@@ -212,7 +208,7 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
     utterance_.resize((utterance_frames_ - static_cast<size_t>(silent_frames_)) * frame_samples_);
     replaying_ = true;
     replay_frame_ = 0;
-    replay_due_ = Clock::now();
+    replay_due_ = monotonic_now();
     response_id_ = next_id("resp_");
     push_event(
         {{"type", "response.created"}, {"response", response_object("in_progress", "audio", json::array())}});
@@ -286,7 +282,7 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
     }
     event["event_id"] = next_id("event_");
     pending_events_.push_back(std::move(event));
-    arm(Clock::now());
+    arm(monotonic_now());
   }
 
   // Listener calls may close the connection or send more events (queued for the next tick).
@@ -307,21 +303,16 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
     return id;
   }
 
-  void arm(Clock::time_point due) {
-    if (waiting_ && due >= armed_due_) return;
-    waiting_ = true;
-    armed_due_ = due;
-    timer_.expires_at(due);
-    timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (ec) return;  // cancelled: a newer wait or close() owns the timer now
-      self->waiting_ = false;
-      self->on_timer();
-    });
-  }
+  void arm(Nanos due) { next_due_ = std::min(next_due_, due); }
 
-  // Every listener call may close or destroy the connection: listener_ is re-checked each time.
-  void on_timer() {
-    Clock::time_point now = Clock::now();
+ public:
+  Nanos next_deadline() const { return next_due_; }
+
+  // Every listener call may close or destroy the connection: the caller holds a reference
+  // (shared_ptr) for the duration and listener_ is re-checked each time.
+  void on_deadline(Nanos now) {
+    if (!listener_ || now < next_due_) return;
+    next_due_ = kNoDeadline;
     if (invalid_ && listener_) {
       std::exchange(listener_, nullptr)
           ->on_backend_closed("invalid_session: sample rate not 8..48 kHz in 50 Hz steps");
@@ -365,14 +356,13 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
     if (replaying_) arm(replay_due_);
   }
 
+ private:
   const EchoBackendConfig config_;
   const bool opus_passthrough_;
   const size_t frame_samples_;
   BackendListener* listener_;
   BackendCounters* counters_;
-  asio::steady_timer timer_;
-  bool waiting_ = false;
-  Clock::time_point armed_due_{};
+  Nanos next_due_ = kNoDeadline;
   bool invalid_ = false;
   bool clear_pending_ = false;
   std::vector<DelayedFrame> delay_line_;
@@ -393,7 +383,7 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
   std::string response_id_;
   std::string last_user_text_;
   size_t replay_frame_ = 0;
-  Clock::time_point replay_due_{};
+  Nanos replay_due_ = 0;
 };
 
 class EchoBackend final : public BackendConnection {
@@ -405,6 +395,11 @@ class EchoBackend final : public BackendConnection {
   void send_opus(std::span<const uint8_t> packet) override { impl_->send_opus(packet); }
   void send_event(const nlohmann::json& event) override { impl_->send_event(event); }
   void close(std::string_view) override { impl_->close(); }
+  Nanos next_deadline() const override { return impl_->next_deadline(); }
+  void on_deadline(Nanos now) override {
+    auto keep = impl_;  // a listener call may destroy this connection
+    keep->on_deadline(now);
+  }
 
  private:
   std::shared_ptr<EchoImpl> impl_;
@@ -412,10 +407,9 @@ class EchoBackend final : public BackendConnection {
 
 }  // namespace
 
-std::unique_ptr<BackendConnection> make_echo_backend(asio::io_context& io, const EchoBackendConfig& config,
-                                                     BackendSessionInfo info, BackendListener& listener,
-                                                     BackendCounters& counters) {
-  auto impl = std::make_shared<EchoImpl>(io, config, info, listener, counters);
+std::unique_ptr<BackendConnection> make_echo_backend(const EchoBackendConfig& config, BackendSessionInfo info,
+                                                     BackendListener& listener, BackendCounters& counters) {
+  auto impl = std::make_shared<EchoImpl>(config, info, listener, counters);
   impl->start();
   return std::make_unique<EchoBackend>(std::move(impl));
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 namespace rtce {
@@ -56,7 +57,9 @@ void Call::on_connected(const CallConnection& connection, Nanos now) {
   now_ = now;
   if (ended_ || connected_) return;
   connected_ = true;
-  pacer_.restart(now);
+  // Calls that connect together (a burst of setups) would otherwise share a frame phase and
+  // wake the worker together; a phase from the id spreads them over the 20 ms period.
+  pacer_.restart(now + static_cast<Nanos>(std::hash<std::string>{}(plan_.id) % pacer_.period()));
   start_backend(connection);
 }
 
@@ -85,6 +88,7 @@ void Call::on_audio(uint16_t seq, uint32_t rtp_timestamp, std::span<const uint8_
     return;
   }
   jitter_->push(seq, rtp_timestamp, opus, now);
+  pump_inbound_audio(now);  // in order and in time: decoded now, not at the next frame
 }
 
 void Call::on_transport_report(const nlohmann::json& event, Nanos now) {
@@ -94,14 +98,22 @@ void Call::on_transport_report(const nlohmann::json& event, Nanos now) {
 
 void Call::tick(Nanos now) {
   now_ = now;
+  if (ended_) return;
+  // A backend that keeps time on our deadlines (the echo) speaks first: what it hands over
+  // now can play in this frame.
+  if (backend_ && backend_state_ == BackendState::open && backend_->next_deadline() <= now)
+    backend_->on_deadline(now);
   if (ended_ || !connected_ || !plan_.has_audio) return;
-  if (jitter_) pump_inbound_audio(now);  // passthrough hands packets over as they arrive
+  if (jitter_) pump_inbound_audio(now);  // a gap whose wait has run out
   pump_outbound_audio(now);
 }
 
 Nanos Call::next_deadline() const {
-  if (ended_ || !connected_ || !plan_.has_audio) return std::numeric_limits<Nanos>::max();
-  return pacer_.next_deadline();
+  if (ended_) return std::numeric_limits<Nanos>::max();
+  Nanos next = std::numeric_limits<Nanos>::max();
+  if (backend_ && backend_state_ == BackendState::open) next = backend_->next_deadline();
+  if (connected_ && plan_.has_audio) next = std::min(next, pacer_.next_deadline());
+  return next;
 }
 
 void Call::pump_inbound_audio(Nanos now) {

@@ -19,6 +19,9 @@ namespace {
 constexpr int kRtpClock = 48000;
 constexpr uint32_t kSamplesPer20ms = 960;  // at the RTP clock
 constexpr Nanos kRtcpInterval = 1'000'000'000;
+// How often a data channel is pumped when nothing else is due: SCTP's own timers are far
+// coarser (RTO >= 1 s, delayed SACK 200 ms), so 20 ms adds no protocol delay.
+constexpr Nanos kChannelPumpInterval = 20'000'000;
 
 template <typename T>
 T random_value() {
@@ -430,7 +433,10 @@ void Peer::tick(Nanos now) {
     return close_with(SessionEnd::connect_timeout, now);
   if (auto t = dtls_->next_timeout(now); t && *t <= now) dtls_->on_timer(now);
   if (ended_ || !connected_at_) return;
-  if (data_channel_) data_channel_->pump(now);
+  if (data_channel_) {
+    data_channel_->pump(now);
+    next_channel_pump_ = now + kChannelPumpInterval;
+  }
   if (ended_ || !plan_.has_audio) return;
   if (now >= next_rtcp_at_) send_rtcp_report(now);
 }
@@ -440,8 +446,9 @@ Nanos Peer::next_deadline(Nanos now) const {
   Nanos next = ice_.next_deadline();
   if (auto t = dtls_->next_timeout(now)) next = std::min(next, *t);
   if (!connected_at_) return std::min(next, plan_.offer_received_at + env_.settings.connect_timeout + 1);
-  // SCTP keeps its own timers inside usrsctp: pumped every tick while a channel exists.
-  if (data_channel_) return now;
+  // SCTP keeps its own timers inside usrsctp (SctpStack::tick, run by any pump) and another
+  // worker's timer run may queue output for this association: pumped at the frame cadence.
+  if (data_channel_) next = std::min(next, next_channel_pump_);
   if (plan_.has_audio) next = std::min(next, next_rtcp_at_);
   return next;
 }

@@ -216,6 +216,7 @@ class Peer {
   uint32_t out_timestamp_;
   bool out_marker_ = true;
   Nanos next_rtcp_at_ = 0;
+  Nanos next_channel_pump_ = 0;  // 0: at the first tick after the channel exists
   uint64_t packets_in_ = 0, packets_out_ = 0, bytes_in_ = 0, bytes_out_ = 0;
   uint64_t reports_sent_ = 0;
   std::array<uint8_t, 1500> packet_scratch_{};

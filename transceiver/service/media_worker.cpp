@@ -3,7 +3,11 @@
 
 #include <pthread.h>
 #include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "cpu_affinity.h"
@@ -18,8 +22,15 @@ namespace rtce {
 namespace asio = boost::asio;
 
 namespace {
-constexpr Nanos kTickPeriod = 2'000'000;  // 2 ms: pacing within +-2 ms of the 20 ms grid
 constexpr size_t kEndedKept = 256;
+// 1024 windows of 4 ms: a revolution of 4 s, so only consent, RTCP and connect timeouts
+// ever wait more than one (and are passed over once per revolution).
+constexpr size_t kWheelSlots = 1024;
+// The thread sleeps on timers it sets itself, to the window: the default 50 us of slack is
+// harmless, but say what we rely on.
+constexpr unsigned long kTimerSlackNanos = 50'000;
+// Bounded, so that a flood cannot keep the thread from its deadlines: 64 x 64 datagrams.
+constexpr int kMaxDrainRounds = 64;
 constexpr int kSocketBufferBytes = 4 << 20;
 
 SessionSettings session_settings(const TransceiverConfig& c) {
@@ -71,7 +82,11 @@ MediaWorker::MediaWorker(uint32_t index, uint16_t endpoint_id, const Transceiver
       metrics_(metrics),
       session_settings_(session_settings(config)),
       socket_(io_),
-      tick_timer_(io_) {}
+      socket_watch_(io_),
+      wake_timer_(io_),
+      wheel_(kWakeWindow, kWheelSlots, monotonic_now()) {
+  touched_.reserve(256);
+}
 
 MediaWorker::~MediaWorker() { stop(SessionEnd::drained); }
 
@@ -91,15 +106,25 @@ void MediaWorker::bind() {
   set_socket_buffers(socket_.native_handle(), kSocketBufferBytes, "media worker " + std::to_string(index_));
   auto local = socket_.local_endpoint();
   local_ = SocketAddress::from_sockaddr(local.data(), static_cast<socklen_t>(local.size()));
+  const int watch = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event armed{};
+  armed.events = EPOLLIN;
+  if (watch < 0 || epoll_ctl(watch, EPOLL_CTL_ADD, socket_.native_handle(), &armed) != 0) {
+    const std::string why = std::strerror(errno);
+    if (watch >= 0) ::close(watch);
+    throw std::runtime_error("media worker " + std::to_string(index_) + ": epoll: " + why);
+  }
+  socket_watch_.assign(watch);  // owns it from here
+  socket_armed_ = true;
 }
 
 void MediaWorker::start() {
-  wait_readable();
-  schedule_tick();
+  watch_socket();
   thread_ = std::thread([this] {
     const std::string name = "rtce-media-" + std::to_string(index_);
     pthread_setname_np(pthread_self(), name.c_str());
     if (config_.pin_cpus) pin_current_thread(index_, name);
+    prctl(PR_SET_TIMERSLACK, kTimerSlackNanos);
     io_.run();
   });
 }
@@ -111,12 +136,20 @@ void MediaWorker::stop(SessionEnd reason) {
     for (auto& [id, session] : sessions_) ids.push_back(id);
     for (auto& id : ids) end_session(id, reason);
     flush_sends();
+    wake_timer_.cancel();
     io_.stop();
   });
   thread_.join();
 }
 
-void MediaWorker::post(std::function<void()> fn) { asio::post(io_, std::move(fn)); }
+void MediaWorker::post(std::function<void()> fn) {
+  asio::post(io_, [this, fn = std::move(fn)] {
+    in_wake_ = true;  // its sends and changes are settled below, not posted again
+    fn();
+    settle(monotonic_now());
+    in_wake_ = false;
+  });
+}
 
 BackendFactory MediaWorker::backend_factory() {
   // Everything the factory needs is resolved here, once per worker, not per call.
@@ -126,7 +159,7 @@ BackendFactory MediaWorker::backend_factory() {
         config_.echo_mode == "parrot" ? EchoBackendConfig::Mode::parrot : EchoBackendConfig::Mode::loopback;
     echo.loopback_delay = config_.echo_delay;
     return [this, echo](BackendSessionInfo info, BackendListener& listener) {
-      return make_echo_backend(io_, echo, std::move(info), listener, metrics_.backend);
+      return make_echo_backend(echo, std::move(info), listener, metrics_.backend);
     };
   }
   WebSocketBackendConfig ws;
@@ -151,8 +184,9 @@ void MediaWorker::add_session(SessionPlan plan) {
                          make_backend_,
                          config_.relay_mode() ? "relay" : "direct"};
   auto session = std::make_unique<Session>(std::move(plan), std::move(env), now);
-  by_ufrag_[session->peer().local_ufrag()] = &session->peer();
+  by_ufrag_[session->peer().local_ufrag()] = session.get();
   metrics_.sessions_created.add();
+  touch(*session);  // its first deadline: the connect timeout
   sessions_.emplace(session->id(), std::move(session));
 }
 
@@ -166,18 +200,40 @@ MediaWorker::EndResult MediaWorker::end_session(const std::string& id, SessionEn
   return had_ended ? EndResult::had_ended : EndResult::ended;
 }
 
-void MediaWorker::route(const PathKey& key, Peer& peer) { by_path_[key] = &peer; }
+void MediaWorker::route(const PathKey& key, Session& session) { by_path_[key] = &session; }
 
-void MediaWorker::unroute(const PathKey& key, const Peer& peer) {
+void MediaWorker::unroute(const PathKey& key, const Session& session) {
   auto it = by_path_.find(key);
-  if (it != by_path_.end() && it->second == &peer) by_path_.erase(it);
+  if (it != by_path_.end() && it->second == &session) by_path_.erase(it);
 }
 
-void MediaWorker::route_ufrag(const std::string& ufrag, Peer& peer) { by_ufrag_[ufrag] = &peer; }
+void MediaWorker::route_ufrag(const std::string& ufrag, Session& session) { by_ufrag_[ufrag] = &session; }
 
-void MediaWorker::unroute_ufrag(const std::string& ufrag, const Peer& peer) {
+void MediaWorker::unroute_ufrag(const std::string& ufrag, const Session& session) {
   auto it = by_ufrag_.find(ufrag);
-  if (it != by_ufrag_.end() && it->second == &peer) by_ufrag_.erase(it);
+  if (it != by_ufrag_.end() && it->second == &session) by_ufrag_.erase(it);
+}
+
+void MediaWorker::session_changed(Session& session) {
+  touch(session);
+  request_settle();
+}
+
+void MediaWorker::touch(Session& session) {
+  if (session.touched) return;
+  session.touched = true;
+  touched_.push_back(&session);
+}
+
+void MediaWorker::request_settle() {
+  if (in_wake_ || settle_posted_) return;
+  settle_posted_ = true;
+  asio::post(io_, [this] {
+    settle_posted_ = false;
+    in_wake_ = true;
+    settle(monotonic_now());
+    in_wake_ = false;
+  });
 }
 
 std::optional<MediaWorker::IceRestartReply> MediaWorker::restart_ice(const std::string& id,
@@ -186,10 +242,13 @@ std::optional<MediaWorker::IceRestartReply> MediaWorker::restart_ice(const std::
   if (it == sessions_.end()) return std::nullopt;
   Peer& peer = it->second->peer();
   const auto verdict = peer.begin_ice_restart(request, monotonic_now());
+  touch(*it->second);
   return IceRestartReply{verdict, peer.etag()};
 }
 
 void MediaWorker::retire(Session& session) {
+  wheel_.cancel(session);
+  if (session.touched) std::erase(touched_, &session);
   session.peer().release_paths();
   ended_.push_back(session.snapshot(monotonic_now()));
   if (ended_.size() > kEndedKept) ended_.pop_front();
@@ -204,17 +263,85 @@ std::optional<nlohmann::json> MediaWorker::snapshot(const std::string& id) const
   return std::nullopt;
 }
 
-void MediaWorker::wait_readable() {
-  socket_.async_wait(asio::ip::udp::socket::wait_read, [this](boost::system::error_code ec) {
+void MediaWorker::watch_socket() {
+  socket_watch_.async_wait(asio::posix::stream_descriptor::wait_read, [this](boost::system::error_code ec) {
     if (ec) return;
-    drain_socket();
-    wait_readable();
+    wake();
+    watch_socket();
   });
+}
+
+void MediaWorker::on_timer(boost::system::error_code ec) {
+  if (ec) return;  // replaced by a wait for another time, or stopped
+  timer_at_ = DeadlineWheel::kNever;
+  wake();
+}
+
+void MediaWorker::wake() {
+  const Nanos woke_at = monotonic_now();
+  metrics_.wakeups.add();
+  in_wake_ = true;
+  drain_socket();
+  const Nanos now = monotonic_now();
+  while (DeadlineWheel::Entry* due = wheel_.pop_due(now)) {
+    auto& session = static_cast<Session&>(*due);
+    metrics_.session_visits.add();
+    session.tick(now);
+    touch(session);
+  }
+  settle(now);
+  in_wake_ = false;
+  metrics_.busy_us.add(static_cast<uint64_t>(monotonic_now() - woke_at) / 1000);
+}
+
+// Runs inside a wake-up or a posted call (in_wake_ set), so that what it sends is flushed
+// here rather than posted again.
+void MediaWorker::settle(Nanos now) {
+  // Retiring destroys sessions: walk a copy the callbacks cannot grow under us.
+  std::vector<Session*> touched;
+  touched.swap(touched_);
+  for (Session* session : touched) {
+    session->touched = false;
+    if (session->ended()) {
+      const std::string id = session->id();
+      retire(*session);
+      sessions_.erase(id);
+      continue;
+    }
+    // Never due within the window being served: a deadline that a tick did not move (due
+    // again at once) waits for the next window instead of spinning the thread.
+    wheel_.schedule(*session, std::max(session->next_deadline(now), now + 1));
+  }
+  touched.clear();
+  if (touched_.empty()) touched_.swap(touched);  // keep the reserved buffer
+  flush_sends();
+  set_wakeups(now);
+}
+
+void MediaWorker::set_wakeups(Nanos now) {
+  const Nanos next = wheel_.next_wake();
+  if (next != timer_at_) {
+    timer_at_ = next;
+    if (next == DeadlineWheel::kNever) {
+      wake_timer_.cancel();
+    } else {
+      wake_timer_.expires_at(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next)));
+      wake_timer_.async_wait([this](boost::system::error_code ec) { on_timer(ec); });
+    }
+  }
+  // Arrivals wake the thread only when nothing else will soon: with a deadline within the
+  // window, they are drained at that wake-up instead.
+  const bool arm = next == DeadlineWheel::kNever || next - now > kWakeWindow;
+  if (arm == socket_armed_) return;
+  epoll_event event{};
+  event.events = arm ? EPOLLIN : 0;
+  if (epoll_ctl(socket_watch_.native_handle(), EPOLL_CTL_MOD, socket_.native_handle(), &event) == 0)
+    socket_armed_ = arm;
 }
 
 void MediaWorker::drain_socket() {
   const int fd = socket_.native_handle();
-  for (int round = 0; round < 8; ++round) {  // bounded, so timers run under load too
+  for (int round = 0; round < kMaxDrainRounds; ++round) {
     const size_t n = rx_.receive(fd);
     if (n == 0) break;
     const Nanos now = monotonic_now();
@@ -228,7 +355,6 @@ void MediaWorker::drain_socket() {
       }
       handle_datagram(rx_.data(i), len, rx_.source_address(i).unmapped(), now);
     }
-    flush_sends();
     if (n < rx_.capacity()) break;
   }
 }
@@ -273,12 +399,14 @@ void MediaWorker::handle_datagram(uint8_t* data, size_t len, const SocketAddress
     if (auto ufrag = stun_request_server_ufrag(bytes)) {
       auto it = by_ufrag_.find(*ufrag);
       if (it == by_ufrag_.end()) return drop(DatagramDrop::unknown_ufrag);
-      return it->second->handle(bytes, path, now);
+      it->second->peer().handle(bytes, path, now);
+      return touch(*it->second);
     }
     // Not a request: a response to a triggered check comes from a routed pair.
     auto routed = by_path_.find(path.key);
     if (routed == by_path_.end()) return drop(DatagramDrop::stun_rejected);
-    return routed->second->handle(bytes, path, now);
+    routed->second->peer().handle(bytes, path, now);
+    return touch(*routed->second);
   }
   auto it = by_path_.find(path.key);
   if (it == by_path_.end()) {
@@ -287,7 +415,8 @@ void MediaWorker::handle_datagram(uint8_t* data, size_t len, const SocketAddress
     return drop(kind == RTCE_FIRST_BYTE_DTLS || kind == RTCE_FIRST_BYTE_RTP ? DatagramDrop::unknown_tuple
                                                                             : DatagramDrop::not_webrtc);
   }
-  it->second->handle(bytes, path, now);
+  it->second->peer().handle(bytes, path, now);
+  touch(*it->second);
 }
 
 void MediaWorker::send(const MediaPath& path, std::span<const uint8_t> payload) {
@@ -309,36 +438,13 @@ void MediaWorker::send(const MediaPath& path, std::span<const uint8_t> payload) 
   }
   metrics_.datagrams_out.add();
   metrics_.bytes_out.add(total);
+  request_settle();  // from outside a wake-up (a backend's handler): flushed once, soon
 }
 
 void MediaWorker::flush_sends() {
   // A refused datagram (socket buffer full, destination unreachable) is lost; the rest go.
   const size_t refused = tx_.flush(socket_.native_handle());
   if (refused) metrics_.drops[static_cast<size_t>(DatagramDrop::send_failed)].add(refused);
-}
-
-void MediaWorker::schedule_tick() {
-  tick_timer_.expires_after(std::chrono::nanoseconds(kTickPeriod));
-  tick_timer_.async_wait([this](boost::system::error_code ec) {
-    if (ec) return;
-    tick();
-    schedule_tick();
-  });
-}
-
-void MediaWorker::tick() {
-  const Nanos now = monotonic_now();
-  std::vector<Session*> finished;
-  for (auto& [id, session] : sessions_) {
-    session->tick(now);
-    if (session->ended()) finished.push_back(session.get());
-  }
-  for (Session* s : finished) {
-    const std::string id = s->id();
-    retire(*s);
-    sessions_.erase(id);
-  }
-  flush_sends();
 }
 
 }  // namespace rtce

@@ -1,12 +1,20 @@
 // media_worker.h — one transceiver endpoint: a thread with one UDP socket and one event
 // loop that owns its sessions outright (no locks on the media path). It demultiplexes
 // framed (relay) and direct datagrams, hands STUN to the Peer of its server ufrag and
-// everything else to the Peer of the exact path an authenticated check registered, batches
-// the Peers' transmits (sendmmsg), and drives every session's timers from one periodic tick.
+// everything else to the Peer of the exact path an authenticated check registered, and
+// batches the Peers' transmits (sendmmsg).
+//
+// It wakes for deadlines, not datagrams: each session sits in a deadline wheel at its next
+// deadline, and the thread sleeps until the end of the earliest 4 ms window that holds one.
+// Each wake-up drains the socket to EAGAIN (recvmmsg), visits only the sessions whose window
+// has ended, reschedules the sessions it touched and flushes every send in one batch. The
+// socket wakes the thread only while no deadline is within a window (few sessions, or none):
+// under load, arrivals wait for the next window instead of waking the thread one by one.
 // It builds what sessions share once: their typed settings and the backend factory.
 #pragma once
 
 #include <boost/asio.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -17,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "deadline_wheel.h"
 #include "media_path.h"
 #include "session.h"
 #include "transceiver_config.h"
@@ -25,7 +34,7 @@
 
 namespace rtce {
 
-class MediaWorker final : public DatagramSender, public PathRouter {
+class MediaWorker final : public DatagramSender, public SessionOwner {
  public:
   MediaWorker(uint32_t index, uint16_t endpoint_id, const TransceiverConfig& config,
               std::shared_ptr<DtlsContext> dtls, WorkerMetrics& metrics);
@@ -44,8 +53,12 @@ class MediaWorker final : public DatagramSender, public PathRouter {
   const SocketAddress& local_address() const { return local_; }
   WorkerMetrics& metrics() { return metrics_; }
 
-  // Runs fn on the worker thread.
+  // Runs fn on the worker thread; what it changed (a new session, an ICE restart) is
+  // rescheduled and its sends flushed after it returns.
   void post(std::function<void()> fn);
+
+  // The wake-up window: deadlines are served at the end of the window holding them.
+  static constexpr Nanos kWakeWindow = 4'000'000;
 
   // Worker thread only.
   void add_session(SessionPlan plan);
@@ -57,10 +70,11 @@ class MediaWorker final : public DatagramSender, public PathRouter {
   size_t live_sessions() const { return sessions_.size(); }
 
   void send(const MediaPath& path, std::span<const uint8_t> payload) override;
-  void route(const PathKey& key, Peer& peer) override;
-  void unroute(const PathKey& key, const Peer& peer) override;
-  void route_ufrag(const std::string& ufrag, Peer& peer) override;
-  void unroute_ufrag(const std::string& ufrag, const Peer& peer) override;
+  void route(const PathKey& key, Session& session) override;
+  void unroute(const PathKey& key, const Session& session) override;
+  void route_ufrag(const std::string& ufrag, Session& session) override;
+  void unroute_ufrag(const std::string& ufrag, const Session& session) override;
+  void session_changed(Session& session) override;
   // Worker thread only. nullopt: no live session with that id. The ETag is the session's
   // after the request.
   struct IceRestartReply {
@@ -78,11 +92,19 @@ class MediaWorker final : public DatagramSender, public PathRouter {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
 
-  void wait_readable();
+  void watch_socket();
+  void on_timer(boost::system::error_code ec);
+  // One wake-up: drain, serve what is due, settle.
+  void wake();
   void drain_socket();
   void handle_datagram(uint8_t* data, size_t len, const SocketAddress& sender, Nanos now);
-  void schedule_tick();
-  void tick();
+  void touch(Session& session);
+  // Outside a wake-up (an asio handler of a backend, a posted call): settle once, soon.
+  void request_settle();
+  // Reschedules or retires the touched sessions, flushes the sends, and sets the next
+  // wake-up: the timer at the wheel's next window, the socket only when that is far.
+  void settle(Nanos now);
+  void set_wakeups(Nanos now);
   void flush_sends();
   void retire(Session& session);
   BackendFactory backend_factory();
@@ -98,17 +120,28 @@ class MediaWorker final : public DatagramSender, public PathRouter {
 
   boost::asio::io_context io_;
   boost::asio::ip::udp::socket socket_;
-  boost::asio::steady_timer tick_timer_;
+  // An epoll set holding only the socket, watched by io_: readable while the socket is armed
+  // in it and has data. Disarming it (epoll_ctl, only on a change) is what stops per-datagram
+  // wake-ups without touching io_'s own registration of anything.
+  boost::asio::posix::stream_descriptor socket_watch_;
+  bool socket_armed_ = false;
+  boost::asio::steady_timer wake_timer_;
+  Nanos timer_at_ = DeadlineWheel::kNever;  // when the pending wait ends; kNever: none
   std::thread thread_;
 
+  DeadlineWheel wheel_;
+  std::vector<Session*> touched_;  // to reschedule or retire at the next settle
+  bool in_wake_ = false;
+  bool settle_posted_ = false;
+
   std::unordered_map<std::string, std::unique_ptr<Session>, StringHash, std::equal_to<>> sessions_;  // by id
-  std::unordered_map<std::string, Peer*, StringHash, std::equal_to<>> by_ufrag_;
-  std::unordered_map<PathKey, Peer*, PathKeyHash> by_path_;
+  std::unordered_map<std::string, Session*, StringHash, std::equal_to<>> by_ufrag_;
+  std::unordered_map<PathKey, Session*, PathKeyHash> by_path_;
   std::deque<nlohmann::json> ended_;  // snapshots of recently ended sessions, for GET
 
   // Batched I/O, allocated once. Sends are copied into the batch: a session's payload
   // buffer is reused before the batch is flushed.
-  static constexpr size_t kBatch = 32;
+  static constexpr size_t kBatch = 64;
   static constexpr size_t kMaxDatagram = 2048;
   UdpReceiveBatch rx_{kBatch, kMaxDatagram};
   UdpSendBatch tx_{kBatch, kMaxDatagram};

@@ -21,12 +21,12 @@ CallPlan call_plan(const SessionPlan& plan) {
 }  // namespace
 
 Session::Session(SessionPlan plan, SessionEnvironment env, Nanos now)
-    : id_(plan.id),
+    : owner_(env.owner),
+      id_(plan.id),
       path_kind_(env.path_kind),
       created_at_(now),
       log_(now),
-      peer_(plan,
-            PeerEnvironment{env.sender, env.router, *this, env.metrics, log_, env.dtls, env.settings.peer},
+      peer_(plan, PeerEnvironment{env.sender, *this, *this, env.metrics, log_, env.dtls, env.settings.peer},
             now),
       call_(call_plan(plan),
             CallEnvironment{*this, std::move(env.make_backend), env.metrics, log_, env.settings.call}, now) {}
@@ -48,6 +48,7 @@ void Session::end(SessionEnd reason, Nanos now) {
 void Session::record_end(SessionEnd reason, Nanos now) {
   end_reason_ = reason;
   ended_at_ = now;
+  owner_.session_changed(*this);  // to be retired
   log_.add({{"type", "ended"}, {"reason", session_end_name(reason)}}, now);
   if (reason == SessionEnd::dtls_failed)
     spdlog::warn("session {} ended: {} ({})", id_, session_end_name(reason), peer_.dtls_failure());

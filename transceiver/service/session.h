@@ -9,6 +9,7 @@
 #include <string>
 
 #include "call/call.h"
+#include "deadline_wheel.h"
 #include "peer/peer.h"
 
 namespace rtce {
@@ -22,6 +23,23 @@ struct SessionPlan : PeerPlan {
   bool realtime = false;  // a /v1/realtime call: run the oai-events layer on the channel of that label
 };
 
+class Session;
+
+// The worker's side of its sessions: the routing tables, keyed to sessions so that a datagram
+// finds the session it wakes, and a note when a session changed outside the worker's own
+// calls into it (a backend that hung up from its socket's handler).
+class SessionOwner {
+ public:
+  virtual void route(const PathKey& key, Session& session) = 0;
+  virtual void unroute(const PathKey& key, const Session& session) = 0;
+  virtual void route_ufrag(const std::string& ufrag, Session& session) = 0;
+  virtual void unroute_ufrag(const std::string& ufrag, const Session& session) = 0;
+  virtual void session_changed(Session& session) = 0;
+
+ protected:
+  ~SessionOwner() = default;
+};
+
 // Resolved once per worker from the configuration.
 struct SessionSettings {
   PeerSettings peer;
@@ -30,7 +48,7 @@ struct SessionSettings {
 
 struct SessionEnvironment {
   DatagramSender& sender;
-  PathRouter& router;
+  SessionOwner& owner;
   WorkerMetrics& metrics;
   std::shared_ptr<DtlsContext> dtls;
   const SessionSettings& settings;
@@ -38,7 +56,8 @@ struct SessionEnvironment {
   std::string path_kind;  // "relay" | "direct" for the backend's session info
 };
 
-class Session final : PeerObserver, CallTransport {
+// The worker schedules a session in its deadline wheel (the Entry) at next_deadline().
+class Session final : public DeadlineWheel::Entry, PeerObserver, CallTransport, PathRouter {
  public:
   Session(SessionPlan plan, SessionEnvironment env, Nanos now);
   ~Session() override;
@@ -61,6 +80,8 @@ class Session final : PeerObserver, CallTransport {
   const std::string& id() const { return id_; }
   nlohmann::json snapshot(Nanos now) const;
 
+  bool touched = false;  // the worker's: on its list of sessions to reschedule or retire
+
  private:
   // PeerObserver: the transport's events, to the Call.
   void on_peer_connected(Nanos now) override;
@@ -79,9 +100,15 @@ class Session final : PeerObserver, CallTransport {
     return peer_.send_channel_text(stream, text);
   }
   void hang_up(SessionEnd reason, Nanos now) override;
+  // PathRouter: the Peer's routes, to the worker's tables under this session.
+  void route(const PathKey& key, Peer&) override { owner_.route(key, *this); }
+  void unroute(const PathKey& key, const Peer&) override { owner_.unroute(key, *this); }
+  void route_ufrag(const std::string& ufrag, Peer&) override { owner_.route_ufrag(ufrag, *this); }
+  void unroute_ufrag(const std::string& ufrag, const Peer&) override { owner_.unroute_ufrag(ufrag, *this); }
 
   void record_end(SessionEnd reason, Nanos now);
 
+  SessionOwner& owner_;
   const std::string id_;
   const std::string path_kind_;
   const Nanos created_at_;

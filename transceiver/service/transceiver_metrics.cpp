@@ -39,6 +39,15 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
         sum([](const WorkerMetrics& w) { return w.sessions_active.load(std::memory_order_relaxed); }));
   per_worker_counter("rtcedge_transceiver_sessions_created_total", "sessions placed on a worker",
                      [](const WorkerMetrics& w) { return w.sessions_created.get(); });
+  per_worker_counter("rtcedge_transceiver_worker_wakeups_total",
+                     "times a media worker woke (its deadline timer or, when idle, its socket)",
+                     [](const WorkerMetrics& w) { return w.wakeups.get(); });
+  per_worker_counter("rtcedge_transceiver_worker_session_visits_total",
+                     "sessions a media worker visited because one of their deadlines was due",
+                     [](const WorkerMetrics& w) { return w.session_visits.get(); });
+  per_worker_counter("rtcedge_transceiver_worker_busy_microseconds_total",
+                     "time a media worker spent awake, in microseconds",
+                     [](const WorkerMetrics& w) { return w.busy_us.get(); });
   per_worker_counter("rtcedge_transceiver_sessions_connected_total",
                      "sessions whose DTLS handshake completed",
                      [](const WorkerMetrics& w) { return w.sessions_connected.get(); });

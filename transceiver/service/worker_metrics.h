@@ -90,6 +90,9 @@ struct WorkerMetrics {
   std::array<RelaxedCounter, kSetupBuckets.size() + 1> setup_buckets;  // last = +Inf
   RelaxedCounter setup_sum_us, setup_count;
   RelaxedCounter datagrams_in, datagrams_out, bytes_in, bytes_out;
+  // The loop's own cost: wake-ups (timer or socket), sessions visited because a deadline was
+  // due, and microseconds spent awake (its CPU, less what the kernel does for it asleep).
+  RelaxedCounter wakeups, session_visits, busy_us;
   RelaxedCounter rtp_in, rtp_out, rtcp_in, rtcp_out, stun_ok, dtls_datagrams_in;
   RelaxedCounter jitter_lost, jitter_fec, jitter_plc, jitter_late, jitter_reordered;
   RelaxedCounter opus_decode_errors, output_frames_dropped, output_underruns;

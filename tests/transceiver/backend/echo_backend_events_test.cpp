@@ -105,7 +105,7 @@ class EchoEventsTest : public ::testing::Test {
     EchoBackendConfig config;
     config.mode = mode;
     config.loopback_delay = 100'000'000;
-    return make_echo_backend(io, config, session_16k("echo-events"), listener, counters);
+    return make_echo_backend(config, session_16k("echo-events"), listener, counters);
   }
   void send(BackendConnection& backend, const std::vector<int16_t>& frame) {
     listener.inside_send = true;
@@ -133,6 +133,7 @@ class EchoEventsTest : public ::testing::Test {
 
 TEST_F(EchoEventsTest, ParrotVadEventsCarryInputAudioPositionsAndOneItemId) {
   auto backend = make(EchoBackendConfig::Mode::parrot);
+  DeadlineDriver backend_deadlines(io, backend);
   utterance(*backend, 25);
   ASSERT_TRUE(run_until(io, [&] { return has("input_audio_buffer.committed"); }));
   ASSERT_GE(listener.events.size(), 3u);
@@ -160,6 +161,7 @@ TEST_F(EchoEventsTest, ParrotVadEventsCarryInputAudioPositionsAndOneItemId) {
 
 TEST_F(EchoEventsTest, ParrotReplayIsAResponseAroundItsAudio) {
   auto backend = make(EchoBackendConfig::Mode::parrot);
+  DeadlineDriver backend_deadlines(io, backend);
   utterance(*backend, 25);
   ASSERT_TRUE(run_until(io, [&] { return has("response.done"); }));
   EXPECT_EQ(listener.types(), (std::vector<std::string>{
@@ -184,6 +186,7 @@ TEST_F(EchoEventsTest, CancelStopsTheReplayAtOnceAndEndsTheResponseCancelled) {
     listener.audio.clear();
     listener.frames_before.clear();
     auto backend = make(EchoBackendConfig::Mode::parrot);
+    DeadlineDriver backend_deadlines(io, backend);
     utterance(*backend, 100);  // a 2 s replay
     ASSERT_TRUE(run_until(io, [&] { return listener.audio.size() >= 5; }));
     send_event(*backend, {{"type", stop}});
@@ -208,6 +211,7 @@ TEST_F(EchoEventsTest, CancelStopsTheReplayAtOnceAndEndsTheResponseCancelled) {
 
 TEST_F(EchoEventsTest, LoopbackVadSpeaksTooAndClearDropsTheWaitingAudio) {
   auto backend = make(EchoBackendConfig::Mode::loopback);
+  DeadlineDriver backend_deadlines(io, backend);
   utterance(*backend, 25);
   ASSERT_TRUE(run_until(io, [&] { return has("input_audio_buffer.committed"); }));
   EXPECT_EQ(listener.events[0]["audio_start_ms"], 400);
@@ -225,6 +229,7 @@ TEST_F(EchoEventsTest, LoopbackVadSpeaksTooAndClearDropsTheWaitingAudio) {
 
 TEST_F(EchoEventsTest, TextTurnIsEchoedAsATextResponse) {
   auto backend = make(EchoBackendConfig::Mode::parrot);
+  DeadlineDriver backend_deadlines(io, backend);
   // RealtimeSession.sendMessage("hello"): conversation.item.create, then response.create.
   send_event(*backend, {{"type", "conversation.item.create"},
                         {"item",
@@ -260,6 +265,7 @@ TEST_F(EchoEventsTest, TextTurnIsEchoedAsATextResponse) {
 
 TEST_F(EchoEventsTest, EventsItDoesNotUnderstandAreIgnored) {
   auto backend = make(EchoBackendConfig::Mode::parrot);
+  DeadlineDriver backend_deadlines(io, backend);
   for (const json& e : std::vector<json>{
            json::array(),
            {{"type", 5}},
@@ -284,6 +290,7 @@ TEST_F(EchoEventsTest, EventsItDoesNotUnderstandAreIgnored) {
 
 TEST_F(EchoEventsTest, AFloodOfTextTurnsIsBoundedAndCounted) {
   auto backend = make(EchoBackendConfig::Mode::loopback);
+  DeadlineDriver backend_deadlines(io, backend);
   for (int i = 0; i < 100; ++i) send_event(*backend, {{"type", "response.create"}});
   ASSERT_TRUE(run_until(io, [&] { return counters.protocol_errors.get() > 0 && !listener.events.empty(); }));
   run_for(io, 50ms);
@@ -303,7 +310,8 @@ TEST_F(EchoEventsTest, ClosedFromAnEventCallbackIsSafe) {
   EchoBackendConfig config;
   config.mode = EchoBackendConfig::Mode::parrot;
   std::unique_ptr<BackendConnection> conn =
-      make_echo_backend(io, config, session_16k("echo-events"), closing, counters);
+      make_echo_backend(config, session_16k("echo-events"), closing, counters);
+  DeadlineDriver conn_deadlines(io, conn);
   closing.then = [&] { conn.reset(); };
   conn->send_event({{"type", "response.create"}});
   ASSERT_TRUE(run_until(io, [&] { return conn == nullptr; }));

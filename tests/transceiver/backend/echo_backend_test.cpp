@@ -32,7 +32,8 @@ class EchoBackendTest : public ::testing::Test {
 TEST_F(EchoBackendTest, LoopbackReturnsEachFrameOnceAfterTheDelayAtTheSendersPace) {
   EchoBackendConfig config;
   config.loopback_delay = 200'000'000;
-  auto backend = make_echo_backend(io, config, session_16k("echo"), listener, counters);
+  auto backend = make_echo_backend(config, session_16k("echo"), listener, counters);
+  DeadlineDriver backend_deadlines(io, backend);
 
   // The caller sends one frame every 20 ms from a timer, as a session would.
   constexpr int kFrames = 10;
@@ -63,7 +64,8 @@ TEST_F(EchoBackendTest, LoopbackReturnsEachFrameOnceAfterTheDelayAtTheSendersPac
 TEST_F(EchoBackendTest, LoopbackClearsOnDemoClearAndStopsAtClose) {
   EchoBackendConfig config;
   config.loopback_delay = 100'000'000;
-  auto backend = make_echo_backend(io, config, session_16k("echo"), listener, counters);
+  auto backend = make_echo_backend(config, session_16k("echo"), listener, counters);
+  DeadlineDriver backend_deadlines(io, backend);
   for (int i = 0; i < 5; ++i) send(*backend, numbered_frame(16000, i));
   backend->send_event({{"type", "demo.clear"}});
   ASSERT_TRUE(run_until(io, [&] { return listener.clears == 1; }));
@@ -80,7 +82,8 @@ TEST_F(EchoBackendTest, LoopbackClearsOnDemoClearAndStopsAtClose) {
 TEST_F(EchoBackendTest, ParrotReplaysAnUtteranceOnceAfterSilence) {
   EchoBackendConfig config;
   config.mode = EchoBackendConfig::Mode::parrot;
-  auto backend = make_echo_backend(io, config, session_16k("echo"), listener, counters);
+  auto backend = make_echo_backend(config, session_16k("echo"), listener, counters);
+  DeadlineDriver backend_deadlines(io, backend);
   const std::vector<int16_t> silence(320, 0);
 
   for (int i = 0; i < 20; ++i) send(*backend, silence);  // nothing to repeat yet
@@ -108,7 +111,8 @@ TEST_F(EchoBackendTest, ParrotReplaysAnUtteranceOnceAfterSilence) {
 TEST_F(EchoBackendTest, ParrotCutsAnEndlessUtteranceAtTenSeconds) {
   EchoBackendConfig config;
   config.mode = EchoBackendConfig::Mode::parrot;
-  auto backend = make_echo_backend(io, config, session_16k("echo"), listener, counters);
+  auto backend = make_echo_backend(config, session_16k("echo"), listener, counters);
+  DeadlineDriver backend_deadlines(io, backend);
   for (int i = 0; i < 500; ++i) send(*backend, tone_frame(i));
   ASSERT_TRUE(run_until(io, [&] { return listener.events.size() >= 4; }));
   EXPECT_EQ(listener.events[1]["type"], "input_audio_buffer.speech_stopped");
@@ -119,7 +123,8 @@ TEST_F(EchoBackendTest, ParrotCutsAnEndlessUtteranceAtTenSeconds) {
 }
 
 TEST_F(EchoBackendTest, WrongFrameSizesAreCountedNotEchoed) {
-  auto backend = make_echo_backend(io, EchoBackendConfig{}, session_16k("echo"), listener, counters);
+  auto backend = make_echo_backend(EchoBackendConfig{}, session_16k("echo"), listener, counters);
+  DeadlineDriver backend_deadlines(io, backend);
   send(*backend, std::vector<int16_t>(100, 1));
   EXPECT_EQ(counters.frames_dropped_outbound.get(), 1u);
   run_for(io, 600ms);
@@ -130,7 +135,8 @@ TEST_F(EchoBackendTest, DestroyedFromItsOwnCallbackIsSafe) {
   EchoBackendConfig config;
   config.loopback_delay = 10'000'000;
   std::unique_ptr<BackendConnection> backend =
-      make_echo_backend(io, config, session_16k("echo"), listener, counters);
+      make_echo_backend(config, session_16k("echo"), listener, counters);
+  DeadlineDriver backend_deadlines(io, backend);
   listener.on_audio = [&] { backend.reset(); };
   for (int i = 0; i < 3; ++i) send(*backend, numbered_frame(16000, i));
   ASSERT_TRUE(run_until(io, [&] { return backend == nullptr; }));

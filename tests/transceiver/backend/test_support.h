@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -61,6 +63,33 @@ inline bool run_until(boost::asio::io_context& io, const std::function<bool()>& 
   }
   return true;
 }
+
+// Drives a backend's deadlines from io, as the media worker does from its wheel: a 1 ms timer
+// calls on_deadline once next_deadline() has passed. Declare it after the backend it drives;
+// the backend may be reset meanwhile (from its own callback, say).
+class DeadlineDriver {
+ public:
+  DeadlineDriver(boost::asio::io_context& io, std::unique_ptr<BackendConnection>& backend)
+      : timer_(io), backend_(backend) {
+    arm();
+  }
+  ~DeadlineDriver() { timer_.cancel(); }
+  DeadlineDriver(const DeadlineDriver&) = delete;
+  DeadlineDriver& operator=(const DeadlineDriver&) = delete;
+
+ private:
+  void arm() {
+    timer_.expires_after(std::chrono::milliseconds(1));
+    timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;  // cancelled: the driver is gone
+      const Nanos now = monotonic_now();
+      if (backend_ && backend_->next_deadline() <= now) backend_->on_deadline(now);
+      arm();
+    });
+  }
+  boost::asio::steady_timer timer_;
+  std::unique_ptr<BackendConnection>& backend_;
+};
 
 // Runs io for a fixed window: used only to show that something does NOT happen.
 inline void run_for(boost::asio::io_context& io, std::chrono::milliseconds window) {

@@ -346,7 +346,7 @@ class CallRealtimeFlowTest : public ::testing::Test {
                         [this](BackendSessionInfo info, BackendListener& l) {
                           EchoBackendConfig config;
                           config.mode = EchoBackendConfig::Mode::parrot;
-                          return make_echo_backend(io, config, std::move(info), l, counters);
+                          return make_echo_backend(config, std::move(info), l, counters);
                         },
                         metrics, log, settings};
     call = std::make_unique<Call>(plan, std::move(env), monotonic_now());

@@ -81,7 +81,6 @@ MediaWorker::MediaWorker(uint32_t index, uint16_t endpoint_id, const Transceiver
       dtls_(std::move(dtls)),
       metrics_(metrics),
       session_settings_(session_settings(config)),
-      socket_(io_),
       socket_watch_(io_),
       wake_timer_(io_),
       wheel_(kWakeWindow, kWheelSlots, monotonic_now()) {
@@ -93,26 +92,29 @@ MediaWorker::~MediaWorker() { stop(SessionEnd::drained); }
 void MediaWorker::bind() {
   SocketAddress addr = config_.media_listen;
   addr.set_port(config_.media_base_port ? static_cast<uint16_t>(config_.media_base_port + index_) : 0);
-  const auto ip = asio::ip::make_address(addr.ip_string());
-  asio::ip::udp::endpoint endpoint(ip, addr.port());
-  boost::system::error_code ec;
-  socket_.open(endpoint.protocol(), ec);
-  if (!ec && endpoint.protocol() == asio::ip::udp::v6()) socket_.set_option(asio::ip::v6_only(false), ec);
-  if (!ec) socket_.bind(endpoint, ec);
-  if (ec)
-    throw std::runtime_error("media worker " + std::to_string(index_) + " on " + addr.to_string() + ": " +
-                             ec.message());
-  socket_.non_blocking(true);
-  set_socket_buffers(socket_.native_handle(), kSocketBufferBytes, "media worker " + std::to_string(index_));
-  auto local = socket_.local_endpoint();
-  local_ = SocketAddress::from_sockaddr(local.data(), static_cast<socklen_t>(local.size()));
+  const std::string what = "media worker " + std::to_string(index_);
+  auto fail = [&](const char* step) {
+    throw std::runtime_error(what + " on " + addr.to_string() + ": " + step + ": " + std::strerror(errno));
+  };
+  // A plain descriptor, not an asio socket: io_ must not watch it (asio registers every
+  // socket it owns edge-triggered, which would wake the thread for arrivals we mean to batch).
+  socket_.reset(::socket(addr.family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!socket_) fail("socket");
+  const int off = 0;
+  if (!addr.is_v4() && setsockopt(socket_.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) != 0)
+    fail("IPV6_V6ONLY");
+  if (::bind(socket_.get(), addr.sa(), addr.len()) != 0) fail("bind");
+  set_socket_buffers(socket_.get(), kSocketBufferBytes, what);
+  sockaddr_storage local{};
+  socklen_t local_len = sizeof local;
+  if (getsockname(socket_.get(), reinterpret_cast<sockaddr*>(&local), &local_len) != 0) fail("getsockname");
+  local_ = SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&local), local_len);
   const int watch = epoll_create1(EPOLL_CLOEXEC);
   epoll_event armed{};
   armed.events = EPOLLIN;
-  if (watch < 0 || epoll_ctl(watch, EPOLL_CTL_ADD, socket_.native_handle(), &armed) != 0) {
-    const std::string why = std::strerror(errno);
+  if (watch < 0 || epoll_ctl(watch, EPOLL_CTL_ADD, socket_.get(), &armed) != 0) {
     if (watch >= 0) ::close(watch);
-    throw std::runtime_error("media worker " + std::to_string(index_) + ": epoll: " + why);
+    fail("epoll");
   }
   socket_watch_.assign(watch);  // owns it from here
   socket_armed_ = true;
@@ -335,12 +337,12 @@ void MediaWorker::set_wakeups(Nanos now) {
   if (arm == socket_armed_) return;
   epoll_event event{};
   event.events = arm ? EPOLLIN : 0;
-  if (epoll_ctl(socket_watch_.native_handle(), EPOLL_CTL_MOD, socket_.native_handle(), &event) == 0)
+  if (epoll_ctl(socket_watch_.native_handle(), EPOLL_CTL_MOD, socket_.get(), &event) == 0)
     socket_armed_ = arm;
 }
 
 void MediaWorker::drain_socket() {
-  const int fd = socket_.native_handle();
+  const int fd = socket_.get();
   for (int round = 0; round < kMaxDrainRounds; ++round) {
     const size_t n = rx_.receive(fd);
     if (n == 0) break;
@@ -443,7 +445,7 @@ void MediaWorker::send(const MediaPath& path, std::span<const uint8_t> payload) 
 
 void MediaWorker::flush_sends() {
   // A refused datagram (socket buffer full, destination unreachable) is lost; the rest go.
-  const size_t refused = tx_.flush(socket_.native_handle());
+  const size_t refused = tx_.flush(socket_.get());
   if (refused) metrics_.drops[static_cast<size_t>(DatagramDrop::send_failed)].add(refused);
 }
 

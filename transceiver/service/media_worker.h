@@ -30,6 +30,7 @@
 #include "session.h"
 #include "transceiver_config.h"
 #include "udp_batch.h"
+#include "unique_fd.h"
 #include "worker_metrics.h"
 
 namespace rtce {
@@ -119,7 +120,7 @@ class MediaWorker final : public DatagramSender, public SessionOwner {
   BackendFactory make_backend_;  // built on first use, from the same config
 
   boost::asio::io_context io_;
-  boost::asio::ip::udp::socket socket_;
+  UniqueFd socket_;
   // An epoll set holding only the socket, watched by io_: readable while the socket is armed
   // in it and has data. Disarming it (epoll_ctl, only on a change) is what stops per-datagram
   // wake-ups without touching io_'s own registration of anything.

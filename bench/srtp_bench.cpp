@@ -41,6 +41,24 @@ using rtce::SrtpProfile;
 using rtce::SrtpSession;
 using Clock = std::chrono::steady_clock;
 
+// unique_ptr deleters for the OpenSSL objects below.
+template <auto Free>
+struct OpenSslFree {
+  template <typename T>
+  void operator()(T* p) const {
+    Free(p);
+  }
+};
+template <typename T, auto Free>
+using OpenSslPtr = std::unique_ptr<T, OpenSslFree<Free>>;
+using CipherPtr = OpenSslPtr<EVP_CIPHER, EVP_CIPHER_free>;
+using CipherCtxPtr = OpenSslPtr<EVP_CIPHER_CTX, EVP_CIPHER_CTX_free>;
+using MacPtr = OpenSslPtr<EVP_MAC, EVP_MAC_free>;
+using MacCtxPtr = OpenSslPtr<EVP_MAC_CTX, EVP_MAC_CTX_free>;
+using MdPtr = OpenSslPtr<EVP_MD, EVP_MD_free>;
+using MdCtxPtr = OpenSslPtr<EVP_MD_CTX, EVP_MD_CTX_free>;
+using HmacCtxPtr = OpenSslPtr<HMAC_CTX, HMAC_CTX_free>;
+
 constexpr size_t kPayload = 100;
 constexpr size_t kRtpLength = 12 + kPayload;
 
@@ -110,44 +128,41 @@ BENCHMARK(BM_ProtectUnprotect)->ArgsProduct({{0, 1, 2}, {1, 100, 1000, 3000}})->
 // OpenSSL backend absorbs the pads into SHA_CTX copies instead of using EVP_MAC or HMAC_CTX.
 const uint8_t kAuthKey[20] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
 
-void BM_HmacEvpMacReinit(benchmark::State& state) {
-  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(mac);
+// A keyed EVP_MAC HMAC-SHA1 context.
+MacCtxPtr keyed_hmac(const MacPtr& mac) {
+  MacCtxPtr ctx(EVP_MAC_CTX_new(mac.get()));
   char sha1[] = "SHA1";
   OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, sha1, 0),
                          OSSL_PARAM_construct_end()};
-  EVP_MAC_init(ctx, kAuthKey, sizeof(kAuthKey), params);
+  EVP_MAC_init(ctx.get(), kAuthKey, sizeof(kAuthKey), params);
+  return ctx;
+}
+
+void BM_HmacEvpMacReinit(benchmark::State& state) {
+  MacPtr mac(EVP_MAC_fetch(nullptr, "HMAC", nullptr));
+  MacCtxPtr ctx = keyed_hmac(mac);
   uint8_t data[kRtpLength + 4] = {}, out[20];
   for (auto _ : state) {
     size_t out_length = 0;
-    EVP_MAC_init(ctx, nullptr, 0, nullptr);  // same key: restarts from the cached pad state
-    EVP_MAC_update(ctx, data, sizeof(data));
-    EVP_MAC_final(ctx, out, &out_length, sizeof(out));
+    EVP_MAC_init(ctx.get(), nullptr, 0, nullptr);  // same key: restarts from the cached pad state
+    EVP_MAC_update(ctx.get(), data, sizeof(data));
+    EVP_MAC_final(ctx.get(), out, &out_length, sizeof(out));
     benchmark::DoNotOptimize(out);
   }
-  EVP_MAC_CTX_free(ctx);
-  EVP_MAC_free(mac);
 }
 BENCHMARK(BM_HmacEvpMacReinit);
 
 void BM_HmacEvpMacDup(benchmark::State& state) {
-  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  EVP_MAC_CTX* keyed = EVP_MAC_CTX_new(mac);
-  char sha1[] = "SHA1";
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, sha1, 0),
-                         OSSL_PARAM_construct_end()};
-  EVP_MAC_init(keyed, kAuthKey, sizeof(kAuthKey), params);
+  MacPtr mac(EVP_MAC_fetch(nullptr, "HMAC", nullptr));
+  MacCtxPtr keyed = keyed_hmac(mac);
   uint8_t data[kRtpLength + 4] = {}, out[20];
   for (auto _ : state) {
     size_t out_length = 0;
-    EVP_MAC_CTX* ctx = EVP_MAC_CTX_dup(keyed);
-    EVP_MAC_update(ctx, data, sizeof(data));
-    EVP_MAC_final(ctx, out, &out_length, sizeof(out));
-    EVP_MAC_CTX_free(ctx);
+    MacCtxPtr ctx(EVP_MAC_CTX_dup(keyed.get()));
+    EVP_MAC_update(ctx.get(), data, sizeof(data));
+    EVP_MAC_final(ctx.get(), out, &out_length, sizeof(out));
     benchmark::DoNotOptimize(out);
   }
-  EVP_MAC_CTX_free(keyed);
-  EVP_MAC_free(mac);
 }
 BENCHMARK(BM_HmacEvpMacDup);
 
@@ -176,49 +191,44 @@ void BM_HmacShaCtxCopy(benchmark::State& state) {
 BENCHMARK(BM_HmacShaCtxCopy);
 
 void BM_HmacLegacyReinit(benchmark::State& state) {
-  HMAC_CTX* ctx = HMAC_CTX_new();
-  HMAC_Init_ex(ctx, kAuthKey, sizeof(kAuthKey), EVP_sha1(), nullptr);
+  HmacCtxPtr ctx(HMAC_CTX_new());
+  HMAC_Init_ex(ctx.get(), kAuthKey, sizeof(kAuthKey), EVP_sha1(), nullptr);
   uint8_t data[kRtpLength + 4] = {}, out[20];
   for (auto _ : state) {
     unsigned out_length = 0;
-    HMAC_Init_ex(ctx, nullptr, 0, nullptr, nullptr);  // same key: copies the keyed pad digests back
-    HMAC_Update(ctx, data, sizeof(data));
-    HMAC_Final(ctx, out, &out_length);
+    HMAC_Init_ex(ctx.get(), nullptr, 0, nullptr, nullptr);  // same key: copies the keyed pad digests back
+    HMAC_Update(ctx.get(), data, sizeof(data));
+    HMAC_Final(ctx.get(), out, &out_length);
     benchmark::DoNotOptimize(out);
   }
-  HMAC_CTX_free(ctx);
 }
 BENCHMARK(BM_HmacLegacyReinit);
 
 // Keyed inner/outer EVP_MD_CTXs copied into a preallocated context, twice per MAC.
 void BM_HmacMdCtxCopy(benchmark::State& state) {
-  EVP_MD* sha1 = EVP_MD_fetch(nullptr, "SHA1", nullptr);
-  EVP_MD_CTX *inner = EVP_MD_CTX_new(), *outer = EVP_MD_CTX_new(), *work = EVP_MD_CTX_new();
+  MdPtr sha1(EVP_MD_fetch(nullptr, "SHA1", nullptr));
+  MdCtxPtr inner(EVP_MD_CTX_new()), outer(EVP_MD_CTX_new()), work(EVP_MD_CTX_new());
   uint8_t pad[64];
   std::memset(pad, 0x36, sizeof(pad));
   for (size_t i = 0; i < sizeof(kAuthKey); ++i) pad[i] ^= kAuthKey[i];
-  EVP_DigestInit_ex(inner, sha1, nullptr);
-  EVP_DigestUpdate(inner, pad, sizeof(pad));
+  EVP_DigestInit_ex(inner.get(), sha1.get(), nullptr);
+  EVP_DigestUpdate(inner.get(), pad, sizeof(pad));
   std::memset(pad, 0x5c, sizeof(pad));
   for (size_t i = 0; i < sizeof(kAuthKey); ++i) pad[i] ^= kAuthKey[i];
-  EVP_DigestInit_ex(outer, sha1, nullptr);
-  EVP_DigestUpdate(outer, pad, sizeof(pad));
-  EVP_DigestInit_ex(work, sha1, nullptr);
+  EVP_DigestInit_ex(outer.get(), sha1.get(), nullptr);
+  EVP_DigestUpdate(outer.get(), pad, sizeof(pad));
+  EVP_DigestInit_ex(work.get(), sha1.get(), nullptr);
   uint8_t data[kRtpLength + 4] = {}, digest[20], out[20];
   for (auto _ : state) {
     unsigned length = 0;
-    EVP_MD_CTX_copy_ex(work, inner);
-    EVP_DigestUpdate(work, data, sizeof(data));
-    EVP_DigestFinal_ex(work, digest, &length);
-    EVP_MD_CTX_copy_ex(work, outer);
-    EVP_DigestUpdate(work, digest, sizeof(digest));
-    EVP_DigestFinal_ex(work, out, &length);
+    EVP_MD_CTX_copy_ex(work.get(), inner.get());
+    EVP_DigestUpdate(work.get(), data, sizeof(data));
+    EVP_DigestFinal_ex(work.get(), digest, &length);
+    EVP_MD_CTX_copy_ex(work.get(), outer.get());
+    EVP_DigestUpdate(work.get(), digest, sizeof(digest));
+    EVP_DigestFinal_ex(work.get(), out, &length);
     benchmark::DoNotOptimize(out);
   }
-  EVP_MD_CTX_free(inner);
-  EVP_MD_CTX_free(outer);
-  EVP_MD_CTX_free(work);
-  EVP_MD_free(sha1);
 }
 BENCHMARK(BM_HmacMdCtxCopy);
 
@@ -267,14 +277,16 @@ void packet_iv(uint8_t* iv, size_t length, uint32_t n) {
     iv[length - (length == 16 ? 6 : 4) + i] ^= static_cast<uint8_t>(n >> (24 - 8 * i));
 }
 
-struct EvpCtxFree {
-  void operator()(EVP_CIPHER_CTX* ctx) const { EVP_CIPHER_CTX_free(ctx); }
-};
-using EvpCtx = std::unique_ptr<EVP_CIPHER_CTX, EvpCtxFree>;
+CipherPtr fetch_cipher(const char* name) {
+  CipherPtr cipher(EVP_CIPHER_fetch(nullptr, name, nullptr));
+  if (!cipher) std::abort();
+  return cipher;
+}
 
-EvpCtx keyed_evp(const EVP_CIPHER* cipher, const uint8_t* key, bool encrypt) {
-  EvpCtx ctx(EVP_CIPHER_CTX_new());
-  if (!ctx || EVP_CipherInit_ex(ctx.get(), cipher, nullptr, key, nullptr, encrypt ? 1 : 0) != 1) std::abort();
+CipherCtxPtr keyed_evp(const CipherPtr& cipher, const uint8_t* key, bool encrypt) {
+  CipherCtxPtr ctx(EVP_CIPHER_CTX_new());
+  if (!ctx || EVP_CipherInit_ex(ctx.get(), cipher.get(), nullptr, key, nullptr, encrypt ? 1 : 0) != 1)
+    std::abort();
   return ctx;
 }
 
@@ -282,15 +294,11 @@ EvpCtx keyed_evp(const EVP_CIPHER* cipher, const uint8_t* key, bool encrypt) {
 // The tag goes through EVP_CIPHER_CTX_ctrl or, with `params`, EVP_CIPHER_CTX_get/set_params.
 class RawGcmEvp {
  public:
-  RawGcmEvp(const char* name, size_t key_length, bool params)
-      : cipher_(EVP_CIPHER_fetch(nullptr, name, nullptr)), params_(params) {
+  RawGcmEvp(const char* name, size_t key_length, bool params) : cipher_(fetch_cipher(name)), params_(params) {
     std::vector<uint8_t> key(key_length, 0x42);
     seal_ = keyed_evp(cipher_, key.data(), true);
     open_ = keyed_evp(cipher_, key.data(), false);
   }
-  ~RawGcmEvp() { EVP_CIPHER_free(cipher_); }
-  RawGcmEvp(const RawGcmEvp&) = delete;
-  RawGcmEvp& operator=(const RawGcmEvp&) = delete;
 
   bool packet() {
     uint8_t iv[12];
@@ -318,9 +326,9 @@ class RawGcmEvp {
     return (set ? EVP_CIPHER_CTX_set_params(ctx, p) : EVP_CIPHER_CTX_get_params(ctx, p)) == 1;
   }
 
-  EVP_CIPHER* cipher_;
+  CipherPtr cipher_;
   bool params_;
-  EvpCtx seal_, open_;
+  CipherCtxPtr seal_, open_;
   uint32_t n_ = 0;
   uint8_t buf_[kRtpLength + 16] = {};
 };
@@ -356,14 +364,10 @@ class BulkGcm {
  public:
   static constexpr size_t kBytes = 16384;
   static constexpr double kScale = 2.0 * kRtpLength / kBytes;
-  BulkGcm() : raw_("AES-128-GCM", 16, false), buf_(kBytes) {
+  BulkGcm() : cipher_(fetch_cipher("AES-128-GCM")), buf_(kBytes) {
     const uint8_t key[16] = {0x42};
-    cipher_ = EVP_CIPHER_fetch(nullptr, "AES-128-GCM", nullptr);
     ctx_ = keyed_evp(cipher_, key, true);
   }
-  ~BulkGcm() { EVP_CIPHER_free(cipher_); }
-  BulkGcm(const BulkGcm&) = delete;
-  BulkGcm& operator=(const BulkGcm&) = delete;
   bool packet() {
     uint8_t iv[12], tag[16];
     packet_iv(iv, sizeof(iv), ++n_);
@@ -374,9 +378,8 @@ class BulkGcm {
   }
 
  private:
-  RawGcmEvp raw_;  // unused; keeps construction order simple for the table
-  EVP_CIPHER* cipher_ = nullptr;
-  EvpCtx ctx_;
+  CipherPtr cipher_;
+  CipherCtxPtr ctx_;
   std::vector<uint8_t> buf_;
   uint32_t n_ = 0;
 };
@@ -385,7 +388,7 @@ class BulkGcm {
 // and HMAC-SHA1 from precomputed pad states, over the packet + ROC, on both sides.
 class RawCmEvp {
  public:
-  RawCmEvp() : cipher_(EVP_CIPHER_fetch(nullptr, "AES-128-CTR", nullptr)) {
+  RawCmEvp() : cipher_(fetch_cipher("AES-128-CTR")) {
     const uint8_t key[16] = {0x42};
     ctx_ = keyed_evp(cipher_, key, true);
     uint8_t pad[64];
@@ -398,9 +401,6 @@ class RawCmEvp {
     SHA1_Init(&outer_);
     SHA1_Update(&outer_, pad, sizeof(pad));
   }
-  ~RawCmEvp() { EVP_CIPHER_free(cipher_); }
-  RawCmEvp(const RawCmEvp&) = delete;
-  RawCmEvp& operator=(const RawCmEvp&) = delete;
 
   bool packet() {
     uint8_t iv[16];
@@ -431,8 +431,8 @@ class RawCmEvp {
     SHA1_Final(out, &ctx);
   }
 
-  EVP_CIPHER* cipher_;
-  EvpCtx ctx_;
+  CipherPtr cipher_;
+  CipherCtxPtr ctx_;
   SHA_CTX inner_{}, outer_{};
   uint32_t n_ = 0;
   uint8_t buf_[kRtpLength + 10] = {};

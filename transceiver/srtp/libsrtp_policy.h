@@ -17,12 +17,19 @@ namespace rtce {
 inline srtp_policy_t libsrtp_policy(SrtpProfile profile, SrtpSession::Direction direction,
                                     std::span<const uint8_t> key_salt) {
   srtp_policy_t policy{};
-  if (profile == SrtpProfile::aead_aes_128_gcm) {
-    srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtp);
-    srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtcp);
-  } else {
-    srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtp);
-    srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtcp);
+  switch (profile) {
+    case SrtpProfile::aes128_cm_sha1_80:
+      srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtp);
+      srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtcp);
+      break;
+    case SrtpProfile::aead_aes_128_gcm:
+      srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtp);
+      srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtcp);
+      break;
+    case SrtpProfile::aead_aes_256_gcm:
+      srtp_crypto_policy_set_aes_gcm_256_16_auth(&policy.rtp);
+      srtp_crypto_policy_set_aes_gcm_256_16_auth(&policy.rtcp);
+      break;
   }
   policy.ssrc.type = direction == SrtpSession::Direction::inbound ? ssrc_any_inbound : ssrc_any_outbound;
   policy.ssrc.value = 0;

@@ -16,20 +16,22 @@ constexpr const char* kSrtpErrorNames[] = {RTCE_SRTP_ERRORS(RTCE_VOCAB_LABEL)};
 
 }  // namespace
 
-size_t srtp_master_key_length(SrtpProfile) { return 16; }
+size_t srtp_master_key_length(SrtpProfile profile) {
+  return profile == SrtpProfile::aead_aes_256_gcm ? 32 : 16;
+}
 
 size_t srtp_master_salt_length(SrtpProfile profile) {
-  return profile == SrtpProfile::aead_aes_128_gcm ? 12 : 14;
+  return profile == SrtpProfile::aes128_cm_sha1_80 ? 14 : 12;
 }
 
 const char* srtp_profile_name(SrtpProfile profile) { return vocab_name(kSrtpProfileNames, profile); }
 
 size_t srtp_rtp_trailer_length(SrtpProfile profile) {
-  return profile == SrtpProfile::aead_aes_128_gcm ? 16 : 10;
+  return profile == SrtpProfile::aes128_cm_sha1_80 ? 10 : 16;
 }
 
 size_t srtp_rtcp_trailer_length(SrtpProfile profile) {
-  return profile == SrtpProfile::aead_aes_128_gcm ? 16 + 4 : 4 + 10;
+  return profile == SrtpProfile::aes128_cm_sha1_80 ? 4 + 10 : 16 + 4;
 }
 
 void check_srtp_key_material(SrtpProfile profile, size_t size) {

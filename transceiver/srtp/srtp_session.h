@@ -14,11 +14,13 @@
 
 namespace rtce {
 
-// The DTLS-SRTP protection profiles we negotiate (RFC 5764, RFC 7714):
-// X(enumerator, name in the DTLS use_srtp extension).
+// The DTLS-SRTP protection profiles SrtpSession implements (RFC 5764, RFC 7714):
+// X(enumerator, name in the DTLS use_srtp extension). Which of them DTLS offers is its own
+// configuration (DtlsConfig::srtp_profiles).
 #define RTCE_SRTP_PROFILES(X)                  \
   X(aes128_cm_sha1_80, SRTP_AES128_CM_SHA1_80) \
-  X(aead_aes_128_gcm, SRTP_AEAD_AES_128_GCM)
+  X(aead_aes_128_gcm, SRTP_AEAD_AES_128_GCM)   \
+  X(aead_aes_256_gcm, SRTP_AEAD_AES_256_GCM)
 enum class SrtpProfile { RTCE_SRTP_PROFILES(RTCE_VOCAB_ENUMERATOR) };
 
 size_t srtp_master_key_length(SrtpProfile profile);
@@ -63,7 +65,7 @@ class SrtpSession {
   SrtpProfile profile() const { return profile_; }
   Direction direction() const { return direction_; }
 
-  // The largest trailer of any supported profile: AEAD_AES_128_GCM on SRTCP appends a
+  // The largest trailer of any supported profile: AEAD_AES_*_GCM on SRTCP appends a
   // 16-byte tag and the 4-byte E flag + SRTCP index (AES-CM: 4 + 10 for SRTCP, 10 for SRTP).
   static constexpr size_t max_trailer = 16 + 4;
 

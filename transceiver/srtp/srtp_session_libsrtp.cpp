@@ -1,7 +1,8 @@
 // srtp_session_libsrtp.cpp — the libsrtp2 backend of SrtpSession (RTCE_SRTP_BACKEND=libsrtp):
 // policy setup and the per-packet calls with their error mapping. Debian's libsrtp2 is built
-// on NSS, whose per-context cost grows with the number of live contexts (docs/benchmarks-srtp.md),
-// so the default backend is srtp_session_openssl.cpp; this one stays as the reference.
+// on NSS, whose per-context cost grows with the number of live contexts (docs/benchmarks.md,
+// "SRTP backend cost"), so the default backend is srtp_session_openssl.cpp; this one stays as
+// the reference.
 #include <srtp2/srtp.h>
 
 #include <climits>

@@ -1,17 +1,17 @@
 // srtp_session_openssl.cpp — the default SrtpSession backend (RTCE_SRTP_BACKEND=openssl),
 // written on OpenSSL libcrypto: RFC 3711 key derivation, AES_CM_128_HMAC_SHA1_80 SRTP and
-// SRTCP, RFC 7714 AEAD_AES_128_GCM SRTP and SRTCP, index estimation and a 128-packet replay
-// window per SSRC. Every cipher context is keyed once when the session is built; a packet
-// only sets an IV, so nothing allocates or takes a lock per packet. The per-SSRC state
-// mirrors libsrtp's ssrc_any streams so the two backends interoperate packet for packet
-// (tests/transceiver/srtp/srtp_interop_test.cpp checks it).
+// SRTCP, RFC 7714 AEAD_AES_128_GCM / AEAD_AES_256_GCM SRTP and SRTCP, index estimation and a
+// 128-packet replay window per SSRC. Every cipher context (RTP and RTCP, one direction) is
+// keyed once when the session is built (openssl_cipher.h); a packet only sets an IV, feeds
+// the bytes and gets or sets the tag, so nothing allocates or takes a lock per packet. The
+// per-SSRC state mirrors libsrtp's ssrc_any streams so the two backends interoperate packet
+// for packet (tests/transceiver/srtp/srtp_interop_test.cpp checks it).
 
 // HMAC-SHA1 runs on the low-level SHA1_* functions (deprecated in OpenSSL 3, still shipped):
 // copying a precomputed SHA_CTX is a memcpy, whereas EVP_MAC_init / EVP_MD_CTX_copy_ex
-// allocate a fresh provider context per packet (docs/benchmarks-srtp.md has the figures).
+// allocate a fresh provider context per packet (docs/benchmarks.md, "SRTP backend cost").
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <openssl/sha.h>
 
 #include <array>
@@ -19,9 +19,9 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
-#include <string>
 
 #include "common/byte_order.h"
+#include "transceiver/srtp/openssl_cipher.h"
 #include "transceiver/srtp/srtp_session.h"
 
 namespace rtce {
@@ -32,7 +32,7 @@ constexpr size_t kRtcpHeaderLength = 8;
 constexpr size_t kCmTagLength = 10;
 constexpr size_t kGcmTagLength = 16;
 constexpr size_t kSrtcpIndexLength = 4;
-constexpr size_t kSessionKeyLength = 16;
+constexpr size_t kMaxSessionKeyLength = 32;  // AES-256
 constexpr size_t kCmSaltLength = 14;
 constexpr size_t kGcmSaltLength = 12;
 constexpr size_t kAuthKeyLength = 20;
@@ -58,57 +58,26 @@ void xor_be(uint8_t* p, uint64_t v, size_t bytes) {
   for (size_t i = 0; i < bytes; ++i) p[bytes - 1 - i] ^= static_cast<uint8_t>(v >> (8 * i));
 }
 
-struct CipherCtxDeleter {
-  void operator()(EVP_CIPHER_CTX* ctx) const { EVP_CIPHER_CTX_free(ctx); }
-};
-using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, CipherCtxDeleter>;
+using srtp_openssl::CipherContext;
 
-// Fetched once per process: EVP_aes_128_ctr() and friends re-fetch from the provider store
-// (under a lock) on every EVP_CipherInit_ex that names them.
-const EVP_CIPHER* fetched_cipher(const char* name) {
-  EVP_CIPHER* cipher = EVP_CIPHER_fetch(nullptr, name, nullptr);
-  if (cipher == nullptr) throw std::runtime_error(std::string("OpenSSL has no ") + name);
-  return cipher;
-}
-const EVP_CIPHER* aes_128_ctr() {
-  static const EVP_CIPHER* cipher = fetched_cipher("AES-128-CTR");
-  return cipher;
-}
-const EVP_CIPHER* aes_128_gcm() {
-  static const EVP_CIPHER* cipher = fetched_cipher("AES-128-GCM");
-  return cipher;
-}
-
-CipherCtx keyed_context(const EVP_CIPHER* cipher, const uint8_t* key, bool encrypt) {
-  CipherCtx ctx(EVP_CIPHER_CTX_new());
-  if (!ctx || EVP_CipherInit_ex(ctx.get(), cipher, nullptr, key, nullptr, encrypt ? 1 : 0) != 1) {
-    throw std::runtime_error("OpenSSL cipher context setup failed");
-  }
-  return ctx;
-}
-
-// RFC 3711 §4.3.1 with key_derivation_rate 0: AES-CM under the master key, IV = (master salt
-// XOR label << 48) || 0x0000. RFC 7714 §11 uses it unchanged; its 96-bit salt is zero-padded.
+// RFC 3711 §4.3.1 with key_derivation_rate 0: AES-CM under the master key (AES-256 for a 256-bit
+// master key, RFC 6188 §5), IV = (master salt XOR label << 48) || 0x0000. RFC 7714 §11 uses it
+// unchanged; its 96-bit salt is zero-padded.
 class KeyDerivation {
  public:
   KeyDerivation(std::span<const uint8_t> master_key, std::span<const uint8_t> master_salt)
-      : ctx_(keyed_context(aes_128_ctr(), master_key.data(), true)), salt_(master_salt) {}
+      : ctx_(srtp_openssl::aes_ctr(master_key.size()), master_key.data(), true), salt_(master_salt) {}
 
-  void derive(Label label, uint8_t* out, size_t length) const {
+  void derive(Label label, uint8_t* out, size_t length) {
     uint8_t iv[16] = {};
     std::memcpy(iv, salt_.data(), salt_.size());
     iv[7] ^= label;
-    const uint8_t zeros[32] = {};
-    int written = 0;
-    if (length > sizeof(zeros) || EVP_EncryptInit_ex(ctx_.get(), nullptr, nullptr, nullptr, iv) != 1 ||
-        EVP_EncryptUpdate(ctx_.get(), out, &written, zeros, static_cast<int>(length)) != 1 ||
-        static_cast<size_t>(written) != length) {
-      throw std::runtime_error("SRTP key derivation failed");
-    }
+    std::memset(out, 0, length);
+    if (!ctx_.set_iv(iv) || !ctx_.crypt(out, length)) throw std::runtime_error("SRTP key derivation failed");
   }
 
  private:
-  CipherCtx ctx_;
+  CipherContext ctx_;
   std::span<const uint8_t> salt_;
 };
 
@@ -227,8 +196,8 @@ bool plausible(const uint8_t* buf, size_t len, size_t min_len) {
 struct SrtpSession::Impl {
   bool gcm;
   bool outbound;
-  CipherCtx rtp_cipher;
-  CipherCtx rtcp_cipher;
+  CipherContext rtp_cipher;  // GCM: encrypt or decrypt by direction; AES-CM: always encrypt
+  CipherContext rtcp_cipher;
   HmacSha1 rtp_auth;  // AES-CM only
   HmacSha1 rtcp_auth;
   uint8_t rtp_salt[kCmSaltLength] = {};
@@ -236,14 +205,18 @@ struct SrtpSession::Impl {
   std::array<SsrcState, kMaxSsrcs> streams{};
 
   Impl(SrtpProfile profile, Direction direction, std::span<const uint8_t> key_salt)
-      : gcm(profile == SrtpProfile::aead_aes_128_gcm), outbound(direction == Direction::outbound) {
-    KeyDerivation kdf(key_salt.first(kSessionKeyLength), key_salt.subspan(kSessionKeyLength));
+      : gcm(profile != SrtpProfile::aes128_cm_sha1_80), outbound(direction == Direction::outbound) {
+    const size_t key_length = srtp_master_key_length(profile);  // session keys are as long
+    KeyDerivation kdf(key_salt.first(key_length), key_salt.subspan(key_length));
     const size_t salt_length = gcm ? kGcmSaltLength : kCmSaltLength;
-    uint8_t key[kAuthKeyLength];
-    kdf.derive(kRtpEncryption, key, kSessionKeyLength);
-    rtp_cipher = keyed_context(gcm ? aes_128_gcm() : aes_128_ctr(), key, outbound || !gcm);
-    kdf.derive(kRtcpEncryption, key, kSessionKeyLength);
-    rtcp_cipher = keyed_context(gcm ? aes_128_gcm() : aes_128_ctr(), key, outbound || !gcm);
+    const srtp_openssl::CipherAlgorithm& cipher =
+        gcm ? srtp_openssl::aes_gcm(key_length) : srtp_openssl::aes_ctr(key_length);
+    uint8_t key[kMaxSessionKeyLength];
+    static_assert(kMaxSessionKeyLength >= kAuthKeyLength);
+    kdf.derive(kRtpEncryption, key, key_length);
+    rtp_cipher = CipherContext(cipher, key, outbound || !gcm);
+    kdf.derive(kRtcpEncryption, key, key_length);
+    rtcp_cipher = CipherContext(cipher, key, outbound || !gcm);
     if (!gcm) {
       kdf.derive(kRtpAuthentication, key, kAuthKeyLength);
       rtp_auth.set_key(key, kAuthKeyLength);
@@ -286,51 +259,25 @@ struct SrtpSession::Impl {
     return nullptr;
   }
 
-  // AES-CM keystream XOR, in place. iv is 16 bytes.
-  static bool ctr_xor(EVP_CIPHER_CTX* ctx, const uint8_t* iv, uint8_t* data, size_t length) {
-    if (EVP_EncryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) != 1) return false;
-    int written = 0;
-    return length == 0 || (EVP_EncryptUpdate(ctx, data, &written, data, static_cast<int>(length)) == 1 &&
-                           static_cast<size_t>(written) == length);
-  }
-
-  // RFC 7714 AEAD seal: ciphertext in place, 16-byte tag to `tag`.
-  static bool gcm_seal(EVP_CIPHER_CTX* ctx, const uint8_t* salt, uint32_t ssrc, uint64_t index48,
+  // RFC 7714 AEAD seal: ciphertext in place, 16-byte tag to `tag`. Per packet: the IV, the
+  // associated data, the payload, final, the tag; the context was keyed when the session was built.
+  static bool gcm_seal(CipherContext& ctx, const uint8_t* salt, uint32_t ssrc, uint64_t index48,
                        const uint8_t* aad, size_t aad_length, const uint8_t* aad2, size_t aad2_length,
                        uint8_t* data, size_t length, uint8_t* tag) {
     uint8_t iv[kGcmSaltLength];
     gcm_iv(salt, ssrc, index48, iv);
-    int written = 0;
-    if (EVP_EncryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) != 1) return false;
-    if (EVP_EncryptUpdate(ctx, nullptr, &written, aad, static_cast<int>(aad_length)) != 1) return false;
-    if (aad2_length != 0 &&
-        EVP_EncryptUpdate(ctx, nullptr, &written, aad2, static_cast<int>(aad2_length)) != 1)
-      return false;
-    if (length != 0 && EVP_EncryptUpdate(ctx, data, &written, data, static_cast<int>(length)) != 1)
-      return false;
-    uint8_t none[16];
-    if (EVP_EncryptFinal_ex(ctx, none, &written) != 1) return false;
-    return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, static_cast<int>(kGcmTagLength), tag) == 1;
+    return ctx.set_iv(iv) && ctx.aad(aad, aad_length) && ctx.aad(aad2, aad2_length) &&
+           ctx.crypt(data, length) && ctx.finish() && ctx.get_tag(tag, kGcmTagLength);
   }
 
-  static bool gcm_open(EVP_CIPHER_CTX* ctx, const uint8_t* salt, uint32_t ssrc, uint64_t index48,
+  // False when the tag does not match (the payload is then already decrypted in place).
+  static bool gcm_open(CipherContext& ctx, const uint8_t* salt, uint32_t ssrc, uint64_t index48,
                        const uint8_t* aad, size_t aad_length, const uint8_t* aad2, size_t aad2_length,
                        uint8_t* data, size_t length, const uint8_t* tag) {
     uint8_t iv[kGcmSaltLength];
     gcm_iv(salt, ssrc, index48, iv);
-    int written = 0;
-    if (EVP_DecryptInit_ex(ctx, nullptr, nullptr, nullptr, iv) != 1) return false;
-    if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, static_cast<int>(kGcmTagLength),
-                            const_cast<uint8_t*>(tag)) != 1)
-      return false;
-    if (EVP_DecryptUpdate(ctx, nullptr, &written, aad, static_cast<int>(aad_length)) != 1) return false;
-    if (aad2_length != 0 &&
-        EVP_DecryptUpdate(ctx, nullptr, &written, aad2, static_cast<int>(aad2_length)) != 1)
-      return false;
-    if (length != 0 && EVP_DecryptUpdate(ctx, data, &written, data, static_cast<int>(length)) != 1)
-      return false;
-    uint8_t none[16];
-    return EVP_DecryptFinal_ex(ctx, none, &written) == 1;
+    return ctx.set_iv(iv) && ctx.set_tag(tag, kGcmTagLength) && ctx.aad(aad, aad_length) &&
+           ctx.aad(aad2, aad2_length) && ctx.crypt(data, length) && ctx.finish();
   }
 
   // RFC 3711 §4.1.1: IV = (k_s << 16) XOR (SSRC << 64) XOR (index << 16).
@@ -339,12 +286,13 @@ struct SrtpSession::Impl {
     iv[14] = iv[15] = 0;
     xor_be(iv + 4, ssrc, 4);
     xor_be(iv + 8, index, 6);
-  }  // AES-CM of `data` in place with the keystream of (salt, ssrc, index).
-  static bool cm_xor(EVP_CIPHER_CTX* ctx, const uint8_t* salt, uint32_t ssrc, uint64_t index, uint8_t* data,
+  }
+  // AES-CM of `data` in place with the keystream of (salt, ssrc, index).
+  static bool cm_xor(CipherContext& ctx, const uint8_t* salt, uint32_t ssrc, uint64_t index, uint8_t* data,
                      size_t length) {
     uint8_t iv[16];
     cm_iv(salt, ssrc, index, iv);
-    return ctr_xor(ctx, iv, data, length);
+    return ctx.set_iv(iv) && ctx.crypt(data, length);
   }
   // RFC 3711 §4.2: the SRTP tag authenticates the packet followed by the ROC.
   void rtp_mac(const uint8_t* buf, size_t length, uint64_t index, uint8_t tag[SHA_DIGEST_LENGTH]) {
@@ -377,11 +325,11 @@ struct SrtpSession::Impl {
     uint8_t* payload = buf + header;
     const size_t payload_length = len - header;
     if (gcm) {
-      if (!gcm_seal(rtp_cipher.get(), rtp_salt, ssrc, index, buf, header, nullptr, 0, payload, payload_length,
+      if (!gcm_seal(rtp_cipher, rtp_salt, ssrc, index, buf, header, nullptr, 0, payload, payload_length,
                     buf + len))
         return SrtpError::other;
     } else {
-      if (!cm_xor(rtp_cipher.get(), rtp_salt, ssrc, index, payload, payload_length)) return SrtpError::other;
+      if (!cm_xor(rtp_cipher, rtp_salt, ssrc, index, payload, payload_length)) return SrtpError::other;
       uint8_t tag[SHA_DIGEST_LENGTH];
       rtp_mac(buf, len, index, tag);
       std::memcpy(buf + len, tag, kCmTagLength);
@@ -407,14 +355,14 @@ struct SrtpSession::Impl {
     uint8_t* payload = buf + header;
     const size_t payload_length = body - header;
     if (gcm) {
-      if (!gcm_open(rtp_cipher.get(), rtp_salt, ssrc, index, buf, header, nullptr, 0, payload, payload_length,
+      if (!gcm_open(rtp_cipher, rtp_salt, ssrc, index, buf, header, nullptr, 0, payload, payload_length,
                     buf + body))
         return SrtpError::auth_failed;
     } else {
       uint8_t tag[SHA_DIGEST_LENGTH];
       rtp_mac(buf, body, index, tag);
       if (CRYPTO_memcmp(tag, buf + body, kCmTagLength) != 0) return SrtpError::auth_failed;
-      if (!cm_xor(rtp_cipher.get(), rtp_salt, ssrc, index, payload, payload_length)) return SrtpError::other;
+      if (!cm_xor(rtp_cipher, rtp_salt, ssrc, index, payload, payload_length)) return SrtpError::other;
     }
     if (stream == nullptr) stream = claim(ssrc);  // a slot was free above
     stream->rtp.accept(delta);
@@ -437,13 +385,12 @@ struct SrtpSession::Impl {
     uint8_t* encrypted = buf + kRtcpHeaderLength;
     const size_t encrypted_length = len - kRtcpHeaderLength;
     if (gcm) {
-      if (!gcm_seal(rtcp_cipher.get(), rtcp_salt, ssrc, index, buf, kRtcpHeaderLength, e_index,
-                    sizeof(e_index), encrypted, encrypted_length, buf + len))
+      if (!gcm_seal(rtcp_cipher, rtcp_salt, ssrc, index, buf, kRtcpHeaderLength, e_index, sizeof(e_index),
+                    encrypted, encrypted_length, buf + len))
         return SrtpError::other;
       std::memcpy(buf + len + kGcmTagLength, e_index, sizeof(e_index));
     } else {
-      if (!cm_xor(rtcp_cipher.get(), rtcp_salt, ssrc, index, encrypted, encrypted_length))
-        return SrtpError::other;
+      if (!cm_xor(rtcp_cipher, rtcp_salt, ssrc, index, encrypted, encrypted_length)) return SrtpError::other;
       std::memcpy(buf + len, e_index, sizeof(e_index));
       uint8_t tag[SHA_DIGEST_LENGTH];
       rtcp_auth.mac(buf, len + sizeof(e_index), nullptr, 0, tag);
@@ -471,7 +418,7 @@ struct SrtpSession::Impl {
     if (gcm) {
       // RFC 7714 §9.2: without the E flag the whole packet is associated data.
       const size_t aad_length = encrypted ? kRtcpHeaderLength : body;
-      if (!gcm_open(rtcp_cipher.get(), rtcp_salt, ssrc, index, buf, aad_length, e_index, kSrtcpIndexLength,
+      if (!gcm_open(rtcp_cipher, rtcp_salt, ssrc, index, buf, aad_length, e_index, kSrtcpIndexLength,
                     buf + aad_length, body - aad_length, buf + body))
         return SrtpError::auth_failed;
     } else {
@@ -480,8 +427,7 @@ struct SrtpSession::Impl {
       if (CRYPTO_memcmp(tag, buf + body + kSrtcpIndexLength, kCmTagLength) != 0)
         return SrtpError::auth_failed;
       if (encrypted) {
-        if (!cm_xor(rtcp_cipher.get(), rtcp_salt, ssrc, index, buf + kRtcpHeaderLength,
-                    body - kRtcpHeaderLength))
+        if (!cm_xor(rtcp_cipher, rtcp_salt, ssrc, index, buf + kRtcpHeaderLength, body - kRtcpHeaderLength))
           return SrtpError::other;
       }
     }

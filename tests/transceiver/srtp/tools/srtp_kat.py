@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """srtp_kat.py — known-answer SRTP/SRTCP packets for srtp_session_test.cpp, computed
 independently of libsrtp: RFC 3711 (AES-CM key derivation, AES-CM + HMAC-SHA1-80) and
-RFC 7714 (AEAD_AES_128_GCM) written out with the `cryptography` package's AES primitives.
+RFC 7714 (AEAD_AES_128_GCM, AEAD_AES_256_GCM) written out with the `cryptography` package's AES primitives.
 The key derivation is first checked against RFC 3711 Appendix B.3. When pylibsrtp is
 installed (Debian: python3-pylibsrtp) the packets are cross-checked with it as well.
 
@@ -64,13 +64,14 @@ def cm_sha1_80_rtcp(master_key, master_salt, packet, index):
 
 
 def gcm_rtp(master_key, master_salt, packet, roc=0):
-    k_e, k_s = derive(master_key, master_salt, 0, 16), derive(master_key, master_salt, 2, 12)
+    # The session key is as long as the master key (RFC 7714 §11); AES-256-CM derives it.
+    k_e, k_s = derive(master_key, master_salt, 0, len(master_key)), derive(master_key, master_salt, 2, 12)
     iv = xor(bytes(2) + packet[8:12] + struct.pack(">I", roc) + packet[2:4], k_s)
     return packet[:12] + AESGCM(k_e).encrypt(iv, packet[12:], packet[:12])
 
 
 def gcm_rtcp(master_key, master_salt, packet, index):
-    k_e, k_s = derive(master_key, master_salt, 3, 16), derive(master_key, master_salt, 5, 12)
+    k_e, k_s = derive(master_key, master_salt, 3, len(master_key)), derive(master_key, master_salt, 5, 12)
     iv = xor(bytes(2) + packet[4:8] + bytes(2) + struct.pack(">I", index), k_s)
     trailer = struct.pack(">I", 0x80000000 | index)
     return packet[:8] + AESGCM(k_e).encrypt(iv, packet[8:], packet[:8] + trailer) + trailer
@@ -78,6 +79,7 @@ def gcm_rtcp(master_key, master_salt, packet, index):
 
 # The fixed inputs, also spelled out in srtp_session_test.cpp.
 MASTER_KEY = bytes(range(1, 17))
+MASTER_KEY_256 = bytes(range(1, 33))
 CM_SALT = bytes(range(0xA0, 0xAE))
 GCM_SALT = bytes(range(0xB0, 0xBC))
 RTP = bytes.fromhex("80 6f 12 34 00 00 03 e8 de ad be ef".replace(" ", "")) + b"rtcedge opus payload!"
@@ -92,13 +94,17 @@ def main():
         "cm_rtcp": cm_sha1_80_rtcp(MASTER_KEY, CM_SALT, RTCP, RTCP_INDEX),
         "gcm_rtp": gcm_rtp(MASTER_KEY, GCM_SALT, RTP),
         "gcm_rtcp": gcm_rtcp(MASTER_KEY, GCM_SALT, RTCP, RTCP_INDEX),
+        "gcm256_rtp": gcm_rtp(MASTER_KEY_256, GCM_SALT, RTP),
+        "gcm256_rtcp": gcm_rtcp(MASTER_KEY_256, GCM_SALT, RTCP, RTCP_INDEX),
     }
     try:
         import pylibsrtp
 
-        for name, profile, salt in (("cm", pylibsrtp.Policy.SRTP_PROFILE_AES128_CM_SHA1_80, CM_SALT),
-                                    ("gcm", pylibsrtp.Policy.SRTP_PROFILE_AEAD_AES_128_GCM, GCM_SALT)):
-            policy = pylibsrtp.Policy(key=MASTER_KEY + salt, ssrc_type=pylibsrtp.Policy.SSRC_ANY_OUTBOUND,
+        for name, profile, key in (
+                ("cm", pylibsrtp.Policy.SRTP_PROFILE_AES128_CM_SHA1_80, MASTER_KEY + CM_SALT),
+                ("gcm", pylibsrtp.Policy.SRTP_PROFILE_AEAD_AES_128_GCM, MASTER_KEY + GCM_SALT),
+                ("gcm256", pylibsrtp.Policy.SRTP_PROFILE_AEAD_AES_256_GCM, MASTER_KEY_256 + GCM_SALT)):
+            policy = pylibsrtp.Policy(key=key, ssrc_type=pylibsrtp.Policy.SSRC_ANY_OUTBOUND,
                                       srtp_profile=profile)
             session = pylibsrtp.Session(policy)
             assert session.protect(RTP) == results[name + "_rtp"], name + " rtp differs from pylibsrtp"

@@ -44,11 +44,11 @@
  * Order: the common case first. fast_path() parses a plain frame (untagged, IPv4 without
  * options or fragments, or IPv6 whose next header is UDP) onto its stack and, for a client
  * datagram of an established flow, does one `flows` lookup, the rewrite and returns: no
- * per-CPU working memory, no VIP or endpoint lookup. Classification (the VIP check, the
- * STUN walk, the hint) runs only on a flow miss; return datagrams go straight to
- * from_endpoint(). Everything else, and the owner role, takes slow_path(): the full parse
- * into struct work with the pass reasons. Flow activity is the coarse clock, stored at
- * most once a granularity (touch_flow).
+ * per-CPU working memory, no VIP or endpoint lookup, the next hop from a per-endpoint cache
+ * (endpoint_next_hop). Classification (the VIP check, the STUN walk, the hint) runs only on
+ * a flow miss; return datagrams go straight to from_endpoint(). Everything else, and the
+ * owner role, takes slow_path(): the full parse into struct work with the pass reasons.
+ * Flow activity is the coarse clock, stored at most once a granularity (touch_flow).
  *
  * Rewrites are in place: bpf_xdp_adjust_head grows or shrinks the headroom by the size
  * difference of the headers (PROXY v2 added or removed; the outer IP family may change).
@@ -748,6 +748,111 @@ static __always_inline int next_hop(struct xdp_md *ctx, const struct rtce_xdp_co
 	return fib_next_hop(ctx, p, o, dir);
 }
 
+/* ---------------------------------------------------------------- next-hop cache
+ *
+ * Towards endpoints the fib lookup's answer depends on the endpoint, not on the flow: a
+ * transceiver's thousands of flows share one next hop, and bpf_fib_lookup was a third of a
+ * flow hit's time (bench/xdp_prog_cost, live frames). So its result is kept per endpoint,
+ * per CPU (a CPU only ever rewrites its own copy: no torn entry, no lock), together with
+ * everything the lookup was asked (addresses, ports, TOS, ingress device): an entry serves
+ * a datagram only when all of these are equal, the datagram is no longer than the one the
+ * lookup passed (the MTU check), and the entry is younger than the activity granularity
+ * (1 s by default): a route or neighbour change reaches the forward path within that. A
+ * lookup that fails is not cached (the datagram is passed up as before). Direct-mapped: two
+ * endpoints on one slot only cost lookups. Not pinned: a new program starts empty. */
+#define HOP_CACHE_SLOTS 1024
+
+struct hop_entry {
+	__u8 daddr[16];
+	__u8 saddr[16];
+	__be16 sport;
+	__be16 dport;
+	__u8 family;
+	__u8 tos;
+	__u16 max_tot_len; /* the datagram the lookup passed */
+	__u32 ingress_ifindex;
+	__u32 ifindex; /* the fib's output device */
+	__u8 smac[6];
+	__u8 dmac[6];
+	__u64 resolved_ns; /* bpf_ktime_get_coarse_ns; 0 = empty */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HOP_CACHE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct hop_entry);
+} hop_cache SEC(".maps");
+
+static __always_inline __u64 activity_granularity(const struct rtce_xdp_config *cfg)
+{
+	return cfg->last_seen_granularity_ns ? cfg->last_seen_granularity_ns
+					     : RTCE_XDP_DEFAULT_LAST_SEEN_GRANULARITY_NS;
+}
+
+static __always_inline __u32 hop_slot(const struct out_hdrs *o)
+{
+	const __u32 *a = ALIGNED4(o->daddr);
+	__u32 x = a[0] ^ a[1] ^ a[2] ^ a[3] ^ o->dport;
+
+	x ^= x >> 16;
+	x *= 0x45d9f3bU;
+	x ^= x >> 16;
+	return x & (HOP_CACHE_SLOTS - 1);
+}
+
+static __always_inline int hop_matches(const struct hop_entry *h, struct xdp_md *ctx,
+				       const struct out_hdrs *o, __u16 tot_len)
+{
+	return h->family == o->family && h->tos == o->tos && h->sport == o->sport &&
+	       h->dport == o->dport && h->ingress_ifindex == ctx->ingress_ifindex &&
+	       tot_len <= h->max_tot_len && addr_eq(h->daddr, o->daddr) &&
+	       addr_eq(h->saddr, o->saddr);
+}
+
+/* next_hop() towards an endpoint, through the cache. `now`: bpf_ktime_get_coarse_ns(). */
+static __always_inline int endpoint_next_hop(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
+					     const struct pkt *p, struct out_hdrs *o, __u32 dir,
+					     __u64 now)
+{
+	__u16 tot_len = (__u16)(iphdr_len(o->family) + o->udp_len);
+	struct hop_entry *h;
+	__u32 slot;
+	int v;
+
+	if (cfg->flags & RTCE_XDP_F_SKIP_FIB)
+		return next_hop(ctx, cfg, p, o, dir);
+	slot = hop_slot(o);
+	h = bpf_map_lookup_elem(&hop_cache, &slot);
+	if (h && h->resolved_ns &&
+	    (__s64)(now - h->resolved_ns) < (__s64)activity_granularity(cfg) &&
+	    hop_matches(h, ctx, o, tot_len)) {
+		/* A tagged frame keeps its tag, which is only right on the link it came from. */
+		if (p->vlan && h->ifindex != ctx->ingress_ifindex)
+			return VERDICT(XDP_PASS, RTCE_XDP_PASS_FIB_FAILED, dir);
+		__builtin_memcpy(ALIGNED2(o->smac), ALIGNED2(h->smac), 6);
+		__builtin_memcpy(ALIGNED2(o->dmac), ALIGNED2(h->dmac), 6);
+		o->ifindex = h->ifindex == ctx->ingress_ifindex ? 0 : h->ifindex;
+		return 0;
+	}
+	v = fib_next_hop(ctx, p, o, dir);
+	if (v || !h)
+		return v;
+	__builtin_memcpy(h->daddr, ALIGNED4(o->daddr), 16);
+	__builtin_memcpy(h->saddr, ALIGNED4(o->saddr), 16);
+	h->sport = o->sport;
+	h->dport = o->dport;
+	h->family = o->family;
+	h->tos = o->tos;
+	h->max_tot_len = tot_len;
+	h->ingress_ifindex = ctx->ingress_ifindex;
+	h->ifindex = o->ifindex ? o->ifindex : ctx->ingress_ifindex;
+	__builtin_memcpy(ALIGNED2(h->smac), ALIGNED2(o->smac), 6);
+	__builtin_memcpy(ALIGNED2(h->dmac), ALIGNED2(o->dmac), 6);
+	h->resolved_ns = now ? now : 1;
+	return 0;
+}
+
 /* Writes Ethernet (+ tag), IP and UDP headers at the (already adjusted) packet start.
  * Returns the offset where the UDP payload starts, or -1. */
 static __always_inline int write_headers(struct xdp_md *ctx, const struct pkt *p,
@@ -880,7 +985,8 @@ static __always_inline void pp2_store(__u8 *h, const struct pkt *p, __u8 family)
  * its stack) and into forward_to_endpoint (p and o in struct work). */
 static __always_inline int forward_frame(struct xdp_md *ctx, const struct rtce_xdp_config *cfg,
 					 const struct pkt *p, struct out_hdrs *o,
-					 const struct rtce_xdp_endpoint *ep, __u32 reason)
+					 const struct rtce_xdp_endpoint *ep, __u32 reason,
+					 __u64 now)
 {
 	const __u32 dir = RTCE_XDP_DIR_TO_TRANSCEIVER;
 	const __u8 *own;
@@ -916,7 +1022,7 @@ static __always_inline int forward_frame(struct xdp_md *ctx, const struct rtce_x
 	else
 		__builtin_memcpy(o->saddr, ALIGNED4(own), 4);
 	__builtin_memcpy(o->daddr, ALIGNED4(ep->addr), 16);
-	v = next_hop(ctx, cfg, p, o, dir);
+	v = endpoint_next_hop(ctx, cfg, p, o, dir, now);
 	if (v)
 		return v;
 	if (p->udp_csum)
@@ -954,7 +1060,7 @@ static __noinline int forward_to_endpoint(struct xdp_md *ctx, const struct rtce_
 					  struct work *w, const struct rtce_xdp_endpoint *ep,
 					  __u32 reason)
 {
-	return forward_frame(ctx, cfg, &w->p, &w->o, ep, reason);
+	return forward_frame(ctx, cfg, &w->p, &w->o, ep, reason, bpf_ktime_get_coarse_ns());
 }
 
 /* ---------------------------------------------------------------- owner role */
@@ -1298,14 +1404,9 @@ static __noinline int first_packet(struct xdp_md *ctx, const struct rtce_xdp_con
  * not stale. A flow never touched since an older loader created it reads 0, far in the
  * past: its first hit writes. */
 static __always_inline void touch_flow(const struct rtce_xdp_config *cfg,
-				       struct rtce_xdp_flow *flow)
+				       struct rtce_xdp_flow *flow, __u64 now)
 {
-	__u64 granularity = cfg->last_seen_granularity_ns
-				    ? cfg->last_seen_granularity_ns
-				    : RTCE_XDP_DEFAULT_LAST_SEEN_GRANULARITY_NS;
-	__u64 now = bpf_ktime_get_coarse_ns(); /* kernel >= 5.11 */
-
-	if ((__s64)(now - flow->last_seen_ns) >= (__s64)granularity)
+	if ((__s64)(now - flow->last_seen_ns) >= (__s64)activity_granularity(cfg))
 		flow->last_seen_ns = now;
 }
 
@@ -1345,7 +1446,7 @@ static __always_inline int from_client(struct xdp_md *ctx, const struct rtce_xdp
 	flow_key_of(p, &key);
 	flow = bpf_map_lookup_elem(&flows, &key);
 	if (flow) {
-		touch_flow(cfg, flow);
+		touch_flow(cfg, flow, bpf_ktime_get_coarse_ns()); /* kernel >= 5.11 */
 		w->role = flow->role;
 		return forward_to_endpoint(ctx, cfg, w, &flow->endpoint, RTCE_XDP_FORWARDED);
 	}
@@ -1499,7 +1600,7 @@ static __noinline int from_peer(struct xdp_md *ctx, const struct rtce_xdp_config
 		via = bpf_map_lookup_elem(&owner_via, &key);
 		if (via && via->family == p->family && via->port_be == p->sport &&
 		    addr_eq(via->addr, p->saddr)) {
-			touch_flow(cfg, flow);
+			touch_flow(cfg, flow, bpf_ktime_get_coarse_ns());
 			return reframe(ctx, cfg, w, &flow->endpoint,
 				       VERDICT(0, RTCE_XDP_FORWARDED, dir));
 		}
@@ -1685,9 +1786,10 @@ static __noinline int fast_path(struct xdp_md *ctx, const struct rtce_xdp_config
 	flow = bpf_map_lookup_elem(&flows, &key);
 	if (flow) {
 		__u8 role = flow->role;
+		__u64 now = bpf_ktime_get_coarse_ns(); /* kernel >= 5.11 */
 
-		touch_flow(cfg, flow);
-		v = forward_frame(ctx, cfg, &p, &o, &flow->endpoint, RTCE_XDP_FORWARDED);
+		touch_flow(cfg, flow, now);
+		v = forward_frame(ctx, cfg, &p, &o, &flow->endpoint, RTCE_XDP_FORWARDED, now);
 		return VERDICT_WITH_ROLE(v, role);
 	}
 	w = bpf_map_lookup_elem(&work, &zero);

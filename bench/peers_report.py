@@ -109,7 +109,12 @@ def point_figures(out, label, target):
     srv = j.get("server") or {}
     n = j.get("sessions_connected") or 0
     win = srv.get("window_s") or j.get("window_s") or 0
+    late = j.get("loadgen_sends_late_5ms")
+    sent = n * win * 50
     f = {"requested": j.get("sessions_requested"), "connected": n,
+         # Packets the client sent more than 5 ms after their slot, as a share of the window's:
+         # when it is high the client (or the machine under it) fell behind, not the server.
+         "client_late": 100 * late / sent if late is not None and sent > 0 else None,
          "frames": 100 * (j.get("frames_received_ratio") or 0),
          "p50": (j.get("frame_interval_ms") or {}).get("p50"),
          "p99": (j.get("frame_interval_ms") or {}).get("p99"),
@@ -151,6 +156,10 @@ def median_of(points):
         else:
             m[k] = vals[0]
     m["rounds"] = len(points)
+    for k in ("cpu_ms", "frames"):  # the spread of the two figures the reading leans on
+        vals = [p[k] for p in points if p.get(k) is not None]
+        if len(vals) > 1:
+            m[k + "_range"] = (min(vals), max(vals))
     return m
 
 
@@ -158,16 +167,21 @@ def fmt(v, d=1, suffix=""):
     return "–" if v is None else f"{v:.{d}f}{suffix}"
 
 
+def spread(f, key, d):
+    r = f.get(key + "_range")
+    return f" ({r[0]:.{d}f}–{r[1]:.{d}f})" if r else ""
+
+
 def row_cells(f):
     worker = fmt(f.get("wakeups_worker"), 0)
     if f.get("wakeups_worker") is not None:
-        worker += f" (mean of {f.get('workers')} Go threads)" if f.get("workers_are_all") else ""
+        worker += f" (mean of {f.get('workers'):.0f} Go threads)" if f.get("workers_are_all") else ""
     return [
         f"{fmt(f.get('connected'), 0)}/{fmt(f.get('requested'), 0)}",
-        fmt(f.get("frames"), 1, " %"),
+        fmt(f.get("frames"), 1, " %") + spread(f, "frames", 1),
         f"{fmt(f.get('p50'), 1)} / {fmt(f.get('p99'), 1)}",
         fmt(f.get("server_cores"), 3),
-        fmt(f.get("cpu_ms"), 3),
+        fmt(f.get("cpu_ms"), 3) + spread(f, "cpu_ms", 3),
         fmt(f.get("sched_kernel"), 1, " %"),
         fmt(f.get("sched_user"), 1, " %"),
         fmt(f.get("in_kernel"), 0, " %"),
@@ -175,18 +189,29 @@ def row_cells(f):
         f"{fmt(f.get('wakeups_process'), 0)} ({fmt(f.get('threads'), 0)})",
         fmt(f.get("rss_kib"), 1),
         fmt(f.get("client_cores"), 2),
+        fmt(f.get("client_late"), 1, " %"),
     ]
 
 
-HEADER = ("| client | target | N | connected | frames delivered | echo interval p50 / p99 (ms) | server CPU (cores) "
+HEADER = ("| client | target | N | rounds | connected | frames delivered | echo interval p50 / p99 (ms) | server CPU (cores) "
           "| CPU ms per session-second | kernel scheduler share | user-space scheduler share | in kernel "
           "| wake-ups/s per worker thread | wake-ups/s whole process (threads) | RSS KiB per session "
-          "| client CPU (cores) |")
+          "| client CPU (cores) | client sends > 5 ms late |")
 
 
-def ratio(a, b, key):
-    x, y = a.get(key), b.get(key)
-    return "–" if x is None or y is None or y == 0 else f"{x / y:.2f}"
+def ratio(rounds_a, rounds_b, key):
+    """The median over rounds of the per-round ratio (the two points of a round ran minutes
+    apart, so the machine's load drifts less between them than across rounds), with the
+    (min–max) when there are several rounds."""
+    vals = []
+    for r, fa in rounds_a.items():
+        fb = rounds_b.get(r)
+        if fb and fa.get(key) is not None and fb.get(key):
+            vals.append(fa[key] / fb[key])
+    if not vals:
+        return "–"
+    text = f"{statistics.median(vals):.2f}"
+    return text + (f" ({min(vals):.2f}–{max(vals):.2f})" if len(vals) > 1 else "")
 
 
 def main():
@@ -211,7 +236,7 @@ def main():
                 c = row_cells(f)
                 print(f"[peers-bench] {label}: connected {c[0]}, frames {c[1]}, server {c[3]} cores = {c[4]} ms/session-s, "
                       f"sched {c[5]} kernel / {c[6]} user ({c[7]} in kernel), wake-ups/s worker {c[8]}, "
-                      f"process {c[9]}, RSS {c[10]} KiB/session, client {c[11]} cores")
+                      f"process {c[9]}, RSS {c[10]} KiB/session, client {c[11]} cores, {c[12]} of its sends late")
         return 0
 
     machine = {}
@@ -219,11 +244,11 @@ def main():
         k, _, v = line.rstrip("\n").partition("=")
         machine[k] = v
     groups = {}
-    for client, target, n, _, label in points:
+    for client, target, n, rnd, label in points:
         f = point_figures(args.out, label, target)
         if f is not None:
-            groups.setdefault((client, target, int(n)), []).append(f)
-    table = {k: median_of(v) for k, v in groups.items()}
+            groups.setdefault((client, target, int(n)), {})[rnd] = f
+    table = {k: median_of(list(v.values())) for k, v in groups.items()}
 
     if machine.get("virtual") == "yes":
         kind = f"a {machine.get('hypervisor')} guest" if machine.get("hypervisor") else \
@@ -234,23 +259,23 @@ def main():
           f"{machine.get('cpus')} CPUs, kernel {machine.get('kernel')}; load average "
           f"{machine.get('loadavg_start')} at the start, {machine.get('loadavg_end', '?')} at the end. "
           f"Go {machine.get('go') or '?'}, Pion {machine.get('pion') or '?'}; commit {machine.get('commit')}. "
-          f"Servers on CPU 0, clients on CPU 1; {machine.get('seconds')} s windows"
+          f"Servers on CPU 0, clients on CPU 1, nice {machine.get('nice', '0')}; {machine.get('seconds')} s windows"
           f"{'' if machine.get('perf') == '1' else '; no perf: scheduler shares not measured'}.")
     print(f"Command: `{machine.get('command').strip()}`\n")
     rounds = max((v["rounds"] for v in table.values()), default=0)
     if rounds > 1:
-        print(f"Each figure is the median of {rounds} interleaved rounds.\n")
+        print(f"Each figure is the median of {rounds} interleaved rounds; frames delivered and CPU per "
+              "session-second give the (min–max) of the rounds.\n")
     print(HEADER)
     print("|" + "---|" * (HEADER.count("|") - 1))
     order = {"loadgen": 0, "pion": 1}
     torder = {"floor": 0, "pion": 1, "passthrough": 2, "transcoding": 3}
     for (client, target, n) in sorted(table, key=lambda k: (order.get(k[0], 9), k[2], torder.get(k[1], 9))):
         f = table[(client, target, n)]
-        print(f"| {CLIENT_NAMES.get(client, client)} | {TARGET_NAMES.get(target, target)} | {n} | "
+        print(f"| {CLIENT_NAMES.get(client, client)} | {TARGET_NAMES.get(target, target)} | {n} | {f['rounds']} | "
               + " | ".join(row_cells(f)) + " |")
 
-    print("\nRatios, same client and same N (CPU per session-second, RSS per session, wake-ups/s per worker "
-          "thread, kernel scheduler share):\n")
+    print("\nRatios, same client and same N: the median of the per-round ratios (min–max over rounds):\n")
     print("| ratio | client | N | CPU per session-second | RSS per session | wake-ups/s per worker thread "
           "| kernel scheduler share |")
     print("|---|---|---|---|---|---|---|")
@@ -262,11 +287,11 @@ def main():
     for client in sorted({k[0] for k in table}, key=lambda c: order.get(c, 9)):
         for n in sorted({k[2] for k in table if k[0] == client}):
             for a, b, name in pairs:
-                fa, fb = table.get((client, a, n)), table.get((client, b, n))
-                if fa and fb:
-                    print(f"| {name} | {CLIENT_NAMES.get(client, client)} | {n} | {ratio(fa, fb, 'cpu_ms')} | "
-                          f"{ratio(fa, fb, 'rss_kib')} | {ratio(fa, fb, 'wakeups_worker')} | "
-                          f"{ratio(fa, fb, 'sched_kernel')} |")
+                ga, gb = groups.get((client, a, n)), groups.get((client, b, n))
+                if ga and gb:
+                    print(f"| {name} | {CLIENT_NAMES.get(client, client)} | {n} | {ratio(ga, gb, 'cpu_ms')} | "
+                          f"{ratio(ga, gb, 'rss_kib')} | {ratio(ga, gb, 'wakeups_worker')} | "
+                          f"{ratio(ga, gb, 'sched_kernel')} |")
     return 0
 
 

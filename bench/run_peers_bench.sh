@@ -37,6 +37,8 @@
 #   --transcoding-max N   transcoding only at N <= this (default 150: one core's worth)
 #   --rounds R            repeat every point R times, interleaved; the tables take medians
 #   --no-perf             no perf record (no scheduler share)
+#   --nice N              run servers and clients at this nice value (default 0; -10 keeps
+#                         a shared machine's other jobs from starving them; needs root)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,6 +53,7 @@ CLIENTS="loadgen pion"
 TRANSCODING_MAX=150
 ROUNDS=1
 PERF=1
+NICE=0
 SMOKE=0
 SRV_CPU=0
 CL_CPU=1
@@ -70,6 +73,7 @@ while [[ $# -gt 0 ]]; do
     --transcoding-max) TRANSCODING_MAX="$2"; shift 2 ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --no-perf) PERF=0; shift ;;
+    --nice) NICE="$2"; shift 2 ;;
     smoke) SMOKE=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
@@ -104,7 +108,7 @@ start_server() {
   stack_ports
   case "$target" in
     floor)
-      taskset -c "$SRV_CPU" "$FLOOR" --listen "127.0.0.1:$MEDIA_PORT" --key "$FLOOR_KEY" --max-seconds 600 \
+      nice -n "$NICE" taskset -c "$SRV_CPU" "$FLOOR" --listen "127.0.0.1:$MEDIA_PORT" --key "$FLOOR_KEY" --max-seconds 600 \
         > "$WORK/transceiver.log" 2>&1 &
       TX_PID=$!
       FLOOR_ADDR="127.0.0.1:$MEDIA_PORT"
@@ -115,9 +119,9 @@ start_server() {
       done
       log "floor echo did not start: $(cat "$WORK/transceiver.log")"; return 1 ;;
     pion)
-      start_transceiver taskset -c "$SRV_CPU" "$PION_ECHO" --listen "127.0.0.1:$HTTP_PORT" --max-lifetime 10m ;;
+      start_transceiver nice -n "$NICE" taskset -c "$SRV_CPU" "$PION_ECHO" --listen "127.0.0.1:$HTTP_PORT" --max-lifetime 10m ;;
     passthrough|transcoding)
-      local tx=(taskset -c "$SRV_CPU" "$TRANSCEIVER" --http-listen "127.0.0.1:$HTTP_PORT" --workers 1
+      local tx=(nice -n "$NICE" taskset -c "$SRV_CPU" "$TRANSCEIVER" --http-listen "127.0.0.1:$HTTP_PORT" --workers 1
                 --media-listen 127.0.0.1 --media-base-port "$MEDIA_PORT" --hint-key-file "$WORK/hint-keys.yaml"
                 --sessions-setup-rate 100000 --sessions-setup-burst 100000 --sessions-max-per-worker 20000
                 --backend-echo-mode loopback --backend-echo-delay 100ms --log-level warn)
@@ -133,12 +137,12 @@ run_client() {
   local client="$1" target="$2" n="$3" seconds="$4" warmup="$5" label="$6"; shift 6
   local rate=$(( n > 400 ? 400 : (n < 50 ? 50 : n) )) cmd
   if [[ "$client" == loadgen ]]; then
-    cmd=(taskset -c "$CL_CPU" "$LOADGEN" --sessions "$n" --seconds "$seconds" --warmup "$warmup" --setup-rate "$rate"
+    cmd=(nice -n "$NICE" taskset -c "$CL_CPU" "$LOADGEN" --sessions "$n" --seconds "$seconds" --warmup "$warmup" --setup-rate "$rate"
          --setup-concurrency 4 --server-pid "$TX_PID" --json-out "$OUT/$label.json" --label "$label")
     if [[ "$target" == floor ]]; then cmd+=(--floor "$FLOOR_ADDR" --floor-key "$FLOOR_KEY"); else cmd+=(--url "$URL"); fi
   else
     # Pion's setup costs more CPU per session on both sides: a gentler ramp.
-    cmd=(taskset -c "$CL_CPU" "$PION_CLIENT" -url "$URL" -sessions "$n" -seconds "$seconds" -warmup "$warmup"
+    cmd=(nice -n "$NICE" taskset -c "$CL_CPU" "$PION_CLIENT" -url "$URL" -sessions "$n" -seconds "$seconds" -warmup "$warmup"
          -setup-rate "$(( rate / 2 ))" -setup-concurrency 4 -opus-frame "$WORK/opus-frame.bin"
          -server-pid "$TX_PID" -json-out "$OUT/$label.json" -label "$label")
   fi
@@ -177,6 +181,7 @@ if (( PERF )) && command -v perf >/dev/null && perf record -e cpu-clock -o /dev/
   echo "commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null)"
   echo "perf=$perf_ok"
   echo "seconds=$SECONDS_PER_POINT"
+  echo "nice=$NICE"
   echo "command=bench/run_peers_bench.sh $ARGS"
 } > "$OUT/machine.txt"
 : > "$OUT/points.tsv"

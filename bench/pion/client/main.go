@@ -67,6 +67,10 @@ func since() int64 { return int64(time.Since(base)) }
 
 var windowStart, windowEnd atomic.Int64 // ns since base; 0 until the window is known
 
+// sendsLate counts packets sent in the window more than 5 ms after their 20 ms slot (the
+// previous send + 20 ms): this client falling behind, which then measures the client.
+var sendsLate atomic.Int64
+
 type session struct {
 	index    int
 	pc       *webrtc.PeerConnection
@@ -248,7 +252,14 @@ func (c *client) send(s *session) {
 	}
 	ticker := time.NewTicker(framePeriod)
 	defer ticker.Stop()
+	last := int64(0)
 	for {
+		now := since()
+		if ws := windowStart.Load(); last != 0 && ws != 0 && now >= ws && now < windowEnd.Load() &&
+			time.Duration(now-last) > framePeriod+5*time.Millisecond {
+			sendsLate.Add(1)
+		}
+		last = now
 		if err := s.track.WriteRTP(&pkt); err != nil {
 			return
 		}
@@ -530,6 +541,7 @@ func main() {
 		"opus_frame_bytes":          len(frame),
 		"cpu_window":                map[string]interface{}{"wall_s": windowS, "loadgen_cores": (selfWindowEnd - selfWindowStart) / windowS},
 		"cpu_total_client_s":        selfWindowEnd - selfStart,
+		"loadgen_sends_late_5ms":    sendsLate.Load(),
 	}
 	if o.serverPID != 0 {
 		summary["server"] = map[string]interface{}{"pid": o.serverPID, "window_s": windowS,

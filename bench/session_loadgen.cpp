@@ -23,10 +23,20 @@
 // client_ice_agent.h): Chrome-like (every check nominates, consent every 2.5 s) or Pion-like
 // (regular nomination on a 200 ms tick, DTLS only after ICE is connected, and with
 // --consent-checks none no STUN at all once connected).
+//
+// --floor ADDR drives bench/floor_echo.cpp instead: no HTTP, ICE or DTLS; each session is
+// one UDP socket sending the same SRTP (AEAD_AES_128_GCM, keys from --floor-key) at the same
+// rate, so one client measures the transceiver, the Pion echo server and the floor alike
+// (bench/run_peers_bench.sh). --server-pid (alias of --transceiver-pid) names the process
+// measured: CPU, VmRSS idle and in the window, and each thread's context switches over the
+// window (the JSON's "server"); --window-command runs a command (a perf record) for the
+// window.
+#include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +46,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -83,6 +94,10 @@ struct Options {
   bool send_audio = true;
   bool delete_sessions = true;
   double interval_target_ms = 20, interval_tolerance_ms = 5;
+  std::string floor;      // ip:port of a floor echo: no signaling, ICE or DTLS
+  std::string floor_key;  // hex: client master key || salt, then the server's (GCM)
+  std::string window_command;
+  std::string write_opus_frame;
 };
 
 void sleep_until(Nanos t) {
@@ -223,6 +238,13 @@ void run_setup_thread(const Options& opt, const SocketAddress& server, const std
     SetupResult r;
     r.index = i;
     r.offer = make_client_offer();
+    if (!opt.floor.empty()) {  // the floor echo: the "answer" is its address, nothing is posted
+      r.post_started = r.answered_at = monotonic_now();
+      r.answer.emplace();
+      r.answer->candidate = server;
+      queue.push(std::move(r));
+      continue;
+    }
     const std::string sdp = build_offer_sdp(r.offer, fingerprint);
     r.post_started = monotonic_now();
     for (;;) {
@@ -264,15 +286,43 @@ long udp_rcvbuf_errors() {
   return -1;
 }
 
+// One thread of the measured server: its name and context switches so far. Voluntary ones
+// are the thread blocking (each followed by a wake-up); nonvoluntary ones are preemptions.
+struct ThreadSample {
+  std::string name;
+  long voluntary = 0, nonvoluntary = 0;
+};
+
+std::map<int, ThreadSample> thread_samples(int pid) {
+  std::map<int, ThreadSample> out;
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    const std::string tid = entry.path().filename();
+    std::ifstream f(entry.path() / "status");
+    ThreadSample t;
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.rfind("Name:", 0) == 0) t.name = line.substr(line.find_first_not_of(" \t", 5));
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) t.voluntary = std::stol(line.substr(24));
+      if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) t.nonvoluntary = std::stol(line.substr(27));
+    }
+    if (!t.name.empty()) out[std::stoi(tid)] = std::move(t);
+  }
+  return out;
+}
+
 struct CpuMark {
   Nanos at = 0;
   double transceiver = 0, relay = 0, self = 0;
   long rcvbuf_errors = 0;
+  std::map<int, ThreadSample> threads;  // of the transceiver (server) pid
 };
 
 CpuMark cpu_mark(const Options& opt) {
   CpuMark m;
   m.at = monotonic_now();
+  if (opt.transceiver_pid) m.threads = thread_samples(opt.transceiver_pid);
   if (opt.transceiver_pid) m.transceiver = process_cpu_seconds(opt.transceiver_pid);
   if (opt.relay_pid) m.relay = process_cpu_seconds(opt.relay_pid);
   m.self = self_cpu_seconds();
@@ -290,6 +340,53 @@ nlohmann::json cpu_between(const Options& opt, const CpuMark& a, const CpuMark& 
   j["loadgen_cores"] = (b.self - a.self) / wall;
   j["udp_rcvbuf_errors"] = b.rcvbuf_errors - a.rcvbuf_errors;
   return j;
+}
+
+// The measured server over the window, in the shape bench/pion/client writes too: CPU
+// seconds, VmRSS idle (before the first session) and at the window's end, and the context
+// switches of each thread alive at the end (a thread born in the window counts from 0).
+nlohmann::json server_between(const Options& opt, const CpuMark& a, const CpuMark& b, long rss_idle,
+                              long rss_end) {
+  nlohmann::json j;
+  j["pid"] = opt.transceiver_pid;
+  j["window_s"] = static_cast<double>(b.at - a.at) * 1e-9;
+  j["cpu_s"] = b.transceiver - a.transceiver;
+  j["rss_kib_idle"] = rss_idle;
+  j["rss_kib_window_end"] = rss_end;
+  nlohmann::json threads = nlohmann::json::array();
+  for (const auto& [tid, t] : b.threads) {
+    const auto before = a.threads.find(tid);
+    const ThreadSample zero;
+    const ThreadSample& s = before == a.threads.end() ? zero : before->second;
+    threads.push_back({{"tid", tid},
+                       {"name", t.name},
+                       {"voluntary", t.voluntary - s.voluntary},
+                       {"nonvoluntary", t.nonvoluntary - s.nonvoluntary}});
+  }
+  j["threads"] = std::move(threads);
+  return j;
+}
+
+// --window-command: /bin/sh -c CMD, started when the window opens; its pid, or -1.
+pid_t spawn_shell(const std::string& cmd) {
+  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+  pid_t pid = -1;
+  if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0) return -1;
+  return pid;
+}
+
+// Waits for it up to `budget`, then kills it: a hung profiler must not hang the run.
+void reap(pid_t pid, Nanos budget) {
+  if (pid <= 0) return;
+  const Nanos until = monotonic_now() + budget;
+  while (waitpid(pid, nullptr, WNOHANG) == 0) {
+    if (monotonic_now() > until) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 nlohmann::json selected_metrics(HttpClient& http) {
@@ -317,6 +414,7 @@ struct LoopResult {
   Nanos window_start = 0, window_end = 0;
   CpuMark cpu_window_start, cpu_window_end, cpu_setup_start, cpu_setup_end;
   long rss_before = -1, rss_after = -1;
+  pid_t window_command = -1;
   uint64_t sends_late_5ms = 0;  // window only
   Nanos max_send_lateness = 0;  // window only
   uint64_t failed_after_connect = 0;
@@ -371,6 +469,7 @@ class EventLoop {
         if (!window_started_ && now >= out_.window_start) {
           window_started_ = true;
           out_.cpu_window_start = cpu_mark(opt_);
+          if (!opt_.window_command.empty()) out_.window_command = spawn_shell(opt_.window_command);
         }
         if (now >= out_.window_end) {
           out_.cpu_window_end = cpu_mark(opt_);
@@ -413,6 +512,7 @@ class EventLoop {
           client->start(now);
           next_timer_[r.index] = client->next_wakeup(now);
           out_.clients[r.index] = std::move(client);
+          observe(r.index, now);  // a floor-mode client is connected from start()
           continue;
         } catch (const std::exception& e) {
           r.error = e.what();
@@ -683,6 +783,10 @@ nlohmann::json summarize(const Options& opt, const ClientConfig& config, LoopRes
                                            ? static_cast<double>(r.rss_after - r.rss_before) / connected
                                            : NAN;
   }
+  if (opt.transceiver_pid)
+    j["server"] = server_between(opt, r.cpu_window_start, r.cpu_window_end, r.rss_before, r.rss_after);
+  j["client"] = "rtce_session_loadgen";
+  j["target_kind"] = opt.floor.empty() ? "webrtc" : "floor";
   j["transceiver_metrics"] = std::move(metrics);
   exit_code = 0;
   if (opt.expect_all_connected && (failed > 0 || no_echo > 0 || r.failed_after_connect > 0)) exit_code = 1;
@@ -742,6 +846,21 @@ void print_table(const nlohmann::json& j) {
   std::fflush(stdout);
 }
 
+// --floor-key: 112 hex digits, the client's master key (16) || salt (12), then the server's.
+// The client sends with the first half and opens the echo with the second, as after a
+// DTLS-SRTP handshake in which it is the DTLS server.
+SrtpKeys floor_keys(const std::string& hex) {
+  constexpr size_t kHalf = 28;
+  if (hex.size() != 4 * kHalf) throw std::runtime_error("--floor-key: want 112 hex digits");
+  std::vector<uint8_t> bytes;
+  for (size_t i = 0; i < hex.size(); i += 2)
+    bytes.push_back(static_cast<uint8_t>(std::stoul(hex.substr(i, 2), nullptr, 16)));
+  SrtpKeys keys{SrtpProfile::aead_aes_128_gcm, {}, {}};
+  keys.local_key_salt.assign(bytes.begin(), bytes.begin() + kHalf);
+  keys.remote_key_salt.assign(bytes.begin() + kHalf, bytes.end());
+  return keys;
+}
+
 int run(const Options& opt) {
   // One socket per session: lift the descriptor limit to what the hard limit allows.
   rlimit lim{};
@@ -752,10 +871,22 @@ int run(const Options& opt) {
   if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < opt.sessions + 64)
     throw std::runtime_error("RLIMIT_NOFILE " + std::to_string(lim.rlim_cur) + " is too small for " +
                              std::to_string(opt.sessions) + " sessions");
-  const SocketAddress server = parse_base_url(opt.url);
   ClientConfig config;
-  config.dtls = DtlsContext::generate();
   config.opus_frame = encode_tone_frame();
+  if (!opt.write_opus_frame.empty()) {  // for bench/pion/client: the same payload bytes
+    std::ofstream(opt.write_opus_frame, std::ios::binary)
+        .write(reinterpret_cast<const char*>(config.opus_frame.data()),
+               static_cast<std::streamsize>(config.opus_frame.size()));
+    return 0;
+  }
+  SocketAddress server;
+  if (opt.floor.empty()) {
+    server = parse_base_url(opt.url);
+  } else {
+    server = SocketAddress::parse_or_throw(opt.floor, "--floor");
+    config.preshared = floor_keys(opt.floor_key);
+  }
+  config.dtls = DtlsContext::generate();
   config.send_audio = opt.send_audio;
   config.connect_timeout = static_cast<Nanos>(opt.connect_timeout * kSecond);
   const auto profile = parse_client_profile(opt.client_profile);
@@ -798,13 +929,14 @@ int run(const Options& opt) {
   loop.run();
   for (auto& t : setup_threads) t.join();
 
-  nlohmann::json metrics;
-  {
+  reap(result.window_command, 15 * kSecond);
+  nlohmann::json metrics = nlohmann::json::object();
+  if (opt.floor.empty()) {
     HttpClient http(server, 2 * kSecond);
     metrics = selected_metrics(http);
   }
   long rss_after_delete = -1;
-  if (opt.delete_sessions) {
+  if (opt.delete_sessions && opt.floor.empty()) {
     delete_sessions(opt, server, result);
     if (opt.transceiver_pid) rss_after_delete = rss_kib(opt.transceiver_pid);
   }
@@ -843,7 +975,8 @@ int main(int argc, char** argv) {
   app.add_option("--connect-timeout", opt.connect_timeout, "POST start -> DTLS connected budget (s)")
       ->check(CLI::Range(0.5, 120.0));
   app.add_option("--local-ip", opt.local_ip, "address the client sockets bind");
-  app.add_option("--transceiver-pid", opt.transceiver_pid, "read its VmRSS and CPU time");
+  app.add_option("--transceiver-pid,--server-pid", opt.transceiver_pid,
+                 "the measured server: its VmRSS, CPU time and threads' context switches");
   app.add_option("--relay-pid", opt.relay_pid, "read its CPU time");
   app.add_option("--json-out", opt.json_out, "write the summary as JSON here ('-' = stdout)");
   app.add_option("--label", opt.label, "a name for this run, copied into the output");
@@ -863,6 +996,13 @@ int main(int argc, char** argv) {
                  "default browser periodic, pion on-silence");
   app.add_flag("!--no-audio", opt.send_audio, "connect only; send no RTP (setup-rate runs)");
   app.add_flag("!--no-delete", opt.delete_sessions, "leave the sessions on the transceiver at the end");
+  app.add_option("--floor", opt.floor,
+                 "ip:port of bench/floor_echo: no HTTP, ICE or DTLS, SRTP (GCM) keyed with --floor-key");
+  app.add_option("--floor-key", opt.floor_key, "112 hex digits: client master key||salt, then the server's");
+  app.add_option("--window-command", opt.window_command,
+                 "run with /bin/sh -c when the measurement window opens (e.g. a perf record -- sleep S)");
+  app.add_option("--write-opus-frame", opt.write_opus_frame,
+                 "write the one Opus frame every packet carries to this file and exit");
   CLI11_PARSE(app, argc, argv);
   try {
     return rtce::loadgen::run(opt);

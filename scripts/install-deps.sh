@@ -24,6 +24,8 @@ packages=(
   linux-perf
   # the TURN server bench/global_relay_bench.py compares the global relay with
   coturn
+  # the Pion peer of bench/run_peers_bench.sh (bench/pion/), built offline in GOPATH mode
+  golang-go golang-github-pion-webrtc.v3-dev
 )
 # Every program the build, tests, benchmarks and demo run is in tests/deps/programs.txt;
 # tests/deps/package_coverage_test.sh fails when its package is missing from this list.

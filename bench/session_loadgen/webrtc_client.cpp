@@ -177,6 +177,7 @@ WebRtcClient::WebRtcClient(uint32_t index, const ClientConfig& config, ClientOff
     ::close(fd_);
     throw std::runtime_error("UDP socket to " + answer_.candidate.to_string() + ": " + why);
   }
+  if (config_.preshared) return;  // floor mode: no DTLS
   DtlsTransport::Callbacks callbacks;
   callbacks.send = [this](std::span<const uint8_t> d) { send_datagram(d); };
   callbacks.on_connected = [this](const SrtpKeys& keys) { on_dtls_connected(keys); };
@@ -195,7 +196,8 @@ WebRtcClient::~WebRtcClient() {
 }
 
 const char* WebRtcClient::srtp_profile() const {
-  return state_ == State::connected ? srtp_profile_name(dtls_->negotiated_profile()) : "";
+  if (state_ != State::connected) return "";
+  return srtp_profile_name(dtls_ ? dtls_->negotiated_profile() : config_.preshared->profile);
 }
 
 void WebRtcClient::fail(std::string reason) {
@@ -210,6 +212,7 @@ void WebRtcClient::send_datagram(std::span<const uint8_t> data) {
 
 void WebRtcClient::start(Nanos now) {
   now_ = now;
+  if (config_.preshared) return on_dtls_connected(*config_.preshared);
   // A browser's DTLS server is ready at once; Pion starts DTLS only once ICE is connected.
   if (config_.profile == ClientProfile::browser) dtls_->start(now);
   send_check(ice_.start(now), now);
@@ -239,13 +242,14 @@ Nanos WebRtcClient::on_timer(Nanos now) {
                                  : "connect timeout (no STUN success)");
     return INT64_MAX;
   }
+  if (!dtls_) return INT64_MAX;  // floor mode: nothing runs on a timer
   if (auto check = ice_.poll(now)) send_check(*check, now);
   if (auto t = dtls_->next_timeout(now); t && *t <= now) dtls_->on_timer(now);
   return next_wakeup(now);
 }
 
 Nanos WebRtcClient::next_wakeup(Nanos now) const {
-  if (state_ == State::failed) return INT64_MAX;
+  if (state_ == State::failed || !dtls_) return INT64_MAX;
   Nanos next = ice_.next_deadline();
   if (auto t = dtls_->next_timeout(now)) next = std::min(next, *t);
   if (state_ == State::connecting) next = std::min(next, post_started_ + config_.connect_timeout + 1);
@@ -268,7 +272,9 @@ void WebRtcClient::handle_datagram(std::span<uint8_t> d, Nanos arrival, Nanos no
   if (d.empty() || state_ == State::failed) return;
   ice_.on_traffic(now);
   const rtce_first_byte kind = rtce_classify_first_byte(d[0]);
-  if (kind == RTCE_FIRST_BYTE_STUN) {
+  if (!dtls_ && kind != RTCE_FIRST_BYTE_RTP) {  // floor mode: SRTP only
+    ++stats_.other_datagrams;
+  } else if (kind == RTCE_FIRST_BYTE_STUN) {
     handle_stun(d, now);
   } else if (kind == RTCE_FIRST_BYTE_DTLS) {
     // Pion's DTLS is not listening before ICE is connected: an early flight is lost.

@@ -6,7 +6,8 @@
 // pre-encoded frame with fresh sequence numbers and timestamps. It owns one connected UDP
 // socket (the transceiver and the relay key a flow by the client's address:port) and is
 // driven by the load generator's single event-loop thread; it records when the
-// transceiver's frames arrive and whether they authenticate.
+// transceiver's frames arrive and whether they authenticate. With ClientConfig::preshared it
+// skips ICE and DTLS and sends the same SRTP to a floor echo (bench/floor_echo.cpp).
 #pragma once
 
 #include <cstdint>
@@ -62,6 +63,9 @@ struct ClientConfig {
   ClientIceTiming ice_timing;
   Nanos connect_timeout = 10'000'000'000;  // POST start -> DTLS connected
   std::vector<SrtpProfile> srtp_profiles = {SrtpProfile::aead_aes_128_gcm, SrtpProfile::aes128_cm_sha1_80};
+  // Floor mode (bench/floor_echo.cpp): no ICE and no DTLS; the client is connected from
+  // start() with these SRTP keys, as if a handshake had exported them.
+  std::optional<SrtpKeys> preshared;
 };
 
 // Media counters and the arrival record of one client.

@@ -42,9 +42,11 @@ USER_SCHED = re.compile(
     r"runOneTimer|nanotime|lock2|unlock2)|boost::asio::detail::(scheduler|epoll_reactor|timer_queue)"
     r"|boost::asio::detail::.*(do_run_one|do_one|run_one))")
 
-WORKER_THREADS = {"floor": r"^rtce-floor-", "passthrough": r"^rtce-media-", "transcoding": r"^rtce-media-"}
+WORKER_THREADS = {"floor": r"^rtce-floor-", "passthrough": r"^rtce-media-", "transcoding": r"^rtce-media-",
+                  "baseline": r"^rtce-media-"}
 CLIENT_NAMES = {"loadgen": "rtce_session_loadgen (C++)", "pion": "rtce_pion_client (Pion)"}
 TARGET_NAMES = {"floor": "floor echo", "pion": "Pion echo", "passthrough": "transceiver passthrough",
+                "baseline": "transceiver passthrough, --baseline binary",
                 "transcoding": "transceiver transcoding"}
 
 
@@ -269,7 +271,7 @@ def main():
     print(HEADER)
     print("|" + "---|" * (HEADER.count("|") - 1))
     order = {"loadgen": 0, "pion": 1}
-    torder = {"floor": 0, "pion": 1, "passthrough": 2, "transcoding": 3}
+    torder = {"floor": 0, "pion": 1, "baseline": 2, "passthrough": 3, "transcoding": 4}
     for (client, target, n) in sorted(table, key=lambda k: (order.get(k[0], 9), k[2], torder.get(k[1], 9))):
         f = table[(client, target, n)]
         print(f"| {CLIENT_NAMES.get(client, client)} | {TARGET_NAMES.get(target, target)} | {n} | {f['rounds']} | "
@@ -283,7 +285,8 @@ def main():
              ("passthrough", "floor", "transceiver passthrough / floor"),
              ("transcoding", "floor", "transceiver transcoding / floor"),
              ("pion", "floor", "Pion / floor"),
-             ("transcoding", "passthrough", "transcoding / passthrough")]
+             ("transcoding", "passthrough", "transcoding / passthrough"),
+             ("passthrough", "baseline", "transceiver passthrough / --baseline binary")]
     for client in sorted({k[0] for k in table}, key=lambda c: order.get(c, 9)):
         for n in sorted({k[2] for k in table if k[0] == client}):
             for a, b, name in pairs:
@@ -292,6 +295,27 @@ def main():
                     print(f"| {name} | {CLIENT_NAMES.get(client, client)} | {n} | {ratio(ga, gb, 'cpu_ms')} | "
                           f"{ratio(ga, gb, 'rss_kib')} | {ratio(ga, gb, 'wakeups_worker')} | "
                           f"{ratio(ga, gb, 'sched_kernel')} |")
+    opus_path = os.path.join(args.out, "opus-cost.json")
+    if os.path.exists(opus_path):
+        opus = json.load(open(opus_path))
+        print(f"\nStand-alone Opus (rtce_opus_cost, the generator's packet, {opus['rate']} Hz, complexity "
+              f"{opus['complexity']}, {opus['bitrate']} bit/s): decode {opus['decode_us']:.1f} us + encode "
+              f"{opus['encode_us']:.1f} us per frame = {opus['ms_per_session_second']:.3f} ms per session-second. "
+              "Transcoding against passthrough plus that, same round (target <= 1.15):\n")
+        print("| client | N | transcoding ms/session-s | passthrough + Opus ms/session-s | ratio |")
+        print("|---|---|---|---|---|")
+        for client in sorted({k[0] for k in table}, key=lambda c: order.get(c, 9)):
+            for n in sorted({k[2] for k in table if k[0] == client}):
+                gt, gp = groups.get((client, "transcoding", n)), groups.get((client, "passthrough", n))
+                if not gt or not gp:
+                    continue
+                vals = [(ft["cpu_ms"], gp[r]["cpu_ms"] + opus["ms_per_session_second"]) for r, ft in gt.items()
+                        if r in gp and ft.get("cpu_ms") is not None and gp[r].get("cpu_ms") is not None]
+                if vals:
+                    rs = [t / p for t, p in vals]
+                    print(f"| {CLIENT_NAMES.get(client, client)} | {n} | {statistics.median(t for t, _ in vals):.3f} | "
+                          f"{statistics.median(p for _, p in vals):.3f} | {statistics.median(rs):.2f}"
+                          + (f" ({min(rs):.2f}–{max(rs):.2f})" if len(rs) > 1 else "") + " |")
     return 0
 
 

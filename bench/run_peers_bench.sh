@@ -37,6 +37,9 @@
 #   --transcoding-max N   transcoding only at N <= this (default 150: one core's worth)
 #   --rounds R            repeat every point R times, interleaved; the tables take medians
 #   --no-perf             no perf record (no scheduler share)
+#   --baseline BIN        also run target `baseline`: passthrough on another transceiver
+#                         binary (the build before a change), interleaved with the rest, so
+#                         the report has before/after ratios from the same run
 #   --nice N              run servers and clients at this nice value (default 0; -10 keeps
 #                         a shared machine's other jobs from starving them; needs root)
 set -euo pipefail
@@ -54,6 +57,7 @@ TRANSCODING_MAX=150
 ROUNDS=1
 PERF=1
 NICE=0
+BASELINE=""
 SMOKE=0
 SRV_CPU=0
 CL_CPU=1
@@ -74,12 +78,15 @@ while [[ $# -gt 0 ]]; do
     --rounds) ROUNDS="$2"; shift 2 ;;
     --no-perf) PERF=0; shift ;;
     --nice) NICE="$2"; shift 2 ;;
+    --baseline) BASELINE="$2"; shift 2 ;;
     smoke) SMOKE=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
 
+if [[ -n "$BASELINE" && " $TARGETS " != *" baseline "* ]]; then TARGETS="$TARGETS baseline"; fi
+[[ -z "$BASELINE" || -x "$BASELINE" ]] || { echo "--baseline $BASELINE: not an executable" >&2; exit 2; }
 BIN="$BUILD_DIR/bin"
 TRANSCEIVER="$BIN/rtcedge-transceiver"
 RELAY="$BIN/rtcedge-relay"  # stack_lib.sh makes the hint keys with it
@@ -120,12 +127,14 @@ start_server() {
       log "floor echo did not start: $(cat "$WORK/transceiver.log")"; return 1 ;;
     pion)
       start_transceiver nice -n "$NICE" taskset -c "$SRV_CPU" "$PION_ECHO" --listen "127.0.0.1:$HTTP_PORT" --max-lifetime 10m ;;
-    passthrough|transcoding)
-      local tx=(nice -n "$NICE" taskset -c "$SRV_CPU" "$TRANSCEIVER" --http-listen "127.0.0.1:$HTTP_PORT" --workers 1
+    passthrough|transcoding|baseline)
+      local binary="$TRANSCEIVER"
+      [[ "$target" == baseline ]] && binary="$BASELINE"
+      local tx=(nice -n "$NICE" taskset -c "$SRV_CPU" "$binary" --http-listen "127.0.0.1:$HTTP_PORT" --workers 1
                 --media-listen 127.0.0.1 --media-base-port "$MEDIA_PORT" --hint-key-file "$WORK/hint-keys.yaml"
                 --sessions-setup-rate 100000 --sessions-setup-burst 100000 --sessions-max-per-worker 20000
                 --backend-echo-mode loopback --backend-echo-delay 100ms --log-level warn)
-      if [[ "$target" == passthrough ]]; then tx+=(--audio-opus-passthrough true); else tx+=(--audio-opus-complexity 0); fi
+      if [[ "$target" != transcoding ]]; then tx+=(--audio-opus-passthrough true); else tx+=(--audio-opus-complexity 0); fi
       start_transceiver "${tx[@]}" ;;
     *) log "unknown target $target"; return 1 ;;
   esac
@@ -227,6 +236,11 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
+# What transcoding should add to passthrough: the same Opus work stand-alone, on the server's CPU.
+if [[ " $TARGETS " == *" transcoding "* && -x "$BIN/rtce_opus_cost" ]]; then
+  nice -n "$NICE" taskset -c "$SRV_CPU" "$BIN/rtce_opus_cost" --frame "$WORK/opus-frame.bin" --rate 16000 \
+    --complexity 0 --bitrate 32000 > "$OUT/opus-cost.json" || log "rtce_opus_cost failed"
+fi
 echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"
 log "done in $(( $(date +%s) - START )) s"
 /usr/bin/python3 "$REPO/bench/peers_report.py" --out "$OUT" | tee "$OUT/report.md"

@@ -146,8 +146,8 @@ void Peer::on_ice_progress(Nanos now) {
   // session becomes connected (nomination, or the fallback) and the client has sent no DTLS
   // yet, the same first flight goes out again at once instead of after the 100 ms
   // retransmission timer. A duplicate is harmless: DTLS discards a repeated record.
-  if (plan_.dtls_role == DtlsTransport::Role::client && dtls_->state() == DtlsTransport::State::idle &&
-      has_path_)
+  if (!connected_at_ && plan_.dtls_role == DtlsTransport::Role::client &&
+      dtls_->state() == DtlsTransport::State::idle && has_path_)
     dtls_->start(now);
   if (ice_was_connected_ || ice_.state() != IceLiteSession::State::connected) return;
   ice_was_connected_ = true;
@@ -431,7 +431,10 @@ void Peer::tick(Nanos now) {
   on_ice_progress(now);  // after the nomination fallback
   if (!connected_at_ && now - plan_.offer_received_at > env_.settings.connect_timeout)
     return close_with(SessionEnd::connect_timeout, now);
-  if (auto t = dtls_->next_timeout(now); t && *t <= now) dtls_->on_timer(now);
+  // Once connected DTLS has no timer left (the last flight is answered, not retransmitted):
+  // a connected call's visits do not touch the DTLS object.
+  if (!connected_at_)
+    if (auto t = dtls_->next_timeout(now); t && *t <= now) dtls_->on_timer(now);
   if (ended_ || !connected_at_) return;
   if (data_channel_) {
     data_channel_->pump(now);
@@ -444,8 +447,10 @@ void Peer::tick(Nanos now) {
 Nanos Peer::next_deadline(Nanos now) const {
   if (ended_) return std::numeric_limits<Nanos>::max();
   Nanos next = ice_.next_deadline();
-  if (auto t = dtls_->next_timeout(now)) next = std::min(next, *t);
-  if (!connected_at_) return std::min(next, plan_.offer_received_at + env_.settings.connect_timeout + 1);
+  if (!connected_at_) {
+    if (auto t = dtls_->next_timeout(now)) next = std::min(next, *t);
+    return std::min(next, plan_.offer_received_at + env_.settings.connect_timeout + 1);
+  }
   // SCTP keeps its own timers inside usrsctp (SctpStack::tick, run by any pump) and another
   // worker's timer run may queue output for this association: pumped at the frame cadence.
   if (data_channel_) next = std::min(next, next_channel_pump_);

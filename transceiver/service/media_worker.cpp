@@ -13,7 +13,6 @@
 #include "cpu_affinity.h"
 #include "ice/ice_lite.h"
 #include "random.h"
-#include "rtce_siphash.h"
 #include "rtce_stun.h"
 #include "udp_socket_options.h"
 
@@ -60,18 +59,6 @@ std::vector<std::pair<std::string, std::string>> parse_headers(const std::vector
 }
 
 }  // namespace
-
-// Clients choose their addresses: the path table hashes keys with a per-process SipHash key.
-size_t MediaWorker::PathKeyHash::operator()(const PathKey& k) const {
-  static const rtce_siphash_key key = [] {
-    uint8_t bytes[RTCE_SIPHASH_KEY_BYTES];
-    fill_random(bytes, sizeof bytes);
-    rtce_siphash_key out{};
-    rtce_siphash_key_from_bytes(&out, bytes);
-    return out;
-  }();
-  return static_cast<size_t>(rtce_siphash24(reinterpret_cast<const uint8_t*>(&k), sizeof k, &key));
-}
 
 MediaWorker::MediaWorker(uint32_t index, uint16_t endpoint_id, const TransceiverConfig& config,
                          std::shared_ptr<DtlsContext> dtls, WorkerMetrics& metrics)
@@ -202,12 +189,9 @@ MediaWorker::EndResult MediaWorker::end_session(const std::string& id, SessionEn
   return had_ended ? EndResult::had_ended : EndResult::ended;
 }
 
-void MediaWorker::route(const PathKey& key, Session& session) { by_path_[key] = &session; }
+void MediaWorker::route(const PathKey& key, Session& session) { by_path_.insert_or_assign(key, &session); }
 
-void MediaWorker::unroute(const PathKey& key, const Session& session) {
-  auto it = by_path_.find(key);
-  if (it != by_path_.end() && it->second == &session) by_path_.erase(it);
-}
+void MediaWorker::unroute(const PathKey& key, const Session& session) { by_path_.erase_if(key, &session); }
 
 void MediaWorker::route_ufrag(const std::string& ufrag, Session& session) { by_ufrag_[ufrag] = &session; }
 
@@ -405,20 +389,20 @@ void MediaWorker::handle_datagram(uint8_t* data, size_t len, const SocketAddress
       return touch(*it->second);
     }
     // Not a request: a response to a triggered check comes from a routed pair.
-    auto routed = by_path_.find(path.key);
-    if (routed == by_path_.end()) return drop(DatagramDrop::stun_rejected);
-    routed->second->peer().handle(bytes, path, now);
-    return touch(*routed->second);
+    Session* routed = by_path_.find(path.key);
+    if (routed == nullptr) return drop(DatagramDrop::stun_rejected);
+    routed->peer().handle(bytes, path, now);
+    return touch(*routed);
   }
-  auto it = by_path_.find(path.key);
-  if (it == by_path_.end()) {
+  Session* session = by_path_.find(path.key);
+  if (session == nullptr) {
     // ZRTP, TURN and unassigned first bytes are not WebRTC, whoever sent them.
     const auto kind = rtce_classify_first_byte(payload[0]);
     return drop(kind == RTCE_FIRST_BYTE_DTLS || kind == RTCE_FIRST_BYTE_RTP ? DatagramDrop::unknown_tuple
                                                                             : DatagramDrop::not_webrtc);
   }
-  it->second->peer().handle(bytes, path, now);
-  touch(*it->second);
+  session->peer().handle(bytes, path, now);
+  touch(*session);
 }
 
 void MediaWorker::send(const MediaPath& path, std::span<const uint8_t> payload) {

@@ -27,6 +27,7 @@
 
 #include "deadline_wheel.h"
 #include "media_path.h"
+#include "path_table.h"
 #include "session.h"
 #include "transceiver_config.h"
 #include "udp_batch.h"
@@ -85,9 +86,6 @@ class MediaWorker final : public DatagramSender, public SessionOwner {
   std::optional<IceRestartReply> restart_ice(const std::string& id, const Peer::IceRestartRequest& request);
 
  private:
-  struct PathKeyHash {
-    size_t operator()(const PathKey& k) const;
-  };
   struct StringHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
@@ -137,7 +135,7 @@ class MediaWorker final : public DatagramSender, public SessionOwner {
 
   std::unordered_map<std::string, std::unique_ptr<Session>, StringHash, std::equal_to<>> sessions_;  // by id
   std::unordered_map<std::string, Session*, StringHash, std::equal_to<>> by_ufrag_;
-  std::unordered_map<PathKey, Session*, PathKeyHash> by_path_;
+  PathTable<Session> by_path_;
   std::deque<nlohmann::json> ended_;  // snapshots of recently ended sessions, for GET
 
   // Batched I/O, allocated once. Sends are copied into the batch: a session's payload

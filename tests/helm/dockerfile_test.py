@@ -130,7 +130,9 @@ def install_deps_dev_packages():
     text = open(os.path.join(ROOT, "scripts", "install-deps.sh")).read()
     block = text.split("packages=(", 1)[1].split("\n)", 1)[0]
     words = " ".join(l.split("#", 1)[0] for l in block.splitlines()).split()
-    return {w for w in words if w.endswith("-dev")}
+    # golang-*-dev are Go sources for the benchmark's Pion peer (bench/pion/), not libraries
+    # the images build against; CMake leaves those targets out without go.
+    return {w for w in words if w.endswith("-dev") and not w.startswith("golang-")}
 
 
 def main():

@@ -664,7 +664,12 @@ class RelayTestCase(unittest.TestCase):
         (userspace then decided). Nothing to check in userspace mode."""
         if not self.xdp:
             return
-        self.assertEqual(self.xdp_delta(before, after, reason), n, "XDP %s" % reason)
+        if reason == "pass_not_ours":
+            # ARP, and any neighbour traffic the kernel sends in the window, lands here too
+            # (seen once in CI: 2 for one datagram): at least ours, and not many more.
+            self.assertIn(self.xdp_delta(before, after, reason), range(n, n + 3), "XDP %s" % reason)
+        else:
+            self.assertEqual(self.xdp_delta(before, after, reason), n, "XDP %s" % reason)
         for r in ("forwarded", "forwarded_new_flow"):
             self.assertEqual(self.xdp_delta(before, after, r), 0, "XDP %s moved" % r)
 

@@ -24,7 +24,7 @@ REDIS_SERVER = "/usr/bin/redis-server"
 REDIS_CLI = "/usr/bin/redis-cli"
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support", "py"))
-from rtcetest.core import free_port, wait_for  # noqa: E402
+from rtcetest.core import free_port, free_port_run, wait_for  # noqa: E402
 
 
 class Redis:
@@ -56,7 +56,7 @@ class Redis:
 class Transceiver:
     def __init__(self, redis_url, identity, workers=2, ttl="1s"):
         self.http = free_port()
-        self.media = free_port(socket.SOCK_DGRAM)
+        self.media = free_port_run(workers)
         self.proc = subprocess.Popen([ARGS.transceiver, "--http-listen", f"127.0.0.1:{self.http}",
                                       "--workers", str(workers), "--media-base-port", str(self.media),
                                       "--registry-redis-url", redis_url, "--registry-pod-identity", identity,

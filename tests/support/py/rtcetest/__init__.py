@@ -1,6 +1,6 @@
 """rtcetest — what the Python test and benchmark harnesses share (standard library only at import).
 
-    core      free_port, wait_for, poll_until, tail, http_request, raw_exchange, json_summary,
+    core      free_port, free_port_run, wait_for, poll_until, tail, http_request, raw_exchange, json_summary,
               machine, percentile, write_report, test_flags, unittest_main
     outcome   how a harness ends: pass 0, fail 1, skip 77 — only a missing kernel feature or
               privilege skips (Unavailable); a missing tool, package or build product fails

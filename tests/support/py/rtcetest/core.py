@@ -27,6 +27,29 @@ def free_port(kind=socket.SOCK_STREAM, host="127.0.0.1"):
         return s.getsockname()[1]
 
 
+def free_port_run(count, kind=socket.SOCK_DGRAM, host="127.0.0.1", attempts=50):
+    """The first of `count` consecutive loopback ports that are all free now: a transceiver's
+    workers bind media_base_port + i, so a free base alone may run into another process's
+    port (another transceiver of the same test, say)."""
+    for _ in range(attempts):
+        base = free_port(kind, host)
+        if base + count > 65536:
+            continue
+        held = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket(socket.AF_INET, kind)
+                held.append(s)
+                s.bind((host, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError(f"no run of {count} free ports after {attempts} attempts")
+
+
 def poll_until(predicate, timeout, interval=0.05):
     """predicate()'s first true value, or its last value once `timeout` seconds have passed."""
     deadline = time.monotonic() + timeout

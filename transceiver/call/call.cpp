@@ -12,9 +12,9 @@ namespace rtce {
 
 namespace {
 
-constexpr size_t kMaxDecodedSamples = 5760;  // 120 ms at 48 kHz, Opus' longest packet
-constexpr size_t kMaxOpusFrame = 320;        // 128 kbit/s at 20 ms; voice uses far less
-constexpr size_t kMaxOpusEncoded = 1275;     // RFC 6716's largest frame
+constexpr int kMaxPacketMs = 120;         // Opus' longest packet, decoded whole at the Call's rate
+constexpr size_t kMaxOpusFrame = 320;     // 128 kbit/s at 20 ms; voice uses far less
+constexpr size_t kMaxOpusEncoded = 1275;  // RFC 6716's largest frame
 // Playout that found nothing to play for this long counts as stopped
 // (output_audio_buffer.stopped): backends deliver audio in bursts, not frame by frame.
 constexpr Nanos kOutputStopAfter = 100'000'000;
@@ -44,7 +44,8 @@ Call::Call(CallPlan plan, CallEnvironment env, Nanos now)
     jitter_.emplace(env_.settings.jitter);
     decoder_.emplace(env_.settings.sample_rate);
     encoder_.emplace(env_.settings.sample_rate, env_.settings.encoder);
-    pcm_scratch_.resize(kMaxDecodedSamples);
+    // 120 ms at the Call's rate (3.75 KiB at 16 kHz), not at 48 kHz: the decoder runs at it.
+    pcm_scratch_.resize(static_cast<size_t>(env_.settings.sample_rate) * kMaxPacketMs / 1000);
   }
 }
 

@@ -51,8 +51,10 @@ struct CallSettings {
   // A Realtime-protocol backend transcribes, reduces noise and runs semantic VAD itself.
   bool backend_speaks_realtime = false;
   std::string backend_kind = "echo-loopback";  // for the snapshot: echo-<mode> | websocket
-  size_t playout_initial_frames = 16;          // 320 ms; the queue grows on demand
-  size_t playout_max_frames = 1500;            // 30 s: what a backend may send ahead
+  // 80 ms: a backend that paces itself (the echo, the rtcedge dialect) keeps one or two frames
+  // queued; a Realtime burst doubles the queue as it comes.
+  size_t playout_initial_frames = 4;
+  size_t playout_max_frames = 1500;  // 30 s: what a backend may send ahead
 };
 
 // Builds the backend connection of a call (the worker's, from typed config; a test's fake).

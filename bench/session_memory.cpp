@@ -182,13 +182,9 @@ int run(int count) {
   encoder_config.complexity = 0;
   const double decoder = per_instance(count, [&] { decoders.emplace_back(16000); });
   const double encoder = per_instance(count, [&] { encoders.emplace_back(16000, encoder_config); });
-  std::vector<std::vector<int16_t>> scratch;
-  scratch.reserve(static_cast<size_t>(count));
-  const double decode_scratch = per_instance(count, [&] { scratch.emplace_back(16000 * 120 / 1000); });
   rows.push_back({"jitter buffer (16 slots of 320 B)", 0, jb, 0});
   rows.push_back({"Opus decoder, 16 kHz mono", 0, decoder, 0});
   rows.push_back({"Opus encoder, 16 kHz mono", 0, encoder, 0});
-  rows.push_back({"decode scratch (120 ms at 16 kHz)", 0, decode_scratch, 0});
 
   std::vector<std::unique_ptr<testing::Link>> links;
   const double association = data_channel(count, links);

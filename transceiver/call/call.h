@@ -156,7 +156,7 @@ class Call final : public BackendListener {
   FramePacer pacer_;
   PlayoutQueue playout_;
   size_t frame_samples_;
-  std::vector<int16_t> pcm_scratch_;
+  size_t decode_samples_ = 0;  // 120 ms at the Call's rate (the decode scratch is per thread)
   uint64_t seen_lost_ = 0, seen_late_ = 0, seen_reordered_ = 0;
   // Output playout as the event layer reports it: started on the first frame played,
   // stopped after a short run of nothing to play (backends deliver in bursts).

@@ -167,9 +167,9 @@ for line in open(os.path.join(out, "points.tsv")):
         continue
     runs.setdefault((mode, int(n), which), []).append(
         (rss["after"] - rss["before"], j["sessions_connected"], j["frames_received_ratio"], j.get("data_channels_open")))
-# Medians over the rounds that kept up (>= 95 % of the frames echoed: a transceiver that falls
+# Medians over the rounds that kept up (>= 99 % of the frames echoed: a transceiver that falls
 # behind grows its queues, see above); when none did, over all rounds, marked with a dagger.
-KEPT_UP = 0.95
+KEPT_UP = 0.99
 point, overloaded = {}, set()
 for k, v in runs.items():
     kept = [r for r in v if r[2] >= KEPT_UP]
@@ -212,7 +212,7 @@ for mode, n in keys:
           f"{fmt(get(b, 'marginal'))} / {fmt(get(a, 'marginal'))} | {fmt(get(b, 'more'))} / {fmt(get(a, 'more'))} |")
 EOF
   echo
-  echo "Rounds that echoed < 95 % of the frames are left out of a point's median; † marks a point where no round kept up (median of all)."
+  echo "Rounds that echoed < 99 % of the frames are left out of a point's median; † marks a point where no round kept up (median of all)."
   if [[ -x "$MEMORY" ]]; then
     echo
     "$MEMORY" --count 200

@@ -31,6 +31,12 @@
 // measured: CPU, VmRSS idle and in the window, and each thread's context switches over the
 // window (the JSON's "server"); --window-command runs a command (a perf record) for the
 // window.
+//
+// --data-channel makes every session a Realtime call with its event channel: the offer adds
+// m=application, goes to POST /v1/realtime/calls, and once DTLS connects the client runs an
+// SCTP association and opens `oai-events` (the transceiver's event layer answers with
+// session.created); audio flows as without it. The JSON counts the channels opened and the
+// events received; --expect-all-connected then also wants every channel open.
 #include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -98,6 +104,7 @@ struct Options {
   std::string floor_key;  // hex: client master key || salt, then the server's (GCM)
   std::string window_command;
   std::string write_opus_frame;
+  bool data_channel = false;  // Realtime calls with the oai-events channel (see above)
 };
 
 void sleep_until(Nanos t) {
@@ -245,10 +252,11 @@ void run_setup_thread(const Options& opt, const SocketAddress& server, const std
       queue.push(std::move(r));
       continue;
     }
-    const std::string sdp = build_offer_sdp(r.offer, fingerprint);
+    const std::string sdp = build_offer_sdp(r.offer, fingerprint, opt.data_channel);
+    const char* path = opt.data_channel ? "/v1/realtime/calls" : "/v1/sessions";
     r.post_started = monotonic_now();
     for (;;) {
-      HttpResult res = http.request("POST", "/v1/sessions", "application/sdp", sdp);
+      HttpResult res = http.request("POST", path, "application/sdp", sdp);
       if (res.status == 201) {
         r.answered_at = monotonic_now();
         r.location = res.location;
@@ -650,6 +658,8 @@ nlohmann::json summarize(const Options& opt, const ClientConfig& config, LoopRes
   uint64_t window_frames = 0, seq_gaps = 0, auth_failed = 0, rtp_received = 0, rtcp_received = 0,
            identical = 0;
   uint64_t stun_failed = 0, rtp_sent = 0, send_errors = 0;
+  uint64_t channels_open = 0, channel_messages = 0;
+  std::map<std::string, uint32_t> channel_failures;
   uint32_t within = 0, no_echo = 0;
   std::vector<double> session_p99;
   std::map<std::string, uint32_t> profiles;
@@ -702,6 +712,9 @@ nlohmann::json summarize(const Options& opt, const ClientConfig& config, LoopRes
     stun_failed += s.stun_failed;
     rtp_sent += s.rtp_sent;
     send_errors += s.send_errors;
+    channels_open += s.channel_open;
+    channel_messages += s.channel_messages_in;
+    if (!s.channel_failure.empty()) ++channel_failures[s.channel_failure.substr(0, 80)];
     if (s.rtp_received == 0) ++no_echo;
     pooled.insert(pooled.end(), s.intervals_ms.begin(), s.intervals_ms.end());
     if (s.intervals_ms.size() >= 2) {
@@ -773,6 +786,11 @@ nlohmann::json summarize(const Options& opt, const ClientConfig& config, LoopRes
   j["stun_checks_unanswered"] = stun_failed;
   j["send_errors"] = send_errors;
   j["opus_frame_bytes"] = config.opus_frame.size();
+  if (opt.data_channel) {
+    j["data_channels_open"] = channels_open;
+    j["data_channel_messages_received"] = channel_messages;
+    j["data_channel_failures"] = channel_failures;
+  }
   j["cpu_window"] = cpu_between(opt, r.cpu_window_start, r.cpu_window_end);
   j["loadgen_sends_late_5ms"] = r.sends_late_5ms;
   j["loadgen_max_send_lateness_ms"] = static_cast<double>(r.max_send_lateness) * 1e-6;
@@ -790,6 +808,7 @@ nlohmann::json summarize(const Options& opt, const ClientConfig& config, LoopRes
   j["transceiver_metrics"] = std::move(metrics);
   exit_code = 0;
   if (opt.expect_all_connected && (failed > 0 || no_echo > 0 || r.failed_after_connect > 0)) exit_code = 1;
+  if (opt.expect_all_connected && opt.data_channel && channels_open < connected) exit_code = 1;
   if (opt.expect_alive_at_end && (failed > 0 || alive_at_end < connected)) exit_code = 1;
   return j;
 }
@@ -842,6 +861,9 @@ void print_table(const nlohmann::json& j) {
           " / " + fmt(num("cpu_window", "loadgen_cores"), 3));
   row("transceiver RSS before / after (KiB)",
       fmt(num("transceiver_rss_kib", "before"), 0) + " / " + fmt(num("transceiver_rss_kib", "after"), 0));
+  if (j.contains("data_channels_open"))
+    row("oai-events channels open / events received",
+        fmt(num("data_channels_open"), 0) + " / " + fmt(num("data_channel_messages_received"), 0));
   row("transceiver KiB per session", fmt(num("transceiver_kib_per_session")));
   std::fflush(stdout);
 }
@@ -888,6 +910,9 @@ int run(const Options& opt) {
   }
   config.dtls = DtlsContext::generate();
   config.send_audio = opt.send_audio;
+  config.data_channel = opt.data_channel;
+  if (opt.data_channel && !opt.floor.empty())
+    throw std::runtime_error("--data-channel needs --url, not --floor");
   config.connect_timeout = static_cast<Nanos>(opt.connect_timeout * kSecond);
   const auto profile = parse_client_profile(opt.client_profile);
   if (!profile) throw std::runtime_error("--client-profile: browser | pion");
@@ -996,6 +1021,8 @@ int main(int argc, char** argv) {
                  "default browser periodic, pion on-silence");
   app.add_flag("!--no-audio", opt.send_audio, "connect only; send no RTP (setup-rate runs)");
   app.add_flag("!--no-delete", opt.delete_sessions, "leave the sessions on the transceiver at the end");
+  app.add_flag("--data-channel", opt.data_channel,
+               "Realtime calls (POST /v1/realtime/calls) with m=application; open oai-events on each");
   app.add_option("--floor", opt.floor,
                  "ip:port of bench/floor_echo: no HTTP, ICE or DTLS, SRTP (GCM) keyed with --floor-key");
   app.add_option("--floor-key", opt.floor_key, "112 hex digits: client master key||salt, then the server's");

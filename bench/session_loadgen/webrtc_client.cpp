@@ -20,6 +20,10 @@ namespace {
 
 constexpr uint32_t kSamplesPer20ms = 960;  // at the 48 kHz RTP clock
 constexpr size_t kPacketCapacity = 1500;
+// usrsctp's own timers are coarse (RTO >= 1 s, delayed SACK 200 ms): the transceiver pumps a
+// channel at the frame cadence, and so does the client.
+constexpr Nanos kChannelPumpInterval = 20'000'000;
+constexpr const char* kEventsLabel = "oai-events";
 
 std::string random_ice_chars(size_t n) {
   static const char* chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -72,7 +76,7 @@ ClientOffer make_client_offer() {
   return offer;
 }
 
-std::string build_offer_sdp(const ClientOffer& o, std::string_view fingerprint_sha256) {
+std::string build_offer_sdp(const ClientOffer& o, std::string_view fingerprint_sha256, bool data_channel) {
   std::string s;
   s.reserve(1024);
   auto line = [&s](std::string_view a, std::string_view b = {}, std::string_view c = {}) {
@@ -82,7 +86,7 @@ std::string build_offer_sdp(const ClientOffer& o, std::string_view fingerprint_s
   line("o=- ", std::to_string(o.session_id), " 2 IN IP4 127.0.0.1");
   line("s=-");
   line("t=0 0");
-  line("a=group:BUNDLE 0");
+  line(data_channel ? "a=group:BUNDLE 0 1" : "a=group:BUNDLE 0");
   line("a=extmap-allow-mixed");
   line("a=msid-semantic: WMS loadgen");
   line("m=audio 9 UDP/TLS/RTP/SAVPF 111");
@@ -101,6 +105,18 @@ std::string build_offer_sdp(const ClientOffer& o, std::string_view fingerprint_s
   line("a=rtcp-fb:111 transport-cc");
   line("a=fmtp:111 minptime=10;useinbandfec=1");
   line("a=ssrc:", std::to_string(o.ssrc), " cname:" + o.cname);
+  if (data_channel) {
+    line("m=application 9 UDP/DTLS/SCTP webrtc-datachannel");
+    line("c=IN IP4 0.0.0.0");
+    line("a=ice-ufrag:", o.ice_ufrag);
+    line("a=ice-pwd:", o.ice_pwd);
+    line("a=ice-options:trickle");
+    line("a=fingerprint:sha-256 ", fingerprint_sha256);
+    line("a=setup:actpass");
+    line("a=mid:1");
+    line("a=sctp-port:5000");
+    line("a=max-message-size:262144");
+  }
   return s;
 }
 
@@ -183,6 +199,9 @@ WebRtcClient::WebRtcClient(uint32_t index, const ClientConfig& config, ClientOff
   callbacks.on_connected = [this](const SrtpKeys& keys) { on_dtls_connected(keys); };
   callbacks.on_failed = [this](std::string_view reason) { fail("dtls: " + std::string(reason)); };
   callbacks.on_closed = [this] { fail("dtls: peer sent close_notify"); };
+  callbacks.on_application_data = [this](std::span<const uint8_t> packet) {
+    if (channel_) channel_->handle_packet(packet, now_);
+  };
   DtlsTransport::Config dtls_config;
   dtls_config.handshake_timeout = config_.connect_timeout;
   dtls_config.srtp_profiles = config_.srtp_profiles;
@@ -191,6 +210,7 @@ WebRtcClient::WebRtcClient(uint32_t index, const ClientConfig& config, ClientOff
 }
 
 WebRtcClient::~WebRtcClient() {
+  channel_.reset();  // before the DTLS transport it sends through
   if (dtls_) dtls_->close();
   if (fd_ >= 0) ::close(fd_);
 }
@@ -245,6 +265,7 @@ Nanos WebRtcClient::on_timer(Nanos now) {
   if (!dtls_) return INT64_MAX;  // floor mode: nothing runs on a timer
   if (auto check = ice_.poll(now)) send_check(*check, now);
   if (auto t = dtls_->next_timeout(now); t && *t <= now) dtls_->on_timer(now);
+  if (channel_ && now >= next_channel_pump_) pump_data_channel(now);
   return next_wakeup(now);
 }
 
@@ -253,6 +274,7 @@ Nanos WebRtcClient::next_wakeup(Nanos now) const {
   Nanos next = ice_.next_deadline();
   if (auto t = dtls_->next_timeout(now)) next = std::min(next, *t);
   if (state_ == State::connecting) next = std::min(next, post_started_ + config_.connect_timeout + 1);
+  if (channel_) next = std::min(next, next_channel_pump_);
   return next;
 }
 
@@ -265,6 +287,39 @@ void WebRtcClient::on_dtls_connected(const SrtpKeys& keys) {
   }
   state_ = State::connected;
   connected_at_ = now_;
+  if (config_.data_channel) start_data_channel(now_);
+}
+
+void WebRtcClient::start_data_channel(Nanos now) {
+  DataChannelEndpoint::Config config;
+  config.dtls_client = false;  // the transceiver answers setup:active
+  DataChannelEndpoint::Callbacks callbacks;
+  callbacks.send = [this](std::span<const uint8_t> packet) { dtls_->send_application_data(packet); };
+  callbacks.on_open = [this](uint16_t, std::string_view label, std::string_view) {
+    if (label == kEventsLabel) stats_.channel_open = true;
+  };
+  callbacks.on_message = [this](uint16_t, std::span<const uint8_t>, bool) { ++stats_.channel_messages_in; };
+  callbacks.on_closed = [](uint16_t) {};
+  callbacks.on_failed = [this](std::string_view reason) { stats_.channel_failure = reason; };
+  try {
+    channel_ = std::make_unique<DataChannelEndpoint>(config, std::move(callbacks));
+    channel_->start(now);
+  } catch (const std::exception& e) {
+    channel_.reset();
+    stats_.channel_failure = e.what();
+    return;
+  }
+  next_channel_pump_ = now;
+}
+
+// Runs usrsctp's timers and queued output; opens oai-events once the association is up.
+void WebRtcClient::pump_data_channel(Nanos now) {
+  channel_->pump(now);
+  if (!channel_requested_ && channel_->state() == DataChannelEndpoint::State::open) {
+    channel_requested_ = true;
+    if (!channel_->open_channel(kEventsLabel, "")) stats_.channel_failure = "open_channel refused";
+  }
+  next_channel_pump_ = now + kChannelPumpInterval;
 }
 
 void WebRtcClient::handle_datagram(std::span<uint8_t> d, Nanos arrival, Nanos now) {

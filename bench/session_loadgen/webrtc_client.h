@@ -7,7 +7,10 @@
 // socket (the transceiver and the relay key a flow by the client's address:port) and is
 // driven by the load generator's single event-loop thread; it records when the
 // transceiver's frames arrive and whether they authenticate. With ClientConfig::preshared it
-// skips ICE and DTLS and sends the same SRTP to a floor echo (bench/floor_echo.cpp).
+// skips ICE and DTLS and sends the same SRTP to a floor echo (bench/floor_echo.cpp). With
+// ClientConfig::data_channel the offer adds m=application and, once DTLS connects, the client
+// runs an SCTP association (the transceiver's DataChannelEndpoint) and opens `oai-events`,
+// the Realtime event channel of a /v1/realtime/calls session.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +23,7 @@
 
 #include "client_ice_agent.h"
 #include "clock.h"
+#include "datachannel/data_channel_endpoint.h"
 #include "dtls/dtls_transport.h"
 #include "ice/ice_client.h"
 #include "ice_responder.h"
@@ -39,8 +43,10 @@ struct ClientOffer {
 // Fresh random credentials, SSRC and CNAME.
 ClientOffer make_client_offer();
 // A minimal Chrome-like audio offer: one sendrecv audio section, BUNDLE, rtcp-mux, Opus/111,
-// ice-options:trickle without candidates, sha-256 fingerprint, setup:actpass.
-std::string build_offer_sdp(const ClientOffer& offer, std::string_view fingerprint_sha256);
+// ice-options:trickle without candidates, sha-256 fingerprint, setup:actpass; with
+// `data_channel`, Chrome's m=application section after it (SCTP port 5000).
+std::string build_offer_sdp(const ClientOffer& offer, std::string_view fingerprint_sha256,
+                            bool data_channel = false);
 
 // What the client needs from the answer.
 struct ParsedAnswer {
@@ -66,6 +72,8 @@ struct ClientConfig {
   // Floor mode (bench/floor_echo.cpp): no ICE and no DTLS; the client is connected from
   // start() with these SRTP keys, as if a handshake had exported them.
   std::optional<SrtpKeys> preshared;
+  // An SCTP association and the `oai-events` channel over DTLS (see above).
+  bool data_channel = false;
 };
 
 // Media counters and the arrival record of one client.
@@ -82,6 +90,9 @@ struct ClientStats {
   uint64_t rtcp_received = 0;      // authenticated SRTCP
   uint64_t payload_identical = 0;  // echoed payload byte-identical to ours (passthrough)
   uint64_t other_datagrams = 0;
+  bool channel_open = false;         // oai-events acknowledged by the transceiver
+  uint64_t channel_messages_in = 0;  // events the transceiver sent on it (session.created, ...)
+  std::string channel_failure;
   // Within the measurement window.
   uint64_t window_frames = 0;
   uint64_t window_seq_gaps = 0;     // frames missing between consecutive arrivals
@@ -137,6 +148,8 @@ class WebRtcClient {
   void on_ice_connected(Nanos now);
   void send_datagram(std::span<const uint8_t> data);
   void on_dtls_connected(const SrtpKeys& keys);
+  void start_data_channel(Nanos now);
+  void pump_data_channel(Nanos now);
   void handle_rtp(std::span<uint8_t> packet, Nanos arrival);
 
   const uint32_t index_;
@@ -161,6 +174,9 @@ class WebRtcClient {
   bool check_outstanding_ = false;
   std::unique_ptr<DtlsTransport> dtls_;
   std::optional<SrtpSession> srtp_out_, srtp_in_;
+  std::unique_ptr<DataChannelEndpoint> channel_;
+  bool channel_requested_ = false;
+  Nanos next_channel_pump_ = INT64_MAX;
 
   uint16_t seq_;
   uint32_t timestamp_;

@@ -16,7 +16,20 @@ JitterBuffer::JitterBuffer(const JitterBufferConfig& config) : config_(config) {
   if (config_.capacity == 0 || config_.capacity > 1024) throw std::invalid_argument("jitter buffer capacity");
   if (config_.target_delay < 0) config_.target_delay = 0;
   slots_.resize(config_.capacity);
-  storage_.resize(config_.capacity * config_.max_payload);
+  slot_bytes_ = std::clamp<size_t>(config_.initial_slot_bytes, 1, std::max<size_t>(config_.max_payload, 1));
+  storage_.resize(config_.capacity * slot_bytes_);
+}
+
+void JitterBuffer::grow_slots(size_t needed) {
+  const size_t bytes = std::min(std::max(needed, slot_bytes_ * 2), config_.max_payload);
+  std::vector<uint8_t> storage(slots_.size() * bytes);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (!slots_[i].occupied) continue;
+    std::copy_n(storage_.begin() + static_cast<ptrdiff_t>(i * slot_bytes_), slots_[i].length,
+                storage.begin() + static_cast<ptrdiff_t>(i * bytes));
+  }
+  storage_ = std::move(storage);
+  slot_bytes_ = bytes;
 }
 
 void JitterBuffer::reset() {
@@ -33,7 +46,7 @@ bool JitterBuffer::holds(uint16_t seq) const {
 
 std::span<const uint8_t> JitterBuffer::payload_of(uint16_t seq) const {
   const size_t index = seq % slots_.size();
-  return {storage_.data() + index * config_.max_payload, slots_[index].length};
+  return {storage_.data() + index * slot_bytes_, slots_[index].length};
 }
 
 const JitterBuffer::Slot* JitterBuffer::earliest_waiting() const {
@@ -107,6 +120,7 @@ bool JitterBuffer::push(uint16_t seq, uint32_t timestamp, std::span<const uint8_
     ++counters_.duplicates;
     return false;
   }
+  if (payload.size() > slot_bytes_) grow_slots(payload.size());
   if (seq_distance(highest_seq_, seq) < 0) {
     ++counters_.reordered;
   } else {
@@ -118,7 +132,7 @@ bool JitterBuffer::push(uint16_t seq, uint32_t timestamp, std::span<const uint8_
   slot.length = payload.size();
   slot.arrival = now;
   std::copy(payload.begin(), payload.end(),
-            storage_.begin() + static_cast<ptrdiff_t>((seq % slots_.size()) * config_.max_payload));
+            storage_.begin() + static_cast<ptrdiff_t>((seq % slots_.size()) * slot_bytes_));
   ++buffered_;
   ++counters_.received;
   return true;

@@ -2,7 +2,9 @@
 // sequence number (with wraparound). It holds packets for a target delay so that late and
 // reordered ones can still play in order, and tells the playout side, frame by frame,
 // whether to decode a packet, recover a lost one with FEC from its successor, or conceal.
-// Fixed slots preallocated in the constructor; push/pop never allocate.
+// Slots preallocated in the constructor, sized for a voice packet; a larger packet (up to
+// max_payload) re-lays them out once at a larger size, so a call's storage grows at most a few
+// times and otherwise push/pop never allocate.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +20,8 @@ struct JitterBufferConfig {
   Nanos target_delay = 40'000'000;  // how long a gap may wait for its packet; >= 0
   size_t capacity = 16;             // slots; also the reorder window in packets
   size_t max_payload = 1500;
+  // Slot size to start with: 320 B is 128 kbit/s at 20 ms; voice sends a third of it.
+  size_t initial_slot_bytes = 320;
   // A packet this many sequence numbers behind the playout point is a new stream, not a
   // late packet.
   int resync_behind = 1000;
@@ -66,6 +70,9 @@ class JitterBuffer {
 
   void reset();  // forget every packet and the playout point
   size_t buffered() const { return buffered_; }
+  size_t slot_bytes() const { return slot_bytes_; }
+  // Bytes reserved for packets and slots now (what a session's RSS pays for the buffer).
+  size_t reserved_bytes() const { return storage_.capacity() + slots_.capacity() * sizeof(Slot); }
   const JitterBufferCounters& counters() const { return counters_; }
 
  private:
@@ -83,10 +90,12 @@ class JitterBuffer {
   const Slot* earliest_waiting() const;
   void free_slot(Slot& slot);
   void resync(uint16_t seq, Nanos now);
+  void grow_slots(size_t needed);  // slots of at least `needed` bytes, the buffered packets kept
 
   JitterBufferConfig config_;
   std::vector<Slot> slots_;
-  std::vector<uint8_t> storage_;  // capacity * max_payload bytes
+  size_t slot_bytes_ = 0;         // initial_slot_bytes, doubled as larger packets come
+  std::vector<uint8_t> storage_;  // capacity * slot_bytes_ bytes
   bool started_ = false;          // a playout point exists
   bool playing_ = false;          // the first packet has waited its target delay
   Nanos first_arrival_ = 0;       // of the stream (or since the last resync)

@@ -28,6 +28,7 @@ constexpr double kSpeechRms = 500.0;         // about -36 dBFS: speech, not room
 constexpr int kHangoverFrames = 35;          // 700 ms of silence ends an utterance
 constexpr size_t kMaxUtteranceFrames = 500;  // 10 s
 constexpr size_t kExtraDelayFrames = 50;     // the delay line holds the delay plus 1 s of burst
+constexpr size_t kInitialExtraFrames = 3;    // ... but starts at the delay plus 60 ms, and grows
 constexpr size_t kMaxOpusPacketBytes = 4000;
 constexpr int kFrameMs = 20;
 // Events wait for the next on_deadline; a client flooding text turns cannot grow this
@@ -75,10 +76,13 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
         frame_samples_(pcm_frame_bytes(info.sample_rate) / 2),
         listener_(&listener),
         counters_(&counters),
-        delay_line_(static_cast<size_t>(std::max<Nanos>(config.loopback_delay, 0) / 20'000'000) +
-                    kExtraDelayFrames) {
-    for (auto& slot : delay_line_) slot.pcm.reserve(frame_samples_);
-    out_pcm_.reserve(frame_samples_);
+        max_delayed_(static_cast<size_t>(std::max<Nanos>(config.loopback_delay, 0) / kFrame) +
+                     kExtraDelayFrames),
+        delay_line_(max_delayed_ - kExtraDelayFrames + kInitialExtraFrames) {
+    // A slot's buffer is allocated the first time the slot carries a frame, of the one kind
+    // this call sends (PCM when transcoding, Opus in passthrough), and then kept: a slot
+    // circulates through out_pcm_/out_opus_ by swapping, so no frame allocates after that.
+    if (!opus_passthrough_) out_pcm_.reserve(frame_samples_);
     id_prefix_ = random_hex(6);
     if (config_.mode == EchoBackendConfig::Mode::parrot && !opus_passthrough_) {
       utterance_.reserve(frame_samples_ * kMaxUtteranceFrames);
@@ -159,8 +163,10 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
  private:
   bool parrot() const { return config_.mode == EchoBackendConfig::Mode::parrot && !opus_passthrough_; }
 
-  // Appends to the delay line (dropping the oldest when full) and arms the timer.
+  // Appends to the delay line (growing it up to its bound, then dropping the oldest when full)
+  // and arms the timer.
   DelayedFrame* push_delayed() {
+    if (delayed_count_ == delay_line_.size() && delay_line_.size() < max_delayed_) grow_delay_line();
     if (delayed_count_ == delay_line_.size()) {
       delayed_head_ = (delayed_head_ + 1) % delay_line_.size();
       --delayed_count_;
@@ -171,6 +177,15 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
     slot.due = monotonic_now() + config_.loopback_delay;
     arm(slot.due);
     return &slot;
+  }
+
+  // A burst beyond the delay: twice the slots (up to the bound), the queued frames in order.
+  void grow_delay_line() {
+    std::vector<DelayedFrame> grown(std::min(max_delayed_, delay_line_.size() * 2));
+    for (size_t i = 0; i < delayed_count_; ++i)
+      grown[i] = std::move(delay_line_[(delayed_head_ + i) % delay_line_.size()]);
+    delay_line_ = std::move(grown);
+    delayed_head_ = 0;
   }
 
   // The energy VAD, in both modes: speech_started at the first loud frame, speech_stopped
@@ -365,6 +380,7 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
   Nanos next_due_ = kNoDeadline;
   bool invalid_ = false;
   bool clear_pending_ = false;
+  const size_t max_delayed_;  // the delay line's bound, in frames
   std::vector<DelayedFrame> delay_line_;
   size_t delayed_head_ = 0;
   size_t delayed_count_ = 0;

@@ -12,9 +12,10 @@ namespace rtce {
 
 namespace {
 
-constexpr size_t kMaxDecodedSamples = 5760;  // 120 ms at 48 kHz, Opus' longest packet
-constexpr size_t kMaxOpusFrame = 320;        // 128 kbit/s at 20 ms; voice uses far less
-constexpr size_t kMaxOpusEncoded = 1275;     // RFC 6716's largest frame
+constexpr int kMaxPacketMs = 120;  // Opus' longest packet, decoded whole at the Call's rate
+constexpr size_t kMaxDecodedSamples = 48000 * kMaxPacketMs / 1000;
+constexpr size_t kMaxOpusFrame = 320;     // 128 kbit/s at 20 ms; voice uses far less
+constexpr size_t kMaxOpusEncoded = 1275;  // RFC 6716's largest frame
 // Playout that found nothing to play for this long counts as stopped
 // (output_audio_buffer.stopped): backends deliver audio in bursts, not frame by frame.
 constexpr Nanos kOutputStopAfter = 100'000'000;
@@ -25,6 +26,15 @@ constexpr std::string_view kRealtimeEventsLabel = "oai-events";
 // packet Janus and others use for the same reason.
 constexpr uint8_t kOpusSilenceFrame[] = {0xf8, 0xff, 0xfe};
 constexpr int kTrailingSilenceFrames = 5;
+
+// PCM between the codec and its neighbours: decoded packets on their way to the backend, a
+// queued frame on its way to the encoder (int16-aligned). One per thread rather than per call:
+// both uses fill it and hand it on within one call of pump_*_audio, and a backend never calls
+// back into a Call from inside send_audio (BackendListener), so nothing else writes it then.
+std::span<int16_t> pcm_scratch() {
+  thread_local std::vector<int16_t> buffer(kMaxDecodedSamples);
+  return buffer;
+}
 
 size_t slot_bytes(const CallSettings& s) {
   return s.opus_passthrough ? kMaxOpusFrame : static_cast<size_t>(samples_per_20ms(s.sample_rate)) * 2;
@@ -44,7 +54,9 @@ Call::Call(CallPlan plan, CallEnvironment env, Nanos now)
     jitter_.emplace(env_.settings.jitter);
     decoder_.emplace(env_.settings.sample_rate);
     encoder_.emplace(env_.settings.sample_rate, env_.settings.encoder);
-    pcm_scratch_.resize(kMaxDecodedSamples);
+    // 120 ms at the Call's rate: the decoder runs at it.
+    decode_samples_ =
+        std::min(kMaxDecodedSamples, static_cast<size_t>(env_.settings.sample_rate) * kMaxPacketMs / 1000);
   }
 }
 
@@ -118,17 +130,18 @@ Nanos Call::next_deadline() const {
 
 void Call::pump_inbound_audio(Nanos now) {
   const size_t frame = frame_samples_;
+  const std::span<int16_t> pcm = pcm_scratch().first(decode_samples_);
   for (int guard = 0; guard < 16; ++guard) {
     auto out = jitter_->pop(now);
     if (out.kind == JitterBuffer::Output::Kind::none) break;
     int samples;
     if (out.kind == JitterBuffer::Output::Kind::frame) {
-      samples = decoder_->decode(out.payload, pcm_scratch_);
+      samples = decoder_->decode(out.payload, pcm);
     } else if (out.fec_available) {
-      samples = decoder_->decode_fec(out.payload, std::span(pcm_scratch_).first(frame));
+      samples = decoder_->decode_fec(out.payload, pcm.first(frame));
       env_.metrics.jitter_fec.add();
     } else {
-      samples = decoder_->conceal(std::span(pcm_scratch_).first(frame));
+      samples = decoder_->conceal(pcm.first(frame));
       env_.metrics.jitter_plc.add();
     }
     if (samples < 0) {
@@ -136,8 +149,7 @@ void Call::pump_inbound_audio(Nanos now) {
       continue;
     }
     for (size_t off = 0; off + frame <= static_cast<size_t>(samples); off += frame)
-      if (backend_ && backend_state_ == BackendState::open)
-        backend_->send_audio(std::span<const int16_t>(pcm_scratch_.data() + off, frame));
+      if (backend_ && backend_state_ == BackendState::open) backend_->send_audio(pcm.subspan(off, frame));
   }
   // Mirror the buffer's own counters into the worker's (single writer: this thread).
   const auto& c = jitter_->counters();
@@ -161,8 +173,9 @@ void Call::pump_outbound_audio(Nanos now) {
         sent = true;
       } else {
         // The slot holds PCM bytes; the scratch buffer gives them int16 alignment.
-        std::memcpy(pcm_scratch_.data(), frame.data(), frame.size());
-        const int n = encoder_->encode(std::span<const int16_t>(pcm_scratch_.data(), frame_samples_), opus);
+        const std::span<int16_t> pcm = pcm_scratch().first(frame_samples_);
+        std::memcpy(pcm.data(), frame.data(), frame.size());
+        const int n = encoder_->encode(pcm, opus);
         if (n > 0) {
           env_.transport.send_audio({opus, static_cast<size_t>(n)}, now);
           sent = true;

@@ -51,8 +51,10 @@ struct CallSettings {
   // A Realtime-protocol backend transcribes, reduces noise and runs semantic VAD itself.
   bool backend_speaks_realtime = false;
   std::string backend_kind = "echo-loopback";  // for the snapshot: echo-<mode> | websocket
-  size_t playout_initial_frames = 16;          // 320 ms; the queue grows on demand
-  size_t playout_max_frames = 1500;            // 30 s: what a backend may send ahead
+  // 80 ms: a backend that paces itself (the echo, the rtcedge dialect) keeps one or two frames
+  // queued; a Realtime burst doubles the queue as it comes.
+  size_t playout_initial_frames = 4;
+  size_t playout_max_frames = 1500;  // 30 s: what a backend may send ahead
 };
 
 // Builds the backend connection of a call (the worker's, from typed config; a test's fake).
@@ -154,7 +156,7 @@ class Call final : public BackendListener {
   FramePacer pacer_;
   PlayoutQueue playout_;
   size_t frame_samples_;
-  std::vector<int16_t> pcm_scratch_;
+  size_t decode_samples_ = 0;  // 120 ms at the Call's rate (the decode scratch is per thread)
   uint64_t seen_lost_ = 0, seen_late_ = 0, seen_reordered_ = 0;
   // Output playout as the event layer reports it: started on the first frame played,
   // stopped after a short run of nothing to play (backends deliver in bursts).

@@ -89,8 +89,12 @@ class DataChannelEndpoint {
     size_t remote_max_message_size = 65536;  // the peer's; larger sends refused (return false)
     bool dtls_client = true;                 // RFC 8832: the DTLS client uses even stream ids, the server odd
     size_t max_channels = 16;
-    uint16_t streams = 256;  // SCTP INIT in/out streams: stream ids are below this
-    size_t mtu = 1100;       // largest SCTP packet: a DTLS record of it fits a 1200-byte datagram
+    // SCTP INIT in/out streams: stream ids are below this. usrsctp keeps per-stream state for
+    // each (256 streams cost ~37 KiB per association, 64 ~17 KiB); channels open in-band only
+    // (DCEP), at most max_channels of them, and browsers give each the lowest free id of their
+    // parity, so 16 channels use ids below 32.
+    uint16_t streams = 64;
+    size_t mtu = 1100;  // largest SCTP packet: a DTLS record of it fits a 1200-byte datagram
     // Where drops, refusals and packet errors are counted besides stats() (nullptr: nowhere);
     // it must outlive the endpoint.
     DataChannelCounters* counters = nullptr;

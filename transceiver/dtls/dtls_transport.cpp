@@ -9,6 +9,21 @@
 // interval ourselves (DTLS_set_timer_cb) and learn from BIO_CTRL_DGRAM_SET_NEXT_TIMEOUT when
 // OpenSSL arms or stops its timer, so our deadline in `now` units and OpenSSL's agree; when
 // ours passes, DTLSv1_handle_timeout finds OpenSSL's expired too and retransmits.
+//
+// Release (Config::release_after_handshake): OpenSSL's DTLS keeps its handshake buffer (21 KiB)
+// and its record read and write buffers for the life of the connection; SSL_MODE_RELEASE_BUFFERS
+// does not apply to DTLS (measured: no change). What a connected association can still need
+// from its SSL, and what replaces it here once the SSL is freed:
+//  - a repeated Finished from the peer (its final flight was retransmitted because ours was
+//    lost): OpenSSL answers with the flight it buffered, which is only ever non-empty for the
+//    server (a client's is cleared when the server's flight arrives). The server's final flight
+//    is kept as sent, datagram by datagram: never-received records are accepted as they are,
+//    and records the peer did receive are discarded by its replay window, as retransmissions
+//    would be. After 12 repeated Finished OpenSSL fails the connection; so do we.
+//  - close_notify, both ways: ours is written by SSL_shutdown before the SSL is freed, captured
+//    instead of sent, and sent by close() or in answer to the peer's;
+//  - the peer's alerts and application data: DtlsRecordReader authenticates them with the
+//    record keys, so a forged or replayed record is dropped as OpenSSL drops it.
 #include "transceiver/dtls/dtls_transport.h"
 
 #include <openssl/bio.h>
@@ -25,6 +40,7 @@
 #include <stdexcept>
 
 #include "common/vocab.h"
+#include "transceiver/dtls/dtls_record_reader.h"
 
 namespace rtce {
 namespace {
@@ -33,6 +49,21 @@ constexpr Nanos kNanosPerMicro = 1000;
 constexpr size_t kDtlsRecordHeaderLength = 13;
 constexpr size_t kMaxRecordPlaintext = 16384;
 constexpr const char kSrtpExporterLabel[] = "EXTRACTOR-dtls_srtp";
+// OpenSSL's DTLS1_TMO_ALERT_COUNT: retransmissions (a repeated Finished counts as one) before it
+// fails the connection.
+constexpr unsigned kMaxRepeatedFinished = 12;
+constexpr size_t kHandshakeHeaderLength = 12;  // DTLS handshake message header
+// OpenSSL's bounds for SSL_set_max_send_fragment.
+constexpr size_t kMinSendFragment = 512;
+
+// The plaintext of one record read, for OpenSSL's SSL_read and the released reader alike: one
+// buffer per thread instead of 16 KiB per session. A transport reads only inside its own
+// calls, on its owner's thread, and the span given to on_application_data is valid only during
+// that call (the data channel copies what it keeps).
+std::span<uint8_t> read_scratch() {
+  thread_local std::vector<uint8_t> buffer(kMaxRecordPlaintext);
+  return buffer;
+}
 
 std::string openssl_error_text() {
   unsigned long code = ERR_get_error();
@@ -92,7 +123,24 @@ struct DtlsTransport::Impl {
   bool fingerprint_mismatch = false;
   bool peer_closed = false;
   std::string alert_reason;
-  std::vector<uint8_t> read_buffer;
+  size_t max_record = kMaxRecordPlaintext;  // application data per record (the write buffer's size)
+
+  // The flight being written, while it may turn out to be the final one (server role, release
+  // configured): a 2-byte length and the datagram, back to back. The first write of an input
+  // (handle_datagram, on_timer, start) starts a new flight.
+  bool keep_final_flight = false;
+  bool flight_open = false;
+  std::vector<uint8_t> flight;
+  std::vector<uint8_t>* capture = nullptr;  // while set, writes land here instead of the peer
+
+  // What is left of the association once the SSL is freed.
+  struct Released {
+    DtlsRecordReader reader;
+    std::vector<uint8_t> final_flight;  // as `flight`; empty for the client (see above)
+    std::vector<uint8_t> close_notify;  // one record, ready to send
+    unsigned repeated_finished = 0;
+  };
+  std::optional<Released> released;
 
   ~Impl() { SSL_free(ssl); }
 
@@ -103,11 +151,29 @@ struct DtlsTransport::Impl {
   static int bio_write(BIO* bio, const char* data, int length) {
     auto* self = static_cast<Impl*>(BIO_get_data(bio));
     if (length <= 0) return 0;
-    self->stats.datagrams_sent++;
-    if (self->callbacks.send) {
-      self->callbacks.send(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data), length));
+    std::span<const uint8_t> datagram(reinterpret_cast<const uint8_t*>(data), static_cast<size_t>(length));
+    if (self->capture != nullptr) {
+      self->capture->insert(self->capture->end(), datagram.begin(), datagram.end());
+      return length;
     }
+    if (self->keep_final_flight && self->state == State::connecting) self->keep_flight_datagram(datagram);
+    self->send(datagram);
     return length;
+  }
+
+  void send(std::span<const uint8_t> datagram) {
+    stats.datagrams_sent++;
+    if (callbacks.send) callbacks.send(datagram);
+  }
+
+  void keep_flight_datagram(std::span<const uint8_t> datagram) {
+    if (!flight_open) {
+      flight.clear();
+      flight_open = true;
+    }
+    flight.push_back(static_cast<uint8_t>(datagram.size() >> 8));
+    flight.push_back(static_cast<uint8_t>(datagram.size()));
+    flight.insert(flight.end(), datagram.begin(), datagram.end());
   }
 
   static int bio_read(BIO* bio, char* out, int capacity) {
@@ -282,20 +348,19 @@ struct DtlsTransport::Impl {
       keys.remote_key_salt = std::move(client);
     }
     state = State::connected;
-    read_buffer.resize(kMaxRecordPlaintext);
     if (callbacks.on_connected) callbacks.on_connected(keys);
     OPENSSL_cleanse(keys.local_key_salt.data(), keys.local_key_salt.size());
     OPENSSL_cleanse(keys.remote_key_salt.data(), keys.remote_key_salt.size());
   }
 
   void read_application_data() {
+    const std::span<uint8_t> buffer = read_scratch();
     while (state == State::connected) {
       ERR_clear_error();
-      int result = SSL_read(ssl, read_buffer.data(), static_cast<int>(read_buffer.size()));
+      int result = SSL_read(ssl, buffer.data(), static_cast<int>(buffer.size()));
       if (result > 0) {
         if (callbacks.on_application_data) {
-          callbacks.on_application_data(
-              std::span<const uint8_t>(read_buffer.data(), static_cast<size_t>(result)));
+          callbacks.on_application_data(std::span<const uint8_t>(buffer.data(), static_cast<size_t>(result)));
         }
         continue;
       }
@@ -314,8 +379,91 @@ struct DtlsTransport::Impl {
     if (state == State::closed || state == State::failed) return;
     state = State::closed;
     retransmit_armed = false;
-    SSL_shutdown(ssl);  // answer with our close_notify
+    send_close_notify();  // the answer
     if (callbacks.on_closed) callbacks.on_closed();
+  }
+
+  void send_close_notify() {
+    if (ssl != nullptr) {
+      SSL_shutdown(ssl);
+      ERR_clear_error();
+    } else if (released && !released->close_notify.empty()) {
+      send(released->close_notify);
+    }
+  }
+
+  // --- after the release --------------------------------------------------------------
+
+  // Connected with release configured: keep what the association still needs, free the SSL.
+  // Once per transport; a CBC suite keeps its SSL.
+  void release_ssl() {
+    config.release_after_handshake = false;
+    keep_final_flight = false;
+    std::optional<DtlsRecordReader> reader = DtlsRecordReader::from_connected(ssl);
+    if (!reader) {
+      flight = {};
+      return;
+    }
+    Released kept{std::move(*reader), std::move(flight), {}, 0};
+    flight = {};
+    // Our close_notify, written now (its record sequence number is the next one: nothing else
+    // is ever written after this) and sent by close() or as an answer.
+    capture = &kept.close_notify;
+    ERR_clear_error();
+    SSL_shutdown(ssl);
+    ERR_clear_error();
+    capture = nullptr;
+    SSL_free(ssl);
+    ssl = nullptr;
+    retransmit_armed = false;
+    released.emplace(std::move(kept));
+  }
+
+  void read_released(std::span<const uint8_t> datagram) {
+    const std::span<uint8_t> plaintext = read_scratch();
+    size_t offset = 0;  // is_dtls_record_sequence has checked the record lengths
+    while (offset < datagram.size() && state == State::connected) {
+      const size_t length = static_cast<size_t>(datagram[offset + 11]) << 8 | datagram[offset + 12];
+      const std::span<const uint8_t> record = datagram.subspan(offset, kDtlsRecordHeaderLength + length);
+      offset += record.size();
+      // Another epoch (a stale handshake retransmission), forged or replayed: dropped.
+      const auto opened = released->reader.open(record, plaintext);
+      if (!opened) continue;
+      switch (opened->type) {
+        case SSL3_RT_ALERT: read_alert(opened->plaintext); break;
+        case SSL3_RT_HANDSHAKE: read_handshake(opened->plaintext); break;
+        case SSL3_RT_APPLICATION_DATA:
+          if (callbacks.on_application_data) callbacks.on_application_data(opened->plaintext);
+          break;
+        default: break;
+      }
+    }
+  }
+
+  void read_alert(std::span<const uint8_t> alert) {
+    if (alert.size() != 2) return fail("DTLS read failed: malformed alert");
+    const int value = alert[0] << 8 | alert[1];
+    if (alert[1] == SSL3_AD_CLOSE_NOTIFY) return peer_closed_notify();
+    // Warnings other than close_notify change nothing for DTLS-SRTP, as with the SSL.
+    if (alert[0] == SSL3_AL_FATAL)
+      fail(std::string("received fatal alert: ") + SSL_alert_desc_string_long(value));
+  }
+
+  void read_handshake(std::span<const uint8_t> message) {
+    // Only a repeated Finished is answered; anything else would be a renegotiation, which the
+    // context refuses (SSL_OP_NO_RENEGOTIATION), and is dropped.
+    if (message.size() < kHandshakeHeaderLength || message[0] != SSL3_MT_FINISHED) return;
+    if (++released->repeated_finished > kMaxRepeatedFinished) {
+      return fail("DTLS read failed: too many repeated Finished messages");
+    }
+    const std::vector<uint8_t>& kept = released->final_flight;
+    if (kept.empty()) return;
+    for (size_t i = 0; i + 2 <= kept.size();) {
+      const size_t length = static_cast<size_t>(kept[i]) << 8 | kept[i + 1];
+      send(std::span(kept).subspan(i + 2, length));
+      i += 2 + length;
+    }
+    stats.final_flight_resends++;
   }
 };
 
@@ -351,6 +499,11 @@ DtlsTransport::DtlsTransport(std::shared_ptr<DtlsContext> context, Role role,
   SSL_set_bio(impl.ssl, bio, bio);  // one BIO, one reference, owned by the SSL
   SSL_set_app_data(impl.ssl, &impl);
   SSL_set_verify(impl.ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, Impl::verify_peer);
+  // No record is larger than a datagram: OpenSSL sizes its write buffer (kept for the life
+  // of the connection) by the largest fragment, 16 KiB unless told.
+  impl.max_record = std::clamp(impl.config.mtu, kMinSendFragment, kMaxRecordPlaintext);
+  SSL_set_max_send_fragment(impl.ssl, static_cast<long>(impl.max_record));
+  impl.keep_final_flight = impl.config.release_after_handshake && role == Role::server;
   SSL_set_info_callback(impl.ssl, Impl::on_info);
   DTLS_set_timer_cb(impl.ssl, Impl::timer_interval_us);
   // SSL_set_tlsext_use_srtp returns 0 on success.
@@ -368,6 +521,7 @@ void DtlsTransport::start(Nanos now) {
   Impl& impl = *impl_;
   if (impl.state != State::idle) return;
   impl.now = now;
+  impl.flight_open = false;
   impl.state = State::connecting;
   impl.handshake_deadline = now + impl.config.handshake_timeout;
   if (impl.role == Role::client) {
@@ -383,26 +537,31 @@ void DtlsTransport::handle_datagram(std::span<const uint8_t> datagram, Nanos now
   impl.now = now;
   impl.stats.datagrams_received++;
   if (impl.state == State::idle && impl.role == Role::server) start(now);
+  impl.flight_open = false;
   if (impl.state != State::connecting && impl.state != State::connected) return;
   if (!is_dtls_record_sequence(datagram)) {
     impl.stats.bad_datagrams++;
     return;
   }
+  if (impl.released) return impl.read_released(datagram);
   impl.incoming = datagram;
   if (impl.state == State::connecting) impl.drive_handshake();
-  // Application data may share the datagram that finished the handshake.
+  // Application data may share the datagram that finished the handshake (read before a
+  // release, with everything else in it).
   if (impl.state == State::connected) impl.read_application_data();
   impl.incoming = {};
+  if (impl.state == State::connected && impl.config.release_after_handshake) impl.release_ssl();
 }
 
 void DtlsTransport::on_timer(Nanos now) {
   Impl& impl = *impl_;
   impl.now = now;
+  impl.flight_open = false;
   if (impl.state == State::connecting && now >= impl.handshake_deadline) {
     impl.fail("handshake timeout");
     return;
   }
-  if (!impl.retransmit_armed || now < impl.retransmit_deadline) return;
+  if (!impl.retransmit_armed || now < impl.retransmit_deadline || impl.ssl == nullptr) return;
   if (impl.state != State::connecting && impl.state != State::connected) return;
   ERR_clear_error();
   int result = DTLSv1_handle_timeout(impl.ssl);
@@ -436,7 +595,8 @@ std::optional<Nanos> DtlsTransport::next_timeout(Nanos) const {
 
 bool DtlsTransport::send_application_data(std::span<const uint8_t> data) {
   Impl& impl = *impl_;
-  if (impl.state != State::connected || data.empty() || data.size() > kMaxRecordPlaintext) return false;
+  if (impl.state != State::connected || impl.ssl == nullptr || data.empty() || data.size() > impl.max_record)
+    return false;
   ERR_clear_error();
   int result = SSL_write(impl.ssl, data.data(), static_cast<int>(data.size()));
   if (result <= 0) {
@@ -451,8 +611,7 @@ void DtlsTransport::close() {
   if (impl.state == State::closed || impl.state == State::failed) return;
   if (impl.state == State::connected) {
     ERR_clear_error();
-    SSL_shutdown(impl.ssl);
-    ERR_clear_error();
+    impl.send_close_notify();
   }
   impl.state = State::closed;
   impl.retransmit_armed = false;
@@ -462,6 +621,7 @@ DtlsTransport::State DtlsTransport::state() const { return impl_->state; }
 std::string_view DtlsTransport::failure_reason() const { return impl_->failure_reason; }
 SrtpProfile DtlsTransport::negotiated_profile() const { return impl_->profile; }
 const DtlsTransport::Stats& DtlsTransport::stats() const { return impl_->stats; }
+bool DtlsTransport::ssl_released() const { return impl_->released.has_value(); }
 
 const char* dtls_state_name(DtlsTransport::State state) {
   static constexpr const char* kNames[] = {RTCE_DTLS_STATES(RTCE_VOCAB_LABEL)};

@@ -2,6 +2,15 @@
 // datagrams come in through handle_datagram, go out through Callbacks::send, and time only
 // advances through the `now` passed in. Owns the SSL object; the certificate and SSL_CTX are
 // shared (DtlsContext). On success it exports the SRTP master keys for both directions.
+//
+// Memory: an SSL object holds ~70 KiB after the handshake (OpenSSL keeps the handshake buffer
+// and the record buffers of a DTLS connection for its lifetime). A session that carries no
+// application data (audio only: no m=application) needs none of it once the SRTP keys are
+// exported, so with Config::release_after_handshake the transport frees the SSL right after
+// connecting and keeps only what the association can still be asked for: the final flight it
+// sent (as the server: a client whose copy of it was lost retransmits its own flight and must
+// get ours again), a pre-built close_notify for close(), and a DtlsRecordReader that
+// authenticates the peer's close_notify, alerts, repeated Finished and stray application data.
 #pragma once
 
 #include <cstddef>
@@ -50,6 +59,9 @@ class DtlsTransport {
     Nanos max_retransmit = 4'000'000'000;
     // Offered (client) or accepted (server) in preference order; the server's order wins.
     std::vector<SrtpProfile> srtp_profiles = {SrtpProfile::aead_aes_128_gcm, SrtpProfile::aes128_cm_sha1_80};
+    // Free the SSL once connected (see above): for sessions that never send or expect
+    // application data. Only with an AEAD suite; after a CBC suite the SSL stays.
+    bool release_after_handshake = false;
   };
 
   struct Stats {
@@ -57,6 +69,7 @@ class DtlsTransport {
     uint64_t datagrams_sent = 0;
     uint64_t bad_datagrams = 0;  // not a well-formed sequence of DTLS records: dropped
     uint64_t retransmit_timeouts = 0;
+    uint64_t final_flight_resends = 0;  // after a release: our final flight, for a repeated Finished
   };
 
   // Throws std::invalid_argument on an unusable config (mtu, empty profile list) and
@@ -79,7 +92,9 @@ class DtlsTransport {
   void on_timer(Nanos now);
   // When on_timer should next run; nullopt while nothing is pending.
   std::optional<Nanos> next_timeout(Nanos now) const;
-  // One DTLS record; returns false unless connected or if OpenSSL refuses the write.
+  // One DTLS record of at most max(mtu, 512) bytes (larger records would not fit a datagram;
+  // OpenSSL's write buffer is sized for it); returns false unless connected with the SSL kept,
+  // or if OpenSSL refuses the write.
   bool send_application_data(std::span<const uint8_t> data);
   // Sends close_notify (when connected) and moves to closed; no callback fires.
   void close();
@@ -89,6 +104,8 @@ class DtlsTransport {
   // Valid once connected.
   SrtpProfile negotiated_profile() const;
   const Stats& stats() const;
+  // Whether the SSL object was freed after the handshake (Config::release_after_handshake).
+  bool ssl_released() const;
 
  private:
   struct Impl;

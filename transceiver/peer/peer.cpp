@@ -23,6 +23,14 @@ constexpr Nanos kRtcpInterval = 1'000'000'000;
 // coarser (RTO >= 1 s, delayed SACK 200 ms), so 20 ms adds no protocol delay.
 constexpr Nanos kChannelPumpInterval = 20'000'000;
 
+// Where a datagram is built before it is handed on (the sender copies it into its batch):
+// one per thread, since every use fills it and hands it on before returning, instead of
+// 1.5 KB in every session.
+std::span<uint8_t> packet_scratch() {
+  thread_local std::array<uint8_t, 1500> buffer;
+  return buffer;
+}
+
 template <typename T>
 T random_value() {
   T v;
@@ -48,10 +56,7 @@ Peer::Peer(PeerPlan plan, PeerEnvironment env, Nanos now)
   callbacks.send = [this](std::span<const uint8_t> d) {
     // The first flight, while the client's ICE may not be connected yet: kept to re-send
     // the moment it nominates (see on_ice_progress).
-    if (!ice_was_connected_ && early_flight_len_ == 0 && d.size() <= early_flight_.size()) {
-      std::memcpy(early_flight_.data(), d.data(), d.size());
-      early_flight_len_ = d.size();
-    }
+    if (!ice_was_connected_ && early_flight_.empty()) early_flight_.assign(d.begin(), d.end());
     transmit(d);
   };
   callbacks.on_connected = [this](const SrtpKeys& keys) { on_dtls_connected(keys, now_); };
@@ -68,6 +73,10 @@ Peer::Peer(PeerPlan plan, PeerEnvironment env, Nanos now)
   };
   DtlsTransport::Config dtls_config;
   dtls_config.handshake_timeout = env_.settings.connect_timeout;
+  // Without m=application nothing but SRTP follows the handshake: the SSL object (~60 KiB)
+  // goes once the keys are exported (DtlsTransport keeps what a retransmitted final flight
+  // and close_notify still need).
+  dtls_config.release_after_handshake = !plan_.data_channel;
   dtls_ = std::make_unique<DtlsTransport>(env_.dtls, plan_.dtls_role, plan_.remote_fingerprint,
                                           std::move(callbacks), dtls_config);
 }
@@ -109,8 +118,9 @@ void Peer::handle(std::span<uint8_t> datagram, const MediaPath& path, Nanos now)
 
 void Peer::handle_stun(std::span<const uint8_t> request, const MediaPath& path, Nanos now) {
   if (ended_) return count(DatagramDrop::stun_rejected);
-  auto result = ice_.handle_request(request, path.client, packet_scratch_, now);
-  if (result.reply_len > 0) env_.out.send(path, {packet_scratch_.data(), result.reply_len});
+  const std::span<uint8_t> scratch = packet_scratch();
+  auto result = ice_.handle_request(request, path.client, scratch, now);
+  if (result.reply_len > 0) env_.out.send(path, scratch.first(result.reply_len));
   if (result.reply_suppressed) env_.metrics.stun_error_replies_suppressed.add();
   if (!result.authenticated || result.outcome != IceLiteSession::Outcome::success)
     return count(DatagramDrop::stun_rejected);
@@ -132,8 +142,8 @@ void Peer::handle_stun(std::span<const uint8_t> request, const MediaPath& path, 
   if (result.completed_restart) complete_ice_restart(now);
   // One triggered check on a pair's first valid check: a controlling client that nominates
   // on a timer (or only on a peer's check, as Pion does) nominates now instead of 200 ms on.
-  if (size_t n = ice_.build_triggered_check(path.client, packet_scratch_); n > 0) {
-    env_.out.send(path, {packet_scratch_.data(), n});
+  if (size_t n = ice_.build_triggered_check(path.client, scratch); n > 0) {
+    env_.out.send(path, scratch.first(n));
     env_.metrics.ice_triggered_checks.add();
   }
   on_ice_progress(now);
@@ -151,9 +161,10 @@ void Peer::on_ice_progress(Nanos now) {
     dtls_->start(now);
   if (ice_was_connected_ || ice_.state() != IceLiteSession::State::connected) return;
   ice_was_connected_ = true;
-  if (early_flight_len_ > 0 && dtls_->state() == DtlsTransport::State::connecting &&
+  if (!early_flight_.empty() && dtls_->state() == DtlsTransport::State::connecting &&
       dtls_->stats().datagrams_received == 0)
-    transmit({early_flight_.data(), early_flight_len_});
+    transmit(early_flight_);
+  std::vector<uint8_t>().swap(early_flight_);  // needed no more
 }
 
 void Peer::switch_media_path(const MediaPath& path) {
@@ -460,17 +471,18 @@ Nanos Peer::next_deadline(Nanos now) const {
 
 void Peer::send_audio(std::span<const uint8_t> opus, Nanos now) {
   if (!srtp_out_ || ended_ || !plan_.has_audio) return;
-  uint8_t* buf = packet_scratch_.data();
-  const size_t header = write_rtp_header(packet_scratch_, plan_.opus_payload_type, out_marker_, out_seq_,
-                                         out_timestamp_, plan_.ssrc);
-  if (header + opus.size() + SrtpSession::max_trailer > packet_scratch_.size()) return;
+  const std::span<uint8_t> scratch = packet_scratch();
+  uint8_t* buf = scratch.data();
+  const size_t header =
+      write_rtp_header(scratch, plan_.opus_payload_type, out_marker_, out_seq_, out_timestamp_, plan_.ssrc);
+  if (header + opus.size() + SrtpSession::max_trailer > scratch.size()) return;
   std::memcpy(buf + header, opus.data(), opus.size());
   size_t len = header + opus.size();
   send_stats_.on_packet_sent(opus.size(), out_timestamp_, now);
   ++out_seq_;
   out_timestamp_ += kSamplesPer20ms;
   out_marker_ = false;
-  if (srtp_out_->protect_rtp(buf, len, packet_scratch_.size()) != SrtpError::ok) return;
+  if (srtp_out_->protect_rtp(buf, len, scratch.size()) != SrtpError::ok) return;
   env_.metrics.rtp_out.add();
   transmit({buf, len});
 }
@@ -484,15 +496,16 @@ void Peer::send_rtcp_report(Nanos now) {
   next_rtcp_at_ = now + kRtcpInterval;
   std::optional<RtcpReportBlock> block;
   if (remote_ssrc_ != 0) block = receive_stats_.make_report_block(remote_ssrc_, now);
-  uint8_t* buf = packet_scratch_.data();
+  const std::span<uint8_t> scratch = packet_scratch();
+  uint8_t* buf = scratch.data();
   size_t len;
   if (send_stats_.packets_sent() > 0) {
     const auto info = send_stats_.make_sender_info(NtpTime::from_unix_nanos(wall_now_unix_nanos()), now);
-    len = build_sr_sdes(packet_scratch_, info, block ? &*block : nullptr, plan_.cname);
+    len = build_sr_sdes(scratch, info, block ? &*block : nullptr, plan_.cname);
   } else {
-    len = build_rr_sdes(packet_scratch_, plan_.ssrc, block ? &*block : nullptr, plan_.cname);
+    len = build_rr_sdes(scratch, plan_.ssrc, block ? &*block : nullptr, plan_.cname);
   }
-  if (len == 0 || srtp_out_->protect_rtcp(buf, len, packet_scratch_.size()) != SrtpError::ok) return;
+  if (len == 0 || srtp_out_->protect_rtcp(buf, len, scratch.size()) != SrtpError::ok) return;
   env_.metrics.rtcp_out.add();
   transmit({buf, len});
   if (++reports_sent_ % 5 == 0) {

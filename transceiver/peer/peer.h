@@ -154,6 +154,9 @@ class Peer {
   const std::string& local_ufrag() const { return plan_.local_ufrag; }
   const PeerPlan& plan() const { return plan_; }
   const std::string& dtls_failure() const { return dtls_failure_; }
+  // The DTLS SSL object was freed after an audio-only handshake (DtlsTransport::Config::
+  // release_after_handshake).
+  bool dtls_released() const { return dtls_->ssl_released(); }
   // The transport's part of a session's JSON snapshot.
   void snapshot_into(nlohmann::json& j) const;
 
@@ -193,9 +196,9 @@ class Peer {
   static constexpr size_t kMaxCandidatePaths = 4;
   std::array<MediaPath, kMaxCandidatePaths> candidates_{};
   size_t candidate_count_ = 0;
-  // The DTLS client's first flight, re-sent once when ICE connects (on_ice_progress).
-  std::array<uint8_t, 1500> early_flight_{};
-  size_t early_flight_len_ = 0;
+  // The DTLS client's first flight, re-sent once when ICE connects (on_ice_progress), then
+  // freed.
+  std::vector<uint8_t> early_flight_;
   bool ice_was_connected_ = false;
   // ICE restarts: the generation is the ETag; a token bucket bounds restarts per session.
   uint64_t ice_generation_ = 1;
@@ -219,7 +222,6 @@ class Peer {
   Nanos next_channel_pump_ = 0;  // 0: at the first tick after the channel exists
   uint64_t packets_in_ = 0, packets_out_ = 0, bytes_in_ = 0, bytes_out_ = 0;
   uint64_t reports_sent_ = 0;
-  std::array<uint8_t, 1500> packet_scratch_{};
 
   // Data channels. A session without audio (text-only) never sends RTP.
   std::unique_ptr<DataChannelEndpoint> data_channel_;

@@ -1,5 +1,6 @@
 // jitter_buffer_test.cpp — reordering, loss with and without FEC, the target delay,
-// duplicates, late packets, sequence wraparound, window slides and resyncs.
+// duplicates, late packets, sequence wraparound, window slides and resyncs, and the slots
+// growing for a larger packet.
 #include "audio/jitter_buffer.h"
 
 #include <gtest/gtest.h>
@@ -165,6 +166,31 @@ TEST(JitterBufferTest, OversizedPayloadIsRefused) {
   EXPECT_FALSE(jb.push(1, 0, big, kStart));
   EXPECT_EQ(jb.counters().oversized, 1u);
   EXPECT_EQ(jb.buffered(), 0u);
+}
+
+// Slots start sized for voice; a larger packet re-lays them out (keeping what is buffered)
+// up to max_payload, and the storage stays at that size.
+TEST(JitterBufferTest, LargerPacketGrowsTheSlotsAndKeepsWhatIsBuffered) {
+  JitterBuffer jb;
+  EXPECT_EQ(jb.slot_bytes(), 320u);
+  const size_t small = jb.reserved_bytes();
+  EXPECT_LT(small, 16u * 400);  // not 16 x 1500
+  ASSERT_TRUE(push(jb, 1, kStart));
+  ASSERT_TRUE(push(jb, 3, kStart + 1 * kMs));
+  std::vector<uint8_t> big(1000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
+  ASSERT_TRUE(jb.push(2, 2 * 960u, big, kStart + 2 * kMs));
+  EXPECT_EQ(jb.slot_bytes(), 1000u);
+  EXPECT_GT(jb.reserved_bytes(), small);
+  expect_frame(jb.pop(kStart + 40 * kMs), 1);
+  auto out = jb.pop(kStart + 60 * kMs);
+  ASSERT_EQ(out.kind, Kind::frame);
+  EXPECT_EQ(std::vector<uint8_t>(out.payload.begin(), out.payload.end()), big);
+  expect_frame(jb.pop(kStart + 80 * kMs), 3);
+  const std::vector<uint8_t> largest(1500, 9);
+  ASSERT_TRUE(jb.push(4, 4 * 960u, largest, kStart + 81 * kMs));
+  EXPECT_EQ(jb.slot_bytes(), 1500u);
+  EXPECT_EQ(jb.pop(kStart + 100 * kMs).payload.size(), 1500u);
 }
 
 }  // namespace

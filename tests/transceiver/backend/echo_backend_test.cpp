@@ -61,6 +61,20 @@ TEST_F(EchoBackendTest, LoopbackReturnsEachFrameOnceAfterTheDelayAtTheSendersPac
   EXPECT_EQ(counters.frames_received.get(), static_cast<uint64_t>(kFrames));
 }
 
+// The delay line starts at the delay plus a few frames and grows with a burst, up to the delay
+// plus one second; beyond that the oldest frames go (counted), and the rest play in order.
+TEST_F(EchoBackendTest, LoopbackBurstGrowsTheDelayLineUpToItsBound) {
+  EchoBackendConfig config;
+  config.loopback_delay = 100'000'000;  // 5 frames: the bound is 5 + 50
+  auto backend = make_echo_backend(config, session_16k("echo"), listener, counters);
+  DeadlineDriver backend_deadlines(io, backend);
+  constexpr int kBurst = 60;
+  for (int i = 0; i < kBurst; ++i) send(*backend, numbered_frame(16000, i));
+  EXPECT_EQ(counters.frames_dropped_outbound.get(), 5u);
+  ASSERT_TRUE(run_until(io, [&] { return listener.audio.size() >= 55; }));
+  for (int i = 0; i < 55; ++i) EXPECT_EQ(listener.audio[i], numbered_frame(16000, i + 5)) << "frame " << i;
+}
+
 TEST_F(EchoBackendTest, LoopbackClearsOnDemoClearAndStopsAtClose) {
   EchoBackendConfig config;
   config.loopback_delay = 100'000'000;

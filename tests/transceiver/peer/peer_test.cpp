@@ -92,11 +92,13 @@ std::shared_ptr<DtlsContext> client_context() {
   return ctx;
 }
 
-// The browser side: ICE checks, the DTLS server (the Peer answers setup:active), SRTP and,
-// when asked, a data channel endpoint over the DTLS application data.
+// The browser side: ICE checks, DTLS (the server when the Peer answers setup:active, the
+// default; the client when the offer said setup:active), SRTP and, when asked, a data channel
+// endpoint over the DTLS application data.
 class FakeClient {
  public:
-  FakeClient(std::string server_ufrag, std::string server_pwd, std::string client_ufrag, bool with_channel)
+  FakeClient(std::string server_ufrag, std::string server_pwd, std::string client_ufrag, bool with_channel,
+             DtlsTransport::Role role = DtlsTransport::Role::server)
       : checker_(std::move(server_ufrag), std::move(server_pwd), std::move(client_ufrag)) {
     DtlsTransport::Callbacks callbacks;
     callbacks.send = [this](std::span<const uint8_t> d) { to_peer.emplace_back(d.begin(), d.end()); };
@@ -106,16 +108,17 @@ class FakeClient {
       if (channel) channel->start(now);
     };
     callbacks.on_failed = [this](std::string_view reason) { dtls_failure = reason; };
+    callbacks.on_closed = [this] { ++dtls_closed; };
     callbacks.on_application_data = [this](std::span<const uint8_t> data) {
       if (channel) channel->handle_packet(data, now);
     };
-    dtls = std::make_unique<DtlsTransport>(client_context(), DtlsTransport::Role::server,
-                                           server_context()->fingerprint_sha256_bytes(), std::move(callbacks),
-                                           DtlsTransport::Config{});
+    dtls =
+        std::make_unique<DtlsTransport>(client_context(), role, server_context()->fingerprint_sha256_bytes(),
+                                        std::move(callbacks), DtlsTransport::Config{});
     dtls->start(now);
     if (with_channel) {
       DataChannelEndpoint::Config config;
-      config.dtls_client = false;
+      config.dtls_client = role == DtlsTransport::Role::client;
       DataChannelEndpoint::Callbacks cb;
       cb.send = [this](std::span<const uint8_t> packet) { dtls->send_application_data(packet); };
       cb.on_open = [this](uint16_t stream, std::string_view, std::string_view) {
@@ -148,6 +151,10 @@ class FakeClient {
       case RTCE_FIRST_BYTE_DTLS:
         ++dtls_received;
         dtls_datagrams.push_back(bytes);
+        if (drop_dtls && drop_dtls()) {
+          ++dtls_dropped;
+          break;
+        }
         if (deliver_dtls) dtls->handle_datagram(bytes, now);
         break;
       case RTCE_FIRST_BYTE_RTP: {
@@ -183,7 +190,9 @@ class FakeClient {
   std::optional<IceClientChecker::Verdict> last_verdict;
   std::string dtls_failure;
   bool deliver_dtls = true;
-  size_t dtls_received = 0;
+  std::function<bool()> drop_dtls;  // consulted per DTLS datagram from the Peer: true loses it
+  size_t dtls_received = 0, dtls_dropped = 0;
+  int dtls_closed = 0;  // close_notify from the Peer
   std::vector<std::vector<uint8_t>> dtls_datagrams;
   std::vector<std::vector<uint8_t>> audio;
   std::vector<uint16_t> open_streams;
@@ -197,7 +206,8 @@ class FakeClient {
 
 class PeerTest : public ::testing::Test {
  protected:
-  void make_peer(bool with_channel = false, bool has_audio = true) {
+  void make_peer(bool with_channel = false, bool has_audio = true,
+                 DtlsTransport::Role peer_role = DtlsTransport::Role::client) {
     PeerPlan plan;
     plan.id = "test";
     plan.local_ufrag = "srv1";
@@ -205,7 +215,7 @@ class PeerTest : public ::testing::Test {
     plan.remote_ufrag = "cli1";
     plan.remote_pwd = "clientpasswordclientpass";
     plan.remote_fingerprint = client_context()->fingerprint_sha256_bytes();
-    plan.dtls_role = DtlsTransport::Role::client;
+    plan.dtls_role = peer_role;
     plan.ssrc = 0xabcdef;
     plan.cname = "peer-test";
     plan.offer_received_at = now;
@@ -215,7 +225,9 @@ class PeerTest : public ::testing::Test {
     peer = std::make_unique<Peer>(
         plan, PeerEnvironment{sender, router, observer, metrics, log, server_context(), settings}, now);
     router.route_ufrag(plan.local_ufrag, *peer);
-    client = std::make_unique<FakeClient>(plan.local_ufrag, plan.local_pwd, plan.remote_ufrag, with_channel);
+    client = std::make_unique<FakeClient>(
+        plan.local_ufrag, plan.local_pwd, plan.remote_ufrag, with_channel,
+        peer_role == DtlsTransport::Role::client ? DtlsTransport::Role::server : DtlsTransport::Role::client);
   }
 
   void advance(Nanos by) {
@@ -512,6 +524,53 @@ TEST_F(PeerTest, DataChannelOpensAndCarriesTextBothWays) {
   ASSERT_TRUE(run_until([&] { return !client->received_text.empty(); }, path_a));
   EXPECT_EQ(client->received_text[0], R"({"type":"pong"})");
   EXPECT_EQ(metrics.data_channels_opened.get(), 1u);
+}
+
+TEST_F(PeerTest, AudioOnlySessionReleasesItsSslAndStillSendsCloseNotifyAtTheEnd) {
+  make_peer();
+  connect(path_a);
+  EXPECT_TRUE(peer->dtls_released());
+  auto packet = client->rtp(std::vector<uint8_t>{1, 2, 3});
+  peer->handle(packet, path_a, now);
+  ASSERT_EQ(observer.audio.size(), 1u);
+  peer->end(now);
+  pump(path_a);
+  EXPECT_EQ(client->dtls_closed, 1);
+  EXPECT_EQ(client->dtls->state(), DtlsTransport::State::closed);
+  EXPECT_TRUE(observer.ends.empty());  // end() calls no observer
+}
+
+TEST_F(PeerTest, SessionWithADataChannelKeepsItsSsl) {
+  make_peer(/*with_channel=*/true);
+  connect(path_a);
+  EXPECT_FALSE(peer->dtls_released());
+}
+
+// The offer said setup:active, so the Peer is the DTLS server. Its final flight (CCS,
+// Finished) is lost after it released the SSL; the client retransmits its own final flight and
+// gets the Peer's again, media flows, and the end still sends close_notify.
+TEST_F(PeerTest, ReleasedServerAnswersARetransmittedClientFinalFlight) {
+  make_peer(/*with_channel=*/false, /*has_audio=*/true, DtlsTransport::Role::server);
+  // Lose what the Peer sends once it is connected, until the client has retransmitted.
+  client->drop_dtls = [&] {
+    return observer.connected == 1 && !client->dtls_connected() &&
+           client->dtls->stats().retransmit_timeouts == 0;
+  };
+  connect(path_a);
+  EXPECT_GE(client->dtls_dropped, 1u);
+  EXPECT_TRUE(peer->dtls_released());
+  EXPECT_EQ(client->dtls->stats().retransmit_timeouts, 1u);
+  EXPECT_TRUE(client->dtls_failure.empty()) << client->dtls_failure;
+  auto packet = client->rtp(std::vector<uint8_t>{7, 7});
+  peer->handle(packet, path_a, now);
+  ASSERT_EQ(observer.audio.size(), 1u);
+  peer->send_audio(std::vector<uint8_t>{9, 9, 9}, now);
+  pump(path_a);
+  ASSERT_EQ(client->audio.size(), 1u);
+  EXPECT_EQ(client->audio[0], (std::vector<uint8_t>{9, 9, 9}));
+  peer->end(now);
+  pump(path_a);
+  EXPECT_EQ(client->dtls_closed, 1);
 }
 
 TEST_F(PeerTest, SctpWithoutNegotiatedChannelIsCounted) {

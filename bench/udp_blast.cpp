@@ -26,7 +26,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -71,7 +70,6 @@ constexpr size_t kIpUdpHeader = 28;
 constexpr size_t kMinPayload = 32;
 constexpr size_t kSinkBatch = 64;
 constexpr size_t kSinkBuffer = 2048;
-constexpr size_t kSinkGroSlots = 8;  // as the transceiver's media worker reads
 
 Nanos now_ns() { return rtce::monotonic_now(); }
 
@@ -371,14 +369,17 @@ void sink_main(const Options& o, Shared& s) {
   if (fd < 0) die("sink socket");
   int big = 64 << 20;
   if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big) < 0) die("SO_RCVBUFFORCE");
+  timeval tv{0, 20'000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sockaddr_in addr = parse_v4(o.sink, true);
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) die("bind sink " + o.sink);
   s.sink_ready.store(true, std::memory_order_release);
 
-  // With UDP_GRO a relay's GSO run is one receive; the batch splits it (8 slots of 64 KiB,
-  // as the transceiver). Without, 64 slots of 2 KiB as before.
+  // With UDP_GRO a relay's GSO run is one receive, which the batch splits. 64 slots either
+  // way (of 64 KiB with GRO: 4 MiB, more than a transceiver spends, so that datagrams that
+  // come one by one, from nginx say, still take one recvmmsg per 64 as they did).
   const bool gro = o.sink_gro && rtce::enable_udp_gro(fd);
-  rtce::UdpReceiveBatch rx = gro ? rtce::UdpReceiveBatch::coalescing(kSinkGroSlots, kSinkBuffer)
+  rtce::UdpReceiveBatch rx = gro ? rtce::UdpReceiveBatch::coalescing(kSinkBatch, kSinkBuffer)
                                  : rtce::UdpReceiveBatch(kSinkBatch, kSinkBuffer);
   s.sink_gro.store(gro, std::memory_order_relaxed);
   uint32_t seen = 0;
@@ -395,13 +396,9 @@ void sink_main(const Options& o, Shared& s) {
       s.foreign.store(foreign, std::memory_order_relaxed);
       s.sink_seen.store(cur, std::memory_order_release);
     }
-    const size_t n = rx.receive(fd);
-    if (n == 0) {
-      // Waits up to 20 ms, as the blocking receive with SO_RCVTIMEO did, to see phase changes.
-      pollfd pfd{fd, POLLIN, 0};
-      poll(&pfd, 1, 20);
-      continue;
-    }
+    // Blocks for the first datagram, at most 20 ms (SO_RCVTIMEO), to see phase changes.
+    const size_t n = rx.receive(fd, /*wait=*/true);
+    if (n == 0) continue;
     const Nanos now = now_ns();
     for (size_t i = 0; i < n; i++) {
       if (rx.truncated(i)) {

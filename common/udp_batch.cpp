@@ -63,7 +63,7 @@ UdpReceiveBatch::UdpReceiveBatch(size_t slots, size_t slot_bytes, size_t max_dat
   }
 }
 
-size_t UdpReceiveBatch::receive(int fd) {
+size_t UdpReceiveBatch::receive(int fd, bool wait) {
   // The kernel shrinks these to what it wrote; restore them for every slot it may fill.
   for (auto& m : msgs_) {
     m.msg_hdr.msg_namelen = sizeof(sockaddr_storage);
@@ -71,8 +71,8 @@ size_t UdpReceiveBatch::receive(int fd) {
     m.msg_hdr.msg_flags = 0;
   }
   // MSG_TRUNC: msg_len is the datagram's real length, and msg_flags says it was cut.
-  const int n =
-      recvmmsg(fd, msgs_.data(), static_cast<unsigned>(msgs_.size()), MSG_DONTWAIT | MSG_TRUNC, nullptr);
+  const int n = recvmmsg(fd, msgs_.data(), static_cast<unsigned>(msgs_.size()),
+                         (wait ? MSG_WAITFORONE : MSG_DONTWAIT) | MSG_TRUNC, nullptr);
   filled_ = n > 0 && static_cast<size_t>(n) == msgs_.size();
   size_t count = 0;
   for (int s = 0; s < n; s++) count += split(static_cast<size_t>(s), count);

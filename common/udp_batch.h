@@ -75,8 +75,9 @@ class UdpReceiveBatch {
 
   // One non-blocking recvmmsg into every slot, coalesced runs split. Returns how many
   // datagrams came: 0 when none was waiting, or on an error (the caller's event loop will be
-  // woken again). Datagrams i in [0, n) are then in arrival order.
-  size_t receive(int fd);
+  // woken again). Datagrams i in [0, n) are then in arrival order. With `wait`, the call
+  // blocks for the first datagram (MSG_WAITFORONE; up to the socket's SO_RCVTIMEO).
+  size_t receive(int fd, bool wait = false);
   // Whether the last receive() filled every slot: the socket may hold more.
   bool filled() const { return filled_; }
 

@@ -8,7 +8,9 @@
 # Systems, one after the other, each with the same load (bench/udp_blast.cpp):
 #   direct  no middlebox: client -> 198.19.2.2:40000, routed by the relay namespace's kernel
 #           (the baseline that "added" latency and CPU are computed against)
-#   relay   rtcedge-relay --mode userspace on the VIP, endpoint 1 = the sink (PROXY v2 framed)
+#   relay   rtcedge-relay --mode userspace on the VIP, endpoint 1 = the sink (PROXY v2 framed,
+#           UDP GSO towards the sink: docs/wire-format.md, "Padding (NOOP TLV)")
+#   relay-nogso  the same with --gso false: one datagram per message (not in the default set)
 #   nginx   Debian nginx, stream module: "listen VIP:3478 udp reuseport", proxy_pass the sink,
 #           2 workers pinned like the relay's (worker_cpu_affinity auto), one session per flow
 #   nft     nftables DNAT VIP:3478 -> sink in the relay namespace (kernel forwarding)
@@ -31,7 +33,8 @@
 #   --warmup S        sending before each window (default 0.5)
 #   --flows N         client flows (default 1000)
 #   --payload B       UDP payload bytes (default 200)
-#   --systems LIST    subset/order of: direct relay nginx nft xdp (default all five)
+#   --systems LIST    subset/order of: direct relay relay-nogso nginx nft xdp (default: all but
+#                     relay-nogso)
 #   --relay-args "…"  extra rtcedge-relay flags (e.g. "--pin-cpus false")
 #   --veth MODE       plain (default: a veth delivers inside the sender's syscall) or napi
 #                     (GRO + threaded NAPI on the receiving ends: receive runs in a kthread)
@@ -39,6 +42,8 @@
 #                     0 ends the session after every datagram)
 #   --nice N          nice value of everything the benchmark runs (default -10, so that other
 #                     load on a shared machine disturbs it less; 0 = leave it)
+#   --sink-gro on|off UDP_GRO on the sink's socket (default on, as a transceiver's media socket:
+#                     the relay's UDP GSO runs then arrive whole; nothing else sends GSO)
 #   --raw             also print every RESULT line
 set -euo pipefail
 
@@ -55,6 +60,7 @@ RAW=0
 VETH=plain
 NGINX_RESPONSES=""
 NICE=-10
+SINK_GRO=on
 CMDLINE="$0 $*"
 
 while [[ $# -gt 0 ]]; do
@@ -71,12 +77,14 @@ while [[ $# -gt 0 ]]; do
     --veth) VETH="$2"; shift 2 ;;
     --nginx-proxy-responses) NGINX_RESPONSES="$2"; shift 2 ;;
     --nice) NICE="$2"; shift 2 ;;
+    --sink-gro) SINK_GRO="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_forwarding_bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 
 [[ "$VETH" == plain || "$VETH" == napi ]] || { echo "run_forwarding_bench.sh: --veth is plain or napi" >&2; exit 2; }
+[[ "$SINK_GRO" == on || "$SINK_GRO" == off ]] || { echo "run_forwarding_bench.sh: --sink-gro is on or off" >&2; exit 2; }
 
 RELAY_BIN="$BUILD_DIR/bin/rtcedge-relay"
 BLAST_BIN="$BUILD_DIR/bin/udp_blast"
@@ -202,7 +210,7 @@ echo
 echo "- nproc: $(nproc); CPU: $CPU_MODEL; $(awk '/MemTotal/ {printf "%.0f GiB RAM", $2/1048576}' /proc/meminfo)"
 echo "- kernel: $(uname -sr); $(grep -qi hypervisor /proc/cpuinfo && echo 'virtual machine (hypervisor flag set)' || echo 'bare metal')"
 echo "- $(nginx -v 2>&1 | sed 's#nginx version: ##'); $(nft --version); relay: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$REPO" diff --quiet HEAD -- loader wire common bpf 2>/dev/null || echo ' (+local changes)')"
-echo "- veth mode: $VETH; benchmark processes at nice $NICE"
+echo "- veth mode: $VETH; sink UDP_GRO: $SINK_GRO; benchmark processes at nice $NICE"
 echo "- load: $FLOWS flows, $PAYLOAD-byte UDP payloads, rates $RATES, ${WARMUP}s warm-up + ${DURATION}s window per rate"
 echo "- command: $CMDLINE"
 echo
@@ -217,12 +225,13 @@ wait_udp_bound() {
 }
 
 start_relay() {
+  local extra="${1:-}"
   local workers="--workers 2"   # one per CPU of this machine, like nginx's worker_processes 2
   [[ "$RELAY_ARGS" == *--workers* ]] && workers=""
   # Not through nsx: `ip netns exec` execs the command, so $! is the relay itself.
   # shellcheck disable=SC2086  # RELAY_ARGS is a list of flags
   nice -n "$NICE" ip netns exec "$NS_R" "$RELAY_BIN" --listen "$VIP_IP:$VIP_PORT" --endpoints "1=$SINK_IP:$SINK_PORT" \
-    --hint-key-file "$TMP/hint-keys.yaml" --admin-listen "$ADMIN" $workers $RELAY_ARGS \
+    --hint-key-file "$TMP/hint-keys.yaml" --admin-listen "$ADMIN" $workers $RELAY_ARGS $extra \
     >"$TMP/relay.log" 2>&1 &
   MBOX_PID=$!
   for _ in $(seq 100); do
@@ -354,6 +363,7 @@ run_system() {
   case "$sys" in
     direct) dst="$SINK_IP:$SINK_PORT" ;;
     relay) start_relay ;;
+    relay-nogso) start_relay "--gso false" ;;
     nginx) start_nginx ;;
     nft) start_nft ;;
     xdp) start_xdp ;;
@@ -365,7 +375,8 @@ run_system() {
   nice -n "$NICE" "$BLAST_BIN" --label "$sys" --client-netns "$NS_C" --sink-netns "$NS_S" \
     --src "$CLIENT_IP" --dst "$dst" --sink "$SINK_IP:$SINK_PORT" --flows "$FLOWS" --payload "$PAYLOAD" \
     --hint-key-file "$TMP/hint-keys.yaml" --cluster 0 --endpoint 1 \
-    --rates "$RATES" --warmup "$WARMUP" --duration "$DURATION" ${WATCH:+--watch-pid "$WATCH"} ${KTHREADS:+--kernel-pid "$KTHREADS"} \
+    --rates "$RATES" --warmup "$WARMUP" --duration "$DURATION" --sink-gro "$([[ $SINK_GRO == on ]] && echo true || echo false)" \
+    ${WATCH:+--watch-pid "$WATCH"} ${KTHREADS:+--kernel-pid "$KTHREADS"} \
     >"$TMP/blast-$sys.txt" &
   BLAST_PID=$!
   wait "$BLAST_PID" || die "udp_blast failed for $sys"
@@ -374,11 +385,11 @@ run_system() {
   if [[ $RAW -eq 1 ]]; then cat "$TMP/blast-$sys.txt" >&2; fi
   local drops_after; drops_after="$(udp_drops)"
   echo "NOTE $sys socket_rcvbuf_drops_in_relay_ns=$((drops_after - drops_before))" >>"$RESULTS"
-  if [[ "$sys" == relay ]]; then
+  if [[ "$sys" == relay || "$sys" == relay-nogso ]]; then
     nsx "$NS_R" curl -sf "http://$ADMIN/metrics" >"$TMP/relay-metrics.txt" || true
-    awk '/^rtcedge_relay_(flows_created_total|forwarded_packets_total\{direction="client)/ {print "NOTE relay " $1 "=" $2}
+    awk '/^rtcedge_relay_(flows_created_total|forwarded_packets_total\{direction="client|gso_)/ {print "NOTE relay " $1 "=" $2}
          /^rtcedge_relay_dropped_packets_total/ && $2 > 0 {print "NOTE relay " $1 "=" $2}' \
-      "$TMP/relay-metrics.txt" >>"$RESULTS"
+      "$TMP/relay-metrics.txt" | sed "s/^NOTE relay /NOTE $sys /" >>"$RESULTS"
   fi
   if [[ "$sys" == xdp ]]; then
     # Who forwarded: the XDP program's own counters, and what the userspace workers received
@@ -461,6 +472,10 @@ END {
   target_row("relay peak / nftables DNAT peak", best, "relay", "nft", 0.5)
   target_row("relay loss-free / nginx loss-free", clean, "relay", "nginx", 2)
   target_row("relay loss-free / nftables DNAT loss-free", clean, "relay", "nft", 0.5)
+  target_row("relay-nogso peak / nginx peak", best, "relay-nogso", "nginx", 2)
+  target_row("relay-nogso loss-free / nginx loss-free", clean, "relay-nogso", "nginx", 2)
+  if (("relay" in best) && ("relay-nogso" in best) && best["relay-nogso"] > 0)
+    printf "| relay peak / relay-nogso peak: what GSO buys (%s / %s pps) | %.2fx | - | - |\n", fmt_pps(best["relay"]), fmt_pps(best["relay-nogso"]), best["relay"] / best["relay-nogso"]
   target_row("xdp peak / relay peak", best, "xdp", "relay", 3)
   target_row("xdp loss-free / relay loss-free", clean, "xdp", "relay", 3)
   if (("xdp" in best) && ("direct" in best) && best["direct"] > 0)

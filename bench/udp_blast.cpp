@@ -13,6 +13,8 @@
 //           phase id, a sequence number and the CLOCK_MONOTONIC send time.
 //   sink    (sink namespace): one UDP socket, recvmmsg, strips a PROXY v2 header when
 //           the datagram starts with 0x0D, and records now - send time for every packet.
+//           Like a transceiver's media socket it has UDP_GRO on (--sink-gro), so a GSO
+//           sender's run arrives as one receive, split by common/udp_batch (UdpReceiveBatch).
 //
 // The main thread runs the phases (one per offered rate) and samples CPU over each window:
 // utime+stime of this process, of the middlebox processes (--watch-pid) and of the
@@ -56,6 +58,8 @@
 #include "random.h"
 #include "rtce_proxy_v2.h"
 #include "rtce_stun.h"
+#include "udp_batch.h"
+#include "udp_socket_options.h"
 
 namespace {
 
@@ -138,6 +142,7 @@ struct Options {
   std::vector<int> kernel_pids;
   int sender_cpu = -1;
   int sink_cpu = -1;
+  bool sink_gro = true;
 };
 
 struct PhaseSpec {
@@ -173,6 +178,7 @@ struct Shared {
   std::atomic<uint64_t> unframed{0};
   std::atomic<uint64_t> stun_seen{0};
   std::atomic<uint64_t> foreign{0};
+  std::atomic<bool> sink_gro{false};  // UDP_GRO on the sink's socket
 };
 
 // ---- sender -------------------------------------------------------------------------
@@ -369,14 +375,13 @@ void sink_main(const Options& o, Shared& s) {
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) die("bind sink " + o.sink);
   s.sink_ready.store(true, std::memory_order_release);
 
-  std::vector<uint8_t> buf(kSinkBatch * kSinkBuffer);
-  std::vector<iovec> iov(kSinkBatch);
-  std::vector<mmsghdr> msgs(kSinkBatch);
-  for (size_t i = 0; i < kSinkBatch; i++) {
-    iov[i] = {buf.data() + i * kSinkBuffer, kSinkBuffer};
-    msgs[i].msg_hdr.msg_iov = &iov[i];
-    msgs[i].msg_hdr.msg_iovlen = 1;
-  }
+  // With UDP_GRO a relay's GSO run is one receive, which the batch splits. 64 slots either
+  // way (of 64 KiB with GRO: 4 MiB, more than a transceiver spends, so that datagrams that
+  // come one by one, from nginx say, still take one recvmmsg per 64 as they did).
+  const bool gro = o.sink_gro && rtce::enable_udp_gro(fd);
+  rtce::UdpReceiveBatch rx = gro ? rtce::UdpReceiveBatch::coalescing(kSinkBatch, kSinkBuffer)
+                                 : rtce::UdpReceiveBatch(kSinkBatch, kSinkBuffer);
+  s.sink_gro.store(gro, std::memory_order_relaxed);
   uint32_t seen = 0;
   PhaseSpec spec;
   uint64_t framed = 0, unframed = 0, stun = 0, foreign = 0;
@@ -391,12 +396,17 @@ void sink_main(const Options& o, Shared& s) {
       s.foreign.store(foreign, std::memory_order_relaxed);
       s.sink_seen.store(cur, std::memory_order_release);
     }
-    int n = recvmmsg(fd, msgs.data(), kSinkBatch, MSG_WAITFORONE, nullptr);
-    if (n <= 0) continue;
+    // Blocks for the first datagram, at most 20 ms (SO_RCVTIMEO), to see phase changes.
+    const size_t n = rx.receive(fd, /*wait=*/true);
+    if (n == 0) continue;
     const Nanos now = now_ns();
-    for (int i = 0; i < n; i++) {
-      const uint8_t* p = buf.data() + static_cast<size_t>(i) * kSinkBuffer;
-      uint32_t len = msgs[i].msg_len;
+    for (size_t i = 0; i < n; i++) {
+      if (rx.truncated(i)) {
+        foreign++;
+        continue;
+      }
+      const uint8_t* p = rx.data(i);
+      auto len = static_cast<uint32_t>(rx.length(i));
       if (len > 0 && p[0] == RTCE_PP2_FIRST_BYTE) {
         rtce_pp2_flow flow{};
         uint32_t off = 0;
@@ -534,6 +544,8 @@ int main(int argc, char** argv) {
   app.add_option("--kernel-pid", kernel, "comma-separated kernel threads (e.g. NAPI) counted with ksoftirqd");
   app.add_option("--sender-cpu", o.sender_cpu, "pin the sender thread to this CPU (-1 = no pinning)");
   app.add_option("--sink-cpu", o.sink_cpu, "pin the sink thread to this CPU (-1 = no pinning)");
+  app.add_option("--sink-gro", o.sink_gro,
+                 "UDP_GRO on the sink's socket, as a transceiver has it (a GSO sender's runs arrive whole)");
   CLI11_PARSE(app, argc, argv);
   auto pid_list = [](const std::string& text, std::vector<int>& out) {
     for (size_t start = 0; start < text.size();) {
@@ -637,7 +649,7 @@ int main(int argc, char** argv) {
         "lat_samples=%zu cpu_busy_ms=%.0f cpu_system_ms=%.0f cpu_softirq_ms=%.0f cpu_steal_ms=%.0f "
         "mbox_cpu_ms=%.0f harness_cpu_ms=%.0f kthreads_cpu_ms=%.0f bench_cpu_ms=%.0f other_cpu_ms=%.0f "
         "bench_ms_per_mpkt=%.1f busy_ms_per_mpkt=%.1f mbox_ms_per_mpkt=%.1f send_errors=%llu "
-        "framed=%llu unframed=%llu stun=%llu foreign=%llu\n",
+        "framed=%llu unframed=%llu stun=%llu foreign=%llu sink_gro=%d\n",
         o.label.c_str(), id, rate ? std::to_string(rate).c_str() : "max", secs, o.flows, o.payload,
         static_cast<unsigned long long>(s.sent_in_window), static_cast<unsigned long long>(s.recv_in_window),
         offered, fwd, loss, p50, p90, p99, p999, pmax, lat.size(), busy_ms, ticks_ms(b.system - a.system),
@@ -647,7 +659,7 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(s.send_errors), static_cast<unsigned long long>(s.framed.load()),
         static_cast<unsigned long long>(s.unframed.load()),
         static_cast<unsigned long long>(s.stun_seen.load()),
-        static_cast<unsigned long long>(s.foreign.load()));
+        static_cast<unsigned long long>(s.foreign.load()), s.sink_gro.load() ? 1 : 0);
     std::fflush(stdout);
     usleep(100'000);
   }

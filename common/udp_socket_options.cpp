@@ -2,6 +2,7 @@
 #include "udp_socket_options.h"
 
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
@@ -10,6 +11,10 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+
+#ifndef UDP_GRO
+#define UDP_GRO 104  // linux/udp.h; older libc headers lack it
+#endif
 
 namespace rtce {
 
@@ -46,6 +51,11 @@ void request_destination_address(int fd, bool ipv4, std::string_view what) {
     set_socket_option(fd, IPPROTO_IP, IP_PKTINFO, 1, "IP_PKTINFO on " + std::string(what));
   else
     set_socket_option(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO on " + std::string(what));
+}
+
+bool enable_udp_gro(int fd) {
+  const int on = 1;
+  return setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
 }
 
 }  // namespace rtce

@@ -21,4 +21,10 @@ void set_socket_buffers(int fd, int bytes, std::string_view what);
 // bound to a wildcard address needs it: the kernel builds that control message per packet.
 void request_destination_address(int fd, bool ipv4, std::string_view what);
 
+// Turns UDP_GRO on: the kernel may then hand over a run of datagrams from one sender as one
+// receive (a GSO sender's run on loopback or veth, or what the NIC's GRO coalesced), which
+// only a UdpReceiveBatch::coalescing() batch splits. Returns false, changing nothing, on a
+// kernel without it (before 5.0): datagrams then come one by one, as without.
+bool enable_udp_gro(int fd);
+
 }  // namespace rtce

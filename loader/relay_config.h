@@ -36,6 +36,9 @@ struct RelayConfig {
   bool pin_cpus = true;
   uint32_t batch_size = 32;
   uint32_t socket_buffer_bytes = 4 << 20;
+  // UDP GSO towards transceivers, and the longest datagram it pads to or carries.
+  bool gso = true;
+  uint32_t gso_max_datagram = 1452;
   uint8_t cluster_id = 0;
   std::string hint_key_file;
   std::string registry_redis_url;  // empty = endpoints only from the configuration

@@ -81,6 +81,20 @@ ConfigTable<C> build() {
       "socket_buffer_bytes", &C::socket_buffer_bytes, 4 << 20, 65536, 1u << 30,
       {.help = "SO_RCVBUF/SO_SNDBUF per socket",
        .doc = "`SO_RCVBUF`/`SO_SNDBUF` per socket (the kernel caps it at `net.core.rmem_max`/`wmem_max`)."}));
+  t.push_back(bool_key<C>(
+      "gso", &C::gso, true,
+      {.help = "send each batch's datagrams for one transceiver endpoint as UDP GSO messages",
+       .doc =
+           "UDP GSO towards transceivers: the datagrams of a batch that go to one endpoint leave as one "
+           "`UDP_SEGMENT` message per size, each PROXY v2 header padded to a size class with a NOOP TLV "
+           "([wire-format.md](wire-format.md#padding-noop-tlv)). Off: one message per datagram. A kernel or "
+           "device that refuses GSO turns it off for the worker (`rtcedge_relay_gso_fallbacks_total`)."}));
+  t.push_back(uint_key<C>(
+      "gso_max_datagram", &C::gso_max_datagram, 1452, 512, 9000,
+      {.help = "longest datagram to a transceiver that GSO pads to or carries (path MTU - 48)",
+       .doc = "the longest datagram (UDP payload) towards a transceiver that padding produces and GSO "
+              "carries: the relay -> transceiver path's MTU minus 48 (IPv6 and UDP headers; 1452 = a "
+              "1500-byte MTU). Longer datagrams go unpadded, one per message."}));
   t.push_back(uint_key<C>(
       "cluster_id", &C::cluster_id, 0, 0, 255,
       {.help = "this relay's cluster id; hints for other clusters are rejected",

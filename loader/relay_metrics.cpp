@@ -213,6 +213,28 @@ std::string relay_metrics_text(const RelayMetricsSources& s) {
       m.add(age, last ? static_cast<double>(now - static_cast<Nanos>(last)) / 1e9 : -1.0, {{"cluster", c}});
     }
   }
+  {
+    // UDP GSO towards transceivers (the gso key): how well batches coalesce, what padding
+    // costs, and whether the kernel refused it.
+    m.add(m.family("rtcedge_relay_gso_messages_total",
+                   "UDP GSO messages sent to transceivers (one system call's worth of equal-size "
+                   "datagrams for one endpoint).",
+                   MetricType::Counter),
+          sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.gso_messages; }));
+    m.add(m.family("rtcedge_relay_gso_datagrams_total", "Datagrams sent to transceivers inside GSO messages.",
+                   MetricType::Counter),
+          sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.gso_datagrams; }));
+    m.add(m.family("rtcedge_relay_gso_padding_bytes_total",
+                   "Bytes of PROXY v2 NOOP padding (size classes) in the datagrams sent to transceivers "
+                   "inside GSO messages; a datagram that goes alone leaves unpadded.",
+                   MetricType::Counter),
+          sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.gso_padding_bytes; }));
+    m.add(m.family("rtcedge_relay_gso_fallbacks_total",
+                   "GSO messages the kernel refused, sent again one datagram per message (EIO/EINVAL "
+                   "also turn GSO off for that worker).",
+                   MetricType::Counter),
+          sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.gso_fallbacks; }));
+  }
   m.add(m.family("rtcedge_relay_flows_endpoint_gone_total",
                  "Flows removed because their transceiver endpoint left the routing table.",
                  MetricType::Counter),

@@ -8,7 +8,10 @@
  *
  * The signature's first byte is 0x0D (13), outside every RFC 7983 range (STUN 0-3,
  * ZRTP 16-19, DTLS 20-63, TURN 64-79, RTP/RTCP 128-191), so one socket can tell framed
- * datagrams from direct ones by their first byte. */
+ * datagrams from direct ones by their first byte.
+ *
+ * The userspace relay may pad a header with a PP2_TYPE_NOOP TLV (section 2.2.7) so that the
+ * datagrams it sends one endpoint share a size (UDP GSO); parsers skip every TLV. */
 #ifndef RTCE_PROXY_V2_H
 #define RTCE_PROXY_V2_H
 
@@ -26,6 +29,8 @@
 #define RTCE_PP2_VER_CMD_LOCAL	 0x20 /* version 2, LOCAL (health checks; no addresses) */
 #define RTCE_PP2_FAM_INET_DGRAM	 0x12
 #define RTCE_PP2_FAM_INET6_DGRAM 0x22
+#define RTCE_PP2_TYPE_NOOP	 0x04 /* a TLV parsers skip: padding */
+#define RTCE_PP2_TLV_HEADER_LEN	 3    /* type, 16-bit length: the smallest TLV */
 
 static const __u8 rtce_pp2_signature[RTCE_PP2_SIG_LEN] = {0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d,
 							  0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a};
@@ -119,6 +124,48 @@ RTCE_INLINE enum rtce_pp2_result rtce_pp2_parse_key(const __u8 *p, __u32 len,
 }
 
 #ifndef __bpf__
+/* Padding is userspace only: the XDP program forwards frame by frame, with nothing to align. */
+
+/* Writes a NOOP TLV of exactly `len` bytes at out: its type, its length (len - 3) and len - 3
+ * zero bytes. Returns len, or 0 when len is below RTCE_PP2_TLV_HEADER_LEN, above cap or
+ * above what a TLV can hold. */
+RTCE_INLINE __u32 rtce_pp2_write_noop(__u8 *out, __u32 cap, __u32 len)
+{
+	if (len < RTCE_PP2_TLV_HEADER_LEN || len > cap || len - RTCE_PP2_TLV_HEADER_LEN > 0xffff)
+		return 0;
+	out[0] = RTCE_PP2_TYPE_NOOP;
+	rtce_store_be16(out + 1, (__u16)(len - RTCE_PP2_TLV_HEADER_LEN));
+	__builtin_memset(out + RTCE_PP2_TLV_HEADER_LEN, 0, len - RTCE_PP2_TLV_HEADER_LEN);
+	return len;
+}
+
+/* Copies the PROXY v2 header that starts `framed` (len bytes: header and payload) into out,
+ * followed by a NOOP TLV of `pad` bytes, with the header's length field grown by pad: the
+ * same flow, whose payload now starts pad bytes later. The header's own TLVs, if any, stay.
+ * pad is 0 or at least RTCE_PP2_TLV_HEADER_LEN (no TLV is shorter). Returns the new
+ * header's length, or 0 when framed does not start with a whole header (signature, length
+ * field), pad is 1 or 2, the length field would pass 65535, or cap is too small. */
+RTCE_INLINE __u32 rtce_pp2_write_padded(__u8 *out, __u32 cap, const __u8 *framed, __u32 len,
+					__u32 pad)
+{
+	__u32 i, block, header;
+
+	if (len < RTCE_PP2_FIXED_LEN || (pad > 0 && pad < RTCE_PP2_TLV_HEADER_LEN) || pad > 0xffff)
+		return 0; /* (a bounded pad: block + pad below cannot wrap) */
+	for (i = 0; i < RTCE_PP2_SIG_LEN; i++)
+		if (framed[i] != rtce_pp2_signature[i])
+			return 0;
+	block = rtce_load_be16(framed + 14);
+	header = RTCE_PP2_FIXED_LEN + block;
+	if (header > len || block + pad > 0xffff || header + pad > cap)
+		return 0;
+	__builtin_memcpy(out, framed, header);
+	rtce_store_be16(out + 14, (__u16)(block + pad));
+	if (pad > 0)
+		rtce_pp2_write_noop(out + header, pad, pad);
+	return header + pad;
+}
+
 /* The same header with host-order ports: the transceiver's path table still keeps this
  * shape until it takes struct rtce_flow_key. New code uses the _key functions; these two
  * are written in terms of them. */

@@ -7,7 +7,9 @@
 
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -34,6 +36,22 @@ namespace rtce {
 inline constexpr size_t kFramingHeadroom = 64;
 static_assert(kFramingHeadroom >= RTCE_PP2_LEN_V6);
 
+// UDP GSO needs equal-size datagrams, so the relay pads a framed datagram for a transceiver
+// (a PROXY v2 NOOP TLV) up to its size class: four classes per power of two, at least 32
+// bytes apart, so padding adds less than one such step (a 228-byte datagram: 28 bytes to
+// 256; a 1228-byte one: 52 to 1280). Returns the padded length, never above max_len: len
+// itself when it is a class already, when it is max_len or longer, or when it is 1 or 2
+// bytes short (no TLV is that short: it goes unpadded, in a GSO message only with datagrams
+// of its exact length). A padded length pads to itself: padding twice adds nothing.
+inline size_t gso_padded_length(size_t len, size_t max_len) {
+  if (len == 0 || len >= max_len) return len;
+  const size_t step = std::max<size_t>(32, std::bit_floor(len) / 4);
+  const size_t padded = std::min((len + step - 1) / step * step, max_len);
+  return padded - len >= RTCE_PP2_TLV_HEADER_LEN ? padded : len;
+}
+// The most gso_padded_length adds for a max_len: under a step of the highest octave (the
+// head room a padded header needs).
+inline size_t gso_max_padding(size_t max_len) { return std::max<size_t>(32, std::bit_floor(max_len) / 4); }
 // The C++ face of the relay's vocabularies (wire/rtce_relay_vocab.h, wire/rtce_hint.h):
 // the same values, so a counter index is the wire enum's value, and the same labels.
 #define RTCE_DROP_REASON_(E, name) name = RTCE_RELAY_DROP_##E,
@@ -80,6 +98,13 @@ struct RelayCounters {
   RelaxedCounter flow_store_puts;      // new and refreshed flows handed to the flow store
   RelaxedCounter packets_waited;       // packets that waited for a lookup (forwarded or not)
   RelaxedCounter returns_passed_up;    // replies of XDP flows the program passed up, sent here
+  // UDP GSO towards transceivers (the worker's, not the core's: counted here to be exported
+  // with the rest): messages and the datagrams in them, padding bytes added, and GSO messages
+  // the kernel refused (sent again one by one).
+  RelaxedCounter gso_messages;
+  RelaxedCounter gso_datagrams;
+  RelaxedCounter gso_padding_bytes;
+  RelaxedCounter gso_fallbacks;
   // Forwarded, by flow role and direction (the global relay's view of the same traffic).
   std::array<std::array<RelaxedCounter, static_cast<size_t>(Direction::count)>,
              static_cast<size_t>(FlowRole::count)>

@@ -50,14 +50,20 @@ std::shared_ptr<const RoutingTable> RoutingMailbox::take() {
 
 // Received datagrams keep kFramingHeadroom bytes in front, where RelayCore writes the
 // PROXY v2 header; the sends point into those buffers (no copy), so a round's sends are
-// flushed before the next receive reuses them.
+// flushed before the next receive reuses them. A header padded for GSO is written to the
+// send slot's own head buffer instead, in front of the same payload.
 struct UdpWorker::Batch {
-  Batch(size_t n, size_t vip_count) : rx(n, kMaxDatagram, kFramingHeadroom), to_transceiver(n), to_peers(n) {
+  Batch(size_t n, size_t vip_count, const RelayConfig& config)
+      : rx(n, kMaxDatagram, kFramingHeadroom),
+        to_transceiver(n, kFramingHeadroom + gso_max_padding(config.gso_max_datagram)),
+        to_peers(n) {
+    to_transceiver.set_gso(config.gso);
+    to_transceiver.set_max_segment(config.gso_max_datagram);
     to_client.reserve(vip_count);
     for (size_t v = 0; v < vip_count; v++) to_client.emplace_back(n);
   }
   UdpReceiveBatch rx;
-  UdpSendBatch to_transceiver;
+  UdpGsoSendBatch to_transceiver;       // GSO: the datagrams for one endpoint in few messages
   UdpSendBatch to_peers;                // owner role: framed replies back to the ingress relays
   std::vector<UdpSendBatch> to_client;  // one per VIP socket
 };
@@ -71,7 +77,7 @@ UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<
                                                    std::max(1u, config.workers)),
                              config.flow_idle_timeout, config.flow_evict_idle_after, 16},
           std::move(routing), config.flow_limits),
-      batch_(std::make_unique<Batch>(config.batch_size, config.listen.size())),
+      batch_(std::make_unique<Batch>(config.batch_size, config.listen.size(), config)),
       flow_sync_(flow_sync),
       on_recovered_(std::move(on_recovered)) {
   if (flow_sync_) {
@@ -329,9 +335,29 @@ void UdpWorker::drain_return(int fd, bool dual_stack) {
 }
 
 void UdpWorker::queue_to_transceiver(const ToTransceiver& out) {
-  UdpSendBatch& queue = batch_->to_transceiver;
+  UdpGsoSendBatch& queue = batch_->to_transceiver;
   if (queue.full()) flush_to_transceivers();
-  queue.add(out.data, out.len, reinterpret_cast<const sockaddr*>(out.endpoint), sizeof(sockaddr_in6));
+  // The flow's own copy of its endpoint: one address per flow, so it tells flows apart (the
+  // batch keeps each flow's datagrams in order).
+  const auto flow_tag = reinterpret_cast<uintptr_t>(out.endpoint);
+  if (queue.gso()) {
+    // Padded up to its size class, the datagram shares its length, hence a GSO message, with
+    // others for the endpoint. The padded header goes to the slot's head buffer; the payload
+    // stays where it is, and so does the unpadded datagram, sent instead if it goes alone.
+    const size_t pad = gso_padded_length(out.len, config_.gso_max_datagram) - out.len;
+    if (pad > 0) {
+      const std::span<uint8_t> head = queue.next_head();
+      const uint32_t h = rtce_pp2_write_padded(head.data(), static_cast<uint32_t>(head.size()), out.data,
+                                               static_cast<uint32_t>(out.len), static_cast<uint32_t>(pad));
+      if (h > 0) {  // else (a header with TLVs too long for the head buffer): unpadded
+        const size_t header = h - pad;
+        queue.add(head.data(), h, out.data + header, out.len - header, *out.endpoint, flow_tag,
+                  {out.data, out.len});
+        return;
+      }
+    }
+  }
+  queue.add(nullptr, 0, out.data, out.len, *out.endpoint, flow_tag);
 }
 
 void UdpWorker::drain_flow_replies(Nanos now) {
@@ -372,8 +398,20 @@ void UdpWorker::notify_flow_sync() {
 }
 
 void UdpWorker::flush_to_transceivers() {
-  for (size_t refused = batch_->to_transceiver.flush(return_fd_.get()); refused > 0; refused--)
-    core_.counters().drop(DropReason::send_error);
+  UdpGsoSendBatch& queue = batch_->to_transceiver;
+  if (queue.empty()) return;
+  const UdpGsoSendBatch::FlushResult r = queue.flush(return_fd_.get());
+  RelayCounters& c = core_.counters();
+  for (size_t refused = r.refused; refused > 0; refused--) c.drop(DropReason::send_error);
+  c.gso_messages.add(r.gso_messages);
+  c.gso_datagrams.add(r.gso_datagrams);
+  c.gso_fallbacks.add(r.gso_fallbacks);
+  c.gso_padding_bytes.add(r.padding_bytes);
+  if (r.gso_off_errno)
+    spdlog::warn(
+        "worker {}: the kernel refused UDP GSO towards transceivers ({}); this worker sends one "
+        "datagram per message from now on",
+        index_, std::strerror(r.gso_off_errno));
 }
 
 void UdpWorker::flush_to_clients(size_t vip_index) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -139,6 +140,72 @@ TEST_F(RelayCoreTest, ReturnPathStripsFramingAndAnswersFromTheVip) {
   const uint8_t rtp[] = {0x80, 0x00, 0x00, 0x01};
   EXPECT_FALSE(core_.on_transceiver_packet(owner, rtp, sizeof rtp));
   EXPECT_EQ(dropped(DropReason::return_malformed), 1u);
+}
+
+// A transceiver that echoes the header as it came (the fake ones of the integration tests)
+// echoes the GSO padding too: the return path skips it like any TLV.
+TEST_F(RelayCoreTest, ReturnPathTakesAHeaderWithNoopPadding) {
+  ASSERT_TRUE(from_client(binding_request(mint_ufrag(keys_, 0, 1))));
+  rtce_pp2_flow flow{};
+  flow.family = RTCE_FAMILY_V4;
+  SocketAddress::parse("198.18.0.10:50000")->to_bytes(flow.client_addr);
+  flow.client_port = 50000;
+  vip_.to_bytes(flow.vip_addr);
+  flow.vip_port = 3478;
+  std::vector<uint8_t> framed(RTCE_PP2_LEN_V4);
+  rtce_pp2_write(framed.data(), RTCE_PP2_LEN_V4, &flow);
+  for (uint8_t b : {0x01, 0x01, 0x00, 0x00}) framed.push_back(b);
+  std::vector<uint8_t> padded(framed.size() + 40);
+  const uint32_t h = rtce_pp2_write_padded(padded.data(), static_cast<uint32_t>(padded.size()), framed.data(),
+                                           static_cast<uint32_t>(framed.size()), 36);
+  ASSERT_EQ(h, RTCE_PP2_LEN_V4 + 36u);
+  std::copy(framed.begin() + RTCE_PP2_LEN_V4, framed.end(), padded.begin() + h);
+  padded.resize(h + 4);
+
+  const sockaddr_in6 owner = SocketAddress::parse("198.18.2.1:40001")->to_v6_mapped();
+  auto out = core_.on_transceiver_packet(owner, padded.data(), padded.size());
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->len, 4u);
+  EXPECT_EQ(std::vector<uint8_t>(out->data, out->data + out->len),
+            std::vector<uint8_t>({0x01, 0x01, 0x00, 0x00}));
+  EXPECT_EQ(out->client().to_string(), "198.18.0.10:50000");
+}
+
+TEST(GsoPadding, SizeClassesAreFewBoundedStableAndNeverPastTheMaximum) {
+  const size_t max = 1452;
+  for (size_t len = 1; len <= 3000; len++) {
+    const size_t padded = gso_padded_length(len, max);
+    ASSERT_GE(padded, len);
+    if (len >= max) {
+      EXPECT_EQ(padded, len) << "never padded past the maximum, longer ones untouched";
+      continue;
+    }
+    EXPECT_LE(padded, max) << len;
+    if (padded > len) EXPECT_GE(padded - len, size_t{RTCE_PP2_TLV_HEADER_LEN}) << "a NOOP TLV fits: " << len;
+    EXPECT_LE(padded - len, gso_max_padding(max)) << len;
+    EXPECT_LT(padded - len, std::max<size_t>(32, std::bit_floor(len) / 4)) << "under one step: " << len;
+    EXPECT_EQ(gso_padded_length(padded, max), padded) << "a class pads to itself: " << len;
+  }
+  EXPECT_EQ(gso_padded_length(228, max), 256u) << "the forwarding benchmark's 200-byte payloads";
+  EXPECT_EQ(gso_padded_length(1228, max), 1280u);
+  EXPECT_EQ(gso_padded_length(1300, max), max);
+  EXPECT_EQ(gso_padded_length(96, max), 96u);
+  EXPECT_EQ(gso_padded_length(254, max), 254u) << "2 bytes short of 256: no TLV fits, unpadded";
+  EXPECT_EQ(gso_padded_length(1450, max), 1450u) << "2 bytes short of the maximum: unpadded";
+  // Voice: SRTP Opus packets of 60..200 bytes with a 28-byte header fall into 6 classes, but
+  // for the 2 lengths just short of each, which stay as they are.
+  std::vector<size_t> classes;
+  size_t unpadded = 0;
+  for (size_t len = 88; len <= 228; len++) {
+    const size_t padded = gso_padded_length(len, max);
+    if (padded == len && len % 32 != 0)
+      unpadded++;
+    else
+      classes.push_back(padded);
+  }
+  std::sort(classes.begin(), classes.end());
+  EXPECT_EQ(std::unique(classes.begin(), classes.end()) - classes.begin(), 6);
+  EXPECT_EQ(unpadded, 10u);
 }
 
 // The XDP flows map as the worker sees it: flows the program created, none in the core.

@@ -1,17 +1,21 @@
 // udp_plumbing_test.cpp — the UDP plumbing in common/ that both data paths share: batched
 // receive and send over loopback sockets (truncation, headroom, destination and source
-// addresses through IP_PKTINFO, a refused datagram in the middle of a batch), socket
-// buffer sizing, CPU pinning within the allowed mask, UniqueFd, the byte-order helpers
-// and the RFC 7983 first-byte classification.
+// addresses through IP_PKTINFO, a refused datagram in the middle of a batch), UDP GSO sends
+// and UDP_GRO receives split back into datagrams (every malformed case of the split),
+// socket buffer sizing, CPU pinning within the allowed mask, UniqueFd, the byte-order
+// helpers and the RFC 7983 first-byte classification.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -224,6 +228,366 @@ TEST(UdpSendBatch, SourceAddressLeavesAWildcardSocketFromThatAddress) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].source, vip);
   EXPECT_EQ(got[1].source, addr("127.0.0.1:" + std::to_string(bound_port(tx.get()))));
+}
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+// A dual-stack IPv6 socket, as the relay's return socket is (IPv4 peers v4-mapped).
+UniqueFd udp_socket_dual() {
+  UniqueFd fd(socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) throw std::runtime_error("socket");
+  set_socket_option(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, 0, "IPV6_V6ONLY");
+  const SocketAddress any = addr("[::]:0");
+  if (bind(fd.get(), any.sa(), any.len()) != 0) throw std::runtime_error("bind [::]:0");
+  return fd;
+}
+
+sockaddr_in6 mapped_loopback(int fd) {
+  return addr("127.0.0.1:" + std::to_string(bound_port(fd))).to_v6_mapped();
+}
+
+// Sends `datagrams` (all `segment` bytes but the last, which may be shorter) as one message
+// with UDP_SEGMENT, as a GSO sender does.
+void send_segmented(int fd, const std::vector<std::vector<uint8_t>>& datagrams, uint16_t segment,
+                    const SocketAddress& to) {
+  std::vector<iovec> iov;
+  size_t total = 0;
+  for (const auto& d : datagrams) {
+    iov.push_back({const_cast<uint8_t*>(d.data()), d.size()});
+    total += d.size();
+  }
+  alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(uint16_t))] = {};
+  msghdr h{};
+  h.msg_name = const_cast<sockaddr*>(to.sa());
+  h.msg_namelen = to.len();
+  h.msg_iov = iov.data();
+  h.msg_iovlen = iov.size();
+  h.msg_control = control;
+  h.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&h);
+  c->cmsg_level = SOL_UDP;
+  c->cmsg_type = UDP_SEGMENT;
+  c->cmsg_len = CMSG_LEN(sizeof segment);
+  std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+  ASSERT_EQ(sendmsg(fd, &h, 0), static_cast<ssize_t>(total)) << std::strerror(errno);
+}
+
+std::vector<std::vector<uint8_t>> run_of(size_t count, size_t segment, size_t last) {
+  std::vector<std::vector<uint8_t>> out;
+  for (size_t i = 0; i < count; i++)
+    out.push_back(pattern(i + 1 < count ? segment : last, static_cast<uint8_t>(i * 7)));
+  return out;
+}
+
+TEST(UdpGro, ARunSentWithUdpSegmentComesAsOneReceiveAndIsSplitIntoItsDatagrams) {
+  UniqueFd rx = udp_socket_v4(), tx = udp_socket_v4();
+  if (!enable_udp_gro(rx.get())) GTEST_SKIP() << "no UDP_GRO on this kernel";
+  const SocketAddress to = addr("127.0.0.1:" + std::to_string(bound_port(rx.get())));
+  const auto run = run_of(11, 100, 37);  // 10 x 100 bytes, then 37
+  send_segmented(tx.get(), run, 100, to);
+
+  UdpReceiveBatch batch = UdpReceiveBatch::coalescing(4, 2048);
+  pollfd p{rx.get(), POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1);
+  // One receive slot: 11 datagrams from a batch of 4 slots is only possible coalesced.
+  ASSERT_EQ(batch.receive(rx.get()), run.size()) << "the loopback delivers the GSO run whole";
+  EXPECT_FALSE(batch.filled());
+  const SocketAddress from = addr("127.0.0.1:" + std::to_string(bound_port(tx.get())));
+  for (size_t i = 0; i < run.size(); i++) {
+    EXPECT_FALSE(batch.truncated(i)) << i;
+    ASSERT_EQ(batch.length(i), run[i].size()) << i;
+    EXPECT_EQ(std::vector<uint8_t>(batch.data(i), batch.data(i) + batch.length(i)), run[i]) << i;
+    EXPECT_EQ(batch.source_address(i), from) << "each datagram of the run has the run's source";
+  }
+  EXPECT_EQ(batch.split_errors(), 0u);
+}
+
+TEST(UdpGro, RunsAndPlainDatagramsInOneBatchKeepTheirOrder) {
+  UniqueFd rx = udp_socket_v4(), tx = udp_socket_v4();
+  if (!enable_udp_gro(rx.get())) GTEST_SKIP() << "no UDP_GRO on this kernel";
+  const SocketAddress to = addr("127.0.0.1:" + std::to_string(bound_port(rx.get())));
+  const auto first = run_of(3, 64, 64), second = run_of(5, 200, 10);
+  const auto lone = pattern(50, 99);
+  send_segmented(tx.get(), first, 64, to);
+  send_to(tx.get(), lone, to);
+  send_segmented(tx.get(), second, 200, to);
+  std::vector<std::vector<uint8_t>> want = first;
+  want.push_back(lone);
+  want.insert(want.end(), second.begin(), second.end());
+
+  UdpReceiveBatch batch = UdpReceiveBatch::coalescing(2, 2048);
+  auto got = receive_all(batch, rx.get(), want.size());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); i++) {
+    EXPECT_EQ(got[i].bytes, want[i]) << i;
+    EXPECT_FALSE(got[i].truncated) << i;
+  }
+}
+
+TEST(UdpGro, SegmentsLongerThanMaxDatagramAreFlaggedOneByOne) {
+  UniqueFd rx = udp_socket_v4(), tx = udp_socket_v4();
+  if (!enable_udp_gro(rx.get())) GTEST_SKIP() << "no UDP_GRO on this kernel";
+  const SocketAddress to = addr("127.0.0.1:" + std::to_string(bound_port(rx.get())));
+  send_segmented(tx.get(), run_of(4, 300, 300), 300, to);
+  UdpReceiveBatch batch = UdpReceiveBatch::coalescing(2, 256);
+  auto got = receive_all(batch, rx.get(), 4);
+  ASSERT_EQ(got.size(), 4u) << "each segment is a datagram, too long for the consumer";
+  for (const auto& r : got) {
+    EXPECT_TRUE(r.truncated);
+    EXPECT_EQ(r.length, 300u);
+  }
+}
+
+TEST(UdpGro, WithoutGroTheKernelSplitsTheRunAndAPlainBatchSeesEveryDatagram) {
+  UniqueFd rx = udp_socket_v4(), tx = udp_socket_v4();
+  const SocketAddress to = addr("127.0.0.1:" + std::to_string(bound_port(rx.get())));
+  const auto run = run_of(6, 120, 120);
+  send_segmented(tx.get(), run, 120, to);
+  UdpReceiveBatch batch(4, 2048);
+  auto got = receive_all(batch, rx.get(), run.size());
+  ASSERT_EQ(got.size(), run.size());
+  for (size_t i = 0; i < run.size(); i++) EXPECT_EQ(got[i].bytes, run[i]) << i;
+}
+
+TEST(UdpGro, CutReceiveTakesOnlyWholeDatagramsAndFlagsTheRest) {
+  UdpDatagramPiece out[8];
+  auto cut = [&](size_t received, size_t held, bool truncated, int segment, size_t room = 8) {
+    const size_t n = cut_receive(received, held, truncated, segment, std::span(out, room));
+    return std::vector<UdpDatagramPiece>(out, out + n);
+  };
+  auto piece_is = [](const UdpDatagramPiece& p, uint32_t offset, uint32_t length, bool bad) {
+    return p.offset == offset && p.length == length && p.bad == bad;
+  };
+  // A plain datagram, whole or cut by its slot.
+  auto v = cut(100, 2048, false, 0);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_TRUE(piece_is(v[0], 0, 100, false));
+  v = cut(3000, 2048, true, 0);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_TRUE(piece_is(v[0], 0, 3000, true));
+  // A run: whole segments, the last shorter; an exact multiple; one segment's worth.
+  v = cut(437, 65536, false, 100);
+  ASSERT_EQ(v.size(), 5u);
+  for (uint32_t k = 0; k < 4; k++) EXPECT_TRUE(piece_is(v[k], 100 * k, 100, false)) << k;
+  EXPECT_TRUE(piece_is(v[4], 400, 37, false));
+  EXPECT_EQ(cut(400, 65536, false, 100).size(), 4u);
+  v = cut(80, 65536, false, 100);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_TRUE(piece_is(v[0], 0, 80, false));
+  // A malformed UDP_GRO message: all of it one bad piece.
+  v = cut(437, 65536, false, -1);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_TRUE(piece_is(v[0], 0, 437, true));
+  // A run its slot cut: the whole segments in the slot, then the rest, flagged.
+  v = cut(1000, 450, true, 100);
+  ASSERT_EQ(v.size(), 5u);
+  EXPECT_TRUE(piece_is(v[3], 300, 100, false));
+  EXPECT_TRUE(piece_is(v[4], 400, 600, true));
+  // More segments than pieces: the last piece is the rest, flagged.
+  v = cut(1000, 65536, false, 100, 4);
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_TRUE(piece_is(v[2], 200, 100, false));
+  EXPECT_TRUE(piece_is(v[3], 300, 700, true));
+  // A batch without room to split (a plain batch on a socket with UDP_GRO): one bad piece.
+  v = cut(1000, 65536, false, 100, 1);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_TRUE(piece_is(v[0], 0, 1000, true));
+}
+
+TEST(UdpGro, SegmentSizeFromTheControlMessagesRejectsMalformedOnes) {
+  alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(in_pktinfo))] = {};
+  msghdr h{};
+  auto with = [&](int level, int type, size_t data_len, int value) {
+    std::memset(control, 0, sizeof control);
+    h.msg_control = control;
+    h.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&h);
+    c->cmsg_level = level;
+    c->cmsg_type = type;
+    c->cmsg_len = CMSG_LEN(data_len);
+    std::memcpy(CMSG_DATA(c), &value, std::min(data_len, sizeof value));
+    h.msg_controllen = CMSG_SPACE(data_len);
+    return udp_gro_segment_size(h);
+  };
+  h.msg_controllen = 0;
+  EXPECT_EQ(udp_gro_segment_size(h), 0) << "no control message: a plain datagram";
+  EXPECT_EQ(with(SOL_UDP, UDP_GRO, sizeof(int), 1200), 1200);
+  EXPECT_EQ(with(IPPROTO_IP, IP_PKTINFO, sizeof(in_pktinfo), 0), 0) << "only IP_PKTINFO";
+  EXPECT_EQ(with(SOL_UDP, UDP_GRO, 2, 1200), -1) << "too short for an int";
+  EXPECT_EQ(with(SOL_UDP, UDP_GRO, sizeof(int), 0), -1);
+  EXPECT_EQ(with(SOL_UDP, UDP_GRO, sizeof(int), -5), -1);
+  EXPECT_EQ(with(SOL_UDP, UDP_GRO, sizeof(int), 70000), -1);
+}
+
+// What a GSO sender's receiver gets, in order, copied out (coalescing, on a GRO socket).
+std::vector<std::vector<uint8_t>> receive_bytes(int fd, size_t want) {
+  UdpReceiveBatch batch = UdpReceiveBatch::coalescing(4, 2048);
+  std::vector<std::vector<uint8_t>> out;
+  for (auto& r : receive_all(batch, fd, want)) out.push_back(std::move(r.bytes));
+  return out;
+}
+
+std::vector<uint8_t> concat(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  std::vector<uint8_t> out = a;
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+TEST(UdpGsoSendBatch, EqualLengthsForOneDestinationLeaveAsOneMessage) {
+  UniqueFd a = udp_socket_v4(), b = udp_socket_v4(), tx = udp_socket_dual();
+  enable_udp_gro(a.get());
+  enable_udp_gro(b.get());
+  const sockaddr_in6 to_a = mapped_loopback(a.get()), to_b = mapped_loopback(b.get());
+  UdpGsoSendBatch batch(16, 32);
+  std::vector<std::vector<uint8_t>> bodies, heads;
+  for (int i = 0; i < 10; i++) {
+    bodies.push_back(pattern(i < 8 ? 90 : 50, static_cast<uint8_t>(i)));
+    heads.push_back(pattern(10, static_cast<uint8_t>(100 + i)));
+  }
+  std::vector<std::vector<uint8_t>> want_a, want_b;
+  for (int i = 0; i < 10; i++) {
+    // Odd ones of 0..7 to b, the rest to a: 100 bytes each (with the head), 8 and 9 60 bytes.
+    const bool to_first = i >= 8 || i % 2 == 0;
+    ASSERT_TRUE(batch.add(heads[i].data(), heads[i].size(), bodies[i].data(), bodies[i].size(),
+                          to_first ? to_a : to_b, static_cast<uint64_t>(i)));
+    (to_first ? want_a : want_b).push_back(concat(heads[i], bodies[i]));
+  }
+  const auto r = batch.flush(tx.get());
+  EXPECT_EQ(r.refused, 0u);
+  EXPECT_EQ(r.gso_messages, 3u) << "a's four 100s, b's four 100s, a's two 60s";
+  EXPECT_EQ(r.gso_datagrams, 10u);
+  EXPECT_EQ(r.gso_fallbacks, 0u);
+  EXPECT_TRUE(batch.empty());
+  EXPECT_EQ(receive_bytes(a.get(), want_a.size()), want_a);
+  EXPECT_EQ(receive_bytes(b.get(), want_b.size()), want_b);
+}
+
+TEST(UdpGsoSendBatch, APaddedDatagramThatGoesAloneLeavesUnpadded) {
+  UniqueFd rx = udp_socket_v4(), tx = udp_socket_dual();
+  enable_udp_gro(rx.get());
+  const sockaddr_in6 to = mapped_loopback(rx.get());
+  // Three datagrams padded to 64 bytes (head 24 + body 40), their plain forms 50, 52 and 30
+  // bytes: the first two share a message, padded; the third is alone in its size (a 64 for
+  // another destination is a different message), so it leaves as it was.
+  const sockaddr_in6 elsewhere = mapped_loopback(tx.get());
+  std::vector<std::vector<uint8_t>> plain = {pattern(50, 1), pattern(52, 2), pattern(30, 3)};
+  const auto head = pattern(24, 9), body = pattern(40, 8);
+  UdpGsoSendBatch batch(8, 0);
+  ASSERT_TRUE(batch.add(head.data(), head.size(), body.data(), body.size(), to, 1, plain[0]));
+  ASSERT_TRUE(batch.add(head.data(), head.size(), body.data(), body.size(), to, 2, plain[1]));
+  ASSERT_TRUE(batch.add(head.data(), head.size(), body.data(), body.size(), elsewhere, 3, plain[2]));
+  const auto r = batch.flush(tx.get());
+  EXPECT_EQ(r.gso_messages, 1u);
+  EXPECT_EQ(r.padding_bytes, (64u - 50u) + (64u - 52u)) << "only what GSO carried";
+  const auto got = receive_bytes(rx.get(), 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], concat(head, body));
+  EXPECT_EQ(got[1], concat(head, body));
+  UdpReceiveBatch self(2, 2048);
+  auto alone = receive_all(self, tx.get(), 1);
+  ASSERT_EQ(alone.size(), 1u);
+  EXPECT_EQ(alone[0].bytes, plain[2]);
+}
+
+TEST(UdpGsoSendBatch, AFlowsDatagramsKeepTheirOrderAcrossLengths) {
+  UniqueFd rx = udp_socket_v4(), tx = udp_socket_dual();
+  enable_udp_gro(rx.get());
+  const sockaddr_in6 to = mapped_loopback(rx.get());
+  // x (flow 2, 60 bytes), a1 (flow 1, 100), b1 (flow 1, 60), c (flow 3, 100). Grouping by
+  // length alone would send b1 with x, before a1.
+  const auto x = pattern(60, 1), a1 = pattern(100, 2), b1 = pattern(60, 3), c = pattern(100, 4);
+  UdpGsoSendBatch batch(8, 0);
+  ASSERT_TRUE(batch.add(nullptr, 0, x.data(), x.size(), to, 2));
+  ASSERT_TRUE(batch.add(nullptr, 0, a1.data(), a1.size(), to, 1));
+  ASSERT_TRUE(batch.add(nullptr, 0, b1.data(), b1.size(), to, 1));
+  ASSERT_TRUE(batch.add(nullptr, 0, c.data(), c.size(), to, 3));
+  const auto r = batch.flush(tx.get());
+  EXPECT_EQ(r.gso_messages, 1u) << "a1 and c";
+  const auto got = receive_bytes(rx.get(), 4);
+  ASSERT_EQ(got.size(), 4u);
+  const auto pos = [&](const std::vector<uint8_t>& d) {
+    return std::find(got.begin(), got.end(), d) - got.begin();
+  };
+  EXPECT_LT(pos(a1), pos(b1)) << "flow 1's datagrams in the order queued";
+  EXPECT_LT(pos(x), 4);
+  EXPECT_LT(pos(c), 4);
+}
+
+TEST(UdpGsoSendBatch, LongDatagramsAndGsoOffGoOneByOne) {
+  UniqueFd rx = udp_socket_v4(), tx = udp_socket_dual();
+  const sockaddr_in6 to = mapped_loopback(rx.get());
+  UdpGsoSendBatch batch(8, 0);
+  batch.set_max_segment(100);
+  const auto big = pattern(200, 5);
+  for (int i = 0; i < 3; i++) ASSERT_TRUE(batch.add(nullptr, 0, big.data(), big.size(), to, 1));
+  auto r = batch.flush(tx.get());
+  EXPECT_EQ(r.gso_messages, 0u) << "longer than max_segment: never grouped";
+  EXPECT_EQ(receive_bytes(rx.get(), 3).size(), 3u);
+
+  batch.set_gso(false);
+  const auto small = pattern(40, 6);
+  for (int i = 0; i < 5; i++) ASSERT_TRUE(batch.add(nullptr, 0, small.data(), small.size(), to, 1));
+  r = batch.flush(tx.get());
+  EXPECT_EQ(r.gso_messages, 0u);
+  EXPECT_EQ(r.refused, 0u);
+  EXPECT_EQ(receive_bytes(rx.get(), 5).size(), 5u);
+}
+
+TEST(UdpGsoSendBatch, AKernelThatRefusesGsoTurnsItOffAndNothingIsLost) {
+  UniqueFd rx = udp_socket_v4(), tx = udp_socket_dual();
+  // UDP checksums off: the kernel refuses every GSO message (EINVAL) and sends plain ones.
+  set_socket_option(tx.get(), SOL_SOCKET, SO_NO_CHECK, 1, "SO_NO_CHECK");
+  const sockaddr_in6 to = mapped_loopback(rx.get());
+  UdpGsoSendBatch batch(16, 0);
+  std::vector<std::vector<uint8_t>> sent;
+  for (int i = 0; i < 12; i++) sent.push_back(pattern(i < 6 ? 80 : 40, static_cast<uint8_t>(i)));
+  for (const auto& d : sent) ASSERT_TRUE(batch.add(nullptr, 0, d.data(), d.size(), to, 7));
+  const auto r = batch.flush(tx.get());
+  EXPECT_EQ(r.gso_fallbacks, 1u);
+  EXPECT_EQ(r.gso_off_errno, EINVAL);
+  EXPECT_EQ(r.gso_messages, 0u);
+  EXPECT_EQ(r.refused, 0u);
+  EXPECT_FALSE(batch.gso()) << "off for good";
+  EXPECT_EQ(receive_bytes(rx.get(), sent.size()), sent) << "every datagram, in order";
+}
+
+TEST(UdpGsoSendBatch, ARefusedDestinationIsCountedAndLeavesGsoOn) {
+  UniqueFd rx = udp_socket_v4(), tx = udp_socket_dual();
+  const sockaddr_in6 to = mapped_loopback(rx.get());
+  const sockaddr_in6 port_zero = addr("127.0.0.1:0").to_v6_mapped();  // the kernel refuses it (EINVAL)
+  const auto a = pattern(50, 1), z = pattern(70, 2);
+  UdpGsoSendBatch batch(8, 0);
+  ASSERT_TRUE(batch.add(nullptr, 0, a.data(), a.size(), to, 1));
+  ASSERT_TRUE(batch.add(nullptr, 0, z.data(), z.size(), port_zero, 2));
+  ASSERT_TRUE(batch.add(nullptr, 0, z.data(), z.size(), port_zero, 3));
+  ASSERT_TRUE(batch.add(nullptr, 0, a.data(), a.size(), to, 1));
+  const auto r = batch.flush(tx.get());
+  EXPECT_EQ(r.refused, 2u);
+  EXPECT_EQ(r.gso_fallbacks, 0u) << "one by one failed too: not GSO's fault";
+  EXPECT_TRUE(batch.gso());
+  EXPECT_EQ(r.gso_messages, 1u);
+  EXPECT_EQ(receive_bytes(rx.get(), 2).size(), 2u);
+}
+
+TEST(UdpGsoSendBatch, GroupsStopAtTheKernelsSegmentLimit) {
+  UniqueFd rx = udp_socket_v4(), tx = udp_socket_dual();
+  enable_udp_gro(rx.get());
+  set_socket_buffers(rx.get(), 1 << 20, "test receiver");
+  const sockaddr_in6 to = mapped_loopback(rx.get());
+  UdpGsoSendBatch batch(150, 0);
+  const auto d = pattern(20, 3);
+  for (int i = 0; i < 150; i++)
+    ASSERT_TRUE(batch.add(nullptr, 0, d.data(), d.size(), to, static_cast<uint64_t>(i)));
+  const auto r = batch.flush(tx.get());
+  EXPECT_EQ(r.gso_messages, 3u) << "64 + 64 + 22";
+  EXPECT_EQ(r.gso_datagrams, 150u);
+  EXPECT_EQ(r.refused, 0u);
+  EXPECT_EQ(receive_bytes(rx.get(), 150).size(), 150u);
 }
 
 TEST(SocketOptions, BuffersAreGrantedOrTheShortfallIsReadBack) {

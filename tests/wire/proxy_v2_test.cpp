@@ -1,5 +1,6 @@
 // proxy_v2_test.cpp — the relay framing (PROXY protocol v2, DGRAM): bytes written by hand
-// from haproxy's proxy-protocol.txt, round trips, TLV skipping and every rejection.
+// from haproxy's proxy-protocol.txt, round trips, TLV skipping, NOOP padding and every
+// rejection.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -150,6 +151,116 @@ TEST(ProxyV2, WriteRefusesSmallBuffersAndUnknownFamilies) {
   EXPECT_EQ(rtce_pp2_write(out, RTCE_PP2_LEN_V4 - 1, &f), 0u);
   f.family = 9;
   EXPECT_EQ(rtce_pp2_write(out, sizeof out, &f), 0u);
+}
+
+TEST(ProxyV2, NoopTlvIsTypeLengthAndZeros) {
+  uint8_t out[16];
+  std::memset(out, 0xaa, sizeof out);
+  ASSERT_EQ(rtce_pp2_write_noop(out, sizeof out, 7), 7u);
+  EXPECT_EQ(std::vector<uint8_t>(out, out + 8), from_hex("04000400000000aa"))
+      << "type 0x04, length 4, 4 zeros";
+  ASSERT_EQ(rtce_pp2_write_noop(out, sizeof out, RTCE_PP2_TLV_HEADER_LEN), 3u);
+  EXPECT_EQ(std::vector<uint8_t>(out, out + 3), from_hex("040000")) << "the smallest TLV: no value";
+  EXPECT_EQ(rtce_pp2_write_noop(out, sizeof out, 2), 0u) << "no TLV is shorter than 3 bytes";
+  EXPECT_EQ(rtce_pp2_write_noop(out, sizeof out, 0), 0u);
+  EXPECT_EQ(rtce_pp2_write_noop(out, sizeof out, sizeof out + 1), 0u) << "beyond cap";
+}
+
+// What the relay sends with GSO: the header padded to a size class, the payload unchanged,
+// and what a transceiver parses from it: the same flow, the payload where it now starts.
+TEST(ProxyV2, PaddedHeaderRoundTripsEveryPadBothFamilies) {
+  std::mt19937 rng(11);
+  for (int family : {RTCE_FAMILY_V4, RTCE_FAMILY_V6}) {
+    for (uint32_t pad : {0u, 3u, 4u, 5u, 31u, 64u, 255u, 1000u}) {
+      rtce_flow_key key{};
+      key.family = static_cast<uint8_t>(family);
+      for (int b = 0; b < (family == RTCE_FAMILY_V6 ? 16 : 4); b++) {
+        key.client_addr[b] = static_cast<uint8_t>(rng());
+        key.vip_addr[b] = static_cast<uint8_t>(rng());
+      }
+      key.client_port_be = static_cast<uint16_t>(rng());
+      key.vip_port_be = static_cast<uint16_t>(rng());
+      std::vector<uint8_t> framed(RTCE_PP2_LEN_V6 + 40);
+      const uint32_t h = rtce_pp2_write_key(framed.data(), static_cast<uint32_t>(framed.size()), &key);
+      framed.resize(h);
+      const std::vector<uint8_t> payload = {0x80, 0x6f, 0x01, 0x02, 0x03};
+      framed.insert(framed.end(), payload.begin(), payload.end());
+
+      std::vector<uint8_t> padded(h + pad + 8, 0xee);
+      const uint32_t ph = rtce_pp2_write_padded(padded.data(), static_cast<uint32_t>(padded.size()),
+                                                framed.data(), static_cast<uint32_t>(framed.size()), pad);
+      ASSERT_EQ(ph, h + pad) << "family " << family << " pad " << pad;
+      padded.resize(ph);
+      padded.insert(padded.end(), payload.begin(), payload.end());
+      EXPECT_EQ(padded.size(), framed.size() + pad);
+
+      rtce_flow_key back{};
+      uint32_t off = 0;
+      ASSERT_EQ(rtce_pp2_parse_key(padded.data(), static_cast<uint32_t>(padded.size()), &back, &off),
+                RTCE_PP2_OK);
+      EXPECT_EQ(std::memcmp(&key, &back, sizeof key), 0) << "the same flow";
+      EXPECT_EQ(off, h + pad);
+      EXPECT_EQ(std::vector<uint8_t>(padded.begin() + off, padded.end()), payload);
+      if (pad > 0) {
+        EXPECT_EQ(padded[h], RTCE_PP2_TYPE_NOOP);
+        EXPECT_EQ(rtce_load_be16(&padded[h + 1]), pad - RTCE_PP2_TLV_HEADER_LEN);
+      }
+      // A reply is written from the key: the unpadded header the flow had.
+      uint8_t reply[RTCE_PP2_LEN_V6];
+      ASSERT_EQ(rtce_pp2_write_key(reply, sizeof reply, &back), h);
+      EXPECT_EQ(std::memcmp(reply, framed.data(), h), 0);
+    }
+  }
+}
+
+TEST(ProxyV2, PaddingKeepsTheHeadersOwnTlvsAndCanBeRepeated) {
+  auto framed = from_hex(kV4Header);
+  framed[15] = 12 + 7;  // the address block and one 7-byte TLV
+  for (uint8_t b : {0xea, 0x00, 0x04, 0x01, 0x02, 0x03, 0x04, 0x80}) framed.push_back(b);
+  uint8_t once[128], twice[128];
+  const uint32_t a =
+      rtce_pp2_write_padded(once, sizeof once, framed.data(), static_cast<uint32_t>(framed.size()), 5);
+  ASSERT_EQ(a, RTCE_PP2_LEN_V4 + 7u + 5u);
+  EXPECT_EQ(std::vector<uint8_t>(once + RTCE_PP2_LEN_V4, once + RTCE_PP2_LEN_V4 + 7),
+            std::vector<uint8_t>(framed.begin() + RTCE_PP2_LEN_V4, framed.end() - 1));
+  once[a] = 0x80;
+  const uint32_t b = rtce_pp2_write_padded(twice, sizeof twice, once, a + 1, 3);
+  ASSERT_EQ(b, a + 3);
+  twice[b] = 0x80;
+  rtce_flow_key key{};
+  uint32_t off = 0;
+  ASSERT_EQ(rtce_pp2_parse_key(twice, b + 1, &key, &off), RTCE_PP2_OK);
+  EXPECT_EQ(off, b);
+  EXPECT_EQ(twice[off], 0x80);
+}
+
+TEST(ProxyV2, PaddingRefusesWhatItCannotWrite) {
+  const auto framed = from_hex(std::string(kV4Header) + "80");
+  const auto n = static_cast<uint32_t>(framed.size());
+  uint8_t out[4096];
+  EXPECT_EQ(rtce_pp2_write_padded(out, sizeof out, framed.data(), n, 1), 0u) << "no 1-byte TLV";
+  EXPECT_EQ(rtce_pp2_write_padded(out, sizeof out, framed.data(), n, 2), 0u) << "no 2-byte TLV";
+  EXPECT_EQ(rtce_pp2_write_padded(out, RTCE_PP2_LEN_V4 + 9, framed.data(), n, 10), 0u) << "cap";
+  EXPECT_EQ(rtce_pp2_write_padded(out, RTCE_PP2_LEN_V4 + 10, framed.data(), n, 10), RTCE_PP2_LEN_V4 + 10u);
+  EXPECT_EQ(rtce_pp2_write_padded(out, sizeof out, framed.data(), RTCE_PP2_LEN_V4 - 1, 4), 0u)
+      << "a truncated header";
+  auto bad = framed;
+  bad[0] = 0x16;
+  EXPECT_EQ(rtce_pp2_write_padded(out, sizeof out, bad.data(), n, 4), 0u) << "not a PROXY v2 header";
+  EXPECT_EQ(rtce_pp2_write_padded(out, sizeof out, framed.data(), n, 0xfffffffau), 0u)
+      << "a pad that would wrap";
+  std::vector<uint8_t> big(70000);
+  auto huge = framed;
+  huge[14] = 0xff;  // a 65532-byte block: one more TLV would not fit the length field
+  huge[15] = 0xfc;
+  huge.resize(RTCE_PP2_FIXED_LEN + 0xfffc);
+  EXPECT_EQ(rtce_pp2_write_padded(big.data(), static_cast<uint32_t>(big.size()), huge.data(),
+                                  static_cast<uint32_t>(huge.size()), 4),
+            0u);
+  EXPECT_EQ(rtce_pp2_write_padded(big.data(), static_cast<uint32_t>(big.size()), huge.data(),
+                                  static_cast<uint32_t>(huge.size()), 3),
+            RTCE_PP2_FIXED_LEN + 0xffffu)
+      << "exactly 65535";
 }
 
 }  // namespace

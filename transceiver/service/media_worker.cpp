@@ -28,8 +28,9 @@ constexpr size_t kWheelSlots = 1024;
 // The thread sleeps on timers it sets itself, to the window: the default 50 us of slack is
 // harmless, but say what we rely on.
 constexpr unsigned long kTimerSlackNanos = 50'000;
-// Bounded, so that a flood cannot keep the thread from its deadlines: 64 x 64 datagrams.
-constexpr int kMaxDrainRounds = 64;
+// Bounded, so that a flood cannot keep the thread from its deadlines: 4096 datagrams (and
+// the rest of the last receive, whose slots may hold coalesced runs).
+constexpr size_t kMaxDrainDatagrams = 4096;
 constexpr int kSocketBufferBytes = 4 << 20;
 
 SessionSettings session_settings(const TransceiverConfig& c) {
@@ -92,6 +93,9 @@ void MediaWorker::bind() {
     fail("IPV6_V6ONLY");
   if (::bind(socket_.get(), addr.sa(), addr.len()) != 0) fail("bind");
   set_socket_buffers(socket_.get(), kSocketBufferBytes, what);
+  // A relay's GSO message arrives as one receive, which rx_ splits (without, the kernel
+  // splits it first, one socket-queue entry per datagram).
+  if (!enable_udp_gro(socket_.get())) spdlog::debug("{}: no UDP_GRO on this kernel", what);
   sockaddr_storage local{};
   socklen_t local_len = sizeof local;
   if (getsockname(socket_.get(), reinterpret_cast<sockaddr*>(&local), &local_len) != 0) fail("getsockname");
@@ -327,9 +331,10 @@ void MediaWorker::set_wakeups(Nanos now) {
 
 void MediaWorker::drain_socket() {
   const int fd = socket_.get();
-  for (int round = 0; round < kMaxDrainRounds; ++round) {
+  for (size_t drained = 0; drained < kMaxDrainDatagrams;) {
     const size_t n = rx_.receive(fd);
     if (n == 0) break;
+    drained += n;
     const Nanos now = monotonic_now();
     for (size_t i = 0; i < n; ++i) {
       const size_t len = rx_.length(i);
@@ -341,7 +346,7 @@ void MediaWorker::drain_socket() {
       }
       handle_datagram(rx_.data(i), len, rx_.source_address(i).unmapped(), now);
     }
-    if (n < rx_.capacity()) break;
+    if (!rx_.filled()) break;
   }
 }
 
@@ -356,14 +361,13 @@ void MediaWorker::handle_datagram(uint8_t* data, size_t len, const SocketAddress
     for (const auto& prefix : config_.relay_sources) trusted = trusted || prefix.contains(sender);
     if (!trusted) return drop(DatagramDrop::untrusted_relay);
     uint32_t offset = 0;
-    if (rtce_pp2_parse_key(data, static_cast<uint32_t>(len), &path.key, &offset) != RTCE_PP2_OK ||
-        offset > sizeof path.framing)
+    if (rtce_pp2_parse_key(data, static_cast<uint32_t>(len), &path.key, &offset) != RTCE_PP2_OK)
       return drop(DatagramDrop::bad_framing);
     path.send_to = sender;
     path.client = flow_client(path.key);
     path.vip = flow_vip(path.key);
-    // A reply names the same flow: the relay's header as it came, or without its TLVs (none
-    // today), written from the key.
+    // A reply names the same flow: the relay's header as it came, or without its TLVs (the
+    // relay's GSO padding, a NOOP TLV), written from the key.
     if (offset == rtce_pp2_header_len(path.key.family)) {
       std::memcpy(path.framing, data, offset);
       path.framing_len = static_cast<uint8_t>(offset);

@@ -139,10 +139,13 @@ class MediaWorker final : public DatagramSender, public SessionOwner {
   std::deque<nlohmann::json> ended_;  // snapshots of recently ended sessions, for GET
 
   // Batched I/O, allocated once. Sends are copied into the batch: a session's payload
-  // buffer is reused before the batch is flushed.
+  // buffer is reused before the batch is flushed. Receives take UDP_GRO runs (a relay's
+  // GSO messages arrive whole): 8 slots of 64 KiB (512 KiB), each a datagram or a run of up
+  // to 128 of them.
   static constexpr size_t kBatch = 64;
+  static constexpr size_t kReceiveSlots = 8;
   static constexpr size_t kMaxDatagram = 2048;
-  UdpReceiveBatch rx_{kBatch, kMaxDatagram};
+  UdpReceiveBatch rx_ = UdpReceiveBatch::coalescing(kReceiveSlots, kMaxDatagram);
   UdpSendBatch tx_{kBatch, kMaxDatagram};
 };
 

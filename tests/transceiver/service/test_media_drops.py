@@ -9,6 +9,8 @@ its address is the session's path. Then, from that path:
   - datagrams in the DTLS range that are not DTLS records -> `dtls_rejected`, one each;
   - datagrams longer than the 2048-byte receive buffer -> `truncated`, one each;
   - checks with a wrong MESSAGE-INTEGRITY -> at most the configured burst of 401 replies.
+And in relay mode, a check framed with a PROXY v2 header that a relay padded for UDP GSO (a
+NOOP TLV) is answered, with the flow's header unpadded (docs/wire-format.md, "Padding").
 Standard library only. Exit 0 pass, 1 fail.
 """
 
@@ -133,6 +135,72 @@ class MediaDrops(unittest.TestCase):
         self.assertLessEqual(replies, 6, "unauthenticated checks were answered %d times" % replies)
         wait_for(lambda: re.search(r"^rtcedge_transceiver_stun_error_replies_suppressed_total (\S+)$",
                                    self.get("/metrics")[1], re.M), 5, "the suppressed-replies counter")
+
+
+def proxy_v2(client, vip, pad=0):
+    """PROXY v2 (PROXY, INET over DGRAM) for client -> vip, padded by a `pad`-byte NOOP TLV."""
+    block = socket.inet_aton(client[0]) + socket.inet_aton(vip[0]) + struct.pack("!HH", client[1], vip[1])
+    if pad:
+        block += struct.pack("!BH", 0x04, pad - 3) + b"\0" * (pad - 3)
+    return b"\r\n\r\n\0\r\nQUIT\n" + bytes([0x21, 0x12]) + struct.pack("!H", len(block)) + block
+
+
+class RelayFraming(unittest.TestCase):
+    def setUp(self):
+        self.http_port, self.media_port = free_port(), free_port(socket.SOCK_DGRAM)
+        self.keys = tempfile.NamedTemporaryFile("w", prefix="rtce-keys-", suffix=".yaml", delete=False)
+        self.keys.write("keys:\n  - id: 1\n    secret: %s\n" % os.urandom(16).hex())
+        self.keys.close()
+        os.chmod(self.keys.name, 0o600)
+        self.log = tempfile.NamedTemporaryFile(prefix="rtce-framing-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen([ARGS.transceiver, "--http-listen", "127.0.0.1:%d" % self.http_port,
+                                      "--workers", "1", "--media-listen", "127.0.0.1", "--media-base-port",
+                                      str(self.media_port), "--relay-vips", "127.0.0.1:3478",
+                                      "--relay-sources", "127.0.0.0/8", "--direct-enabled", "false",
+                                      "--hint-key-file", self.keys.name],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        self.addCleanup(self.stop)
+        wait_for(lambda: MediaDrops.get(self, "/healthz")[0] == 200, 15, "transceiver /healthz")
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(3)
+        self.addCleanup(self.sock.close)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        os.unlink(self.log.name)
+        os.unlink(self.keys.name)
+
+    def get(self, path):
+        return MediaDrops.get(self, path)
+
+    def test_a_noop_padded_header_is_answered_with_the_flows_header_unpadded(self):
+        with open(FIXTURE) as f:
+            offer = f.read()
+        req = urllib.request.Request("http://127.0.0.1:%d/v1/sessions" % self.http_port, data=offer.encode(),
+                                     headers={"Content-Type": "application/sdp"}, method="POST")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            self.assertEqual(r.status, 201)
+            answer = r.read().decode()
+        server_ufrag = re.search(r"a=ice-ufrag:(\S+)", answer).group(1)
+        server_pwd = re.search(r"a=ice-pwd:(\S+)", answer).group(1)
+        client_ufrag = re.search(r"a=ice-ufrag:(\S+)", offer).group(1)
+        client, vip = ("198.51.100.7", 50000), ("127.0.0.1", 3478)
+        header = proxy_v2(client, vip)
+        for pad in (37, 3):  # what the relay adds to reach a size class; the smallest TLV
+            txid = os.urandom(12)
+            check = stun_binding("%s:%s" % (server_ufrag, client_ufrag), server_pwd, txid)
+            self.sock.sendto(proxy_v2(client, vip, pad) + check, ("127.0.0.1", self.media_port))
+            # The answer, and once connected the DTLS flight too: every reply names the flow
+            # with the header unpadded.
+            answered = False
+            while not answered:
+                reply, _ = self.sock.recvfrom(2048)
+                self.assertEqual(reply[:len(header)], header, "the flow's header, without the padding")
+                body = reply[len(header):]
+                answered = body[0:2] == b"\x01\x01" and body[8:20] == txid
+        self.assertEqual(drops(self.get("/metrics")[1], "bad_framing"), 0)
 
 
 if __name__ == "__main__":

@@ -1482,6 +1482,9 @@ static __noinline int from_endpoint(struct xdp_md *ctx, const struct rtce_xdp_co
 		return VERDICT(XDP_DROP, RTCE_XDP_RETURN_MALFORMED, dir);
 	if (rtce_pp2_parse_key(hdr, len, &key, &payload_off) != RTCE_PP2_OK)
 		return VERDICT(XDP_DROP, RTCE_XDP_RETURN_MALFORMED, dir);
+	/* An ICE-TCP flow's: its connection lives in a userspace worker. */
+	if (key.transport != RTCE_TRANSPORT_UDP)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
 
 	flow = bpf_map_lookup_elem(&flows, &key);
 	if (!flow)
@@ -1585,8 +1588,9 @@ static __noinline int from_peer(struct xdp_md *ctx, const struct rtce_xdp_config
 		return VERDICT(XDP_DROP, RTCE_XDP_PEER_MALFORMED, dir);
 	if (rtce_pp2_parse_key(hdr, len, &key, &payload_off) != RTCE_PP2_OK)
 		return VERDICT(XDP_DROP, RTCE_XDP_PEER_MALFORMED, dir);
-	if (payload_off != rtce_pp2_header_len(key.family))
-		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir); /* TLVs */
+	/* TLVs, or an ICE-TCP flow (whose connection is an ingress relay's worker's) */
+	if (payload_off != rtce_pp2_header_len(key.family) || key.transport != RTCE_TRANSPORT_UDP)
+		return VERDICT(XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, dir);
 
 	w->role = RTCE_RELAY_ROLE_OWNER;
 	w->via.family = p->family;

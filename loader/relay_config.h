@@ -28,6 +28,18 @@ struct PeerClusterConfig {
   bool from_registry = false;  // no address configured: learned from the registry's ingress set
 };
 
+// ice_tcp.*: ICE-TCP (RFC 6544) at the VIPs, terminated by the workers (tcp_streams.h).
+struct IceTcpOptions {
+  uint16_t port = 0;  // 0 = off
+  uint32_t max_connections = 10000;
+  uint32_t max_per_source_prefix = 64;  // open connections per flows.source_prefix_v4/v6 prefix
+  Nanos first_frame_timeout = 5'000'000'000;
+  Nanos idle_timeout = 30'000'000'000;
+  uint32_t max_frame = 2048;
+  uint32_t send_queue_bytes = 16384;
+  bool operator==(const IceTcpOptions&) const = default;
+};
+
 struct RelayConfig {
   std::string mode = "userspace";  // userspace | xdp | auto
   std::vector<SocketAddress> listen;
@@ -58,6 +70,7 @@ struct RelayConfig {
   Nanos flow_idle_timeout = 30'000'000'000;
   Nanos flow_evict_idle_after = 5'000'000'000;
   FlowLimits flow_limits;  // flows.max_per_hint, flows.max_per_source_prefix, ...
+  IceTcpOptions ice_tcp;
   SocketAddress admin_listen;
   uint64_t http_max_connections = kDefaultHttpMaxConnections;  // applied by configure_http_servers
   std::string log_format = "text";

@@ -336,6 +336,58 @@ ConfigTable<C> build() {
        .doc = "the same for IPv6.",
        .reloadable = true},
       [](const std::string& ip, const std::string& where) { check_concrete_ip(ip, where, AF_INET6); }));
+  t.push_back(uint_key<C>(
+      "ice_tcp.port", [](auto& c) -> auto& { return c.ice_tcp.port; }, 0, 0, 65535,
+      {.help = "TCP port the workers accept ICE-TCP connections on at every VIP address (0 = off; the chart: "
+               "443)",
+       .doc =
+           "0..65535; TCP port of the ICE-TCP passive candidates (RFC 6544) at every `listen` address: "
+           "callers whose network drops UDP connect here. Each worker listens (`SO_REUSEPORT`) on the VIP "
+           "addresses only, so other services may hold the port on other addresses. A connection's first "
+           "RFC 4571 frame must be a Binding request with a valid hint; then each frame reaches the "
+           "transceiver as one PROXY v2 `STREAM` datagram ([wire-format.md](wire-format.md#ice-tcp)). "
+           "Served in both modes (XDP passes TCP to the stack). 0 = off. The transceivers' `relay.tcp_port` "
+           "must name the same port."}));
+  t.push_back(uint_key<C>(
+      "ice_tcp.max_connections", [](auto& c) -> auto& { return c.ice_tcp.max_connections; }, 10000, 1,
+      1'000'000,
+      {.help = "open ICE-TCP connections per relay (split over the workers); more are closed at accept",
+       .doc =
+           "1..1000000; open ICE-TCP connections per relay, split evenly over the workers; a connection "
+           "over the limit is closed at once (`rtcedge_relay_tcp_closed_total{reason=\"max_connections\"}`). "
+           "Each costs about 8 KiB of buffers plus `ice_tcp.send_queue_bytes` at most."}));
+  t.push_back(uint_key<C>(
+      "ice_tcp.max_per_source_prefix", [](auto& c) -> auto& { return c.ice_tcp.max_per_source_prefix; }, 64,
+      1, 1'000'000,
+      {.help = "open ICE-TCP connections per client prefix (flows.source_prefix_v4/v6) in each worker",
+       .doc = "1..1000000; open ICE-TCP connections one client prefix (`flows.source_prefix_v4`/`_v6`) may "
+              "hold in each worker; more are closed at accept (`source_prefix`). A browser opens one or two "
+              "per call."}));
+  t.push_back(duration_key<C>(
+      "ice_tcp.first_frame_timeout", [](auto& c) -> auto& { return c.ice_tcp.first_frame_timeout; }, 5 * s,
+      100 * ms, 60 * s,
+      {.help = "an ICE-TCP connection without a valid first Binding request by then is closed",
+       .doc = "100ms..60s; a connection whose first frame (a Binding request with a valid hint) has not "
+              "arrived by then is closed (`first_frame_timeout`): slow or silent connections cannot hold "
+              "slots."}));
+  t.push_back(duration_key<C>(
+      "ice_tcp.idle_timeout", [](auto& c) -> auto& { return c.ice_tcp.idle_timeout; }, 30 * s, 1 * s, day,
+      {.help = "an ICE-TCP connection with no frame from the client for this long is closed",
+       .doc = "1s..1d; a connection with no frame from the client for this long is closed (`idle`); "
+              "browsers send a consent check every ~5 s (RFC 7675)."}));
+  t.push_back(uint_key<C>(
+      "ice_tcp.max_frame", [](auto& c) -> auto& { return c.ice_tcp.max_frame; }, 2048, 64, 9000,
+      {.help = "longest RFC 4571 frame accepted from a client; a longer one closes the connection",
+       .doc = "64..9000; the longest RFC 4571 frame accepted from a client (its payload: a STUN, DTLS, "
+              "RTP or RTCP packet); a longer length closes the connection (`frame_too_large`). A "
+              "transceiver takes datagrams up to 2048 bytes, PROXY v2 header included."}));
+  t.push_back(uint_key<C>(
+      "ice_tcp.send_queue_bytes", [](auto& c) -> auto& { return c.ice_tcp.send_queue_bytes; }, 16384, 4096,
+      1u << 20,
+      {.help = "bytes of replies queued per ICE-TCP connection while the client does not read",
+       .doc = "4096..1048576; replies a connection holds while the kernel's send buffer is full (a slow or "
+              "stalled client); a reply that does not fit is dropped and counted "
+              "(`rtcedge_relay_tcp_reply_overflow_total`): late audio is worth less than the next frame."}));
   t.push_back(uint_key<C>("xdp.return_port", &C::xdp_return_port, 3479, 1, 65535,
                           {.help = "UDP port XDP forwards from and takes replies on",
                            .doc = "UDP port XDP forwards from and takes replies on. Must differ from the "

@@ -166,6 +166,47 @@ std::string relay_metrics_text(const RelayMetricsSources& s) {
                    MetricType::Counter),
           sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.returns_passed_up; }));
   }
+  if (!workers.empty() && workers.front()->tcp_counters()) {
+    // ICE-TCP (ice_tcp.port): connections, their frames and why they closed.
+    auto tcp_sum = [&](auto getter) {
+      uint64_t total = 0;
+      for (const auto& w : workers) total += getter(*w->tcp_counters()).get();
+      return static_cast<double>(total);
+    };
+    m.add(m.family("rtcedge_relay_tcp_connections_accepted_total", "ICE-TCP connections accepted.",
+                   MetricType::Counter),
+          tcp_sum([](const TcpCounters& c) -> const RelaxedCounter& { return c.accepted; }));
+    m.add(
+        m.family("rtcedge_relay_tcp_connections_active", "ICE-TCP connections open now.", MetricType::Gauge),
+        tcp_sum([](const TcpCounters& c) -> const RelaxedCounter& { return c.active; }));
+    auto& closed = m.family("rtcedge_relay_tcp_closed_total",
+                            "ICE-TCP connections closed (or refused), by reason.", MetricType::Counter);
+    for (size_t r = 0; r < static_cast<size_t>(TcpCloseReason::count); r++)
+      m.add(closed, tcp_sum([r](const TcpCounters& c) -> const RelaxedCounter& { return c.closed[r]; }),
+            {{"reason", tcp_close_reason_name(static_cast<TcpCloseReason>(r))}});
+    auto& frames = m.family("rtcedge_relay_tcp_frames_total", "RFC 4571 frames carried, by direction.",
+                            MetricType::Counter);
+    m.add(frames,
+          tcp_sum([](const TcpCounters& c) -> const RelaxedCounter& { return c.frames_from_clients; }),
+          {{"direction", direction_name(Direction::client_to_transceiver)}});
+    m.add(frames, tcp_sum([](const TcpCounters& c) -> const RelaxedCounter& { return c.frames_to_clients; }),
+          {{"direction", direction_name(Direction::transceiver_to_client)}});
+    m.add(m.family("rtcedge_relay_tcp_reply_overflow_total",
+                   "Replies dropped because their connection's send queue was full (a client not reading).",
+                   MetricType::Counter),
+          tcp_sum([](const TcpCounters& c) -> const RelaxedCounter& { return c.reply_overflow; }));
+    m.add(m.family("rtcedge_relay_tcp_reply_no_connection_total",
+                   "Replies of a TCP flow whose connection had closed.", MetricType::Counter),
+          tcp_sum([](const TcpCounters& c) -> const RelaxedCounter& { return c.reply_no_connection; }));
+    auto& calls =
+        m.family("rtcedge_relay_tcp_syscalls_total",
+                 "recv() calls that returned data and send() calls on ICE-TCP connections (batching).",
+                 MetricType::Counter);
+    m.add(calls, tcp_sum([](const TcpCounters& c) -> const RelaxedCounter& { return c.reads; }),
+          {{"call", "recv"}});
+    m.add(calls, tcp_sum([](const TcpCounters& c) -> const RelaxedCounter& { return c.sends; }),
+          {{"call", "send"}});
+  }
   {
     // The global relay's view: the userspace workers' forwarded traffic by flow role (the
     // XDP program's count in rtcedge_relay_xdp_role_packets_total, not here).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh — the main job: the rtcedge stack on loopback with embedded defaults (no Redis).
 # Installs packages, builds the two binaries (not the tests), then runs until Ctrl-C:
-#   rtcedge-relay        VIP 127.0.0.1:3478 (userspace data path), admin http://127.0.0.1:9478
+#   rtcedge-relay        VIP 127.0.0.1:3478 UDP, and TCP for ICE-TCP (callers whose network drops
+#                        UDP; the chart uses TCP 443), userspace data path, admin http://127.0.0.1:9478
 #   rtcedge-transceiver  http://127.0.0.1:8080 (demo page, signaling, /metrics), 2 workers
 #                        (endpoints 1 and 2 on 127.0.0.1:40000-40001) behind the relay,
 #                        embedded echo backend (loopback, 500 ms)
@@ -34,13 +35,13 @@ wait_ready() {  # url name: up to 10 s
   exit 1
 }
 
-build/bin/rtcedge-relay --hint-key-file "$demo/hint-keys.yaml" --listen 127.0.0.1:3478 \
+build/bin/rtcedge-relay --hint-key-file "$demo/hint-keys.yaml" --listen 127.0.0.1:3478 --ice-tcp-port 3478 \
   --endpoints '1=127.0.0.1:40000,2=127.0.0.1:40001' --admin-listen 127.0.0.1:9478 --workers 1 \
   --pin-cpus false >"$demo/relay.log" 2>&1 &
 pids+=($!)
 wait_ready http://127.0.0.1:9478/readyz relay
 build/bin/rtcedge-transceiver --http-listen 127.0.0.1:8080 --workers 2 --media-base-port 40000 \
-  --relay-vips 127.0.0.1:3478 --hint-key-file "$demo/hint-keys.yaml" >"$demo/transceiver.log" 2>&1 &
+  --relay-vips 127.0.0.1:3478 --relay-tcp-port 3478 --hint-key-file "$demo/hint-keys.yaml" >"$demo/transceiver.log" 2>&1 &
 pids+=($!)
 wait_ready http://127.0.0.1:8080/readyz transceiver
 
@@ -58,7 +59,7 @@ cat <<TXT
 rtcedge demo stack is running (logs in $demo/):
   demo page      http://127.0.0.1:8080/   press Talk, hear yourself back after 500 ms
   transceiver    http://127.0.0.1:8080/metrics
-  relay          VIP udp 127.0.0.1:3478, http://127.0.0.1:9478/metrics
+  relay          VIP udp and tcp 127.0.0.1:3478, http://127.0.0.1:9478/metrics
 Ctrl-C stops everything.
 TXT
 wait

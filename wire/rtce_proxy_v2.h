@@ -1,10 +1,15 @@
 /* rtce_proxy_v2.h — relay <-> transceiver framing: the PROXY protocol v2 header
- * (haproxy's proxy-protocol.txt, section 2.2), DGRAM transport, IPv4 and IPv6.
+ * (haproxy's proxy-protocol.txt, section 2.2), IPv4 and IPv6, DGRAM or STREAM transport.
  *
  * Every datagram between a relay and a transceiver endpoint is one PROXY v2 header and
  * the client's payload, unchanged. The header names the FLOW, not the packet direction:
  * source = the client's address:port, destination = the VIP address:port the client
  * sent to, in both directions. A transceiver answers by echoing the header it received.
+ *
+ * The transport names the client's: DGRAM for a UDP flow, STREAM for an ICE-TCP flow (RFC 6544),
+ * whose connection the relay terminates. Each RFC 4571 frame of that connection travels as
+ * one datagram with a STREAM header, and each reply datagram goes back as one frame, so a
+ * transceiver sees an ordinary path whose key says TCP (docs/wire-format.md, "ICE-TCP").
  *
  * The signature's first byte is 0x0D (13), outside every RFC 7983 range (STUN 0-3,
  * ZRTP 16-19, DTLS 20-63, TURN 64-79, RTP/RTCP 128-191), so one socket can tell framed
@@ -29,6 +34,8 @@
 #define RTCE_PP2_VER_CMD_LOCAL	 0x20 /* version 2, LOCAL (health checks; no addresses) */
 #define RTCE_PP2_FAM_INET_DGRAM	 0x12
 #define RTCE_PP2_FAM_INET6_DGRAM 0x22
+#define RTCE_PP2_FAM_INET_STREAM 0x11
+#define RTCE_PP2_FAM_INET6_STREAM 0x21
 #define RTCE_PP2_TYPE_NOOP	 0x04 /* a TLV parsers skip: padding */
 #define RTCE_PP2_TLV_HEADER_LEN	 3    /* type, 16-bit length: the smallest TLV */
 
@@ -41,7 +48,7 @@ enum rtce_pp2_result {
 	RTCE_PP2_BAD_SIGNATURE,	     /* not a PROXY v2 header */
 	RTCE_PP2_BAD_VERSION,	     /* version nibble is not 2 */
 	RTCE_PP2_NOT_PROXY,	     /* LOCAL command or unknown command */
-	RTCE_PP2_UNSUPPORTED_FAMILY, /* not INET/INET6 over DGRAM */
+	RTCE_PP2_UNSUPPORTED_FAMILY, /* not INET/INET6 over DGRAM or STREAM */
 	RTCE_PP2_BAD_LENGTH,	     /* address block shorter than its family needs */
 	RTCE_PP2_RESULT_COUNT
 };
@@ -51,13 +58,16 @@ RTCE_INLINE __u32 rtce_pp2_header_len(__u8 family)
 	return family == RTCE_FAMILY_V6 ? RTCE_PP2_LEN_V6 : RTCE_PP2_LEN_V4;
 }
 
-/* Writes the header naming flow `key` into out (source = client, destination = VIP).
- * Returns its length, or 0 when cap is too small or the family is unknown. */
+/* Writes the header naming flow `key` into out (source = client, destination = VIP; STREAM
+ * for a TCP flow). Returns its length, or 0 when cap is too small, the family or the
+ * transport is unknown. */
 RTCE_INLINE __u32 rtce_pp2_write_key(__u8 *out, __u32 cap, const struct rtce_flow_key *key)
 {
 	__u32 alen, i, need;
 
 	if (key->family != RTCE_FAMILY_V4 && key->family != RTCE_FAMILY_V6)
+		return 0;
+	if (key->transport != RTCE_TRANSPORT_UDP && key->transport != RTCE_TRANSPORT_TCP)
 		return 0;
 	alen = key->family == RTCE_FAMILY_V6 ? 16 : 4;
 	need = rtce_pp2_header_len(key->family);
@@ -66,8 +76,12 @@ RTCE_INLINE __u32 rtce_pp2_write_key(__u8 *out, __u32 cap, const struct rtce_flo
 	for (i = 0; i < RTCE_PP2_SIG_LEN; i++)
 		out[i] = rtce_pp2_signature[i];
 	out[12] = RTCE_PP2_VER_CMD_PROXY;
-	out[13] =
-		key->family == RTCE_FAMILY_V6 ? RTCE_PP2_FAM_INET6_DGRAM : RTCE_PP2_FAM_INET_DGRAM;
+	if (key->transport == RTCE_TRANSPORT_TCP)
+		out[13] = key->family == RTCE_FAMILY_V6 ? RTCE_PP2_FAM_INET6_STREAM
+							: RTCE_PP2_FAM_INET_STREAM;
+	else
+		out[13] = key->family == RTCE_FAMILY_V6 ? RTCE_PP2_FAM_INET6_DGRAM
+							: RTCE_PP2_FAM_INET_DGRAM;
 	rtce_store_be16(out + 14, (__u16)(need - RTCE_PP2_FIXED_LEN));
 	for (i = 0; i < alen; i++) {
 		out[16 + i] = key->client_addr[i];
@@ -80,12 +94,13 @@ RTCE_INLINE __u32 rtce_pp2_write_key(__u8 *out, __u32 cap, const struct rtce_flo
 }
 
 /* Parses a header at the start of a datagram of len bytes into the flow key it names
- * (transport UDP: the header says DGRAM). On RTCE_PP2_OK, *payload_off is where the client
+ * (transport UDP for DGRAM, TCP for STREAM). On RTCE_PP2_OK, *payload_off is where the client
  * payload starts (TLVs after the addresses are skipped, not read). */
 RTCE_INLINE enum rtce_pp2_result rtce_pp2_parse_key(const __u8 *p, __u32 len,
 						    struct rtce_flow_key *key, __u32 *payload_off)
 {
 	__u32 i, alen, block;
+	__u8 transport = RTCE_TRANSPORT_UDP;
 
 	if (len < RTCE_PP2_FIXED_LEN)
 		return len > 0 && p[0] != RTCE_PP2_FIRST_BYTE ? RTCE_PP2_BAD_SIGNATURE
@@ -101,7 +116,10 @@ RTCE_INLINE enum rtce_pp2_result rtce_pp2_parse_key(const __u8 *p, __u32 len,
 		alen = 4;
 	else if (p[13] == RTCE_PP2_FAM_INET6_DGRAM)
 		alen = 16;
-	else
+	else if (p[13] == RTCE_PP2_FAM_INET_STREAM || p[13] == RTCE_PP2_FAM_INET6_STREAM) {
+		alen = p[13] == RTCE_PP2_FAM_INET6_STREAM ? 16 : 4;
+		transport = RTCE_TRANSPORT_TCP;
+	} else
 		return RTCE_PP2_UNSUPPORTED_FAMILY;
 	block = rtce_load_be16(p + 14);
 	if (block < 2 * alen + 4)
@@ -110,7 +128,7 @@ RTCE_INLINE enum rtce_pp2_result rtce_pp2_parse_key(const __u8 *p, __u32 len,
 		return RTCE_PP2_TRUNCATED;
 
 	key->family = alen == 16 ? RTCE_FAMILY_V6 : RTCE_FAMILY_V4;
-	key->transport = RTCE_TRANSPORT_UDP;
+	key->transport = transport;
 	key->pad[0] = 0;
 	key->pad[1] = 0;
 	for (i = 0; i < 16; i++) {

@@ -43,6 +43,38 @@ std::optional<ToTransceiver> RelayCore::on_client_packet(const rtce_flow_key& ke
   return frame(*flow, packet, len);
 }
 
+std::optional<ToTransceiver> RelayCore::on_stream_frame(const rtce_flow_key& key, uint16_t vip_socket,
+                                                        uint8_t* frame_bytes, size_t len, Nanos now) {
+  counters_.received_packets[static_cast<size_t>(Direction::client_to_transceiver)].add();
+  Flow* flow = flows_.find(key);
+  if (flow) {
+    flow->last_seen = now;
+  } else {
+    // A connection's flow is its own: never waited for or recovered from the store (the
+    // connection ended with the relay that held it), so only a verified check makes it.
+    uint32_t ufrag_off = 0, ufrag_len = 0;
+    switch (server_ufrag_of(frame_bytes, len, ufrag_off, ufrag_len)) {
+      case Check::binding_request: break;
+      case Check::not_stun: counters_.drop(DropReason::no_flow); return std::nullopt;
+      case Check::dropped: return std::nullopt;
+    }
+    FlowValue value;
+    value.vip_socket = vip_socket;
+    flow =
+        flow_from_check(key, frame_bytes + ufrag_off, ufrag_len, /*accept_peer_clusters=*/true, value, now);
+    if (!flow) return std::nullopt;
+  }
+  count_to_transceiver(*flow, len);
+  return frame(*flow, frame_bytes, len);
+}
+
+void RelayCore::forget_flow(const rtce_flow_key& key) {
+  if (Flow* flow = flows_.find(key)) {
+    flows_.erase(flow);
+    counters_.flows_active.set(flows_.size());
+  }
+}
+
 std::optional<RelayCore::Route> RelayCore::route_hint(const uint8_t* ufrag, uint32_t ufrag_len,
                                                       bool accept_peer_clusters, rtce_hint& hint) {
   const RoutingTable& routing = *routing_;
@@ -118,7 +150,8 @@ Flow* RelayCore::insert_flow(const rtce_flow_key& key, const rtce_hint& hint, co
     prefix_limits_.charge(prefix_key, now);
   }
   counters_.flows_active.set(flows_.size());
-  if (store_.outbox && inserted.outcome != FlowTable::InsertOutcome::updated && put_to_store(key, value)) {
+  if (store_.outbox && inserted.outcome != FlowTable::InsertOutcome::updated && stored_in_flow_store(key) &&
+      put_to_store(key, value)) {
     inserted.flow->stored = now;
     counters_.flow_store_puts.add();
   }
@@ -207,7 +240,7 @@ std::optional<ToTransceiver> RelayCore::on_peer_packet(const sockaddr_in6& from,
     }
     flow->value.via = from;
     // The store's record names the sender a recovery accepts: it moves with the flow.
-    if (store_.outbox && put_to_store(key, flow->value)) {
+    if (store_.outbox && stored_in_flow_store(key) && put_to_store(key, flow->value)) {
       flow->stored = now;
       counters_.flow_store_puts.add();
     }
@@ -352,7 +385,7 @@ void RelayCore::attach_flow_store(const FlowStoreLink& link) {
 
 void RelayCore::on_miss(const rtce_flow_key& key, uint16_t vip_socket, uint8_t* packet, size_t len, Nanos now,
                         const sockaddr_in6* from) {
-  if (!recovery_) {
+  if (!recovery_ || !stored_in_flow_store(key)) {
     counters_.drop(DropReason::no_flow);
     return;
   }
@@ -482,7 +515,9 @@ void RelayCore::refresh_stored_flows(Nanos now) {
   slots = std::clamp<uint64_t>(slots, std::min<uint64_t>(capacity, std::max<uint64_t>(256, capacity / 50)),
                                capacity);
   flows_.visit_slots(refresh_cursor_, static_cast<uint32_t>(slots), [&](Flow& f) {
-    if (budget == 0 || f.last_seen <= f.stored || now - f.stored < store_.refresh_interval) return;
+    if (budget == 0 || f.last_seen <= f.stored || now - f.stored < store_.refresh_interval ||
+        !stored_in_flow_store(f.key))
+      return;
     budget--;
     if (put_to_store(f.key, f.value)) {
       f.stored = now;

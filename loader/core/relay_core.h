@@ -285,6 +285,16 @@ class RelayCore {
     return on_client_packet(make_flow_key(client, vip), vip_socket, packet, len, now);
   }
 
+  // A frame of an ICE-TCP connection (tcp_streams.h) of flow `key` (transport TCP), with
+  // kFramingHeadroom writable bytes before it. Like on_client_packet, except that a frame of
+  // an unknown flow must be a Binding request with a valid hint (else dropped and counted):
+  // a connection's flow is never looked up in or written to the flow store. nullopt = no
+  // flow (the caller closes the connection).
+  std::optional<ToTransceiver> on_stream_frame(const rtce_flow_key& key, uint16_t vip_socket,
+                                               uint8_t* frame_bytes, size_t len, Nanos now);
+  // Removes a flow whose connection closed.
+  void forget_flow(const rtce_flow_key& key);
+
   // A datagram on peers.listen: PROXY v2 (client, the VIP it used) + client payload from
   // the ingress relay of another cluster. The framing is the one this relay would write,
   // so the datagram goes on to the transceiver unchanged. Returns it, or nullopt (counted).
@@ -356,6 +366,9 @@ class RelayCore {
   void on_miss(const rtce_flow_key& key, uint16_t vip_socket, uint8_t* packet, size_t len, Nanos now,
                const sockaddr_in6* from = nullptr);
   void refresh_stored_flows(Nanos now);
+  // UDP flows only: a TCP flow lives and ends with its connection, which no other relay
+  // can take over.
+  static bool stored_in_flow_store(const rtce_flow_key& key) { return key.transport == RTCE_TRANSPORT_UDP; }
   // Hands a flow to the flow store by its role; true if the outbox took it.
   bool put_to_store(const rtce_flow_key& key, const FlowValue& value);
   std::optional<ToClient> on_passed_up_return(const sockaddr_in6& from, const rtce_flow_key& key,

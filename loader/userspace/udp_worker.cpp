@@ -137,6 +137,29 @@ UdpWorker::UdpWorker(unsigned index, const RelayConfig& config, std::shared_ptr<
   watch(wake_fd_.get(), kTagWake);
   for (size_t i = 0; i < passed_up_fds_.size(); i++) watch(passed_up_fds_[i].get(), kTagPassedUp + i);
   if (peer_fd_) watch(peer_fd_.get(), kTagPeers);
+  if (config.ice_tcp.port != 0) {
+    stream_staging_.resize(config.batch_size * (kFramingHeadroom + config.ice_tcp.max_frame));
+    tcp_ = std::make_unique<TcpStreams>(config.ice_tcp, config.flow_limits, config.listen,
+                                        std::max(1u, config.workers), epoll_fd_.get(),
+                                        static_cast<StreamSink&>(*this));
+  }
+}
+
+bool UdpWorker::on_stream_frame(const rtce_flow_key& key, uint16_t vip, std::span<uint8_t> frame, Nanos now) {
+  const size_t slot_bytes = kFramingHeadroom + config_.ice_tcp.max_frame;
+  if (stream_staged_ == config_.batch_size) flush_stream_frames();
+  uint8_t* payload = stream_staging_.data() + stream_staged_ * slot_bytes + kFramingHeadroom;
+  std::memcpy(payload, frame.data(), frame.size());  // frame.size() <= max_frame (FrameReader)
+  const auto out = core_.on_stream_frame(key, vip, payload, frame.size(), now);
+  if (!out) return false;
+  stream_staged_++;
+  queue_to_transceiver(*out);
+  return true;
+}
+
+void UdpWorker::flush_stream_frames() {
+  flush_to_transceivers();
+  stream_staged_ = 0;  // the batch no longer points into the staging slots
 }
 
 void UdpWorker::open_peer_socket(const RelayConfig& config) {
@@ -251,7 +274,10 @@ void UdpWorker::run() {
     }
     for (int i = 0; i < n; i++) {
       const uint64_t tag = events[i].data.u64;
-      if (tag == kTagWake) {
+      if (TcpStreams::owns_tag(tag)) {
+        tcp_->on_event(tag, events[i].events, monotonic_now());
+        flush_stream_frames();
+      } else if (tag == kTagWake) {
         uint64_t drained;
         [[maybe_unused]] auto r = read(wake_fd_.get(), &drained, sizeof drained);
         if (auto table = mailbox_.take()) core_.set_routing(std::move(table));
@@ -270,6 +296,7 @@ void UdpWorker::run() {
     const Nanos now = monotonic_now();
     if (now - last_housekeeping >= kHousekeepingMs * 1'000'000LL) {
       core_.expire(now, sweep_slots);
+      if (tcp_) tcp_->expire(now);
       last_housekeeping = now;
     }
     notify_flow_sync();
@@ -311,6 +338,13 @@ void UdpWorker::drain_return(int fd, bool dual_stack) {
           from = rx.source_address(i).to_v6_mapped();
         auto out = core_.on_transceiver_packet(from, rx.data(i), rx.length(i), now);
         if (!out) return;
+        if (out->key.transport == RTCE_TRANSPORT_TCP && !out->peer) {  // one frame on its connection
+          if (tcp_)
+            tcp_->queue_reply(out->key, out->data, out->len);
+          else
+            core_.counters().drop(DropReason::return_no_flow);
+          return;
+        }
         if (out->peer) {  // owner role: back to the ingress relay, framed
           if (batch_->to_peers.full()) flush_to_peers();
           batch_->to_peers.add(out->data, out->len, reinterpret_cast<const sockaddr*>(out->peer),
@@ -331,6 +365,7 @@ void UdpWorker::drain_return(int fd, bool dual_stack) {
       [&] {
         for (size_t v = 0; v < vips_.size(); v++) flush_to_clients(v);
         flush_to_peers();
+        if (tcp_) tcp_->flush();
       });
 }
 

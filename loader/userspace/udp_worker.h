@@ -4,7 +4,8 @@
 // The kernel's reuseport hash keeps every packet of a client flow on the same worker,
 // and transceivers reply to the worker's own return port, so a flow's state never leaves
 // its worker: no locks, no shared tables. I/O is batched with recvmmsg/sendmmsg into
-// buffers allocated once at start.
+// buffers allocated once at start. With ice_tcp.port set, the worker also accepts ICE-TCP
+// connections at its VIPs (tcp_streams.h): their frames go through the same RelayCore.
 #pragma once
 
 #include <atomic>
@@ -17,6 +18,7 @@
 #include "flow_sync.h"
 #include "relay_config.h"
 #include "relay_core.h"
+#include "tcp_streams.h"
 #include "unique_fd.h"
 
 namespace rtce {
@@ -34,7 +36,7 @@ class RoutingMailbox {
   std::atomic<bool> ready_{false};
 };
 
-class UdpWorker {
+class UdpWorker final : private StreamSink {
  public:
   // Called on the worker thread for each flow recovered from the flow store (the XDP data
   // path mirrors it into its flows map).
@@ -58,6 +60,8 @@ class UdpWorker {
   void post_routing(std::shared_ptr<const RoutingTable> table);
 
   const RelayCounters& counters() const { return core_.counters(); }
+  // nullptr when ice_tcp.port is 0.
+  const TcpCounters* tcp_counters() const { return tcp_ ? &tcp_->counters() : nullptr; }
   SocketAddress return_address() const { return return_address_; }
   unsigned index() const { return index_; }
 
@@ -88,6 +92,12 @@ class UdpWorker {
   void notify_flow_sync();
   void flush_to_clients(size_t vip_index);
   void wake();
+  // StreamSink: a connection's frame is copied into the staging slots (RelayCore frames it in
+  // place, in their head room) and queued like a datagram.
+  bool on_stream_frame(const rtce_flow_key& key, uint16_t vip, std::span<uint8_t> frame, Nanos now) override;
+  void on_stream_closed(const rtce_flow_key& key) override { core_.forget_flow(key); }
+  bool stream_flow_alive(const rtce_flow_key& key) override { return core_.flows().find(key) != nullptr; }
+  void flush_stream_frames();
 
   unsigned index_;
   RelayConfig config_;
@@ -106,6 +116,9 @@ class UdpWorker {
   FlowSync* flow_sync_ = nullptr;
   FlowSyncChannel* flow_channel_ = nullptr;
   RecoveredHook on_recovered_;
+  std::vector<uint8_t> stream_staging_;  // batch_size slots of head room + ice_tcp.max_frame
+  size_t stream_staged_ = 0;
+  std::unique_ptr<TcpStreams> tcp_;  // after core_ and epoll_fd_: its connections close first
   std::thread thread_;
 };
 

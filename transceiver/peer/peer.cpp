@@ -530,6 +530,7 @@ void Peer::snapshot_into(nlohmann::json& j) const {
   j["ice_state"] = to_string(ice_.state());
   j["dtls_state"] = dtls_ ? dtls_state_name(dtls_->state()) : "closed";
   j["client_address"] = has_path_ ? path_.client.to_string() : "";
+  j["transport"] = !has_path_ ? "" : path_.key.transport == RTCE_TRANSPORT_TCP ? "tcp" : "udp";
   if (has_path_ && path_.relayed()) {
     j["relay_address"] = path_.send_to.to_string();
     j["vip"] = path_.vip.to_string();

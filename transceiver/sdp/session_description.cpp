@@ -731,8 +731,9 @@ std::string build_answer(const ParsedOffer& offer, const AnswerParams& params) {
   };
   auto candidates = [&] {
     for (const AnswerCandidate& candidate : params.candidates) {
-      line("a=candidate:", candidate.foundation, " 1 udp ", std::to_string(candidate.priority), " ",
-           candidate.ip, " ", std::to_string(candidate.port), " typ host");
+      line("a=candidate:", candidate.foundation, candidate.tcp_passive ? " 1 tcp " : " 1 udp ",
+           std::to_string(candidate.priority), " ", candidate.ip, " ", std::to_string(candidate.port),
+           candidate.tcp_passive ? " typ host tcptype passive" : " typ host");
     }
     line("a=end-of-candidates");
   };

@@ -110,11 +110,12 @@ struct ParsedOffer {
 std::variant<ParsedOffer, OfferError> parse_offer(std::string_view sdp, const ParseLimits& limits = {},
                                                   const OfferPolicy& policy = {});
 
-struct AnswerCandidate {  // UDP host candidates
+struct AnswerCandidate {  // host candidates: UDP, or ICE-TCP passive (RFC 6544)
   std::string ip;
   uint16_t port = 0;
   uint32_t priority = 0;
   std::string foundation = "1";
+  bool tcp_passive = false;  // "tcp ... typ host tcptype passive" (Firefox ignores TCP without a tcptype)
 };
 
 struct AnswerParams {

@@ -33,6 +33,7 @@ struct TransceiverConfig {
   std::string advertise_address;     // the direct-mode candidate IP
   bool direct_enabled = true;
   std::vector<SocketAddress> relay_vips;  // non-empty = relay mode: these are the candidates
+  uint16_t relay_tcp_port = 0;            // ICE-TCP passive candidates at the VIPs; 0 = none
   std::vector<IpPrefix> relay_sources;
   // Global relay: which ingress VIPs the answer names (ingress_selector.h).
   std::string relay_ingress_header;  // lowercase header name; "" = no header

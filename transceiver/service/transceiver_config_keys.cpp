@@ -132,6 +132,15 @@ ConfigTable<C> build() {
       [](const std::string& text, const std::string& where) {
         return check_socket_address(text, where, {.concrete = true});
       }));
+  t.push_back(uint_key<C>(
+      "relay.tcp_port", &C::relay_tcp_port, 0, 0, 65535,
+      {.help = "the relays' ICE-TCP port: the answer adds a passive TCP candidate per VIP (0 = none; the "
+               "chart: 443)",
+       .doc =
+           "0..65535; the relays' `ice_tcp.port`: the answer (`/v1/sessions`, `/v1/realtime/calls`, ICE "
+           "restarts) names, after the UDP candidates, one `tcp ... typ host tcptype passive` candidate per "
+           "VIP at this port, ranked below every UDP one, for callers whose network drops UDP. 0 = none "
+           "(the switch that turns ICE-TCP off). Relay mode only."}));
   t.push_back(custom_key<C>(
       "relay.ingress_header", ConfigLayers::Kind::scalar,
       {.help = "request header naming the client's region (set by a geo-aware front door); default none",

@@ -379,9 +379,19 @@ std::vector<sdp::AnswerCandidate> TransceiverService::answer_candidates(
   std::vector<sdp::AnswerCandidate> candidates;
   if (config_.relay_mode()) {
     // The chosen region's ingress VIPs first, then this cluster's own (IngressSelector).
+    // Type preference 126 (host), local preference 65535 - i for UDP; for the ICE-TCP
+    // passive twins (relay.tcp_port) the same VIPs with RFC 6544's direction preference
+    // (passive: 4 << 13), so every TCP candidate ranks below every UDP one and a client that
+    // can use UDP does.
+    const auto& vips = ingress.vips.empty() ? config_.relay_vips : ingress.vips;
     uint32_t priority = 2130706431;
-    for (const auto& vip : ingress.vips.empty() ? config_.relay_vips : ingress.vips)
+    for (const auto& vip : vips)
       candidates.push_back({vip.ip_string(), vip.port(), priority--, std::to_string(candidates.size() + 1)});
+    uint32_t tcp_priority = (126u << 24) | ((4u << 13) << 8) | 255u;
+    if (config_.relay_tcp_port != 0)
+      for (const auto& vip : vips)
+        candidates.push_back({vip.ip_string(), config_.relay_tcp_port, tcp_priority--,
+                              std::to_string(candidates.size() + 1), /*tcp_passive=*/true});
   } else {
     candidates.push_back({config_.advertise_address, worker.local_address().port(), 2130706431, "1"});
   }

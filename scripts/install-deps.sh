@@ -16,8 +16,9 @@ packages=(
   prometheus-cpp-dev libboost-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # running and testing the data path
   libnice-dev libsrtp2-dev libopus-dev libusrsctp-dev libhiredis-dev libspeexdsp-dev
-  # running and testing the data path, the transceiver's peers (Redis, aiortc, Chromium)
+  # running and testing the data path, the transceiver's peers (Redis, aiortc, Chromium, Firefox ESR)
   bpftool redis-server redis-tools python3-aiortc python3-websockets python3-numpy python3-yaml chromium jq
+  firefox-esr
   util-linux mount iproute2 ethtool nftables nginx-light libnginx-mod-stream python3 curl procps
   ca-certificates git openssl
   # benchmarks (perf is optional there, but a benchmark run should not depend on the machine)
@@ -44,7 +45,9 @@ fi
 command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 
 # playwright-core drives headless Chromium in the browser tests (npm registry). It is pinned
-# to the last release that runs on Node 18 (1.62 needs Node 20). Reinstalled whenever the
+# to the last release that runs on Node 18 (1.62 needs Node 20). puppeteer-core drives
+# Debian's Firefox ESR over WebDriver BiDi (playwright needs its own patched Firefox); pinned
+# to 24.x, the last major that runs on Node 18 (25 needs Node 22). Reinstalled whenever the
 # lock file changed since the last install, so an old tree never hides a version bump.
 # kubernetes-models validates the rendered Helm chart; pinned to 4.x, the last that runs on
 # Node 18 (5.x needs Node 22). The realtime browser tests bundle the unchanged

@@ -2,7 +2,9 @@
 // sdp/tools, tests/golden/tools, bench/session_loadgen): where playwright-core comes from, the
 // headless Chromium flags, one fresh profile per run and its teardown, the fake microphone's
 // WAV, and the blank loopback page that gives a page an origin. Written once so every driver
-// runs the same browser the same way. Nothing runs on import.
+// runs the same browser the same way. Firefox ESR (browser_e2e.mjs --browser firefox) runs
+// through puppeteer-core over WebDriver BiDi, its page wrapped in the few playwright Page calls
+// the drivers use (PlaywrightLikePage). Nothing runs on import.
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -14,21 +16,28 @@ import { sleep, withTimeout } from './driver.mjs';
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
-// playwright-core from tests/golden/tools/node_modules (`npm ci` there; or PLAYWRIGHT_CORE /
-// NODE_PATH), so no test folder needs a second copy.
-export async function loadPlaywright() {
+// A package from tests/golden/tools/node_modules (`npm ci` there; or the directory in the
+// environment variable `envVar` / NODE_PATH), so no test folder needs a second copy. `pick`
+// chooses between the module and its default export (a CommonJS entry arrives as the latter).
+async function loadTool(name, envVar, pick) {
   const candidates = [];
-  if (process.env.PLAYWRIGHT_CORE) candidates.push(process.env.PLAYWRIGHT_CORE);
+  if (process.env[envVar]) candidates.push(process.env[envVar]);
   candidates.push(path.join(REPO_ROOT, 'tests', 'golden', 'tools', 'package.json'));
   for (const c of candidates) {
     try {
-      const resolved = createRequire(c.endsWith('.json') ? c : path.join(c, 'package.json')).resolve('playwright-core');
-      const mod = await import(pathToFileURL(resolved).href);
-      return mod.chromium ? mod : mod.default; // a CommonJS entry arrives as the default export
+      const resolved = createRequire(c.endsWith('.json') ? c : path.join(c, 'package.json')).resolve(name);
+      return pick(await import(pathToFileURL(resolved).href));
     } catch { /* try the next one */ }
   }
-  return import('playwright-core'); // NODE_PATH or a global install
+  return import(name); // NODE_PATH or a global install
 }
+
+// playwright-core (or PLAYWRIGHT_CORE): drives Chromium over CDP.
+export const loadPlaywright = () => loadTool('playwright-core', 'PLAYWRIGHT_CORE', (mod) => (mod.chromium ? mod : mod.default));
+
+// puppeteer-core (or PUPPETEER_CORE): drives Debian's stock Firefox ESR over WebDriver BiDi,
+// which playwright-core cannot (it needs its own patched Firefox build).
+export const loadPuppeteer = () => loadTool('puppeteer-core', 'PUPPETEER_CORE', (mod) => (mod.launch ? mod : mod.default));
 
 // The flags every browser driver takes (for parseArgs in driver.mjs) and their defaults: the
 // Chromium binary, loopback candidates (auto|yes|no, see wantLoopback) and the fake
@@ -50,6 +59,12 @@ export function wantLoopback(mode) {
   return mode === 'yes' || (mode === 'auto' && !hasNonLoopbackV4);
 }
 
+// Firefox needs its loopback candidates whenever the server may be on loopback, not only on a
+// loopback-only machine: its ICE agent never pairs a non-loopback host candidate with a
+// loopback remote one (Chromium does, and sends from eth0's address to 127.0.0.1). So only
+// `no` turns them off.
+export const wantLoopbackFirefox = (mode) => mode !== 'no';
+
 // Headless Chromium with a fake microphone (the device's own beep, or `toneFile`, a WAV
 // played in a loop: no %noloop suffix, so the sound lasts however long the call does; the
 // received audio may then autoplay) and, with `allowLoopback`, loopback candidates.
@@ -65,11 +80,79 @@ export function chromiumArgs({ toneFile = null, allowLoopback = false } = {}) {
 
 export const browserVersion = (context) => (context.browser() ? context.browser().version() : null);
 
+// The flags of a driver that can run either browser (browser_e2e.mjs): which one, and the
+// Firefox binary. Not in BROWSER_FLAGS, so drivers that only know Chromium refuse them.
+export const BROWSER_CHOICE_DEFAULTS = { browser: 'chromium', firefox: '/usr/bin/firefox-esr' };
+export const BROWSER_CHOICE_FLAGS = { '--browser': ['browser', String], '--firefox': ['firefox', String] };
+
+// Firefox's preferences for a call from a test, the counterpart of chromiumArgs:
+// - media.navigator.streams.fake: fake devices; the fake microphone is a continuous sine at
+//   media.navigator.audio.fake_frequency (1000 Hz unless set), set to `toneHz` here. Firefox
+//   cannot play a WAV as its microphone (Chromium's --use-file-for-fake-audio-capture).
+// - media.navigator.permission.disabled: getUserMedia without the permission prompt.
+// - media.navigator.permission.fake: a fake device then counts as capturing. Without it the
+//   page is "not capturing, no permission", and Firefox gathers only the default route's
+//   address ("use only default local addresses"): no loopback candidate, no call to 127.0.0.1.
+// - media.peerconnection.ice.loopback (`allowLoopback`, see wantLoopbackFirefox): host
+//   candidates on loopback, as --allow-loopback-in-peer-connection.
+// - media.autoplay.default 0: the received audio may play without a gesture, as Chromium's
+//   --autoplay-policy=no-user-gesture-required (a capturing page is allowed anyway).
+// No audio output device is faked: without one the page's AudioContext stays 'suspended' and
+// the page's captureReceived records the track instead (transceiver/web/index.html).
+// media.cubeb.force_mock_context would run it, but its clock runs ~4 % slow and drives the
+// fake microphone too, so the server's real-time playout runs dry every ~220 ms (gaps in the
+// echo, tone SNR ~10 dB instead of ~39).
+export function firefoxPrefs({ toneHz, allowLoopback = false }) {
+  return {
+    'media.navigator.streams.fake': true,
+    'media.navigator.audio.fake_frequency': toneHz,
+    'media.navigator.permission.disabled': true,
+    'media.navigator.permission.fake': true,
+    'media.peerconnection.ice.loopback': allowLoopback,
+    'media.autoplay.default': 0,
+  };
+}
+
+// A puppeteer Page behind the playwright Page calls the drivers make (on console/pageerror/
+// request, goto, evaluate, click, uncheck, fill, screenshot), so one run() drives either
+// browser. Only the differences are translated: puppeteer's console type 'warn' is
+// playwright's 'warning'; a BiDi request's body is only available asynchronously
+// (fetchPostData), so the 'request' listener runs once it is there.
+export class PlaywrightLikePage {
+  constructor(page) { this.page = page; }
+
+  on(event, fn) {
+    if (event === 'console') {
+      this.page.on('console', (m) => fn({ type: () => (m.type() === 'warn' ? 'warning' : m.type()), text: () => m.text() }));
+    } else if (event === 'request') {
+      this.page.on('request', async (r) => {
+        const body = r.hasPostData() ? await r.fetchPostData().catch(() => null) : null;
+        fn({ method: () => r.method(), url: () => r.url(), postData: () => body ?? null });
+      });
+    } else {
+      this.page.on(event, fn);
+    }
+  }
+
+  goto(url, opts) { return this.page.goto(url, opts); }
+  evaluate(fn, arg) { return this.page.evaluate(fn, arg); }
+  click(selector) { return this.page.click(selector); }
+  fill(selector, value) { return this.page.locator(selector).fill(value); }
+  screenshot(opts) { return this.page.screenshot(opts); }
+
+  // As playwright's: clicks a checked box, then insists it is unchecked.
+  async uncheck(selector) {
+    if (await this.page.$eval(selector, (e) => e.checked)) await this.page.click(selector);
+    if (await this.page.$eval(selector, (e) => e.checked)) throw new Error(`${selector} is still checked after a click`);
+  }
+}
+
 // One browser run's resources: a persistent context on a fresh profile and the temporary
 // directories made for it; close() is safe to call twice (watchdog, signal, finally).
 export class BrowserRun {
   constructor() {
     this.context = null;
+    this.browser = null; // puppeteer's Browser, for Firefox
     this.dirs = [];
   }
 
@@ -92,11 +175,32 @@ export class BrowserRun {
     return this.context.pages()[0] || await this.context.newPage();
   }
 
+  // Launches Firefox (puppeteer-core, WebDriver BiDi, headless) with `prefs` on a profile made
+  // under `profilePrefix`, and returns its first page as a PlaywrightLikePage. No permission is
+  // granted here: Firefox's BiDi has no "microphone" permission (firefoxPrefs does it instead).
+  async launchFirefox({ executablePath, prefs, profilePrefix, viewport, puppeteer }) {
+    const pptr = puppeteer || await loadPuppeteer();
+    const userDataDir = this.tempDir(profilePrefix);
+    this.browser = await withTimeout(pptr.launch({
+      browser: 'firefox', protocol: 'webDriverBiDi', executablePath, headless: true, userDataDir,
+      extraPrefsFirefox: prefs, timeout: 30000, defaultViewport: viewport || null,
+    }), 35000, 'launching firefox');
+    const page = (await this.browser.pages())[0] || await this.browser.newPage();
+    return new PlaywrightLikePage(page);
+  }
+
   async close() {
-    const { context, dirs } = this;
+    const { context, browser, dirs } = this;
     this.context = null;
+    this.browser = null;
     this.dirs = [];
     if (context) await Promise.race([context.close().catch(() => {}), sleep(5000)]);
+    if (browser) {
+      await Promise.race([browser.close().catch(() => {}), sleep(5000)]);
+      // A Firefox that did not quit in time must not outlive the run (nor keep its profile busy).
+      const proc = browser.process();
+      if (proc && proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+    }
     for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
   }
 }

@@ -6,11 +6,17 @@
 // with the echo-loopback backend, must hear the same tone back. Then it checks getStats, the
 // session JSON, /metrics, clicks Hang up and checks the session is gone.
 //
+// --browser firefox runs the same flow in headless Firefox ESR (puppeteer-core over WebDriver
+// BiDi, tests/support/js/browser.mjs): its fake microphone is a sine at --tone-hz
+// (media.navigator.audio.fake_frequency); a --tone-wav is ignored there (harnesses that run
+// either browser pass one anyway), and the summary says so (tone_wav_ignored).
+//
 // Usage:
 //   node browser_e2e.mjs --url http://127.0.0.1:8080 [--expect-path direct|relay]
 //        [--timeout-s 60] [--screenshot out.png] [--tone-wav FILE] [--tone-hz 440]
 //        [--capture-s 3] [--api-key K] [--chromium /usr/bin/chromium]
 //        [--allow-loopback auto|yes|no] [--no-audio-check] [--rtt-sample-s S]
+//        [--browser chromium|firefox] [--firefox /usr/bin/firefox-esr]
 //
 // --rtt-sample-s S: after media flows, polls the selected pair's currentRoundTripTime every
 // 100 ms for S seconds (summary.pair_rtt_samples_ms; run_global_sim.py takes their median).
@@ -20,22 +26,27 @@
 // ones of tests/support/js (playwright-core from tests/golden/tools/node_modules, or NODE_PATH
 // / PLAYWRIGHT_CORE), so no second node_modules is needed here.
 
-import { BrowserRun, browserVersion, chromiumArgs, fakeMicWav, wantLoopback } from '../../support/js/browser.mjs';
+import {
+  BROWSER_CHOICE_DEFAULTS, BROWSER_CHOICE_FLAGS, BrowserRun, browserVersion, chromiumArgs, fakeMicWav, firefoxPrefs,
+  wantLoopback, wantLoopbackFirefox,
+} from '../../support/js/browser.mjs';
 import { checker, deadline, runMain, sleep, withTimeout } from '../../support/js/driver.mjs';
 import { httpRequest, parseCallDriverArgs, sessionsActive } from '../../support/js/transceiver.mjs';
 import { analyseTone } from './tone_analysis.mjs';
 
 // ---------------------------------------------------------------- arguments
 const { opts, usage } = parseCallDriverArgs(process.argv.slice(2), {
-  script: 'browser_e2e.mjs', usageMore: '[--screenshot FILE.png] [--capture-s S] [--no-audio-check] [--rtt-sample-s S]',
-  defaults: { timeoutS: 60, screenshot: null, captureS: 3, audioCheck: true, rttSampleS: 0 },
+  script: 'browser_e2e.mjs',
+  usageMore: '[--screenshot FILE.png] [--capture-s S] [--no-audio-check] [--rtt-sample-s S] [--browser chromium|firefox] [--firefox PATH]',
+  defaults: { timeoutS: 60, screenshot: null, captureS: 3, audioCheck: true, rttSampleS: 0, ...BROWSER_CHOICE_DEFAULTS },
   flags: {
     '--screenshot': ['screenshot', String], '--capture-s': ['captureS', Number],
-    '--no-audio-check': { audioCheck: false }, '--rtt-sample-s': ['rttSampleS', Number],
+    '--no-audio-check': { audioCheck: false }, '--rtt-sample-s': ['rttSampleS', Number], ...BROWSER_CHOICE_FLAGS,
   },
 });
 if (!(opts.timeoutS > 0) || !(opts.toneHz > 0) || !(opts.captureS >= 1)) usage('bad --timeout-s, --tone-hz or --capture-s');
 if (!(opts.rttSampleS >= 0 && opts.rttSampleS <= 60)) usage('--rtt-sample-s must be 0..60');
+if (!['chromium', 'firefox'].includes(opts.browser)) usage('--browser must be chromium or firefox');
 
 const log = (...a) => console.error('[e2e]', ...a);
 
@@ -46,9 +57,22 @@ const http = (method, url) => httpRequest(method, url, { apiKey: opts.apiKey });
 // ---------------------------------------------------------------- main
 const browser = new BrowserRun();
 
-async function run(summary) {
-  const check = checker(summary, log);
-
+// Chromium (playwright-core) or Firefox (puppeteer-core behind the same Page calls).
+async function launch(summary) {
+  summary.browser = opts.browser;
+  if (opts.browser === 'firefox') {
+    if (opts.toneWav) {
+      log(`Firefox speaks a ${opts.toneHz} Hz sine, not a WAV: --tone-wav ${opts.toneWav} ignored`);
+      summary.tone_wav_ignored = opts.toneWav;
+    }
+    const prefs = firefoxPrefs({ toneHz: opts.toneHz, allowLoopback: wantLoopbackFirefox(opts.allowLoopback) });
+    summary.firefox_prefs = prefs;
+    const page = await browser.launchFirefox({
+      executablePath: opts.firefox, prefs, profilePrefix: 'rtcedge-e2e-firefox-', viewport: { width: 1100, height: 860 },
+    });
+    summary.browser_version = await browser.browser.version();
+    return page;
+  }
   const toneFile = fakeMicWav(browser, opts, usage);
   const args = chromiumArgs({ toneFile, allowLoopback: wantLoopback(opts.allowLoopback) });
   summary.chromium_args = args;
@@ -57,6 +81,13 @@ async function run(summary) {
     viewport: { width: 1100, height: 860 }, origin: new URL(opts.url).origin,
   });
   summary.browser_version = browserVersion(browser.context);
+  return page;
+}
+
+async function run(summary) {
+  const check = checker(summary, log);
+
+  const page = await launch(summary);
   page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') log(`page console.${m.type()}: ${m.text()}`); });
   page.on('pageerror', (e) => log(`page error: ${e.message}`));
   // The page POSTs right after setLocalDescription, before ICE gathering: the offer the

@@ -6,6 +6,10 @@ page) and the aiortc interop client (../interop/aiortc_client.py):
 
   run_browser_e2e.py --transceiver-bin build/bin/rtcedge-transceiver --relay-bin build/bin/rtcedge-relay --mode direct
   run_browser_e2e.py --mock --mode direct --client both       # against mock_transceiver.py (aiortc)
+  run_browser_e2e.py ... --mode direct --browser firefox      # the browser client in Firefox ESR
+
+--browser firefox hands browser_e2e.mjs --browser firefox (puppeteer-core over WebDriver BiDi);
+Firefox's fake microphone is a sine at the same 440 Hz, so the generated WAV is not passed.
 
 Exit codes: 0 pass, 1 fail (also when chromium, node, playwright-core, aiortc or a binary is
 missing: scripts/install-deps.sh installs them; the reason is printed). Nothing here needs a
@@ -208,7 +212,10 @@ def start_stack(mode, args, workdir):
 def prerequisites(args):
     """Raises outcome.SetupError naming what is missing (a test here never skips)."""
     if args.client in ("browser", "both", "browser-ice-restart"):
-        outcome.require_browser(args.chromium, args.node)
+        if args.browser == "firefox":
+            outcome.require_firefox(args.firefox, args.node)
+        else:
+            outcome.require_browser(args.chromium, args.node)
     if args.client in ("aiortc", "both", "aiortc-realtime") or args.mock:
         outcome.require_aiortc()
     if not args.mock:
@@ -246,6 +253,9 @@ def main():
     ap.add_argument("--backend", choices=["echo", "python"], default="echo",
                     help="embedded echo, or examples/python_backend/echo_backend.py over WebSocket")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--browser", choices=["chromium", "firefox"], default="chromium",
+                    help="the browser of --client browser/both (browser_e2e.mjs --browser)")
+    ap.add_argument("--firefox", default="/usr/bin/firefox-esr")
     ap.add_argument("--node", default="node")
     ap.add_argument("--timeout-s", type=float, default=90)
     ap.add_argument("--relay-restart-at", type=float, default=None,
@@ -255,6 +265,8 @@ def main():
     ap.add_argument("--screenshot", help="PNG of the demo page while connected")
     ap.add_argument("--keep-workdir", action="store_true", help="keep logs and tone.wav for inspection")
     args = ap.parse_args()
+    if args.browser == "firefox" and args.client == "browser-ice-restart":
+        ap.error("--browser firefox: only browser_e2e.mjs (--client browser or both) runs Firefox")
 
     code = outcome.unmet(lambda: prerequisites(args))
     if code is not None:
@@ -272,7 +284,11 @@ def main():
         log(f"stack up at {stack.url}")
         if args.client in ("browser", "both"):
             argv = [args.node, BROWSER_E2E, "--url", stack.url, "--expect-path", stack.expect_path,
-                    "--timeout-s", str(int(args.timeout_s)), "--tone-wav", tone_wav, "--chromium", args.chromium]
+                    "--timeout-s", str(int(args.timeout_s))]
+            if args.browser == "firefox":
+                argv += ["--browser", "firefox", "--firefox", args.firefox]
+            else:
+                argv += ["--tone-wav", tone_wav, "--chromium", args.chromium]
             if args.screenshot:
                 argv += ["--screenshot", os.path.abspath(args.screenshot)]
             passed, summary = run_client("browser_e2e", argv, args.timeout_s + 45)

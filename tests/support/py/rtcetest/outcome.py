@@ -22,6 +22,7 @@ SBIN_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, where python3-aiortc lives
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", ".."))
 PLAYWRIGHT_CORE = os.path.join(REPO_ROOT, "tests", "golden", "tools", "node_modules", "playwright-core")
+PUPPETEER_CORE = os.path.join(REPO_ROOT, "tests", "golden", "tools", "node_modules", "puppeteer-core")
 
 
 class Unavailable(Exception):
@@ -168,6 +169,16 @@ def require_browser(chromium, node="node"):
     require_tool(node, "nodejs")
     if not os.path.isdir(PLAYWRIGHT_CORE) and not os.environ.get("PLAYWRIGHT_CORE"):
         raise SetupError("playwright-core not installed (%s; run npm ci in tests/golden/tools)" % PLAYWRIGHT_CORE)
+
+
+def require_firefox(firefox, node="node"):
+    """Firefox ESR, node and puppeteer-core (tests/golden/tools/node_modules or PUPPETEER_CORE),
+    for browser_e2e.mjs --browser firefox."""
+    if not (os.path.isfile(firefox) and os.access(firefox, os.X_OK)):
+        raise SetupError("firefox not found at %s (firefox-esr, scripts/install-deps.sh)" % firefox)
+    require_tool(node, "nodejs")
+    if not os.path.isdir(PUPPETEER_CORE) and not os.environ.get("PUPPETEER_CORE"):
+        raise SetupError("puppeteer-core not installed (%s; run npm ci in tests/golden/tools)" % PUPPETEER_CORE)
 
 
 def require_redis():

@@ -408,13 +408,26 @@ def check_value_set(name, manifests, values, tools, binaries, live, work):
             hook = tx.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
             check("kill -TERM 1" in " ".join(hook), tag + "preStop sends the drain signal")
 
-    # 5. Services select pods of some workload; the VIP is UDP with Local traffic policy.
+    # 5. Services select pods of some workload; the VIP is UDP (plus TCP for ICE-TCP, on the
+    # relays' ice_tcp.port, which the transceivers' answers name) with Local traffic policy.
     for svc in by_kind(manifests, "Service"):
         sel = svc["spec"].get("selector", {})
         check(any(selects(sel, t["metadata"]["labels"]) for _, t in pod_specs(manifests)),
               tag + "Service %s selects no pods" % svc["metadata"]["name"])
         if svc["metadata"]["name"].endswith("-vip"):
-            check(all(p["protocol"] == "UDP" for p in svc["spec"]["ports"]), tag + "VIP Service is UDP")
+            ports = svc["spec"]["ports"]
+            check([p["protocol"] for p in ports if p["name"] == "vip"] == ["UDP"], tag + "VIP Service is UDP")
+            tcp = [p for p in ports if p["protocol"] == "TCP"]
+            relay_cfg = yaml.safe_load(next(c for c in by_kind(manifests, "ConfigMap")
+                                            if c["metadata"]["name"].endswith("-relay"))["data"]["relay.yaml"])
+            ice_tcp = (relay_cfg.get("ice_tcp") or {}).get("port", 0)
+            check([p["port"] for p in tcp] == ([ice_tcp] if ice_tcp else []),
+                  tag + "VIP Service carries TCP exactly on the relays' ice_tcp.port")
+            xcvr_cms = [c for c in by_kind(manifests, "ConfigMap") if c["metadata"]["name"].endswith("-transceiver")]
+            for c in xcvr_cms:
+                xcfg = yaml.safe_load(c["data"]["transceiver.yaml"])
+                check((xcfg.get("relay") or {}).get("tcp_port", 0) == ice_tcp,
+                      tag + "transceivers answer with the relays' ICE-TCP port")
             if svc["spec"]["type"] != "ClusterIP":
                 check(svc["spec"].get("externalTrafficPolicy") == "Local", tag + "VIP externalTrafficPolicy Local")
 

@@ -936,6 +936,58 @@ TEST_F(RelayCoreFlowLimitTest, RefusedFirstPacketsDoNotChargeTheBound) {
   EXPECT_EQ(drops(core, DropReason::hint_flow_limit), 0u);
 }
 
+// ---- ICE-TCP: a connection's frames (RelayCore::on_stream_frame) ----
+
+TEST_F(RelayCoreFlowStoreTest, AStreamFlowIsMadeOnlyByAVerifiedCheckAndNeverStored) {
+  rtce_flow_key key = key_of("198.18.0.10:50000", "198.18.0.1:443");
+  key.transport = RTCE_TRANSPORT_TCP;
+  // Media before a check: dropped as no_flow at once, never a flow store lookup.
+  const auto media = std::vector<uint8_t>{0x80, 0x6f, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1};
+  uint8_t* p = load(media);
+  EXPECT_FALSE(core_.on_stream_frame(key, 0, p, media.size(), kT));
+  EXPECT_EQ(dropped(DropReason::no_flow), 1u);
+  EXPECT_EQ(outbox_.lookup_calls, 0);
+  // A Binding request with a valid hint: the flow, framed as STREAM, not put in the store.
+  p = binding_request(mint_ufrag(keys_, 0, 1));
+  auto out = core_.on_stream_frame(key, 0, p, len_, kT);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->data[13], RTCE_PP2_FAM_INET_STREAM);
+  rtce_flow_key framed{};
+  uint32_t off = 0;
+  ASSERT_EQ(rtce_pp2_parse_key(out->data, static_cast<uint32_t>(out->len), &framed, &off), RTCE_PP2_OK);
+  EXPECT_TRUE(framed == key);
+  EXPECT_EQ(outbox_.put_calls, 0);
+  // Its media now goes through; the UDP flow of the same addresses is another flow.
+  p = load(media);
+  EXPECT_TRUE(core_.on_stream_frame(key, 0, p, media.size(), kT + kMs));
+  rtce_flow_key udp = key;
+  udp.transport = RTCE_TRANSPORT_UDP;
+  EXPECT_EQ(core_.flows().find(udp), nullptr);
+  // A refresh pass never writes it either.
+  core_.expire(kT + 20 * kSecond, 1000);
+  EXPECT_EQ(outbox_.put_calls, 0);
+  // The reply path finds it by the STREAM header and hands the payload back with the key.
+  std::vector<uint8_t> reply(out->data, out->data + off);
+  reply.push_back(0x42);
+  auto back = core_.on_transceiver_packet(*out->endpoint, reply.data(), reply.size(), kT + 21 * kSecond);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->key.transport, RTCE_TRANSPORT_TCP);
+  EXPECT_EQ(back->len, 1u);
+  // The connection closed: the flow goes.
+  core_.forget_flow(key);
+  EXPECT_EQ(core_.flows().find(key), nullptr);
+  EXPECT_EQ(core_.counters().flows_active.get(), 0u);
+}
+
+TEST_F(RelayCoreTest, AStreamCheckWithABadHintMakesNoFlow) {
+  rtce_flow_key key = make_flow_key(*SocketAddress::parse("198.18.0.10:50000"), vip_);
+  key.transport = RTCE_TRANSPORT_TCP;
+  uint8_t* p = binding_request("AAAAAAAAAAAAAAAA");
+  EXPECT_FALSE(core_.on_stream_frame(key, 0, p, len_, 0));
+  EXPECT_EQ(dropped(DropReason::hint_rejected), 1u);
+  EXPECT_EQ(core_.flows().size(), 0u);
+}
+
 TEST(DropReasonNames, FlowLimitReasonsMatchTheXdpLabels) {
   EXPECT_STREQ(drop_reason_name(DropReason::hint_flow_limit), "hint_flow_limit");
   EXPECT_STREQ(drop_reason_name(DropReason::source_prefix_flow_limit), "source_prefix_flow_limit");

@@ -1,4 +1,4 @@
-// proxy_v2_test.cpp — the relay framing (PROXY protocol v2, DGRAM): bytes written by hand
+// proxy_v2_test.cpp — the relay framing (PROXY protocol v2, DGRAM and STREAM): bytes written by hand
 // from haproxy's proxy-protocol.txt, round trips, TLV skipping, NOOP padding and every
 // rejection.
 #include <gtest/gtest.h>
@@ -7,11 +7,15 @@
 #include <random>
 #include <vector>
 
+#include "flow_key.h"
+#include "net_address.h"
 #include "rtce_proxy_v2.h"
 #include "test_support.h"
 
 namespace {
 
+using rtce::make_flow_key;
+using rtce::SocketAddress;
 using rtce::test::from_hex;
 
 rtce_pp2_flow v4_flow() {
@@ -137,7 +141,10 @@ TEST(ProxyV2, RejectionReasons) {
   b[12] = RTCE_PP2_VER_CMD_LOCAL;
   EXPECT_EQ(parse(b), RTCE_PP2_NOT_PROXY);
   b = base;
-  b[13] = 0x11;  // INET over STREAM
+  b[13] = 0x31;  // UNIX over STREAM
+  EXPECT_EQ(parse(b), RTCE_PP2_UNSUPPORTED_FAMILY);
+  b = base;
+  b[13] = 0x13;  // INET over an unknown transport
   EXPECT_EQ(parse(b), RTCE_PP2_UNSUPPORTED_FAMILY);
   b = base;
   b[15] = 8;  // too short for two IPv4 addresses and ports
@@ -264,3 +271,30 @@ TEST(ProxyV2, PaddingRefusesWhatItCannotWrite) {
 }
 
 }  // namespace
+
+// ICE-TCP: a TCP flow's header says STREAM (0x11 / 0x21), and reads back as the same key,
+// transport included; a DGRAM header reads as UDP. Nothing else of the layout changes.
+TEST(ProxyV2, TcpFlowsAreStreamHeadersBothFamilies) {
+  for (const char* client : {"198.18.0.10:50000", "[2001:db8::10]:50000"}) {
+    const bool v6 = client[0] == '[';
+    rtce_flow_key key = make_flow_key(*SocketAddress::parse(client),
+                                      *SocketAddress::parse(v6 ? "[2001:db8::1]:443" : "198.18.0.1:443"));
+    key.transport = RTCE_TRANSPORT_TCP;
+    uint8_t out[RTCE_PP2_LEN_V6];
+    const uint32_t n = rtce_pp2_write_key(out, sizeof out, &key);
+    ASSERT_EQ(n, v6 ? RTCE_PP2_LEN_V6 : RTCE_PP2_LEN_V4);
+    EXPECT_EQ(out[13], v6 ? RTCE_PP2_FAM_INET6_STREAM : RTCE_PP2_FAM_INET_STREAM);
+    rtce_flow_key back{};
+    uint32_t off = 0;
+    ASSERT_EQ(rtce_pp2_parse_key(out, n, &back, &off), RTCE_PP2_OK);
+    EXPECT_EQ(off, n);
+    EXPECT_TRUE(back == key) << client;
+    key.transport = RTCE_TRANSPORT_UDP;
+    ASSERT_EQ(rtce_pp2_write_key(out, sizeof out, &key), n);
+    EXPECT_EQ(out[13], v6 ? RTCE_PP2_FAM_INET6_DGRAM : RTCE_PP2_FAM_INET_DGRAM);
+    ASSERT_EQ(rtce_pp2_parse_key(out, n, &back, &off), RTCE_PP2_OK);
+    EXPECT_EQ(back.transport, RTCE_TRANSPORT_UDP);
+    key.transport = 7;  // no such transport: nothing written
+    EXPECT_EQ(rtce_pp2_write_key(out, sizeof out, &key), 0u);
+  }
+}

@@ -246,6 +246,17 @@ TEST(SdpRealOffers, LineFeedOnlyOfferParsesTheSame) {
 
 // ------------------------------------------------------------------ accepted variations
 
+// ICE-TCP (RFC 6544): a passive TCP host candidate says so, in the grammar every browser
+// parses (Firefox ignores a TCP candidate without tcptype).
+TEST(SdpRealOffers, TcpPassiveCandidatesFollowTheUdpOnes) {
+  ParsedOffer offer = parse_ok(read_fixture("chrome_audio_offer.sdp"));
+  AnswerParams params = test_params();
+  params.candidates.push_back({"203.0.113.7", 443, 2122318079, "3", /*tcp_passive=*/true});
+  const auto lines = split_lines(build_answer(offer, params));
+  EXPECT_TRUE(has_line(lines, "a=candidate:1 1 udp 2130706431 203.0.113.7 3478 typ host"));
+  EXPECT_TRUE(has_line(lines, "a=candidate:3 1 tcp 2122318079 203.0.113.7 443 typ host tcptype passive"));
+}
+
 TEST(SdpOfferVariations, BaseOfferIsAccepted) {
   ParsedOffer offer = parse_ok(join(base_lines()));
   EXPECT_EQ(offer.audio->opus_payload_type, 111);

@@ -199,8 +199,10 @@ void TcpStreams::accept_all(size_t listener, Nanos now) {
       counters_.closed[static_cast<size_t>(TcpCloseReason::source_prefix)].add();
       continue;
     }
-    // Media is small and latency-bound: no Nagle delay on replies.
-    set_socket_option(fd.get(), IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
+    // Media is small and latency-bound: no Nagle delay on replies. (Never a throw on the
+    // worker's thread: a connection reset already fails its first read.)
+    const int on = 1;
+    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
     uint32_t slot;
     if (!free_slots_.empty()) {
       slot = free_slots_.back();
@@ -234,6 +236,12 @@ void TcpStreams::accept_all(size_t listener, Nanos now) {
 
 void TcpStreams::read(uint32_t slot, Nanos now) {
   Connection& c = *slots_[slot];
+  // Acknowledge what was read at once: a client that leaves Nagle on (Firefox's ICE-TCP
+  // sockets) holds each small packet until its previous one is acknowledged, and a delayed
+  // ACK (40 ms on Linux) then delays its audio by as much. Quick-ack mode does not last, so it
+  // is re-armed once per wake-up; it also sends an ACK that is pending now.
+  const int on = 1;  // (a failure here means the connection failed: the recv below says how)
+  setsockopt(c.fd.get(), IPPROTO_TCP, TCP_QUICKACK, &on, sizeof on);
   for (int i = 0; i < kReadsPerWakeup; i++) {
     const std::span<uint8_t> space = c.reader.space();
     const ssize_t n = recv(c.fd.get(), space.data(), space.size(), MSG_DONTWAIT);

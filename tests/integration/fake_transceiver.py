@@ -52,7 +52,7 @@ def handle(name, sock, data, sender, pwds):
         emit(event="bad_frame", error=str(e), **base)
         return
     framing, payload = data[:off], data[off:]
-    base.update(family=hdr.family, client=list(hdr.client), vip=list(hdr.vip))
+    base.update(family=hdr.family, client=list(hdr.client), vip=list(hdr.vip), transport=hdr.transport)
     if stun_codec.looks_like_stun(payload):
         try:
             msg = stun_codec.parse(payload)

@@ -1,4 +1,5 @@
-"""PROXY protocol v2 (DGRAM, PROXY command) encode/parse for the integration test.
+"""PROXY protocol v2 (DGRAM, and STREAM for ICE-TCP flows; PROXY command) encode/parse for the
+integration test.
 
 Mirrors wire/rtce_proxy_v2.h: the header names the FLOW (source = client address:port,
 destination = the VIP address:port the client sent to) in both directions; a transceiver
@@ -14,6 +15,8 @@ VER_CMD_PROXY = 0x21
 VER_CMD_LOCAL = 0x20
 FAM_INET_DGRAM = 0x12
 FAM_INET6_DGRAM = 0x22
+FAM_INET_STREAM = 0x11
+FAM_INET6_STREAM = 0x21
 FIXED_LEN = 16
 LEN_V4 = FIXED_LEN + 12  # 28
 LEN_V6 = FIXED_LEN + 36  # 52
@@ -30,6 +33,7 @@ class ProxyHeader:
     client_port: int
     vip_ip: str
     vip_port: int
+    transport: str = "udp"  # "tcp" for a STREAM header (an ICE-TCP flow)
 
     @property
     def client(self):
@@ -62,9 +66,10 @@ def parse(data):
         raise ProxyV2Error("bad version")
     if data[12] != VER_CMD_PROXY:
         raise ProxyV2Error("not a PROXY command")
-    if data[13] == FAM_INET_DGRAM:
+    transport = "tcp" if data[13] in (FAM_INET_STREAM, FAM_INET6_STREAM) else "udp"
+    if data[13] in (FAM_INET_DGRAM, FAM_INET_STREAM):
         alen, family = 4, 4
-    elif data[13] == FAM_INET6_DGRAM:
+    elif data[13] in (FAM_INET6_DGRAM, FAM_INET6_STREAM):
         alen, family = 16, 6
     else:
         raise ProxyV2Error("unsupported family 0x%02x" % data[13])
@@ -77,4 +82,4 @@ def parse(data):
     cip = ipaddress.ip_address(bytes(data[p:p + alen]))
     vip = ipaddress.ip_address(bytes(data[p + alen:p + 2 * alen]))
     cport, vport = struct.unpack_from("!HH", data, p + 2 * alen)
-    return ProxyHeader(family, str(cip), cport, str(vip), vport), FIXED_LEN + block
+    return ProxyHeader(family, str(cip), cport, str(vip), vport, transport), FIXED_LEN + block

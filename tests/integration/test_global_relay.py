@@ -15,7 +15,8 @@ hint_key_file). Checked: the client's check and its media cross both relays and 
 from the VIP it used; the transceiver sees the client and VIP A as if the client had come to
 it directly; the role counters of both relays; a forwarded datagram from outside
 peers.trusted, a hint for a cluster nobody serves and a hint of cluster 2 signed with the
-wrong keys each make a counted drop and no flow.
+wrong keys each make a counted drop and no flow; an ICE-TCP connection at the ingress reaches
+the owner cluster as PROXY v2 STREAM datagrams and its replies come back as frames.
 
 GlobalRelayFailureTest (a CTest entry of its own; a real redis-server on a free loopback
 port as the flow store; a missing redis-server fails them, install-deps.sh installs it): the failure cases of
@@ -42,6 +43,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -224,6 +226,66 @@ class GlobalRelayTest(TwoClusterStage):
         age = a.get("rtcedge_relay_peer_last_reply_age_seconds", cluster="2", default=None)
         self.assertIsNotNone(age)
         self.assertTrue(0 <= age < 10, age)
+
+    def test_an_ice_tcp_connection_at_the_ingress_reaches_the_owner_cluster(self):
+        """ICE-TCP through the global relay: the ingress relay terminates the connection and
+        carries its frames to the owner cluster's relay as PROXY v2 STREAM datagrams on the
+        peer leg; the owner forwards them unchanged; replies come back as frames."""
+        tcp_port = free_port(socket.SOCK_STREAM)
+        with open(os.path.join(self.tmp, "ingress-tcp.yaml"), "w") as f:
+            json.dump({"ice_tcp": {"port": tcp_port},
+                       "peers": {"clusters": [{"cluster": 2, "address": "127.0.0.2:%d" % self.peer_port,
+                                               "hint_key_file": self.keys2}]}}, f)
+        ingress = Relay("relay-a-ingress-tcp", self.tmp, self.keys1, 1,
+                        ["--config", os.path.join(self.tmp, "ingress-tcp.yaml")])
+        self.addCleanup(ingress.stop)
+        wait_for(ingress.ready, 15, "the ICE-TCP ingress relay ready")
+        conn = socket.create_connection(("127.0.0.1", tcp_port), timeout=5)
+        self.addCleanup(conn.close)
+
+        def frame(payload):
+            return struct.pack("!H", len(payload)) + payload
+
+        def read_frame():
+            def exactly(n):
+                buf = b""
+                while len(buf) < n:
+                    chunk = conn.recv(n - len(buf))
+                    if not chunk:
+                        raise AssertionError("the relay closed the connection")
+                    buf += chunk
+                return buf
+            (n,) = struct.unpack("!H", exactly(2))
+            return exactly(n)
+
+        ufrag = self.mint(2, 7, self.keys2)
+        _, request = stun.binding_request(ufrag, "cli1", PWD)
+        conn.sendall(frame(request))
+        msg = stun.parse(read_frame())
+        self.assertEqual(msg.msg_type, stun.BINDING_SUCCESS)
+        self.assertEqual(msg.get(stun.ATTR_SOFTWARE), b"rtce-fake-transceiver EP7")
+        self.assertEqual(msg.xor_mapped_address(), conn.getsockname(), "the transceiver saw the TCP client")
+        payloads = [b"\x80\x6f" + bytes([0, i]) + b"tcp-media-%d" % i for i in range(5)]
+        conn.sendall(b"".join(frame(p) for p in payloads))  # several frames in one segment
+        for p in payloads:
+            self.assertEqual(read_frame(), b"EP7:" + p)
+        seen = [json.loads(line) for line in self.transceiver.text().splitlines() if line.startswith("{")]
+        tcp_events = [e for e in seen if e.get("transport") == "tcp"]
+        self.assertEqual(len(tcp_events), 6, "the transceiver saw STREAM-framed datagrams: %s" % seen[-3:])
+        self.assertEqual(tcp_events[0]["vip"], ["127.0.0.1", tcp_port])
+
+        def counted():
+            a, b = ingress.metrics(), self.owner.metrics()
+            ok = (a.get("rtcedge_relay_tcp_frames_total", direction="client_to_transceiver") == 6
+                  and a.get("rtcedge_relay_tcp_frames_total", direction="transceiver_to_client") == 6
+                  and b.get("rtcedge_relay_role_packets_total", role="owner", direction="client_to_transceiver") >= 6)
+            return (a, b) if ok else None
+        a, b = wait_for(counted, 5, "the ingress's TCP frames and the owner's role counters")
+        self.assertEqual(a.get("rtcedge_relay_tcp_connections_active"), 1)
+        self.assertEqual(a.get("rtcedge_relay_role_packets_total", role="ingress", direction="client_to_transceiver"), 6)
+        conn.close()
+        wait_for(lambda: ingress.metrics().get("rtcedge_relay_tcp_closed_total", reason="client_closed") == 1, 5,
+                 "the ingress counted the closed connection")
 
     def test_a_peer_that_never_answered_reports_no_reply(self):
         self.assertEqual(self.ingress.metrics().get("rtcedge_relay_peer_last_reply_age_seconds", cluster="2"), -1)

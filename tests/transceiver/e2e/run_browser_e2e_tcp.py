@@ -40,15 +40,11 @@ import prom_metrics  # noqa: E402
 import run_browser_e2e as e2e  # noqa: E402  (BROWSER_E2E)
 from rtcetest import core, outcome  # noqa: E402
 from rtcetest import netns as harness  # noqa: E402
+# The XDP browser test's stack, in the same topology.
+from run_browser_e2e_xdp import (CLUSTER, ENDPOINT, HTTP_PORT, MEDIA_PORT, RELAY_ADMIN_PORT,  # noqa: E402
+                                 VIP_PORT, XDP_RETURN_PORT)
 
-VIP_PORT = 3478
 TCP_PORT = 443
-XDP_RETURN_PORT = 3479
-MEDIA_PORT = 40000
-HTTP_PORT = 8080
-RELAY_ADMIN_PORT = 9478
-CLUSTER = 0
-ENDPOINT = 1
 PIN_PATH = "%s/%s%d-tcp" % (nt.BPFFS, nt.NS_PREFIX, os.getpid())  # swept by nt.sweep_stale if we die
 NFT_TABLE = "rtce_block_udp"
 

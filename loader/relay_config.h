@@ -32,7 +32,7 @@ struct PeerClusterConfig {
 struct IceTcpOptions {
   uint16_t port = 0;  // 0 = off
   uint32_t max_connections = 10000;
-  uint32_t max_per_source_prefix = 64;  // open connections per flows.source_prefix_v4/v6 prefix
+  uint32_t max_per_source_prefix = 1024;  // open connections per flows.source_prefix_v4/v6 prefix
   Nanos first_frame_timeout = 5'000'000'000;
   Nanos idle_timeout = 30'000'000'000;
   uint32_t max_frame = 2048;

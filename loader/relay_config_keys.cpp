@@ -357,12 +357,13 @@ ConfigTable<C> build() {
            "over the limit is closed at once (`rtcedge_relay_tcp_closed_total{reason=\"max_connections\"}`). "
            "Each costs about 8 KiB of buffers plus `ice_tcp.send_queue_bytes` at most."}));
   t.push_back(uint_key<C>(
-      "ice_tcp.max_per_source_prefix", [](auto& c) -> auto& { return c.ice_tcp.max_per_source_prefix; }, 64,
+      "ice_tcp.max_per_source_prefix", [](auto& c) -> auto& { return c.ice_tcp.max_per_source_prefix; }, 1024,
       1, 1'000'000,
       {.help = "open ICE-TCP connections per client prefix (flows.source_prefix_v4/v6) in each worker",
        .doc = "1..1000000; open ICE-TCP connections one client prefix (`flows.source_prefix_v4`/`_v6`) may "
               "hold in each worker; more are closed at accept (`source_prefix`). A browser opens one or two "
-              "per call."}));
+              "per call; the callers ICE-TCP exists for often sit behind one corporate NAT address, hence "
+              "the same default as `flows.max_per_source_prefix`."}));
   t.push_back(duration_key<C>(
       "ice_tcp.first_frame_timeout", [](auto& c) -> auto& { return c.ice_tcp.first_frame_timeout; }, 5 * s,
       100 * ms, 60 * s,

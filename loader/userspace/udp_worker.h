@@ -93,7 +93,8 @@ class UdpWorker final : private StreamSink {
   void flush_to_clients(size_t vip_index);
   void wake();
   // StreamSink: a connection's frame is copied into the staging slots (RelayCore frames it in
-  // place, in their head room) and queued like a datagram.
+  // place, in their head room) and queued like a datagram. A slot is reused only after a
+  // flush (flush_stream_frames), which run() does once per wake-up.
   bool on_stream_frame(const rtce_flow_key& key, uint16_t vip, std::span<uint8_t> frame, Nanos now) override;
   void on_stream_closed(const rtce_flow_key& key) override { core_.forget_flow(key); }
   bool stream_flow_alive(const rtce_flow_key& key) override { return core_.flows().find(key) != nullptr; }

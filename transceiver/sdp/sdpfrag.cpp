@@ -205,10 +205,8 @@ std::string build_ice_fragment(const IceFragmentAnswer& answer) {
     line("a=ice-ufrag:", answer.ufrag);
     line("a=ice-pwd:", answer.pwd);
     if (i != 0) continue;
-    for (const AnswerCandidate& candidate : answer.candidates) {
-      line("a=candidate:", candidate.foundation, " 1 udp ", std::to_string(candidate.priority), " ",
-           candidate.ip, " ", std::to_string(candidate.port), " typ host");
-    }
+    for (const AnswerCandidate& candidate : answer.candidates)
+      line("a=candidate:", candidate_attribute(candidate));
     line("a=end-of-candidates");
   }
   return out;

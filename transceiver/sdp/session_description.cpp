@@ -698,6 +698,12 @@ std::string_view answer_direction(std::string_view offered) {
   return "sendrecv";
 }
 
+std::string candidate_attribute(const AnswerCandidate& candidate) {
+  return candidate.foundation + (candidate.tcp_passive ? " 1 tcp " : " 1 udp ") +
+         std::to_string(candidate.priority) + " " + candidate.ip + " " + std::to_string(candidate.port) +
+         (candidate.tcp_passive ? " typ host tcptype passive" : " typ host");
+}
+
 std::string build_answer(const ParsedOffer& offer, const AnswerParams& params) {
   std::string out;
   out.reserve(1536 + 64 * offer.sections.size() + 96 * params.candidates.size());
@@ -731,9 +737,7 @@ std::string build_answer(const ParsedOffer& offer, const AnswerParams& params) {
   };
   auto candidates = [&] {
     for (const AnswerCandidate& candidate : params.candidates) {
-      line("a=candidate:", candidate.foundation, candidate.tcp_passive ? " 1 tcp " : " 1 udp ",
-           std::to_string(candidate.priority), " ", candidate.ip, " ", std::to_string(candidate.port),
-           candidate.tcp_passive ? " typ host tcptype passive" : " typ host");
+      line("a=candidate:", candidate_attribute(candidate));
     }
     line("a=end-of-candidates");
   };

@@ -118,6 +118,10 @@ struct AnswerCandidate {  // host candidates: UDP, or ICE-TCP passive (RFC 6544)
   bool tcp_passive = false;  // "tcp ... typ host tcptype passive" (Firefox ignores TCP without a tcptype)
 };
 
+// The candidate-attribute value (RFC 8839 section 5.1; RFC 6544 section 4.5 for TCP) after
+// "a=candidate:", as the answer and an ICE restart's answer fragment both write it.
+std::string candidate_attribute(const AnswerCandidate& candidate);
+
 struct AnswerParams {
   std::string ice_ufrag, ice_pwd;  // server's
   std::string fingerprint_sha256;  // "AB:CD:..." uppercase hex with colons

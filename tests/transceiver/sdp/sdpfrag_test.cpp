@@ -212,6 +212,22 @@ TEST(SdpFrag, BuildWritesTheServerFragment) {
   EXPECT_EQ(build_ice_fragment(answer), "a=ice-ufrag:srvR\r\na=ice-pwd:serverpassword0123456789\r\n");
 }
 
+// An ICE restart keeps ICE-TCP: the fragment names the passive TCP candidates as the answer
+// did (a restart that wrote them as UDP left a caller whose network drops UDP with nothing).
+TEST(SdpFrag, BuildKeepsTcpPassiveCandidates) {
+  IceFragmentAnswer answer{
+      "srvR",
+      "serverpassword0123456789",
+      {"0"},
+      {{"192.0.2.10", 3478, 2130706431, "1"}, {"192.0.2.10", 443, 2122318079, "2", true}}};
+  const std::string frag = build_ice_fragment(answer);
+  EXPECT_NE(frag.find("a=candidate:1 1 udp 2130706431 192.0.2.10 3478 typ host\r\n"), std::string::npos)
+      << frag;
+  EXPECT_NE(frag.find("a=candidate:2 1 tcp 2122318079 192.0.2.10 443 typ host tcptype passive\r\n"),
+            std::string::npos)
+      << frag;
+}
+
 TEST(SdpFrag, RoundTrip) {
   for (const char* name : {"chrome_restart_audio.frag", "chrome_restart_audio_datachannel.frag",
                            "rfc8840_example.frag", "chrome_restart_full_offer.sdp"}) {

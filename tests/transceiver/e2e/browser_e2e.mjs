@@ -16,16 +16,22 @@
 //        [--timeout-s 60] [--screenshot out.png] [--tone-wav FILE] [--tone-hz 440]
 //        [--capture-s 3] [--api-key K] [--chromium /usr/bin/chromium]
 //        [--allow-loopback auto|yes|no] [--no-audio-check] [--rtt-sample-s S]
-//        [--browser chromium|firefox] [--firefox /usr/bin/firefox-esr]
+//        [--browser chromium|firefox] [--firefox /usr/bin/firefox-esr] [--interrupt-dir DIR]
 //
 // --rtt-sample-s S: after media flows, polls the selected pair's currentRoundTripTime every
 // 100 ms for S seconds (summary.pair_rtt_samples_ms; run_global_sim.py takes their median).
+// --interrupt-dir DIR: after the tone check, writes DIR/move-request.1 and waits for
+// DIR/moved.1 (the runner broke the path meanwhile: run_browser_e2e_tcp.py restarts the relay);
+// the page must get its path back by itself (its ICE restart) and media flow again
+// (summary.recovery: the page's own time from the loss to connected again).
 //
 // stdout: one JSON summary. Exit code 0 = every check passed, 1 = a check failed or timed
 // out, 2 = bad usage. The browser launch, waits, checks and /metrics reads are the shared
 // ones of tests/support/js (playwright-core from tests/golden/tools/node_modules, or NODE_PATH
 // / PLAYWRIGHT_CORE), so no second node_modules is needed here.
 
+import fs from 'node:fs';
+import path from 'node:path';
 import {
   BROWSER_CHOICE_DEFAULTS, BROWSER_CHOICE_FLAGS, BrowserRun, browserVersion, chromiumArgs, fakeMicWav, firefoxPrefs,
   wantLoopback, wantLoopbackFirefox,
@@ -37,11 +43,12 @@ import { analyseTone } from './tone_analysis.mjs';
 // ---------------------------------------------------------------- arguments
 const { opts, usage } = parseCallDriverArgs(process.argv.slice(2), {
   script: 'browser_e2e.mjs',
-  usageMore: '[--screenshot FILE.png] [--capture-s S] [--no-audio-check] [--rtt-sample-s S] [--browser chromium|firefox] [--firefox PATH]',
-  defaults: { timeoutS: 60, screenshot: null, captureS: 3, audioCheck: true, rttSampleS: 0, ...BROWSER_CHOICE_DEFAULTS },
+  usageMore: '[--screenshot FILE.png] [--capture-s S] [--no-audio-check] [--rtt-sample-s S] [--browser chromium|firefox] [--firefox PATH] [--interrupt-dir DIR]',
+  defaults: { timeoutS: 60, screenshot: null, captureS: 3, audioCheck: true, rttSampleS: 0, interruptDir: null, ...BROWSER_CHOICE_DEFAULTS },
   flags: {
     '--screenshot': ['screenshot', String], '--capture-s': ['captureS', Number],
-    '--no-audio-check': { audioCheck: false }, '--rtt-sample-s': ['rttSampleS', Number], ...BROWSER_CHOICE_FLAGS,
+    '--no-audio-check': { audioCheck: false }, '--rtt-sample-s': ['rttSampleS', Number],
+    '--interrupt-dir': ['interruptDir', String], ...BROWSER_CHOICE_FLAGS,
   },
 });
 if (!(opts.timeoutS > 0) || !(opts.toneHz > 0) || !(opts.captureS >= 1)) usage('bad --timeout-s, --tone-hz or --capture-s');
@@ -167,6 +174,26 @@ async function run(summary) {
     } catch (e) {
       check('received audio captured', false, e.message);
     }
+  }
+
+  // ---- an interruption mid-call (run_browser_e2e_tcp.py --relay-restart page): the runner
+  // restarts the relay between DIR/move-request.1 and DIR/moved.1; the page must get its path
+  // back by itself (its ICE restart over PATCH) and media must flow again.
+  if (opts.interruptDir) {
+    const t0 = Date.now();
+    fs.writeFileSync(path.join(opts.interruptDir, 'move-request.1'), `${t0}\n`);
+    await waitFor('the runner to interrupt the path', async () => ({
+      ok: fs.existsSync(path.join(opts.interruptDir, 'moved.1')), why: 'no moved.1' }), { intervalMs: 20, limitMs: 20000 });
+    const back = await waitFor('the page to get its path back and media to flow', async () => {
+      const rec = await page.evaluate(() => rtcedgeDebug.recoveries);
+      const a = await page.evaluate(() => rtcedgeDebug.stats());
+      await sleep(300);
+      const b = await page.evaluate(() => rtcedgeDebug.stats());
+      const flowing = a && b && b.packetsReceived > a.packetsReceived + 5;
+      return { ok: rec.length > 0 && flowing, why: `${rec.length} recoveries, rx ${a && a.packetsReceived} -> ${b && b.packetsReceived}`, rec };
+    }, { limitMs: 30000 }).then((r) => r.rec).catch((e) => { log(e.message); return null; });
+    summary.recovery = back && { ...back[0], since_interrupt_ms: Date.now() - t0 };
+    check('after the interruption the page got its path back (ICE restart) and media flows', !!back, summary.recovery);
   }
 
   // ---- the server's view

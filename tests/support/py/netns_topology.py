@@ -85,14 +85,14 @@ def stop_process(proc, sig=signal.SIGTERM, timeout=3.0):
     return proc.returncode
 
 
-def http_get_in(ns, host, port, path, timeout=2.0):
-    """(status, body) of GET http://host:port/path from a socket created inside ns."""
+def http_get_in(ns, host, port, path, timeout=2.0, headers=None):
+    """(status, body) of GET http://host:port/path (with `headers`) from a socket created inside ns."""
     import prom_metrics  # noqa: E402 (a sibling module; imported late to keep this one standalone)
     sock = socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
         sock.connect((host, port))
-        return prom_metrics.fetch(sock, host, path, timeout)
+        return prom_metrics.fetch(sock, host, path, timeout, headers)
     finally:
         sock.close()
 

@@ -75,13 +75,13 @@ def delta(before, after, name, **labels):
     return after.get(name, **labels) - before.get(name, **labels)
 
 
-def fetch(sock, host, path, timeout=2.0):
-    """GET path over `sock` (already connected). Returns (status, body text)."""
+def fetch(sock, host, path, timeout=2.0, headers=None):
+    """GET path over `sock` (already connected), with `headers`. Returns (status, body text)."""
     conn = http.client.HTTPConnection(host, timeout=timeout)
     sock.settimeout(timeout)
     conn.sock = sock
     try:
-        conn.request("GET", path, headers={"Connection": "close"})
+        conn.request("GET", path, headers={"Connection": "close", **(headers or {})})
         resp = conn.getresponse()
         return resp.status, resp.read().decode("utf-8", "replace")
     finally:

@@ -80,8 +80,10 @@ def udp_dropped(ns):
     return 0
 
 
-def run_test(args, workdir, results):
-    check = harness.checker(results, log)
+def setup(args, workdir):
+    """The three namespaces (prepared for XDP with --mode xdp), a hint key file and the relay's
+    argv (args: relay_bin, mode, xdp_pass_obj): (topology, key file, relay argv). Also used by
+    ../realtime_e2e/run_realtime_e2e.py --block-udp."""
     topo = nt.Topology(tag="tcp").create()
     if args.mode == "xdp":
         topo.prepare_for_xdp(args.xdp_pass_obj)
@@ -104,10 +106,12 @@ def run_test(args, workdir, results):
         relay_argv += ["--xdp-interfaces", "rc0,rx0",
                        "--xdp-relay-address4", nt.RELAY_XCVR_V4, "--xdp-relay-address6", nt.RELAY_XCVR_V6,
                        "--xdp-return-port", str(XDP_RETURN_PORT), "--xdp-pin-path", PIN_PATH]
-    relay = harness.Service("relay", topo.relay, relay_argv, workdir, keep_mounts=args.mode == "xdp", log=log)
-    results["logs"] = {"relay": relay.log_path}
-    relay.wait_http("127.0.0.1", RELAY_ADMIN_PORT, "/readyz")
+    return topo, keys, relay_argv
 
+
+def start_transceiver(args, topo, keys, workdir, results, echo_mode="loopback", extra=()):
+    """The transceiver in relay mode in topo.xcvr: the VIP's UDP candidate and its passive TCP
+    twin (relay.tcp_port TCP_PORT), the echo backend in echo_mode, then `extra` flags; ready."""
     xcvr = harness.Service("transceiver", topo.xcvr, [
         args.transceiver_bin,
         "--http-listen", "%s:%d" % (nt.XCVR_V4, HTTP_PORT),
@@ -118,17 +122,78 @@ def run_test(args, workdir, results):
         "--relay-sources", "198.18.1.0/24",
         "--direct-enabled", "false",
         "--hint-key-file", keys, "--hint-cluster-id", str(CLUSTER), "--hint-endpoint-base-id", str(ENDPOINT),
-        "--backend-echo-mode", "loopback",
+        "--backend-echo-mode", echo_mode,
         "--sessions-drain-timeout", "1s",
-    ], workdir, log=log)
-    results["logs"]["transceiver"] = xcvr.log_path
+    ] + list(extra), workdir, log=log)
+    results.setdefault("logs", {})["transceiver"] = xcvr.log_path
     xcvr.wait_http(nt.XCVR_V4, HTTP_PORT, "/metrics")
+    return xcvr
 
-    def metrics(ns, host, port):
-        status, body = nt.http_get_in(ns, host, port, "/metrics")
-        if status != 200:
-            raise RuntimeError("GET http://%s:%d/metrics in %s: HTTP %d" % (host, port, ns, status))
-        return prom_metrics.parse(body)
+
+def metrics(ns, host, port):
+    status, body = nt.http_get_in(ns, host, port, "/metrics")
+    if status != 200:
+        raise RuntimeError("GET http://%s:%d/metrics in %s: HTTP %d" % (host, port, ns, status))
+    return prom_metrics.parse(body)
+
+
+def counters(topo):
+    """The relay's and the transceiver's metrics now, for tcp_figures."""
+    return metrics(topo.relay, "127.0.0.1", RELAY_ADMIN_PORT), metrics(topo.xcvr, nt.XCVR_V4, HTTP_PORT)
+
+
+def tcp_figures(before, after):
+    """What moved between two counters(): the transceiver's RTP, the relay's ICE-TCP accepts and frames."""
+    (relay_before, xcvr_before), (relay_after, xcvr_after) = before, after
+    return {
+        "xcvr_rtp_in": int(prom_metrics.delta(xcvr_before, xcvr_after, "rtcedge_transceiver_rtp_packets_total",
+                                              kind="rtp", direction="in")),
+        "xcvr_rtp_out": int(prom_metrics.delta(xcvr_before, xcvr_after, "rtcedge_transceiver_rtp_packets_total",
+                                               kind="rtp", direction="out")),
+        "tcp_accepted": int(prom_metrics.delta(relay_before, relay_after,
+                                               "rtcedge_relay_tcp_connections_accepted_total")),
+        "tcp_frames_in": int(prom_metrics.delta(relay_before, relay_after, "rtcedge_relay_tcp_frames_total",
+                                                direction="client_to_transceiver")),
+        "tcp_frames_out": int(prom_metrics.delta(relay_before, relay_after, "rtcedge_relay_tcp_frames_total",
+                                                 direction="transceiver_to_client")),
+    }
+
+
+def stop_stack(args, topo, results, check, relay, xcvr, splice):
+    """The end of a run: the relay's closed connections by reason, both services still alive,
+    the splice closed, both exit 0 on SIGTERM, the XDP pins detached."""
+    relay_end = metrics(topo.relay, "127.0.0.1", RELAY_ADMIN_PORT)
+    results["relay_tcp_closed"] = {dict(k[1]).get("reason"): int(v) for k, v in relay_end.samples.items()
+                                   if k[0] == "rtcedge_relay_tcp_closed_total" and v}
+    relay.check_alive()
+    xcvr.check_alive()
+    splice.close()
+    check("transceiver exits 0 on SIGTERM", xcvr.stop() == 0)
+    check("relay exits 0 on SIGTERM", relay.stop() == 0)
+    if args.mode == "xdp":
+        nt.detach_pins(args.relay_bin, PIN_PATH, log)
+
+
+def check_tcp_round(check, fig, dropped):
+    """The checks of a round with the client's UDP dropped: fig = tcp_figures() + the session's
+    transport; dropped = udp_dropped() after the round."""
+    check("tcp: the browser's UDP was dropped (it tried)", dropped > 0, dropped)
+    check("tcp: the transceiver's session ran over TCP", fig["transport"] == "tcp", fig["transport"])
+    check("tcp: the relay accepted the browser's ICE-TCP connection", fig["tcp_accepted"] >= 1, fig["tcp_accepted"])
+    check("tcp: the transceiver received RTP (>= 50 packets)", fig["xcvr_rtp_in"] >= 50, fig["xcvr_rtp_in"])
+    check("tcp: the relay carried at least the transceiver's RTP both ways as frames",
+          fig["tcp_frames_in"] >= fig["xcvr_rtp_in"] and fig["tcp_frames_out"] >= fig["xcvr_rtp_out"],
+          {k: fig[k] for k in ("tcp_frames_in", "tcp_frames_out", "xcvr_rtp_in", "xcvr_rtp_out")})
+
+
+def run_test(args, workdir, results):
+    check = harness.checker(results, log)
+    topo, keys, relay_argv = setup(args, workdir)
+    relay = harness.Service("relay", topo.relay, relay_argv, workdir, keep_mounts=args.mode == "xdp", log=log)
+    results["logs"] = {"relay": relay.log_path}
+    relay.wait_http("127.0.0.1", RELAY_ADMIN_PORT, "/readyz")
+
+    xcvr = start_transceiver(args, topo, keys, workdir, results)
 
     splice = nt.HttpSplice(topo.client, topo.relay, (nt.XCVR_V4, HTTP_PORT))
     nt.register_cleanup(splice.close)
@@ -143,11 +208,9 @@ def run_test(args, workdir, results):
         argv += (["--chromium", args.chromium] if args.browser == "chromium"
                  else ["--browser", "firefox", "--firefox", args.firefox])
         log("round %s: %s" % (name, " ".join(argv)))
-        relay_before = metrics(topo.relay, "127.0.0.1", RELAY_ADMIN_PORT)
-        xcvr_before = metrics(topo.xcvr, nt.XCVR_V4, HTTP_PORT)
+        before = counters(topo)
         rc, summary = harness.run_json_client(topo.client, argv, args.timeout_s + 45, "browser_e2e", log)
-        relay_after = metrics(topo.relay, "127.0.0.1", RELAY_ADMIN_PORT)
-        xcvr_after = metrics(topo.xcvr, nt.XCVR_V4, HTTP_PORT)
+        after = counters(topo)
         server = summary.get("server_session") or {}
         samples = sorted(summary.get("pair_rtt_samples_ms") or [])
         fig = {
@@ -157,16 +220,7 @@ def run_test(args, workdir, results):
             "ice_connected_ms": (summary.get("page_timings") or {}).get("iceConnectedMs"),
             "pair_rtt_median_ms": samples[len(samples) // 2] if samples else None,
             "server_rtt_ms": server.get("rtt_ms"),
-            "xcvr_rtp_in": int(prom_metrics.delta(xcvr_before, xcvr_after, "rtcedge_transceiver_rtp_packets_total",
-                                                  kind="rtp", direction="in")),
-            "xcvr_rtp_out": int(prom_metrics.delta(xcvr_before, xcvr_after, "rtcedge_transceiver_rtp_packets_total",
-                                                   kind="rtp", direction="out")),
-            "tcp_accepted": int(prom_metrics.delta(relay_before, relay_after,
-                                                   "rtcedge_relay_tcp_connections_accepted_total")),
-            "tcp_frames_in": int(prom_metrics.delta(relay_before, relay_after, "rtcedge_relay_tcp_frames_total",
-                                                    direction="client_to_transceiver")),
-            "tcp_frames_out": int(prom_metrics.delta(relay_before, relay_after, "rtcedge_relay_tcp_frames_total",
-                                                     direction="transceiver_to_client")),
+            **tcp_figures(before, after),
         }
         results.setdefault("rounds", {})[name] = fig
         check("%s: browser_e2e.mjs passed (tone back, RTT, connected, path relay, session ended)" % name, rc == 0,
@@ -182,24 +236,8 @@ def run_test(args, workdir, results):
     fig = browser_round("tcp")
     dropped = udp_dropped(topo.client)
     results["udp_datagrams_dropped"] = dropped
-    check("tcp: the browser's UDP was dropped (it tried)", dropped > 0, dropped)
-    check("tcp: the transceiver's session ran over TCP", fig["transport"] == "tcp", fig["transport"])
-    check("tcp: the relay accepted the browser's ICE-TCP connection", fig["tcp_accepted"] >= 1, fig["tcp_accepted"])
-    check("tcp: the transceiver received RTP (>= 50 packets)", fig["xcvr_rtp_in"] >= 50, fig["xcvr_rtp_in"])
-    check("tcp: the relay carried at least the transceiver's RTP both ways as frames",
-          fig["tcp_frames_in"] >= fig["xcvr_rtp_in"] and fig["tcp_frames_out"] >= fig["xcvr_rtp_out"],
-          {k: fig[k] for k in ("tcp_frames_in", "tcp_frames_out", "xcvr_rtp_in", "xcvr_rtp_out")})
-    relay_end = metrics(topo.relay, "127.0.0.1", RELAY_ADMIN_PORT)
-    results["relay_tcp_closed"] = {dict(k[1]).get("reason"): int(v) for k, v in relay_end.samples.items()
-                                   if k[0] == "rtcedge_relay_tcp_closed_total" and v}
-    relay.check_alive()
-    xcvr.check_alive()
-
-    splice.close()
-    check("transceiver exits 0 on SIGTERM", xcvr.stop() == 0)
-    check("relay exits 0 on SIGTERM", relay.stop() == 0)
-    if args.mode == "xdp":
-        nt.detach_pins(args.relay_bin, PIN_PATH, log)
+    check_tcp_round(check, fig, dropped)
+    stop_stack(args, topo, results, check, relay, xcvr, splice)
 
 
 def main():

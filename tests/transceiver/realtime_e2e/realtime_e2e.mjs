@@ -13,8 +13,10 @@
 // Usage: node realtime_e2e.mjs --scenario agents|multipart --app-url http://127.0.0.1:P
 //          --calls-url http://127.0.0.1:Q/v1/realtime/calls --tone-wav FILE [--timeout-s 90]
 //          [--chromium /usr/bin/chromium] [--max-interrupt-ms 250] [--max-excess-ms 80]
-//          [--expect-answer-candidate H:P]
+//          [--expect-answer-candidate H:P] [--expect-selected-candidate H:P]
 //          [--artifacts DIR] [--allow-loopback auto|yes|no]
+// --expect-selected-candidate: the remote end of the selected pair (default: the answer's
+// candidate; over ICE-TCP the VIP's TCP port).
 // stdout: one JSON summary; exit 0 = every check passed, 1 = a check failed or timed out,
 // 2 = bad usage. The app server (/token, the pages, the bundle) is the runner's
 // (run_realtime_e2e.py); this script only talks to the browser and reads /metrics. It owns
@@ -29,16 +31,18 @@ import { baseUrl, checker, deadline, parseArgs, runMain, usageExit, withTimeout 
 import { sessionsActive as transceiverSessionsActive } from '../../support/js/transceiver.mjs';
 
 const usage = usageExit('usage: node realtime_e2e.mjs --scenario agents|multipart --app-url URL --calls-url URL --tone-wav FILE ' +
-  '[--timeout-s S] [--chromium PATH] [--max-interrupt-ms MS] [--max-excess-ms MS] [--expect-answer-candidate HOST:PORT] [--artifacts DIR] ' +
+  '[--timeout-s S] [--chromium PATH] [--max-interrupt-ms MS] [--max-excess-ms MS] [--expect-answer-candidate HOST:PORT] ' +
+  '[--expect-selected-candidate HOST:PORT] [--artifacts DIR] ' +
   '[--allow-loopback auto|yes|no]');
 
 const opts = parseArgs(process.argv.slice(2), {
   ...BROWSER_DEFAULTS, scenario: null, appUrl: null, callsUrl: null, timeoutS: 90,
-  maxInterruptMs: 250, maxExcessMs: 80, expectCandidate: null, artifacts: null,
+  maxInterruptMs: 250, maxExcessMs: 80, expectCandidate: null, expectSelected: null, artifacts: null,
 }, {
   ...BROWSER_FLAGS, '--scenario': ['scenario', String], '--app-url': ['appUrl', baseUrl], '--calls-url': ['callsUrl', baseUrl],
   '--timeout-s': ['timeoutS', Number], '--max-interrupt-ms': ['maxInterruptMs', Number],
   '--max-excess-ms': ['maxExcessMs', Number], '--expect-answer-candidate': ['expectCandidate', String],
+  '--expect-selected-candidate': ['expectSelected', String],
   '--artifacts': ['artifacts', String],
 }, usage);
 if (!['agents', 'multipart'].includes(opts.scenario)) usage('--scenario must be agents or multipart');
@@ -294,8 +298,10 @@ async function runAgents(page, summary, check) {
     excessMs !== null && excessMs <= opts.maxExcessMs,
     excessMs === null ? 'not measured' : `${fallMs} ms - ${delayMs} ms receive delay = ${excessMs} ms`);
   summary.browser_stats = await page.evaluate(() => window.rtce.stats());
-  if (opts.expectCandidate) {
-    check('the selected remote candidate is the relay VIP', summary.browser_stats && summary.browser_stats.remoteCandidate === opts.expectCandidate,
+  const selected = opts.expectSelected || opts.expectCandidate;
+  if (selected) {
+    check(`the selected remote candidate is the relay VIP (${selected})`,
+      summary.browser_stats && summary.browser_stats.remoteCandidate === selected,
       summary.browser_stats && summary.browser_stats.remoteCandidate);
   }
   evs = await events();

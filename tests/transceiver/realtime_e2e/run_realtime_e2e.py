@@ -17,9 +17,19 @@ tools are missing; the reason is printed). Nothing here needs a kernel feature o
 so nothing skips. Developers only, never CTest: `--stub-server` replaces the transceiver with a stub that
 mints keys and logs the calls POST (the page flow up to the POST); `--mock` with
 mock_realtime.py (aiortc), which answers the calls and speaks the events (every check).
+
+--block-udp (issue 26): the agents scenario over ICE-TCP, in ../e2e/run_browser_e2e_tcp.py's
+namespaces and stack (its setup, start_transceiver, block_udp, tcp_figures, check_tcp_round):
+the relay (--relay-mode userspace|xdp, ICE-TCP on 443) and the transceiver (parrot echo, the
+realtime flags) in their namespaces, Chromium and the app origin in the client namespace,
+which drops every UDP datagram it sends (nftables, counted). Every check of the agents
+scenario, the selected pair is the VIP's TCP port, and the transceiver's session (GET
+/v1/sessions/<id> after the call) says transport tcp, the relay's ICE-TCP counters carry the
+media. Root only: exit 77 without root, netns or nftables (--relay-mode xdp: native XDP on veth).
 """
 
 import argparse
+import contextlib
 import functools
 import http.server
 import json
@@ -40,9 +50,12 @@ REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 E2E_DIR = os.path.join(REPO_ROOT, "tests", "transceiver", "e2e")
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "support", "py"))
 sys.path.insert(0, E2E_DIR)
+import netns_topology as nt  # noqa: E402
 from rtcetest import outcome  # noqa: E402
 from rtcetest.core import json_summary, tail  # noqa: E402
+from rtcetest import netns as harness  # noqa: E402
 from run_browser_e2e import SYSTEM_PYTHON, Stack, start_stack  # noqa: E402
+import run_browser_e2e_tcp as tcp  # noqa: E402
 
 TOOLS = os.path.join(HERE, "tools")
 DRIVER = os.path.join(HERE, "realtime_e2e.mjs")
@@ -67,11 +80,25 @@ def flag_of(key):
     return "--" + key.replace(".", "-").replace("_", "-")
 
 
+def transceiver_args():
+    """The transceiver flags the realtime pages need: the server API key, REALTIME_CONFIG."""
+    extra = [flag_of("http.api_keys"), SERVER_KEY]
+    for key, value in REALTIME_CONFIG.items():
+        extra += [flag_of(key), str(value)]
+    return extra
+
+
+def in_netns(ns):
+    """Sockets made in the body live in network namespace ns (None: this process's own)."""
+    return nt.entered(ns) if ns else contextlib.nullcontext()
+
+
 class AppHandler(http.server.SimpleHTTPRequestHandler):
     """The app origin: the pages and the bundle (static), and /token (an app backend's job)."""
 
-    def __init__(self, *a, transceiver_url=None, **kw):
+    def __init__(self, *a, transceiver_url=None, netns=None, **kw):
         self.transceiver_url = transceiver_url
+        self.netns = netns  # where transceiver_url is reachable (the app origin's namespace)
         super().__init__(*a, **kw)
 
     def log_message(self, fmt, *a):
@@ -94,7 +121,7 @@ class AppHandler(http.server.SimpleHTTPRequestHandler):
                                      headers={"Authorization": f"Bearer {SERVER_KEY}",
                                               "Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=5) as r:
+            with in_netns(self.netns), urllib.request.urlopen(req, timeout=5) as r:
                 status, reply = r.status, r.read()
         except urllib.error.HTTPError as e:
             status, reply = e.code, e.read()
@@ -153,10 +180,60 @@ class StubHandler(http.server.BaseHTTPRequestHandler):
                                    "code": "stub", "param": None}})
 
 
-def serve(handler):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def serve(handler, netns=None):
+    """An HTTP server on 127.0.0.1 (of network namespace netns, when given): (server, URL)."""
+    with in_netns(netns):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def serve_app(www, transceiver_url, netns=None):
+    """The app origin (pages, bundle, /token) on 127.0.0.1 of netns, minting keys from
+    transceiver_url as seen from there: (server, URL)."""
+    return serve(functools.partial(AppHandler, directory=www, transceiver_url=transceiver_url, netns=netns), netns)
+
+
+def make_tone_wav(workdir):
+    """The fake microphone's WAV: two cycles of BURST_ON_S of 440 Hz, BURST_OFF_S of silence."""
+    tone_wav = os.path.join(workdir, "tone.wav")
+    subprocess.run([sys.executable, os.path.join(E2E_DIR, "generate_tone.py"), tone_wav, "--seconds",
+                    str(2 * (BURST_ON_S + BURST_OFF_S)), "--on-s", str(BURST_ON_S), "--off-s", str(BURST_OFF_S)],
+                   check=True, stdout=subprocess.DEVNULL, timeout=60)
+    return tone_wav
+
+
+def driver_argv(args, scenario, app_url, transceiver_url, tone_wav, workdir, expect_candidate=None,
+                expect_selected=None):
+    """realtime_e2e.mjs's command line; args has node, chromium, timeout_s, max_interrupt_ms,
+    max_excess_ms (add_driver_options)."""
+    argv = [args.node, DRIVER, "--scenario", scenario, "--app-url", app_url,
+            "--calls-url", f"{transceiver_url}/v1/realtime/calls", "--tone-wav", tone_wav,
+            "--timeout-s", str(int(args.timeout_s)), "--chromium", args.chromium,
+            "--max-interrupt-ms", str(args.max_interrupt_ms), "--max-excess-ms", str(args.max_excess_ms),
+            "--artifacts", os.path.join(workdir, "artifacts")]
+    if expect_candidate:
+        argv += ["--expect-answer-candidate", expect_candidate]
+    if expect_selected:
+        argv += ["--expect-selected-candidate", expect_selected]
+    return argv
+
+
+def add_driver_options(ap):
+    """The driver's bounds, the same flags in every runner of realtime_e2e.mjs."""
+    ap.add_argument("--max-interrupt-ms", type=float, default=250,
+                    help="interrupt() to silent received audio, measured in the browser (jitter buffer included)")
+    ap.add_argument("--max-excess-ms", type=float, default=80,
+                    help="the fall time beyond the receive path's own delay: what the server adds (one frame + slack)")
+
+
+def figures(browser):
+    """The driver summary's figures (text turn, VAD, echo, interrupt without its level series)."""
+    b = browser or {}
+    out = {k: b.get(k) for k in ("text_turn", "vad", "echo", "interrupt") if b.get(k) is not None}
+    if isinstance(out.get("interrupt"), dict):  # the level series stays in the browser part only
+        out["interrupt"] = {k: v for k, v in out["interrupt"].items() if k != "levels_dbfs"}
+    return out
 
 
 def wait_listening(stack, log_path, timeout_s=20):
@@ -172,11 +249,16 @@ def wait_listening(stack, log_path, timeout_s=20):
     raise RuntimeError(f"the mock did not listen within {timeout_s} s:\n{tail(log_path)}")
 
 
-def prerequisites(args):
-    """Raises outcome.SetupError naming what is missing (a test here never skips)."""
+def require_tools(args):
+    """Chromium, node, playwright-core and this folder's npm tools (outcome.SetupError)."""
     outcome.require_browser(args.chromium, args.node)
     for pkg in ("@openai/agents-realtime", "esbuild"):
         outcome.require_file(os.path.join(TOOLS, "node_modules", pkg), "run npm ci in %s" % TOOLS)
+
+
+def prerequisites(args):
+    """Raises outcome.SetupError naming what is missing (a test here never skips)."""
+    require_tools(args)
     if args.mock:
         outcome.require_aiortc()
     if not (args.stub_server or args.mock):
@@ -197,6 +279,62 @@ def build_www(workdir, node):
     return www
 
 
+def tcp_args(args):
+    """args as run_browser_e2e_tcp's functions read them (mode = the relay's data path)."""
+    return argparse.Namespace(**{**vars(args), "mode": args.relay_mode, "browser": "chromium"})
+
+
+def session_json(topo, call_id):
+    """The transceiver's GET /v1/sessions/<id> for call id rtc_<id> (ended calls are remembered)."""
+    if not (isinstance(call_id, str) and call_id.startswith("rtc_")):
+        return {"error": "no call id (%r)" % (call_id,)}
+    status, body = nt.http_get_in(topo.xcvr, nt.XCVR_V4, tcp.HTTP_PORT, "/v1/sessions/" + call_id[len("rtc_"):],
+                                  headers={"Authorization": "Bearer " + SERVER_KEY})
+    return json.loads(body) if status == 200 else {"error": "HTTP %d: %s" % (status, body[:200])}
+
+
+def run_block_udp(args, workdir, results):
+    """--block-udp: the agents scenario in namespaces, the client's UDP dropped (harness.netns_main)."""
+    check = harness.checker(results, log)
+    targs = tcp_args(args)
+    topo, keys, relay_argv = tcp.setup(targs, workdir)
+    relay = harness.Service("relay", topo.relay, relay_argv, workdir, keep_mounts=args.relay_mode == "xdp", log=log)
+    results.setdefault("logs", {})["relay"] = relay.log_path
+    relay.wait_http("127.0.0.1", tcp.RELAY_ADMIN_PORT, "/readyz")
+    xcvr = tcp.start_transceiver(targs, topo, keys, workdir, results, echo_mode="parrot", extra=transceiver_args())
+    splice = nt.HttpSplice(topo.client, topo.relay, (nt.XCVR_V4, tcp.HTTP_PORT))
+    nt.register_cleanup(splice.close)
+    transceiver_url = "http://127.0.0.1:%d" % splice.port
+    tone_wav = make_tone_wav(workdir)
+    app, app_url = serve_app(build_www(workdir, args.node), transceiver_url, topo.client)
+    nt.register_cleanup(app.shutdown)
+    log(f"transceiver {transceiver_url}, app origin {app_url} (both in {topo.client})")
+
+    tcp.block_udp(topo.client)
+    vip = nt.VIP_V4
+    argv = driver_argv(args, "agents", app_url, transceiver_url, tone_wav, workdir,
+                       expect_candidate="%s:%d" % (vip, tcp.VIP_PORT), expect_selected="%s:%d" % (vip, tcp.TCP_PORT))
+    log(f"run {' '.join(argv)}")
+    before = tcp.counters(topo)
+    rc, summary = harness.run_json_client(topo.client, argv, args.timeout_s + 45, "realtime_e2e", log)
+    after = tcp.counters(topo)
+    results["browser"] = summary
+    results["figures"] = figures(summary)
+    session = session_json(topo, (summary.get("page_state") or {}).get("callId"))
+    fig = {"transport": session.get("transport"), "session_state": session.get("state"),
+           "end_reason": session.get("end_reason"), "session_error": session.get("error"),
+           **tcp.tcp_figures(before, after)}
+    results["tcp"] = fig
+    check("realtime_e2e.mjs passed (agents: connect, oai-events both ways, VAD, echo, interrupt, close)", rc == 0,
+          {"exit": rc, "failed": [c["name"] for c in summary.get("checks", []) if not c.get("ok")],
+           "error": summary.get("error")})
+    dropped = tcp.udp_dropped(topo.client)
+    results["udp_datagrams_dropped"] = dropped
+    tcp.check_tcp_round(check, fig, dropped)
+    app.shutdown()
+    tcp.stop_stack(targs, topo, results, check, relay, xcvr, splice)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--transceiver-bin")
@@ -206,18 +344,29 @@ def main():
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--node", default="node")
     ap.add_argument("--timeout-s", type=float, default=100)
-    ap.add_argument("--max-interrupt-ms", type=float, default=250,
-                    help="interrupt() to silent received audio, measured in the browser (jitter buffer included)")
-    ap.add_argument("--max-excess-ms", type=float, default=80,
-                    help="the fall time beyond the receive path's own delay: what the server adds (one frame + slack)")
+    add_driver_options(ap)
     ap.add_argument("--stub-server", action="store_true",
                     help="developers only: a stub instead of the transceiver (page flow up to the calls POST)")
     ap.add_argument("--mock", action="store_true",
                     help="developers only: mock_realtime.py (aiortc) instead of the transceiver (every check)")
     ap.add_argument("--mock-fault", choices=["ignore-clear", "mute"],
                     help="with --mock: a broken server the checks must fail on (negative control)")
+    ap.add_argument("--block-udp", action="store_true",
+                    help="the agents scenario over ICE-TCP in namespaces, the client's UDP dropped (root)")
+    ap.add_argument("--relay-mode", choices=["userspace", "xdp"], default="userspace",
+                    help="with --block-udp: the relay's data path")
+    ap.add_argument("--xdp-pass-obj", help="with --block-udp --relay-mode xdp; default: next to the relay's bin/")
     ap.add_argument("--keep-workdir", action="store_true", help="keep logs, pages, bundle, tone.wav")
     args = ap.parse_args()
+    if args.block_udp:
+        if args.relay_bin:
+            harness.default_xdp_pass_obj(args)
+
+        def block_udp_prerequisites():
+            require_tools(args)
+            tcp.prerequisites(tcp_args(args))
+        results = {"checks": [], "scenario": "agents", "block_udp": True, "relay_mode": args.relay_mode}
+        return harness.netns_main(args, results, run_block_udp, block_udp_prerequisites, log, "rtcedge-rt-e2e-tcp-")
 
     code = outcome.unmet(lambda: prerequisites(args))
     if code is not None:
@@ -228,10 +377,7 @@ def main():
     results = {"mode": args.mode, "scenario": args.scenario, "stub_server": args.stub_server, "mock": args.mock}
     ok = False
     try:
-        tone_wav = os.path.join(workdir, "tone.wav")
-        subprocess.run([sys.executable, os.path.join(E2E_DIR, "generate_tone.py"), tone_wav, "--seconds",
-                        str(2 * (BURST_ON_S + BURST_OFF_S)), "--on-s", str(BURST_ON_S), "--off-s", str(BURST_OFF_S)],
-                       check=True, stdout=subprocess.DEVNULL, timeout=60)
+        tone_wav = make_tone_wav(workdir)
         www = build_www(workdir, args.node)
         expect_candidate = None
         if args.stub_server:
@@ -243,26 +389,17 @@ def main():
                         + (["--fault", args.mock_fault] if args.mock_fault else []))
             transceiver_url = wait_listening(stack, os.path.join(workdir, "mock-realtime.log"))
         else:
-            extra = [flag_of("http.api_keys"), SERVER_KEY]
-            for key, value in REALTIME_CONFIG.items():
-                extra += [flag_of(key), str(value)]
             stack_args = types.SimpleNamespace(mock=False, transceiver_bin=args.transceiver_bin,
                                                relay_bin=args.relay_bin, passthrough=False, backend="echo",
-                                               echo_mode="parrot", extra_transceiver_args=extra)
+                                               echo_mode="parrot", extra_transceiver_args=transceiver_args())
             stack = start_stack(args.mode, stack_args, workdir)
             transceiver_url = stack.url
             if args.mode == "relay":
                 relay_argv = stack.argv["relay"]
                 expect_candidate = relay_argv[relay_argv.index("--listen") + 1]
-        app, app_url = serve(functools.partial(AppHandler, directory=www, transceiver_url=transceiver_url))
+        app, app_url = serve_app(www, transceiver_url)
         log(f"transceiver {transceiver_url}, app origin {app_url}")
-        argv = [args.node, DRIVER, "--scenario", args.scenario, "--app-url", app_url,
-                "--calls-url", f"{transceiver_url}/v1/realtime/calls", "--tone-wav", tone_wav,
-                "--timeout-s", str(int(args.timeout_s)), "--chromium", args.chromium,
-                "--max-interrupt-ms", str(args.max_interrupt_ms), "--max-excess-ms", str(args.max_excess_ms),
-                "--artifacts", os.path.join(workdir, "artifacts")]
-        if expect_candidate:
-            argv += ["--expect-answer-candidate", expect_candidate]
+        argv = driver_argv(args, args.scenario, app_url, transceiver_url, tone_wav, workdir, expect_candidate)
         log(f"run {' '.join(argv)}")
         try:
             proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=sys.stderr, timeout=args.timeout_s + 45)
@@ -287,11 +424,7 @@ def main():
             log(f"workdir kept (logs, screenshot, events): {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    b = results.get("browser") or {}
-    results["figures"] = {k: b.get(k) for k in ("text_turn", "vad", "echo", "interrupt") if b.get(k) is not None}
-    interrupt = results["figures"].get("interrupt")
-    if isinstance(interrupt, dict):  # the level series stays in the browser part only
-        results["figures"]["interrupt"] = {k: v for k, v in interrupt.items() if k != "levels_dbfs"}
+    results["figures"] = figures(results.get("browser"))
     results["passed"] = ok
     print(json.dumps(results, indent=2))
     return 0 if ok else 1

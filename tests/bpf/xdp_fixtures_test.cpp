@@ -449,6 +449,14 @@ void owner_for_a_peer_ingress(Harness& h) {
          {XDP_TX, RTCE_XDP_FORWARDED, RTCE_XDP_DIR_TO_CLIENT, to_peer(kIngress6, kClient4, kVip4, reply)});
   h.step(frame(kIngress4, kPeerListen4, media), {XDP_DROP, RTCE_XDP_PEER_WRONG_SENDER});
 
+  // An ingress relay's ICE-TCP flow (STREAM header), check or media: the owner's userspace
+  // workers take it (the program keeps no TCP flows).
+  Bytes stream = pp2(kClient4, kVip4);
+  stream[13] = RTCE_PP2_FAM_INET_STREAM;
+  for (const Bytes& payload : {check, rtp(40)})
+    h.step(frame(kIngress4, kPeerListen4, concat(stream, payload)),
+           {XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, RTCE_XDP_DIR_TO_TRANSCEIVER});
+
   // A local flow is nobody's to forward.
   h.step(frame(kClient6, kVip6, binding(mint(kCluster, 3))), kNewFlow);
   h.step(frame(kIngress4, kPeerListen4, concat(pp2(kClient6, kVip6), binding(mint(kCluster, 3)))),
@@ -559,6 +567,11 @@ void return_path_rejections(Harness& h) {
   tlv[15] = static_cast<uint8_t>(tlv[15] + 4);
   put(tlv, Bytes{0x04, 0x00, 0x01, 0x00});  // PP2_TYPE_NOOP, length 1
   h.step(frame(kEndpoint2, kRelay4, concat(tlv, reply)),
+         {XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, RTCE_XDP_DIR_TO_CLIENT});
+  // A STREAM header (an ICE-TCP flow): its connection lives in a userspace worker.
+  Bytes stream = pp2(kClient4, kVip4);
+  stream[13] = RTCE_PP2_FAM_INET_STREAM;
+  h.step(frame(kEndpoint2, kRelay4, concat(stream, reply)),
          {XDP_PASS, RTCE_XDP_PASS_TO_USERSPACE, RTCE_XDP_DIR_TO_CLIENT});
 }
 

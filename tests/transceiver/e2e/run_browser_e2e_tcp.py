@@ -29,6 +29,7 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -78,6 +79,71 @@ def udp_dropped(ns):
         if "counter packets" in line:
             return int(line.split("counter packets")[1].split()[0])
     return 0
+
+
+def relay_restart_round(args, topo, url, tone_wav, workdir, results, check, relay, start_relay):
+    """UDP still dropped: a call over TCP, then the relay restarts mid-call (SIGTERM, which
+    closes its connections, and a new process). `page`: the demo page (browser_e2e.mjs
+    --interrupt-dir) must get its path back by itself, through its own ICE restart, and its
+    recovery time is recorded. ice_restart_e2e.mjs measures the media gap for the other two:
+    `rebind` = no signaling (the browser must reconnect its TCP candidate by itself: Chromium
+    does not), `restart` = an ICE restart over PATCH once the relay is back. Returns the new
+    relay."""
+    handover_dir = os.path.join(workdir, "handover")
+    os.makedirs(handover_dir, exist_ok=True)
+    state = {}
+    stop = threading.Event()
+
+    def restarter():
+        req = os.path.join(handover_dir, "move-request.1")
+        while not os.path.exists(req):
+            if stop.wait(0.01):
+                return
+        try:
+            t0 = time.monotonic()
+            state["old_rc"] = relay.stop()
+            state["relay"] = start_relay("relay-restarted")
+            state["outage_ms"] = round((time.monotonic() - t0) * 1000)
+        except Exception as e:  # reported as a failed check below
+            state["error"] = "%s: %s" % (type(e).__name__, e)
+        with open(os.path.join(handover_dir, "moved.1"), "w") as f:
+            f.write("ok\n")
+        # The new relay was started from this thread, whose end would kill it
+        # (PR_SET_PDEATHSIG follows the thread): it lives as long as the test does.
+        threading.Event().wait()
+
+    th = threading.Thread(target=restarter, name="relay-restarter", daemon=True)
+    th.start()
+    if args.relay_restart == "page":
+        argv = [args.node, e2e.BROWSER_E2E, "--url", url, "--expect-path", "relay", "--timeout-s",
+                str(int(args.timeout_s) + 30), "--tone-wav", tone_wav, "--chromium", args.chromium,
+                "--interrupt-dir", handover_dir]
+    else:
+        argv = [args.node, os.path.join(HERE, "ice_restart_e2e.mjs"), "--url", url, "--expect-path", "relay",
+                "--timeout-s", str(int(args.timeout_s) + 30), "--tone-wav", tone_wav, "--chromium", args.chromium,
+                "--allow-loopback", "no", "--handover-dir", handover_dir, "--moves", "1"]
+    if args.relay_restart == "rebind":
+        argv.append("--rebind")
+    log("relay restart round (%s): %s" % (args.relay_restart, " ".join(argv)))
+    rc, summary = harness.run_json_client(topo.client, argv, args.timeout_s + 75, "ice_restart_e2e", log)
+    stop.set()
+    after = metrics(topo.relay, "127.0.0.1", RELAY_ADMIN_PORT) if "relay" in state else None
+    results["relay_restart_new_relay"] = after and {
+        "tcp_accepted": after.get("rtcedge_relay_tcp_connections_accepted_total"),
+        "tcp_frames_in": after.get("rtcedge_relay_tcp_frames_total", direction="client_to_transceiver"),
+        "closed": {dict(k[1]).get("reason"): int(v) for k, v in after.samples.items()
+                   if k[0] == "rtcedge_relay_tcp_closed_total" and v},
+        "dropped": {dict(k[1]).get("reason"): int(v) for k, v in after.samples.items()
+                    if k[0] == "rtcedge_relay_dropped_packets_total" and v}}
+    results["relay_restart"] = {"how": args.relay_restart, "outage_ms": state.get("outage_ms"),
+                                "gap_ms": summary.get("gap_ms"), "moves": summary.get("moves"),
+                                "page_recovery": summary.get("recovery"),
+                                "failed": [c["name"] for c in summary.get("checks", []) if not c.get("ok")]}
+    check("relay restart: the old relay exited 0 and a new one is ready", "error" not in state and
+          state.get("old_rc") == 0 and "relay" in state, state.get("error") or state.get("old_rc"))
+    check("relay restart (%s): the call came back over TCP, echo heard, gap measured" % args.relay_restart, rc == 0,
+          results["relay_restart"])
+    return state.get("relay") or relay
 
 
 def setup(args, workdir):
@@ -189,9 +255,14 @@ def check_tcp_round(check, fig, dropped):
 def run_test(args, workdir, results):
     check = harness.checker(results, log)
     topo, keys, relay_argv = setup(args, workdir)
-    relay = harness.Service("relay", topo.relay, relay_argv, workdir, keep_mounts=args.mode == "xdp", log=log)
-    results["logs"] = {"relay": relay.log_path}
-    relay.wait_http("127.0.0.1", RELAY_ADMIN_PORT, "/readyz")
+
+    def start_relay(name):
+        r = harness.Service(name, topo.relay, relay_argv, workdir, keep_mounts=args.mode == "xdp", log=log)
+        results.setdefault("logs", {})[name] = r.log_path
+        r.wait_http("127.0.0.1", RELAY_ADMIN_PORT, "/readyz")
+        return r
+
+    relay = start_relay("relay")
 
     xcvr = start_transceiver(args, topo, keys, workdir, results)
 
@@ -237,6 +308,8 @@ def run_test(args, workdir, results):
     dropped = udp_dropped(topo.client)
     results["udp_datagrams_dropped"] = dropped
     check_tcp_round(check, fig, dropped)
+    if args.relay_restart != "none":
+        relay = relay_restart_round(args, topo, url, tone_wav, workdir, results, check, relay, start_relay)
     stop_stack(args, topo, results, check, relay, xcvr, splice)
 
 
@@ -248,6 +321,10 @@ def main():
     ap.add_argument("--browser", choices=("chromium", "firefox"), default="chromium")
     ap.add_argument("--compare-udp", action="store_true",
                     help="first a round with UDP open (the browser must choose UDP): both rounds' figures")
+    ap.add_argument("--relay-restart", choices=("none", "page", "rebind", "restart"), default="none",
+                    help="after the TCP round, restart the relay mid-call (Chromium): page = the demo page must "
+                         "come back by itself (its ICE restart); rebind = no signaling; restart = an ICE restart "
+                         "over PATCH once the relay is back; the recovery time or media gap is measured")
     ap.add_argument("--xdp-pass-obj", help="default: ../bpf/xdp_pass.bpf.o next to the relay's bin/")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--firefox", default="/usr/bin/firefox-esr")

@@ -92,14 +92,15 @@ EphemeralKeyring::EphemeralKeyring(std::vector<EphemeralSecret> secrets) : secre
 }
 
 std::optional<MintedKey> EphemeralKeyring::mint(const nlohmann::json& session, int64_t now_unix,
-                                                int64_t lifetime_s) const {
+                                                int64_t lifetime_s, const std::string& minter) const {
   const int64_t lifetime = std::clamp(lifetime_s, kEphemeralKeyMinLifetime, kEphemeralKeyMaxLifetime);
   const EphemeralSecret& signer = secrets_.front();
   nlohmann::json claims = {{"v", 1},
                            {"kid", signer.id},
                            {"iat", now_unix},
                            {"exp", now_unix + lifetime},
-                           {"session", session.is_object() ? session : nlohmann::json::object()}};
+                           {"session", session.is_object() ? session : nlohmann::json::object()},
+                           {"own", minter}};
   std::string signed_part = std::string(kEphemeralKeyPrefix) + base64url_encode(claims.dump());
   const Mac mac = hmac_sha256(signer.secret, signed_part);
   std::string value =
@@ -141,6 +142,7 @@ VerifiedKey EphemeralKeyring::verify(std::string_view key, int64_t now_unix) con
   result.expires_at = claims["exp"].get<int64_t>();
   if (now_unix >= result.expires_at) return fail(EphemeralKeyError::expired);
   result.session = claims["session"];
+  if (claims.contains("own") && claims["own"].is_string()) result.minter = claims["own"].get<std::string>();
   return result;
 }
 

@@ -8,7 +8,10 @@
 // allow rotation: the first signs, every one verifies, as with the routing hint's keys.
 //
 //   ek_<base64url(claims)>.<base64url(HMAC-SHA256(secret[kid], "ek_" + base64url(claims)))>
-//   claims = {"v":1,"kid":"<secret id>","iat":<unix s>,"exp":<unix s>,"session":{...}}
+//   claims = {"v":1,"kid":"<secret id>","iat":<unix s>,"exp":<unix s>,"session":{...},"own":"<principal>"}
+//
+// "own" names the server key that minted the key (its principal, call_access.h): that key may
+// act on the calls this one creates. Keys minted before it was added lack it.
 //
 // A key can be replayed until it expires, as OpenAI's can; keep lifetimes short (60 s by
 // default, 10 s to 2 h accepted).
@@ -56,6 +59,7 @@ struct VerifiedKey {
   std::optional<EphemeralKeyError> error;
   nlohmann::json session;  // the session config the key was minted with (an object)
   int64_t expires_at = 0;
+  std::optional<std::string> minter;  // the "own" claim: the minting key's principal
 };
 
 class EphemeralKeyring {
@@ -68,7 +72,9 @@ class EphemeralKeyring {
   // A key for `session` (must be an object) valid from now_unix for lifetime_s seconds
   // (clamped to [kEphemeralKeyMinLifetime, kEphemeralKeyMaxLifetime]); nullopt when the
   // session config would make the key longer than kEphemeralKeyMaxChars.
-  std::optional<MintedKey> mint(const nlohmann::json& session, int64_t now_unix, int64_t lifetime_s) const;
+  // `minter`: the minting key's principal, carried as the "own" claim.
+  std::optional<MintedKey> mint(const nlohmann::json& session, int64_t now_unix, int64_t lifetime_s,
+                                const std::string& minter = {}) const;
 
   // Checks the signature (against every secret, in constant time) before anything in the
   // key is decoded or parsed; then the expiry, against now_unix (a key whose exp equals

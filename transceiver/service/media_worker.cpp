@@ -240,7 +240,7 @@ void MediaWorker::retire(Session& session) {
   wheel_.cancel(session);
   if (session.touched) std::erase(touched_, &session);
   session.peer().release_paths();
-  ended_.push_back(session.snapshot(monotonic_now()));
+  ended_.push_back({session.snapshot(monotonic_now()), session.access()});
   if (ended_.size() > kEndedKept) ended_.pop_front();
   metrics_.sessions_ended[static_cast<size_t>(session.end_reason())].add();
   metrics_.sessions_active.fetch_sub(1, std::memory_order_relaxed);
@@ -249,8 +249,15 @@ void MediaWorker::retire(Session& session) {
 std::optional<nlohmann::json> MediaWorker::snapshot(const std::string& id) const {
   if (auto it = sessions_.find(id); it != sessions_.end()) return it->second->snapshot(monotonic_now());
   for (auto it = ended_.rbegin(); it != ended_.rend(); ++it)
-    if ((*it)["id"] == id) return *it;
+    if (it->snapshot["id"] == id) return it->snapshot;
   return std::nullopt;
+}
+
+const CallAccess* MediaWorker::access_of(const std::string& id) const {
+  if (auto it = sessions_.find(id); it != sessions_.end()) return &it->second->access();
+  for (auto it = ended_.rbegin(); it != ended_.rend(); ++it)
+    if (it->snapshot["id"] == id) return &it->access;
+  return nullptr;
 }
 
 void MediaWorker::watch_socket() {

@@ -69,6 +69,8 @@ class MediaWorker final : public DatagramSender, public SessionOwner {
   enum class EndResult : uint8_t { not_found, ended, had_ended };
   EndResult end_session(const std::string& id, SessionEnd reason);
   std::optional<nlohmann::json> snapshot(const std::string& id) const;
+  // Who may act on session `id`, live or recently ended; nullptr when unknown.
+  const CallAccess* access_of(const std::string& id) const;
   size_t live_sessions() const { return sessions_.size(); }
 
   void send(const MediaPath& path, std::span<const uint8_t> payload) override;
@@ -136,7 +138,11 @@ class MediaWorker final : public DatagramSender, public SessionOwner {
   std::unordered_map<std::string, std::unique_ptr<Session>, StringHash, std::equal_to<>> sessions_;  // by id
   std::unordered_map<std::string, Session*, StringHash, std::equal_to<>> by_ufrag_;
   PathTable<Session> by_path_;
-  std::deque<nlohmann::json> ended_;  // snapshots of recently ended sessions, for GET
+  struct EndedSession {
+    nlohmann::json snapshot;
+    CallAccess access;
+  };
+  std::deque<EndedSession> ended_;  // recently ended sessions, for GET and a late DELETE
 
   // Batched I/O, allocated once. Sends are copied into the batch: a session's payload
   // buffer is reused before the batch is flushed. Receives take UDP_GRO runs (a relay's

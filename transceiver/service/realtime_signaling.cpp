@@ -163,6 +163,7 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
   };
   // An ek_ key carries the session config it was minted with; any other key must be a server key.
   nlohmann::json session = nlohmann::json::object();
+  CallAccess access;
   const auto credentials = credentials_for_scheme(request.header("authorization"), "Bearer");
   if (credentials && credentials->starts_with(kEphemeralKeyPrefix)) {
     VerifiedKey verified = keyring_.verify(*credentials, hooks_.unix_now());
@@ -172,8 +173,11 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
                     ephemeral_key_error_message(*verified.error));
     }
     session = std::move(verified.session);
+    access = CallAccess{key_principal(kEphemeralPrincipalPrefix, *credentials), std::move(verified.minter)};
   } else if (!hooks_.server_key_ok(request)) {
     return refuse(RealtimeError::invalid_api_key);
+  } else {
+    access = CallAccess{hooks_.server_principal(request), std::nullopt};
   }
 
   const std::string_view content_type = request.header("content-type");
@@ -212,6 +216,7 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
   if (!ingress_header_.empty())
     offer.region_header = std::string(request.header(ingress_header_).substr(0, 64));
   offer.client = request.peer;
+  offer.access = std::move(access);
   hooks_.place(offer, [this, respond](PlaceResult result) {
     if (auto* refusal = std::get_if<PlaceRefusal>(&result)) {
       stats_.calls_rejected[static_cast<size_t>(refusal->error)].fetch_add(1, std::memory_order_relaxed);
@@ -230,13 +235,18 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
 
 void RealtimeSignaling::call_request(std::string_view rest, const HttpRequest& request,
                                      const HttpServer::Responder& respond) {
-  // The same keys that may create a call may end it; an ek_ key must still verify.
+  // The same keys that may create a call may act on it, each on its own calls (call_access.h);
+  // an ek_ key must still verify.
   const auto credentials = credentials_for_scheme(request.header("authorization"), "Bearer");
+  std::string requester;
   if (credentials && credentials->starts_with(kEphemeralKeyPrefix)) {
     if (keyring_.verify(*credentials, hooks_.unix_now()).error)
       return respond(realtime_error_response(RealtimeError::invalid_api_key));
+    requester = key_principal(kEphemeralPrincipalPrefix, *credentials);
   } else if (!hooks_.server_key_ok(request)) {
     return respond(realtime_error_response(RealtimeError::invalid_api_key));
+  } else {
+    requester = hooks_.server_principal(request);
   }
   const size_t slash = rest.find('/');
   const std::string id = session_id_of_call(rest.substr(0, slash));
@@ -245,16 +255,17 @@ void RealtimeSignaling::call_request(std::string_view rest, const HttpRequest& r
     // PATCH: an ICE restart or trickle, as on /v1/sessions/{id} (RFC 9725 §4.4).
     if (request.method != "GET" && request.method != "DELETE" && request.method != "PATCH")
       return respond(realtime_error_response(RealtimeError::method_not_allowed, "use GET, PATCH or DELETE"));
-    return hooks_.session_request(id, request, respond);
+    return hooks_.session_request(id, requester, request, respond);
   }
   if (rest.substr(slash + 1) != "hangup") return respond(realtime_error_response(RealtimeError::not_found));
   if (request.method != "POST")
     return respond(realtime_error_response(RealtimeError::method_not_allowed, "use POST"));
-  hooks_.hang_up(id, [this, respond, call_id = std::string(kRealtimeCallIdPrefix) + id](bool ended) {
-    if (!ended) return respond(realtime_error_response(RealtimeError::call_not_found, {}, "call_id"));
-    stats_.calls_hung_up.fetch_add(1, std::memory_order_relaxed);
-    respond(json_response(200, {{"id", call_id}, {"object", "realtime.call"}, {"status", "ended"}}));
-  });
+  hooks_.hang_up(
+      id, requester, [this, respond, call_id = std::string(kRealtimeCallIdPrefix) + id](bool ended) {
+        if (!ended) return respond(realtime_error_response(RealtimeError::call_not_found, {}, "call_id"));
+        stats_.calls_hung_up.fetch_add(1, std::memory_order_relaxed);
+        respond(json_response(200, {{"id", call_id}, {"object", "realtime.call"}, {"status", "ended"}}));
+      });
 }
 
 void RealtimeSignaling::mint(const HttpRequest& request, const HttpServer::Responder& respond,
@@ -300,7 +311,7 @@ void RealtimeSignaling::mint(const HttpRequest& request, const HttpServer::Respo
     }
   }
   session = filled_session(std::move(session), true);
-  auto key = keyring_.mint(session, hooks_.unix_now(), lifetime);
+  auto key = keyring_.mint(session, hooks_.unix_now(), lifetime, hooks_.server_principal(request));
   if (!key) return refuse(RealtimeError::session_too_large, {}, "session");
   stats_.keys_minted.fetch_add(1, std::memory_order_relaxed);
   if (legacy_sessions) {

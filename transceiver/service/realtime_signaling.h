@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "call_access.h"
 #include "ephemeral_key.h"
 #include "http_server.h"
 #include "transceiver_config.h"
@@ -76,6 +77,7 @@ struct RealtimeOffer {
   std::string user_agent;
   std::string region_header;  // the value of relay.ingress_header ("" = none; global relay)
   SocketAddress client;       // the HTTP peer
+  CallAccess access;          // who may act on the call (call_access.h)
 };
 struct PlacedCall {
   std::string session_id;  // the worker-prefixed hex id; the call id is "rtc_" + it
@@ -90,15 +92,23 @@ using PlaceResult = std::variant<PlacedCall, PlaceRefusal>;
 struct RealtimeHooks {
   // http.api_keys accept the request's Bearer key (true for any request when none are set).
   std::function<bool(const HttpRequest&)> server_key_ok;
+  // The principal of a request server_key_ok accepted (call_access.h): "" without http.api_keys.
+  std::function<std::string(const HttpRequest&)> server_principal;
   // Draining or over the setup rate: the refusal; nullopt = go ahead (a token is taken).
   std::function<std::optional<RealtimeError>()> admit;
   // Parses the offer and places a session; calls done exactly once, from any thread.
   std::function<void(const RealtimeOffer&, std::function<void(PlaceResult)> done)> place;
-  // GET or DELETE of /v1/realtime/calls/rtc_<id>: the /v1/sessions/<id> handling.
-  std::function<void(const std::string& session_id, const HttpRequest&, HttpServer::Responder)>
+  // GET, PATCH or DELETE of /v1/realtime/calls/rtc_<id> by `requester` (a principal): the
+  // /v1/sessions/<id> handling, a call the requester may not act on answering as unknown
+  // (JSON call_not_found).
+  std::function<void(const std::string& session_id, const std::string& requester, const HttpRequest&,
+                     HttpServer::Responder)>
       session_request;
-  // Ends the session; done(true) when it was live, done(false) when unknown.
-  std::function<void(const std::string& session_id, std::function<void(bool ended)> done)> hang_up;
+  // Ends the session; done(true) when it was live, done(false) when unknown or not the
+  // requester's to end.
+  std::function<void(const std::string& session_id, const std::string& requester,
+                     std::function<void(bool ended)> done)>
+      hang_up;
   std::function<int64_t()> unix_now;
 };
 

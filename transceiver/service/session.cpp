@@ -23,6 +23,7 @@ CallPlan call_plan(const SessionPlan& plan) {
 Session::Session(SessionPlan plan, SessionEnvironment env, Nanos now)
     : owner_(env.owner),
       id_(plan.id),
+      access_(plan.access),
       path_kind_(env.path_kind),
       created_at_(now),
       log_(now),

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "call/call.h"
+#include "call_access.h"
 #include "deadline_wheel.h"
 #include "peer/peer.h"
 
@@ -21,6 +22,7 @@ struct SessionPlan : PeerPlan {
   // claims); null unless the call came in on /v1/realtime/calls.
   nlohmann::json realtime_session;
   bool realtime = false;  // a /v1/realtime call: run the oai-events layer on the channel of that label
+  CallAccess access;      // who may act on the session (call_access.h)
 };
 
 class Session;
@@ -78,6 +80,7 @@ class Session final : public DeadlineWheel::Entry, PeerObserver, CallTransport, 
   bool ended() const { return end_reason_.has_value(); }
   SessionEnd end_reason() const { return end_reason_.value_or(SessionEnd::deleted); }
   const std::string& id() const { return id_; }
+  const CallAccess& access() const { return access_; }
   nlohmann::json snapshot(Nanos now) const;
 
   bool touched = false;  // the worker's: on its list of sessions to reschedule or retire
@@ -110,6 +113,7 @@ class Session final : public DeadlineWheel::Entry, PeerObserver, CallTransport, 
 
   SessionOwner& owner_;
   const std::string id_;
+  const CallAccess access_;
   const std::string path_kind_;
   const Nanos created_at_;
   std::optional<SessionEnd> end_reason_;

@@ -175,6 +175,12 @@ bool TransceiverService::authorized(const HttpRequest& request) const {
   return match;
 }
 
+std::string TransceiverService::server_principal(const HttpRequest& request) const {
+  if (config_.api_keys.empty()) return {};
+  auto credentials = credentials_for_scheme(request.header("authorization"), "Bearer");
+  return credentials ? key_principal(kServerPrincipalPrefix, *credentials) : std::string();
+}
+
 void TransceiverService::add_cors(const std::string& origin, HttpResponse& response) const {
   if (origin.empty()) return;
   const bool any =
@@ -267,6 +273,7 @@ void TransceiverService::create_session(const HttpRequest& request, HttpServer::
   OfferContext context;
   context.user_agent = std::string(request.header("user-agent").substr(0, 256));
   context.received = received;
+  context.access = CallAccess{server_principal(request), std::nullopt};
   if (config_.relay_mode())
     context.ingress = choose_ingress(request.header(config_.relay_ingress_header), request.peer);
   place_offer(request.body, std::move(context), [respond, refuse](PlaceResult result) {
@@ -334,6 +341,7 @@ void TransceiverService::place_offer(std::string_view sdp, OfferContext context,
   }
   plan.realtime = context.realtime;
   plan.realtime_session = std::move(context.realtime_session);
+  plan.access = std::move(context.access);
   fill_random(&plan.ssrc, sizeof plan.ssrc);
   plan.cname = random_hex(8);
   plan.user_agent = std::move(context.user_agent);
@@ -398,8 +406,9 @@ std::vector<sdp::AnswerCandidate> TransceiverService::answer_candidates(
   return candidates;
 }
 
-void TransceiverService::patch_session(const std::string& id, MediaWorker& worker, const HttpRequest& request,
-                                       HttpServer::Responder respond) {
+void TransceiverService::patch_session(const std::string& id, const std::string& requester,
+                                       MediaWorker& worker, const HttpRequest& request,
+                                       HttpServer::Responder respond, NotFound not_found) {
   MediaWorker* w = &worker;
   auto count = [w](IceRestartResult result) {
     w->post([w, result] { w->metrics().ice_restarts[static_cast<size_t>(result)].add(); });
@@ -437,9 +446,11 @@ void TransceiverService::patch_session(const std::string& id, MediaWorker& worke
                                                       : request.header(config_.relay_ingress_header),
                                                   request.peer));
   }
-  w->post([w, id, restart = std::move(restart), answer = std::move(answer), respond] {
+  w->post([w, id, requester, restart = std::move(restart), answer = std::move(answer), respond, not_found] {
+    const CallAccess* access = w->access_of(id);
+    if (!access || !access->allows(requester)) return respond(not_found());
     auto reply = w->restart_ice(id, restart);
-    if (!reply) return respond(HttpResponse::text(404, "no such session"));
+    if (!reply) return respond(not_found());
     using V = Peer::IceRestartVerdict;
     HttpResponse r;
     switch (reply->verdict) {
@@ -466,11 +477,14 @@ void TransceiverService::patch_session(const std::string& id, MediaWorker& worke
   });
 }
 
-void TransceiverService::hang_up(const std::string& id, std::function<void(bool)> done) {
+void TransceiverService::hang_up(const std::string& id, const std::string& requester,
+                                 std::function<void(bool)> done) {
   auto index = worker_of(id);
   if (!index || *index >= workers_.size()) return done(false);
   MediaWorker* worker = workers_[*index].get();
-  worker->post([worker, id, done = std::move(done)] {
+  worker->post([worker, id, requester, done = std::move(done)] {
+    const CallAccess* access = worker->access_of(id);
+    if (!access || !access->allows(requester)) return done(false);
     done(worker->end_session(id, SessionEnd::deleted) != MediaWorker::EndResult::not_found);
   });
 }
@@ -482,6 +496,7 @@ RealtimeHooks TransceiverService::realtime_hooks() {
     ++rejected_auth_;
     return false;
   };
+  hooks.server_principal = [this](const HttpRequest& request) { return server_principal(request); };
   hooks.admit = [this] { return admit(); };
   hooks.place = [this](const RealtimeOffer& offer, std::function<void(PlaceResult)> done) {
     OfferContext context;
@@ -489,16 +504,17 @@ RealtimeHooks TransceiverService::realtime_hooks() {
     context.realtime_session = offer.session;
     context.user_agent = offer.user_agent;
     context.received = monotonic_now();
+    context.access = offer.access;
     if (config_.relay_mode()) context.ingress = choose_ingress(offer.region_header, offer.client);
     place_offer(offer.sdp, std::move(context), std::move(done));
   };
-  hooks.session_request = [this](const std::string& id, const HttpRequest& request,
-                                 HttpServer::Responder respond) {
-    session_request(id, request, std::move(respond));
+  hooks.session_request = [this](const std::string& id, const std::string& requester,
+                                 const HttpRequest& request, HttpServer::Responder respond) {
+    session_request(id, requester, request, std::move(respond),
+                    [] { return realtime_error_response(RealtimeError::call_not_found, {}, "call_id"); });
   };
-  hooks.hang_up = [this](const std::string& id, std::function<void(bool)> done) {
-    hang_up(id, std::move(done));
-  };
+  hooks.hang_up = [this](const std::string& id, const std::string& requester,
+                         std::function<void(bool)> done) { hang_up(id, requester, std::move(done)); };
   hooks.unix_now = [] {
     return std::chrono::duration_cast<std::chrono::seconds>(
                std::chrono::system_clock::now().time_since_epoch())
@@ -510,30 +526,39 @@ RealtimeHooks TransceiverService::realtime_hooks() {
 void TransceiverService::with_session(const std::string& id, const HttpRequest& request,
                                       HttpServer::Responder respond) {
   if (!authorized(request)) return respond(HttpResponse::text(401, "missing or unknown API key"));
-  session_request(id, request, std::move(respond));
+  session_request(id, server_principal(request), request, std::move(respond),
+                  [] { return HttpResponse::text(404, "no such session"); });
 }
 
-void TransceiverService::session_request(const std::string& id, const HttpRequest& request,
-                                         HttpServer::Responder respond) {
+void TransceiverService::session_request(const std::string& id, const std::string& requester,
+                                         const HttpRequest& request, HttpServer::Responder respond,
+                                         NotFound not_found) {
   auto index = worker_of(id);
-  if (!index || *index >= workers_.size()) return respond(HttpResponse::text(404, "no such session"));
+  if (!index || *index >= workers_.size()) return respond(not_found());
   MediaWorker* worker = workers_[*index].get();
+  // Checked on the worker, which holds the session (live or recently ended): another key's
+  // session answers exactly as an unknown one.
+  auto mine = [worker, id, requester] {
+    const CallAccess* access = worker->access_of(id);
+    return access && access->allows(requester);
+  };
   if (request.method == "GET") {
-    worker->post([worker, id, respond] {
-      auto snap = worker->snapshot(id);
-      respond(snap ? HttpResponse::json(200, snap->dump()) : HttpResponse::text(404, "no such session"));
+    worker->post([worker, id, respond, mine, not_found] {
+      auto snap = mine() ? worker->snapshot(id) : std::nullopt;
+      respond(snap ? HttpResponse::json(200, snap->dump()) : not_found());
     });
   } else if (request.method == "DELETE") {
     // A WHIP client DELETEs on hang-up, often after its DTLS close already ended the session:
     // while the ended session is remembered, that is a success with its final state.
-    worker->post([worker, id, respond] {
+    worker->post([worker, id, respond, mine, not_found] {
+      if (!mine()) return respond(not_found());
       if (worker->end_session(id, SessionEnd::deleted) == MediaWorker::EndResult::ended)
         return respond(HttpResponse{204, "text/plain", "", {}});
       auto ended = worker->snapshot(id);
-      respond(ended ? HttpResponse::json(200, ended->dump()) : HttpResponse::text(404, "no such session"));
+      respond(ended ? HttpResponse::json(200, ended->dump()) : not_found());
     });
   } else if (request.method == "PATCH") {
-    patch_session(id, *worker, request, std::move(respond));
+    patch_session(id, requester, *worker, request, std::move(respond), not_found);
   } else {
     respond(HttpResponse::text(405, "use GET, PATCH or DELETE"));
   }

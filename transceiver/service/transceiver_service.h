@@ -44,11 +44,17 @@ class TransceiverService {
   void handle(const HttpRequest& request, HttpServer::Responder respond);
   void create_session(const HttpRequest& request, HttpServer::Responder respond);
   void with_session(const std::string& id, const HttpRequest& request, HttpServer::Responder respond);
-  // GET/DELETE of a session, authorization already checked.
-  void session_request(const std::string& id, const HttpRequest& request, HttpServer::Responder respond);
+  // What a request about a session that is unknown, or not `requester`'s (call_access.h), gets:
+  // the same answer for both. JSON call_not_found on the Realtime routes.
+  using NotFound = HttpResponse (*)();
+  // GET/DELETE/PATCH of a session by `requester` (a principal), authorization already checked.
+  void session_request(const std::string& id, const std::string& requester, const HttpRequest& request,
+                       HttpServer::Responder respond, NotFound not_found);
   // PATCH with an RFC 8840 fragment: an ICE restart (new ufrag/pwd) or trickle (candidates only).
-  void patch_session(const std::string& id, MediaWorker& worker, const HttpRequest& request,
-                     HttpServer::Responder respond);
+  void patch_session(const std::string& id, const std::string& requester, MediaWorker& worker,
+                     const HttpRequest& request, HttpServer::Responder respond, NotFound not_found);
+  // The principal of a request authorized() accepted: "" when no http.api_keys are set.
+  std::string server_principal(const HttpRequest& request) const;
   // The host candidates an answer (and an ICE restart's fragment) carries for `worker`.
   std::vector<sdp::AnswerCandidate> answer_candidates(const MediaWorker& worker,
                                                       const IngressSelector::Choice& ingress) const;
@@ -61,11 +67,12 @@ class TransceiverService {
     std::string user_agent;
     Nanos received = 0;
     IngressSelector::Choice ingress;  // the candidates the answer names (relay mode)
+    CallAccess access;                // who may act on the session (call_access.h)
   };
   // Parses the offer and places a session on the least loaded worker; done is called once,
   // on this thread for a refusal, from the worker once it owns the session.
   void place_offer(std::string_view sdp, OfferContext context, std::function<void(PlaceResult)> done);
-  void hang_up(const std::string& id, std::function<void(bool)> done);
+  void hang_up(const std::string& id, const std::string& requester, std::function<void(bool)> done);
   RealtimeHooks realtime_hooks();
   bool authorized(const HttpRequest& request) const;
   void add_cors(const std::string& origin, HttpResponse& response) const;

@@ -22,6 +22,7 @@ struct Harness {
   std::string placed_sdp;
   std::optional<RealtimeError> admit_refusal;
   std::string hung_up;
+  std::string requester;  // the principal the last call request acted as
   RealtimeSignaling signaling;
 
   Harness() : signaling(EphemeralKeyring({{"k1", std::string(40, 's')}}), 60, 64 * 1024, hooks()) {}
@@ -31,6 +32,9 @@ struct Harness {
     h.server_key_ok = [](const HttpRequest& r) {
       return r.header("authorization") == std::string("Bearer ") + kServerKey;
     };
+    h.server_principal = [](const HttpRequest& r) {
+      return key_principal(kServerPrincipalPrefix, r.header("authorization").substr(7));
+    };
     h.admit = [this] { return admit_refusal; };
     h.place = [this](const RealtimeOffer& offer, std::function<void(PlaceResult)> done) {
       placed = offer;
@@ -38,11 +42,14 @@ struct Harness {
       if (offer.sdp == "bad") return done(PlaceRefusal{RealtimeError::invalid_offer, "line 1: nope"});
       done(PlacedCall{"0a" + std::string(30, 'b'), "v=0\r\n"});
     };
-    h.session_request = [](const std::string&, const HttpRequest&, HttpServer::Responder respond) {
+    h.session_request = [this](const std::string&, const std::string& who, const HttpRequest&,
+                               HttpServer::Responder respond) {
+      requester = who;
       respond(HttpResponse::json(200, "{}"));
     };
-    h.hang_up = [this](const std::string& id, std::function<void(bool)> done) {
+    h.hang_up = [this](const std::string& id, const std::string& who, std::function<void(bool)> done) {
       hung_up = id;
+      requester = who;
       done(id == "0a" + std::string(30, 'b'));
     };
     h.unix_now = [this] { return now; };
@@ -186,6 +193,47 @@ TEST(RealtimeSignaling, HangupParsesTheCallIdBack) {
             "call_not_found");
   EXPECT_EQ(error_code(h.request("POST", "/v1/realtime/calls/rtc_" + id + "/refer", "", kServerKey)),
             "not_found");
+}
+
+// Issue 27 §3: a call records who created it, and an ek_ key's call also the server key that
+// minted the key; every request on a call says who it acts as.
+TEST(RealtimeSignaling, CallsRecordTheirCreatorAndRequestsTheirPrincipal) {
+  Harness h;
+  const std::string server = key_principal(kServerPrincipalPrefix, kServerKey);
+  const std::string key = h.mint("");
+  ASSERT_EQ(h.request("POST", "/v1/realtime/calls", "v=0", key, "application/sdp").status, 201u);
+  ASSERT_TRUE(h.placed);
+  EXPECT_EQ(h.placed->access.creator, key_principal(kEphemeralPrincipalPrefix, key));
+  EXPECT_EQ(h.placed->access.minter, server);
+  EXPECT_TRUE(h.placed->access.allows(server)) << "the minting server key";
+  EXPECT_FALSE(h.placed->access.allows(key_principal(kServerPrincipalPrefix, "another server key")));
+  EXPECT_FALSE(h.placed->access.allows(key_principal(kEphemeralPrincipalPrefix, h.mint(""))))
+      << "another ek_ key of the same server";
+  ASSERT_EQ(h.request("POST", "/v1/realtime/calls", "v=0", kServerKey, "application/sdp").status, 201u);
+  EXPECT_EQ(h.placed->access.creator, server);
+  EXPECT_FALSE(h.placed->access.minter);
+
+  const std::string id = "0a" + std::string(30, 'b');
+  EXPECT_EQ(h.request("GET", "/v1/realtime/calls/rtc_" + id, "", key).status, 200u);
+  EXPECT_EQ(h.requester, key_principal(kEphemeralPrincipalPrefix, key));
+  EXPECT_EQ(h.request("POST", "/v1/realtime/calls/rtc_" + id + "/hangup", "", kServerKey).status, 200u);
+  EXPECT_EQ(h.requester, server);
+}
+
+TEST(CallAccess, PrincipalsAreOneWayAndDistinct) {
+  const std::string a = key_principal(kServerPrincipalPrefix, "key-a");
+  EXPECT_EQ(a.size(), 2u + 32u);
+  EXPECT_EQ(a, key_principal(kServerPrincipalPrefix, "key-a"));
+  EXPECT_NE(a, key_principal(kServerPrincipalPrefix, "key-b"));
+  EXPECT_NE(a.substr(2), key_principal(kEphemeralPrincipalPrefix, "key-a").substr(0, 2)) << "prefixes differ";
+  EXPECT_EQ(a.find("key-a"), std::string::npos);
+  // A key minted before keys named their minter owns only its own calls.
+  const CallAccess legacy{key_principal(kEphemeralPrincipalPrefix, "ek_old"), std::nullopt};
+  EXPECT_TRUE(legacy.allows(legacy.creator));
+  EXPECT_FALSE(legacy.allows(""));
+  // Without http.api_keys everyone is "": calls of keys minted then stay everyone's.
+  const CallAccess open{key_principal(kEphemeralPrincipalPrefix, "ek_open"), std::string()};
+  EXPECT_TRUE(open.allows(""));
 }
 
 TEST(RealtimeSignaling, OtherPathsAreNotOurs) {

@@ -92,6 +92,87 @@ class RealtimeCase(unittest.TestCase):
         return error
 
 
+class Ownership(RealtimeCase):
+    """Issue 27 §3: a call belongs to the key that created it, and an ek_ key's call also to
+    the server key that minted that key (two server keys = two tenants). Every other key's
+    GET, PATCH, DELETE and hangup gets the 404 of an unknown call, and leaves the call as it
+    was."""
+
+    OTHER_KEY = "test-key-tenant-b-0123456789"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tx = Transceiver("--http-api-keys", f"{API_KEY},{cls.OTHER_KEY}", "--realtime-key-secrets", SECRET,
+                             "--sessions-connect-timeout", "30s")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tx.stop()
+
+    def ek(self, server_key):
+        status, _, body = self.tx.mint({}, key=server_key)
+        self.assertEqual(status, 200, body)
+        return body["value"]
+
+    def create(self, key):
+        status, headers, answer = self.tx.call(agents_offer(), key=key)
+        self.assertEqual(status, 201, answer)
+        return headers["location"].rsplit("/", 1)[1]
+
+    def act(self, method, call_id, key, tail="", body=None, extra=None):
+        headers = {"Authorization": f"Bearer {key}", **(extra or {})}
+        return self.tx.request(method, f"/v1/realtime/calls/{call_id}{tail}", body, headers)
+
+    def assert_not_found(self, response):
+        self.assert_error(response, 404, "call_not_found", "call_id")
+
+    def every_operation_is_refused(self, call_id, key):
+        restart = "a=ice-ufrag:Intruder1\r\na=ice-pwd:anIntrudersPasswordOf24Ch\r\n"
+        frag = {"Content-Type": "application/trickle-ice-sdpfrag", "If-Match": "*"}
+        self.assert_not_found(self.act("GET", call_id, key))
+        self.assert_not_found(self.act("PATCH", call_id, key, body=restart, extra=frag))
+        self.assert_not_found(self.act("DELETE", call_id, key))
+        self.assert_not_found(self.act("POST", call_id, key, tail="/hangup"))
+
+    def test_a_key_acts_only_on_its_own_calls(self):
+        ek_a1, ek_a2, ek_b = self.ek(API_KEY), self.ek(API_KEY), self.ek(self.OTHER_KEY)
+        call = self.create(ek_a1)
+        for intruder in (ek_a2, ek_b, self.OTHER_KEY):
+            with self.subTest(intruder=intruder[:12]):
+                self.every_operation_is_refused(call, intruder)
+        # Untouched: still ICE generation 1, still live, for its key and the key that minted it.
+        for owner in (ek_a1, API_KEY):
+            status, _, text = self.act("GET", call, owner)
+            self.assertEqual(status, 200, text)
+            self.assertEqual(json.loads(text)["ice_generation"], 1)
+            self.assertNotEqual(json.loads(text)["state"], "ended")
+        # The minting server key may end it.
+        status, _, text = self.act("POST", call, API_KEY, tail="/hangup")
+        self.assertEqual(status, 200, text)
+        # An ended call stays its owners' (GET of the final state) and nobody else's.
+        self.assertEqual(self.act("GET", call, ek_a1)[0], 200)
+        self.assert_not_found(self.act("GET", call, ek_b))
+
+    def test_a_server_keys_own_calls_are_not_its_ek_keys(self):
+        call = self.create(API_KEY)
+        for intruder in (self.ek(API_KEY), self.OTHER_KEY):
+            with self.subTest(intruder=intruder[:12]):
+                self.every_operation_is_refused(call, intruder)
+        # The same session on the WHIP-style route: another tenant's key gets the plain 404.
+        session = call[len("rtc_"):]
+        status, _, text = self.tx.request("GET", f"/v1/sessions/{session}",
+                                          headers={"Authorization": f"Bearer {self.OTHER_KEY}"})
+        self.assertEqual(status, 404, text)
+        status, _, text = self.tx.request("GET", f"/v1/sessions/{session}",
+                                          headers={"Authorization": f"Bearer {API_KEY}"})
+        self.assertEqual(status, 200, text)
+        self.assertEqual(self.act("DELETE", call, API_KEY)[0], 204)
+
+    def test_an_unknown_well_formed_call_is_the_same_json_404(self):
+        unknown = "rtc_" + "0a" + "c" * 30
+        self.every_operation_is_refused(unknown, API_KEY)
+
+
 class Calls(RealtimeCase):
     @classmethod
     def setUpClass(cls):

@@ -265,7 +265,10 @@ void Call::on_channel_open(uint16_t stream, std::string_view label, std::string_
   if (!plan_.realtime || label != kRealtimeEventsLabel || realtime_) return;
   RealtimeEventChannel::Callbacks callbacks;
   callbacks.send_to_client = [this, stream](std::string_view text) {
-    env_.transport.send_channel_text(stream, text);
+    // A closed or backed-up channel loses the event (an error reply owed to the client, say):
+    // counted, as the layer's own drops are.
+    if (!env_.transport.send_channel_text(stream, text))
+      env_.metrics.realtime_drops[static_cast<size_t>(RealtimeDrop::unsent)].add();
   };
   callbacks.send_to_backend = [this](const nlohmann::json& event) { send_to_backend(event); };
   // The client's output_audio_buffer.clear and response.cancel: the layer acknowledges them

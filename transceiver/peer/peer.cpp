@@ -240,10 +240,26 @@ void Peer::release_paths() {
 
 std::string Peer::etag() const { return "\"" + std::to_string(ice_generation_) + "\""; }
 
+bool if_match_names(std::string_view if_match, std::string_view etag) {
+  // RFC 9110 section 13.1.1: "*", or a comma-separated list of entity tags compared strongly
+  // (a weak tag, W/"...", never matches).
+  size_t at = 0;
+  while (at <= if_match.size()) {
+    size_t comma = if_match.find(',', at);
+    if (comma == std::string_view::npos) comma = if_match.size();
+    std::string_view tag = if_match.substr(at, comma - at);
+    while (!tag.empty() && (tag.front() == ' ' || tag.front() == '\t')) tag.remove_prefix(1);
+    while (!tag.empty() && (tag.back() == ' ' || tag.back() == '\t')) tag.remove_suffix(1);
+    if (tag == "*" || tag == etag) return true;
+    at = comma + 1;
+  }
+  return false;
+}
+
 Peer::IceRestartVerdict Peer::begin_ice_restart(const IceRestartRequest& request, Nanos now) {
   if (ended_) return IceRestartVerdict::ended;
   auto count_result = [this](IceRestartResult r) { env_.metrics.ice_restarts[static_cast<size_t>(r)].add(); };
-  if (!request.if_match.empty() && request.if_match != "*" && request.if_match != etag()) {
+  if (!request.if_match.empty() && !if_match_names(request.if_match, etag())) {
     count_result(IceRestartResult::precondition_failed);
     return IceRestartVerdict::precondition_failed;
   }

@@ -96,6 +96,10 @@ struct PeerEnvironment {
   PeerSettings settings;
 };
 
+// Whether an If-Match header value (RFC 9110 section 13.1.1: "*" or a list of entity tags)
+// names `etag`.
+bool if_match_names(std::string_view if_match, std::string_view etag);
+
 class Peer {
  public:
   Peer(PeerPlan plan, PeerEnvironment env, Nanos now);

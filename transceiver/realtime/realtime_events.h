@@ -60,7 +60,8 @@ RTCE_DECLARE_NAMED_VOCAB(RealtimeClientEvent, RTCE_REALTIME_CLIENT_EVENTS, realt
   X(bad_session_update, "session.update needs a \"session\" object")                            \
   X(backend_not_an_object, "a backend event that is not a JSON object")                         \
   X(backend_missing_type, "a backend event without a string \"type\"")                          \
-  X(not_open, "an event for the client before the channel opened")
+  X(not_open, "an event for the client before the channel opened")                              \
+  X(unsent, "an event for the client (an error reply, say) the data channel could not send")
 
 // realtime_drop_name: "too_large" ... for logs, metric labels and error.code.
 RTCE_DECLARE_MESSAGE_VOCAB(RealtimeDrop, RTCE_REALTIME_DROPS, realtime_drop_name, realtime_drop_message);

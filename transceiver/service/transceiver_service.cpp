@@ -228,11 +228,12 @@ void TransceiverService::handle(const HttpRequest& request, HttpServer::Responde
                                 "text/html; charset=utf-8",
                                 std::string(reinterpret_cast<const char*>(kDemoPage), kDemoPageSize),
                                 {}});
-  if (path == "/healthz") return respond(HttpResponse::text(200, "ok"));
+  // The operator's endpoints carry no CORS headers: no page of any origin reads them.
+  if (path == "/healthz") return respond_raw(HttpResponse::text(200, "ok"));
   if (path == "/readyz")
-    return respond(draining_ ? HttpResponse::text(503, "draining") : HttpResponse::text(200, "ready"));
+    return respond_raw(draining_ ? HttpResponse::text(503, "draining") : HttpResponse::text(200, "ready"));
   if (path == "/metrics") {
-    return respond(HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics_text(), {}});
+    return respond_raw(HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics_text(), {}});
   }
   if (path == kSessionsPrefix && request.method == "POST") return create_session(request, respond);
   if (path.size() > kSessionsPrefix.size() + 1 &&

@@ -28,9 +28,11 @@ struct RecordingTransport : CallTransport {
   }
   void skip_audio_frame() override { ++skips; }
   bool send_channel_text(uint16_t stream, std::string_view text) override {
+    if (refuse_channel_sends) return false;
     text_out.emplace_back(stream, json::parse(text));
     return true;
   }
+  bool refuse_channel_sends = false;  // a backed-up or closed channel
   void hang_up(SessionEnd reason, Nanos) override { hangups.push_back(reason); }
 
   size_t silence_frames() const {
@@ -222,6 +224,24 @@ TEST_F(CallTest, EndClosesTheBackendWithTheReasonAndDoesNotHangUp) {
   listener->on_backend_audio(tone_frame(440, 0));
   run_frames(5);
   EXPECT_TRUE(transport.audio.empty());
+}
+
+// An event the channel could not send (here an error reply to a malformed client event) is
+// counted, not lost silently.
+TEST_F(CallTest, EventsTheChannelCouldNotSendAreCounted) {
+  make_call();
+  const auto unsent = [&] { return metrics.realtime_drops[static_cast<size_t>(RealtimeDrop::unsent)].get(); };
+  const size_t sent = transport.text_out.size();
+  transport.refuse_channel_sends = true;
+  call->on_channel_message(kEvents, bytes_of("{not json"), false, now);
+  EXPECT_EQ(transport.text_out.size(), sent);
+  EXPECT_EQ(unsent(), 1u) << "the error event owed to the client";
+  EXPECT_EQ(metrics.realtime_drops[static_cast<size_t>(RealtimeDrop::malformed_json)].get(), 1u);
+  transport.refuse_channel_sends = false;
+  call->on_channel_message(kEvents, bytes_of("{not json"), false, now);
+  EXPECT_EQ(transport.text_out.size(), sent + 1);
+  EXPECT_EQ(transport.text_out.back().second["type"], "error");
+  EXPECT_EQ(unsent(), 1u);
 }
 
 TEST_F(CallTest, OtherChannelsCarryJsonObjectsToTheBackendByLabel) {

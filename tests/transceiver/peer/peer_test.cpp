@@ -582,5 +582,18 @@ TEST_F(PeerTest, SctpWithoutNegotiatedChannelIsCounted) {
   EXPECT_EQ(drops(metrics, DatagramDrop::no_data_channel), 1u);
 }
 
+// RFC 9110 section 13.1.1: If-Match is "*" or a list of strong entity tags.
+TEST(IfMatch, AListNamingTheCurrentTagMatches) {
+  EXPECT_TRUE(if_match_names("\"1\"", "\"1\""));
+  EXPECT_TRUE(if_match_names("*", "\"1\""));
+  EXPECT_TRUE(if_match_names("\"7\", \"1\"", "\"1\""));
+  EXPECT_TRUE(if_match_names("\"7\",\"1\"", "\"1\""));
+  EXPECT_TRUE(if_match_names(" \"1\" ,\t\"9\"", "\"1\""));
+  EXPECT_FALSE(if_match_names("\"7\", \"8\"", "\"1\""));
+  EXPECT_FALSE(if_match_names("W/\"1\"", "\"1\"")) << "weak tags never match strongly";
+  EXPECT_FALSE(if_match_names("1", "\"1\"")) << "an unquoted tag is not the tag";
+  EXPECT_FALSE(if_match_names(",", "\"1\""));
+}
+
 }  // namespace
 }  // namespace rtce

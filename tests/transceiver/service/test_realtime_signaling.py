@@ -252,7 +252,9 @@ class Calls(RealtimeCase):
                                           {"Content-Type": "application/sdp", "Authorization": f"Bearer {API_KEY}",
                                            "If-Match": "*"})
         self.assertEqual(status, 415, text)
-        status, headers, fragment = self.tx.request("PATCH", url, restart, dict(frag_type, **{"If-Match": '"1"'}))
+        # RFC 9110: a list that names the current tag matches.
+        status, headers, fragment = self.tx.request("PATCH", url, restart,
+                                                    dict(frag_type, **{"If-Match": '"7", "1"'}))
         self.assertEqual(status, 200, fragment)
         self.assertTrue(headers["content-type"].startswith("application/trickle-ice-sdpfrag"), headers)
         self.assertEqual(headers.get("etag"), '"2"')
@@ -435,6 +437,11 @@ class Calls(RealtimeCase):
         status, headers, _ = self.tx.call(agents_offer(), key=None, extra={"Origin": "https://app.example"})
         self.assertEqual(status, 401)
         self.assertEqual(headers["access-control-allow-origin"], "*")
+        # The operator's endpoints are for the scraper and the kubelet: no page may read them.
+        for path in ("/metrics", "/healthz", "/readyz"):
+            status, headers, _ = self.tx.request("GET", path, headers={"Origin": "https://app.example"})
+            self.assertEqual(status, 200, path)
+            self.assertNotIn("access-control-allow-origin", headers, path)
 
     def test_created_metric(self):
         before = metric(self.tx.metrics(), "rtcedge_transceiver_realtime_calls_created_total") or 0

@@ -20,4 +20,29 @@ std::string key_principal(std::string_view prefix, std::string_view key) {
   return out;
 }
 
+KeyCallBudget::Take KeyCallBudget::take(const std::string& principal, uint32_t max_calls, int64_t expires_at,
+                                        int64_t now_unix) {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(principal);
+  if (it == entries_.end()) {
+    if (entries_.size() >= capacity_)
+      std::erase_if(entries_, [&](const auto& e) { return e.second.expires_at <= now_unix; });
+    if (entries_.size() >= capacity_) return Take::full;
+    it = entries_.emplace(principal, Entry{0, expires_at}).first;
+  }
+  if (it->second.used >= max_calls) return Take::exhausted;
+  ++it->second.used;
+  return Take::ok;
+}
+
+void KeyCallBudget::give_back(const std::string& principal) {
+  std::lock_guard lock(mutex_);
+  if (auto it = entries_.find(principal); it != entries_.end() && it->second.used > 0) --it->second.used;
+}
+
+size_t KeyCallBudget::size() const {
+  std::lock_guard lock(mutex_);
+  return entries_.size();
+}
+
 }  // namespace rtce

@@ -10,9 +10,13 @@
 // creates.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace rtce {
 
@@ -29,6 +33,29 @@ struct CallAccess {
   bool allows(std::string_view requester) const {
     return requester == creator || (minter && requester == *minter);
   }
+};
+
+// How many calls each ek_ key has created on this pod: a key makes at most the max_calls it
+// was minted with (1 unless the minter asked for more), counted until it expires. A refused
+// offer gives its call back. Bounded: at capacity, expired keys are forgotten first, and a
+// table still full refuses (never forgets a live key, which would let it call again).
+// Thread-safe: offers are refused from worker threads.
+class KeyCallBudget {
+ public:
+  enum class Take { ok, exhausted, full };
+  explicit KeyCallBudget(size_t capacity = 65536) : capacity_(capacity) {}
+  Take take(const std::string& principal, uint32_t max_calls, int64_t expires_at, int64_t now_unix);
+  void give_back(const std::string& principal);
+  size_t size() const;
+
+ private:
+  struct Entry {
+    uint32_t used = 0;
+    int64_t expires_at = 0;
+  };
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, Entry> entries_;
+  size_t capacity_;
 };
 
 }  // namespace rtce

@@ -92,7 +92,8 @@ EphemeralKeyring::EphemeralKeyring(std::vector<EphemeralSecret> secrets) : secre
 }
 
 std::optional<MintedKey> EphemeralKeyring::mint(const nlohmann::json& session, int64_t now_unix,
-                                                int64_t lifetime_s, const std::string& minter) const {
+                                                int64_t lifetime_s, const std::string& minter,
+                                                uint32_t max_calls) const {
   const int64_t lifetime = std::clamp(lifetime_s, kEphemeralKeyMinLifetime, kEphemeralKeyMaxLifetime);
   const EphemeralSecret& signer = secrets_.front();
   nlohmann::json claims = {{"v", 1},
@@ -100,7 +101,8 @@ std::optional<MintedKey> EphemeralKeyring::mint(const nlohmann::json& session, i
                            {"iat", now_unix},
                            {"exp", now_unix + lifetime},
                            {"session", session.is_object() ? session : nlohmann::json::object()},
-                           {"own", minter}};
+                           {"own", minter},
+                           {"calls", max_calls}};
   std::string signed_part = std::string(kEphemeralKeyPrefix) + base64url_encode(claims.dump());
   const Mac mac = hmac_sha256(signer.secret, signed_part);
   std::string value =
@@ -143,6 +145,8 @@ VerifiedKey EphemeralKeyring::verify(std::string_view key, int64_t now_unix) con
   if (now_unix >= result.expires_at) return fail(EphemeralKeyError::expired);
   result.session = claims["session"];
   if (claims.contains("own") && claims["own"].is_string()) result.minter = claims["own"].get<std::string>();
+  if (claims.contains("calls") && claims["calls"].is_number_unsigned())
+    result.max_calls = static_cast<uint32_t>(std::min<uint64_t>(claims["calls"].get<uint64_t>(), UINT32_MAX));
   return result;
 }
 

@@ -11,7 +11,8 @@
 //   claims = {"v":1,"kid":"<secret id>","iat":<unix s>,"exp":<unix s>,"session":{...},"own":"<principal>"}
 //
 // "own" names the server key that minted the key (its principal, call_access.h): that key may
-// act on the calls this one creates. Keys minted before it was added lack it.
+// act on the calls this one creates. Keys minted before it was added lack it. "calls" is how
+// many calls the key may create (1 when absent).
 //
 // A key can be replayed until it expires, as OpenAI's can; keep lifetimes short (60 s by
 // default, 10 s to 2 h accepted).
@@ -60,6 +61,7 @@ struct VerifiedKey {
   nlohmann::json session;  // the session config the key was minted with (an object)
   int64_t expires_at = 0;
   std::optional<std::string> minter;  // the "own" claim: the minting key's principal
+  uint32_t max_calls = 1;             // the "calls" claim
 };
 
 class EphemeralKeyring {
@@ -74,7 +76,7 @@ class EphemeralKeyring {
   // session config would make the key longer than kEphemeralKeyMaxChars.
   // `minter`: the minting key's principal, carried as the "own" claim.
   std::optional<MintedKey> mint(const nlohmann::json& session, int64_t now_unix, int64_t lifetime_s,
-                                const std::string& minter = {}) const;
+                                const std::string& minter = {}, uint32_t max_calls = 1) const;
 
   // Checks the signature (against every secret, in constant time) before anything in the
   // key is decoded or parsed; then the expiry, against now_unix (a key whose exp equals

@@ -164,6 +164,13 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
   // An ek_ key carries the session config it was minted with; any other key must be a server key.
   nlohmann::json session = nlohmann::json::object();
   CallAccess access;
+  std::string budgeted;  // the ek_ key whose call budget this request took from ("" = none)
+  // Every refusal after the take gives the call back: the key did not make a call.
+  auto refuse_with_budget = [this, &refuse, &budgeted](RealtimeError error, std::string_view detail = {},
+                                                       std::string_view param = {}) {
+    if (!budgeted.empty()) key_calls_.give_back(budgeted);
+    refuse(error, detail, param);
+  };
   const auto credentials = credentials_for_scheme(request.header("authorization"), "Bearer");
   if (credentials && credentials->starts_with(kEphemeralKeyPrefix)) {
     VerifiedKey verified = keyring_.verify(*credentials, hooks_.unix_now());
@@ -174,6 +181,12 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
     }
     session = std::move(verified.session);
     access = CallAccess{key_principal(kEphemeralPrincipalPrefix, *credentials), std::move(verified.minter)};
+    // One key, its calls (1 unless minted for more), on this pod.
+    switch (key_calls_.take(access.creator, verified.max_calls, verified.expires_at, hooks_.unix_now())) {
+      case KeyCallBudget::Take::ok: budgeted = access.creator; break;
+      case KeyCallBudget::Take::exhausted: return refuse(RealtimeError::key_exhausted);
+      case KeyCallBudget::Take::full: return refuse(RealtimeError::rate_limited, "too many live keys");
+    }
   } else if (!hooks_.server_key_ok(request)) {
     return refuse(RealtimeError::invalid_api_key);
   } else {
@@ -186,28 +199,30 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
     sdp = request.body;
   } else if (media_type_is(content_type, "multipart/form-data")) {
     MultipartResult form = parse_multipart_form(content_type, request.body, max_part_bytes_);
-    if (form.error) return refuse(RealtimeError::invalid_multipart, multipart_error_message(*form.error));
+    if (form.error)
+      return refuse_with_budget(RealtimeError::invalid_multipart, multipart_error_message(*form.error));
     const FormPart* sdp_part = form.form.find("sdp");
-    if (sdp_part == nullptr) return refuse(RealtimeError::missing_sdp, {}, "sdp");
+    if (sdp_part == nullptr) return refuse_with_budget(RealtimeError::missing_sdp, {}, "sdp");
     sdp = sdp_part->content;
     if (const FormPart* session_part = form.form.find("session")) {
       if (session_part->content.size() > kMaxSessionPartBytes)
-        return refuse(RealtimeError::invalid_session,
-                      "larger than " + std::to_string(kMaxSessionPartBytes) + " bytes", "session");
+        return refuse_with_budget(RealtimeError::invalid_session,
+                                  "larger than " + std::to_string(kMaxSessionPartBytes) + " bytes",
+                                  "session");
       auto parsed = parse_object(session_part->content);
-      if (!parsed) return refuse(RealtimeError::invalid_session, {}, "session");
+      if (!parsed) return refuse_with_budget(RealtimeError::invalid_session, {}, "session");
       // The form's session wins, field by top-level field, over the key's.
       session.update(*parsed);
     }
   } else {
-    return refuse(RealtimeError::unsupported_media_type);
+    return refuse_with_budget(RealtimeError::unsupported_media_type);
   }
   if (!session.contains("model")) {
     const std::string_view model = query_value(request.query, "model");
     if (!model.empty() && model.size() <= 128) session["model"] = std::string(model);
   }
   session = filled_session(std::move(session), false);
-  if (auto refusal = hooks_.admit()) return refuse(*refusal);
+  if (auto refusal = hooks_.admit()) return refuse_with_budget(*refusal);
 
   RealtimeOffer offer;
   offer.sdp = sdp;
@@ -217,8 +232,9 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
     offer.region_header = std::string(request.header(ingress_header_).substr(0, 64));
   offer.client = request.peer;
   offer.access = std::move(access);
-  hooks_.place(offer, [this, respond](PlaceResult result) {
+  hooks_.place(offer, [this, respond, budgeted](PlaceResult result) {
     if (auto* refusal = std::get_if<PlaceRefusal>(&result)) {
+      if (!budgeted.empty()) key_calls_.give_back(budgeted);  // (from a worker: the budget locks)
       stats_.calls_rejected[static_cast<size_t>(refusal->error)].fetch_add(1, std::memory_order_relaxed);
       return respond(realtime_error_response(refusal->error, refusal->detail,
                                              refusal->error == RealtimeError::invalid_offer ? "sdp" : ""));
@@ -280,6 +296,10 @@ void RealtimeSignaling::mint(const HttpRequest& request, const HttpServer::Respo
   if (credentials && credentials->starts_with(kEphemeralKeyPrefix))
     return refuse(RealtimeError::ephemeral_key_not_allowed);
   if (!hooks_.server_key_ok(request)) return refuse(RealtimeError::invalid_api_key);
+  const std::string minter = hooks_.server_principal(request);
+  auto bucket = mint_buckets_.try_emplace(minter, kMintBurst, kMintPerSecond).first;
+  if (!bucket->second.take(hooks_.unix_now() * 1'000'000'000))
+    return refuse(RealtimeError::mint_rate_limited);
 
   nlohmann::json body = nlohmann::json::object();
   if (request.body.find_first_not_of(" \t\r\n") != std::string::npos) {
@@ -288,6 +308,7 @@ void RealtimeSignaling::mint(const HttpRequest& request, const HttpServer::Respo
     body = std::move(*parsed);
   }
   int64_t lifetime = default_key_lifetime_s_;
+  uint32_t max_calls = 1;
   nlohmann::json session = nlohmann::json::object();
   if (legacy_sessions) {
     session = std::move(body);  // the old endpoint's body is the session config itself
@@ -309,9 +330,16 @@ void RealtimeSignaling::mint(const HttpRequest& request, const HttpServer::Respo
       if (!body["session"].is_object()) return refuse(RealtimeError::invalid_session, {}, "session");
       session = std::move(body["session"]);
     }
+    // rtcedge's extension: how many calls the key may create (one by default).
+    if (body.contains("max_calls")) {
+      const nlohmann::json& n = body["max_calls"];
+      if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > kMaxCallsPerKey)
+        return refuse(RealtimeError::invalid_max_calls, {}, "max_calls");
+      max_calls = static_cast<uint32_t>(n.get<int64_t>());
+    }
   }
   session = filled_session(std::move(session), true);
-  auto key = keyring_.mint(session, hooks_.unix_now(), lifetime, hooks_.server_principal(request));
+  auto key = keyring_.mint(session, hooks_.unix_now(), lifetime, minter, max_calls);
   if (!key) return refuse(RealtimeError::session_too_large, {}, "session");
   stats_.keys_minted.fetch_add(1, std::memory_order_relaxed);
   if (legacy_sessions) {

@@ -15,12 +15,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
 #include "call_access.h"
 #include "ephemeral_key.h"
 #include "http_server.h"
+#include "token_bucket.h"
 #include "transceiver_config.h"
 #include "vocab.h"
 
@@ -45,6 +47,10 @@ namespace rtce {
   X(expired_api_key, 401, "invalid_request_error", "the ephemeral key has expired")                       \
   X(ephemeral_key_not_allowed, 403, "invalid_request_error",                                              \
     "an ephemeral key cannot mint keys: use a server API key")                                            \
+  X(key_exhausted, 403, "invalid_request_error",                                                          \
+    "this ephemeral key has created every call it may (max_calls): mint another")                         \
+  X(invalid_max_calls, 400, "invalid_request_error", "max_calls must be an integer 1..1000")              \
+  X(mint_rate_limited, 429, "rate_limit_error", "too many keys minted with this API key: slow down")      \
   X(call_not_found, 404, "invalid_request_error", "no such call")                                         \
   X(not_found, 404, "invalid_request_error", "no such Realtime endpoint")                                 \
   X(method_not_allowed, 405, "invalid_request_error", "method not allowed on this path")                  \
@@ -122,6 +128,9 @@ struct RealtimeStats {
 };
 
 inline constexpr std::string_view kRealtimeCallIdPrefix = "rtc_";
+inline constexpr double kMintBurst = 100;
+inline constexpr double kMintPerSecond = 20;
+inline constexpr uint32_t kMaxCallsPerKey = 1000;  // the most a client_secrets request may ask for
 inline constexpr std::string_view kRealtimeCallsPath = "/v1/realtime/calls";
 
 // The ephemeral-key secrets of the configuration: realtime.key_secrets, then the lines of
@@ -153,6 +162,10 @@ class RealtimeSignaling {
   RealtimeHooks hooks_;
   RealtimeStats stats_;
   std::string ingress_header_;
+  KeyCallBudget key_calls_;  // calls per ek_ key on this pod
+  // Keys minted per server key (its principal): kMintBurst at once, kMintPerSecond after.
+  // As many entries as http.api_keys has keys (one, "", without keys). HTTP thread only.
+  std::unordered_map<std::string, TokenBucket> mint_buckets_;
 };
 
 }  // namespace rtce

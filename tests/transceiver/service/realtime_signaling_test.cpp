@@ -220,6 +220,46 @@ TEST(RealtimeSignaling, CallsRecordTheirCreatorAndRequestsTheirPrincipal) {
   EXPECT_EQ(h.requester, server);
 }
 
+// One ek_ key, one call (or its max_calls); a refused offer gives the call back.
+TEST(RealtimeSignaling, AKeyCreatesItsCallsAndNoMore) {
+  Harness h;
+  const std::string key = h.mint("");
+  EXPECT_EQ(h.request("POST", "/v1/realtime/calls", "bad", key, "application/sdp").status, 400u);
+  EXPECT_EQ(h.request("POST", "/v1/realtime/calls", "v=0", key, "application/sdp").status, 201u)
+      << "the refused offer made no call";
+  HttpResponse again = h.request("POST", "/v1/realtime/calls", "v=0", key, "application/sdp");
+  EXPECT_EQ(again.status, 403u);
+  EXPECT_EQ(error_code(again), "key_exhausted");
+  const std::string three = h.mint(R"({"max_calls":3})");
+  for (int i = 0; i < 3; i++)
+    EXPECT_EQ(h.request("POST", "/v1/realtime/calls", "v=0", three, "application/sdp").status, 201u);
+  EXPECT_EQ(error_code(h.request("POST", "/v1/realtime/calls", "v=0", three, "application/sdp")),
+            "key_exhausted");
+  for (const char* bad : {R"({"max_calls":0})", R"({"max_calls":1001})", R"({"max_calls":"2"})"})
+    EXPECT_EQ(error_code(h.request("POST", "/v1/realtime/client_secrets", bad, kServerKey)),
+              "invalid_max_calls")
+        << bad;
+  // A server key makes as many calls as admission lets it.
+  for (int i = 0; i < 3; i++)
+    EXPECT_EQ(h.request("POST", "/v1/realtime/calls", "v=0", kServerKey, "application/sdp").status, 201u);
+}
+
+TEST(RealtimeSignaling, MintingIsRateLimitedPerServerKey) {
+  Harness h;
+  int minted = 0;
+  while (minted < 1000 && h.request("POST", "/v1/realtime/client_secrets", "", kServerKey).status == 200)
+    ++minted;
+  EXPECT_EQ(minted, static_cast<int>(kMintBurst));
+  HttpResponse refused = h.request("POST", "/v1/realtime/client_secrets", "", kServerKey);
+  EXPECT_EQ(refused.status, 429u);
+  EXPECT_EQ(error_code(refused), "mint_rate_limited");
+  h.now += 1;
+  minted = 0;
+  while (minted < 1000 && h.request("POST", "/v1/realtime/client_secrets", "", kServerKey).status == 200)
+    ++minted;
+  EXPECT_EQ(minted, static_cast<int>(kMintPerSecond));
+}
+
 TEST(CallAccess, PrincipalsAreOneWayAndDistinct) {
   const std::string a = key_principal(kServerPrincipalPrefix, "key-a");
   EXPECT_EQ(a.size(), 2u + 32u);

@@ -30,15 +30,17 @@ RealtimeHooks hooks() {
     const auto credentials = credentials_for_scheme(r.header("authorization"), "Bearer");
     return credentials && *credentials == kServerKey;
   };
+  h.server_principal = [](const HttpRequest&) { return std::string("s:fuzz"); };
   h.admit = []() -> std::optional<RealtimeError> { return std::nullopt; };
   h.place = [](const RealtimeOffer& offer, std::function<void(PlaceResult)> done) {
     if (!offer.sdp.starts_with("v=0")) return done(PlaceRefusal{RealtimeError::invalid_offer, "not SDP"});
     done(PlacedCall{std::string(kCallId), "v=0\r\n"});
   };
-  h.session_request = [](const std::string&, const HttpRequest&, HttpServer::Responder respond) {
-    respond(HttpResponse::json(200, "{}"));
+  h.session_request = [](const std::string&, const std::string&, const HttpRequest&,
+                         HttpServer::Responder respond) { respond(HttpResponse::json(200, "{}")); };
+  h.hang_up = [](const std::string& id, const std::string&, std::function<void(bool)> done) {
+    done(id == kCallId);
   };
-  h.hang_up = [](const std::string& id, std::function<void(bool)> done) { done(id == kCallId); };
   h.unix_now = [] { return int64_t{1'700'000'000}; };
   return h;
 }

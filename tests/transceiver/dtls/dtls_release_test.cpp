@@ -110,16 +110,19 @@ TEST(DtlsRelease, ClientAnswersALateServerFinishedWithNothingReleasedOrNot) {
   }
 }
 
-class DtlsReleaseRole : public ::testing::TestWithParam<Side> {};
-
-TEST_P(DtlsReleaseRole, CloseFromTheReleasedSideReachesThePeer) {
+// A connected pair whose GetParam() side released its SSL: `ours` is that side, `peer` the other.
+class DtlsReleaseRole : public ::testing::TestWithParam<Side> {
+ protected:
+  void SetUp() override { ASSERT_TRUE(connect(pair)); }
   const Side released = GetParam();
-  DtlsPair pair(client_context(), server_context(),
+  DtlsPair pair{client_context(), server_context(),
                 released == Side::client ? releasing() : DtlsTransport::Config{},
-                released == Side::server ? releasing() : DtlsTransport::Config{});
-  ASSERT_TRUE(connect(pair));
+                released == Side::server ? releasing() : DtlsTransport::Config{}};
   DtlsEndpoint& ours = side(pair, released);
   DtlsEndpoint& peer = side(pair, released == Side::client ? Side::server : Side::client);
+};
+
+TEST_P(DtlsReleaseRole, CloseFromTheReleasedSideReachesThePeer) {
   ASSERT_TRUE(ours.transport->ssl_released());
   ours.transport->close();
   EXPECT_EQ(ours.transport->state(), State::closed);
@@ -131,13 +134,6 @@ TEST_P(DtlsReleaseRole, CloseFromTheReleasedSideReachesThePeer) {
 }
 
 TEST_P(DtlsReleaseRole, PeerCloseNotifyIsAuthenticatedAndAnswered) {
-  const Side released = GetParam();
-  DtlsPair pair(client_context(), server_context(),
-                released == Side::client ? releasing() : DtlsTransport::Config{},
-                released == Side::server ? releasing() : DtlsTransport::Config{});
-  ASSERT_TRUE(connect(pair));
-  DtlsEndpoint& ours = side(pair, released);
-  DtlsEndpoint& peer = side(pair, released == Side::client ? Side::server : Side::client);
   peer.transport->close();
   ASSERT_EQ(peer.outbox.size(), 1u);
   std::vector<uint8_t> close_notify = peer.outbox.front();
@@ -159,13 +155,6 @@ TEST_P(DtlsReleaseRole, PeerCloseNotifyIsAuthenticatedAndAnswered) {
 }
 
 TEST_P(DtlsReleaseRole, PeerApplicationDataIsReadOnceAndForgeriesAreDropped) {
-  const Side released = GetParam();
-  DtlsPair pair(client_context(), server_context(),
-                released == Side::client ? releasing() : DtlsTransport::Config{},
-                released == Side::server ? releasing() : DtlsTransport::Config{});
-  ASSERT_TRUE(connect(pair));
-  DtlsEndpoint& ours = side(pair, released);
-  DtlsEndpoint& peer = side(pair, released == Side::client ? Side::server : Side::client);
   const std::vector<uint8_t> message(700, 0x5a);
   ASSERT_TRUE(peer.transport->send_application_data(message));
   ASSERT_EQ(peer.outbox.size(), 1u);

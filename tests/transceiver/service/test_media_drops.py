@@ -60,6 +60,21 @@ def drops(metrics, reason):
     return float(m.group(1)) if m else 0.0
 
 
+def create_session(test, http_port):
+    """POSTs the fixture offer; (the ICE USERNAME a client check carries, the server's pwd)."""
+    with open(FIXTURE) as f:
+        offer = f.read()
+    req = urllib.request.Request("http://127.0.0.1:%d/v1/sessions" % http_port, data=offer.encode(),
+                                 headers={"Content-Type": "application/sdp"}, method="POST")
+    with urllib.request.urlopen(req, timeout=5) as r:
+        test.assertEqual(r.status, 201)
+        answer = r.read().decode()
+    server_ufrag = re.search(r"a=ice-ufrag:(\S+)", answer).group(1)
+    server_pwd = re.search(r"a=ice-pwd:(\S+)", answer).group(1)
+    client_ufrag = re.search(r"a=ice-ufrag:(\S+)", offer).group(1)
+    return "%s:%s" % (server_ufrag, client_ufrag), server_pwd
+
+
 class MediaDrops(unittest.TestCase):
     def setUp(self):
         self.http_port, self.media_port = free_port(), free_port(socket.SOCK_DGRAM)
@@ -88,17 +103,7 @@ class MediaDrops(unittest.TestCase):
             return 0, ""
 
     def live_path(self):
-        with open(FIXTURE) as f:
-            offer = f.read()
-        req = urllib.request.Request("http://127.0.0.1:%d/v1/sessions" % self.http_port, data=offer.encode(),
-                                     headers={"Content-Type": "application/sdp"}, method="POST")
-        with urllib.request.urlopen(req, timeout=5) as r:
-            self.assertEqual(r.status, 201)
-            answer = r.read().decode()
-        server_ufrag = re.search(r"a=ice-ufrag:(\S+)", answer).group(1)
-        server_pwd = re.search(r"a=ice-pwd:(\S+)", answer).group(1)
-        client_ufrag = re.search(r"a=ice-ufrag:(\S+)", offer).group(1)
-        self.username, self.key = "%s:%s" % (server_ufrag, client_ufrag), server_pwd
+        self.username, self.key = create_session(self, self.http_port)
         self.sock.sendto(stun_binding(self.username, self.key, os.urandom(12)), ("127.0.0.1", self.media_port))
         reply, _ = self.sock.recvfrom(2048)
         self.assertEqual(reply[0:2], b"\x01\x01", "the check was not answered with a success")
@@ -176,21 +181,12 @@ class RelayFraming(unittest.TestCase):
         return MediaDrops.get(self, path)
 
     def test_a_noop_padded_header_is_answered_with_the_flows_header_unpadded(self):
-        with open(FIXTURE) as f:
-            offer = f.read()
-        req = urllib.request.Request("http://127.0.0.1:%d/v1/sessions" % self.http_port, data=offer.encode(),
-                                     headers={"Content-Type": "application/sdp"}, method="POST")
-        with urllib.request.urlopen(req, timeout=5) as r:
-            self.assertEqual(r.status, 201)
-            answer = r.read().decode()
-        server_ufrag = re.search(r"a=ice-ufrag:(\S+)", answer).group(1)
-        server_pwd = re.search(r"a=ice-pwd:(\S+)", answer).group(1)
-        client_ufrag = re.search(r"a=ice-ufrag:(\S+)", offer).group(1)
+        username, server_pwd = create_session(self, self.http_port)
         client, vip = ("198.51.100.7", 50000), ("127.0.0.1", 3478)
         header = proxy_v2(client, vip)
         for pad in (37, 3):  # what the relay adds to reach a size class; the smallest TLV
             txid = os.urandom(12)
-            check = stun_binding("%s:%s" % (server_ufrag, client_ufrag), server_pwd, txid)
+            check = stun_binding(username, server_pwd, txid)
             self.sock.sendto(proxy_v2(client, vip, pad) + check, ("127.0.0.1", self.media_port))
             # The answer, and once connected the DTLS flight too: every reply names the flow
             # with the header unpadded.

@@ -64,6 +64,7 @@
 #include "byte_order.h"
 #include "clock.h"
 #include "hint_keys.h"
+#include "pacing.h"
 #include "random.h"
 #include "rtce_proxy_v2.h"
 #include "rtce_stun.h"
@@ -85,11 +86,7 @@ constexpr size_t kMaxPhases = 8;
 
 Nanos now_ns() { return rtce::monotonic_now(); }
 
-void sleep_until(Nanos t) {
-  timespec ts{static_cast<time_t>(t / 1'000'000'000), static_cast<long>(t % 1'000'000'000)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-  }
-}
+using rtce::bench::sleep_until;
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "ice_tcp_cost: %s: %s\n", what.c_str(), std::strerror(errno));
@@ -452,8 +449,8 @@ class Clients {
       Nanos now = now_ns();
       if (now >= spec.drain_end) break;
       if (!spec.max && now < spec.stop) {
-        const uint64_t due = static_cast<uint64_t>(static_cast<__int128>(now - spec.start) * spec.rate /
-                                                   1'000'000'000) + 1;
+        const uint64_t due =
+            static_cast<uint64_t>(static_cast<__int128>(now - spec.start) * spec.rate / 1'000'000'000) + 1;
         for (; due_sent < due; due_sent++) send_one(static_cast<uint32_t>(due_sent % n), now);
       }
       if (spec.max && now < spec.stop && now >= next_refill) {
@@ -510,7 +507,8 @@ class Clients {
 
   void poll_once(const ReplyFn* fn, Nanos wait_ns) {
     epoll_event evs[64];
-    const timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
+    const timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000),
+                      static_cast<long>(wait_ns % 1'000'000'000)};
     const int n = epoll_pwait2(ep_, evs, 64, &ts, nullptr);
     for (int e = 0; e < n; e++) {
       const uint32_t i = evs[e].data.u32;
@@ -602,9 +600,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-duration", max_duration_s, "seconds of each max phase's measurement window");
   app.add_option("--warmup", warmup_s, "seconds sent before each window");
   app.add_option("--drain", drain_s, "seconds the clients keep receiving after sending stops");
-  app.add_option("--payload", payload, "payload bytes per packet")->check(CLI::Range(kMinPayload, size_t{1200}));
+  app.add_option("--payload", payload, "payload bytes per packet")
+      ->check(CLI::Range(kMinPayload, size_t{1200}));
   app.add_option("--max", max_phase, "add the closed-loop max phases (true/false)");
-  app.add_option("--max-window", max_window, "max phases: packets in flight per flow")->check(CLI::Range(1, 64));
+  app.add_option("--max-window", max_window, "max phases: packets in flight per flow")
+      ->check(CLI::Range(1, 64));
   app.add_option("--tick-us", tick_us, "paced phases: the load thread sends what is due at most this often");
   app.add_option("--label", label, "name printed with every RESULT line");
   app.add_option("--relay-args", relay_args, "extra arguments for the relay (space-separated)");
@@ -657,17 +657,28 @@ int main(int argc, char** argv) {
   while (admin_port == vip_port) admin_port = free_port(false);
 
   std::vector<std::string> args = {relay_bin,
-                                   "--mode", "userspace",
-                                   "--workers", "1",
-                                   "--pin-cpus", "false",
-                                   "--listen", "127.0.0.1:" + std::to_string(vip_port),
-                                   "--ice-tcp-port", std::to_string(vip_port),
-                                   "--ice-tcp-max-per-source-prefix", "1000000",
-                                   "--flows-max-per-source-prefix", "0",
-                                   "--hint-key-file", key_file,
-                                   "--endpoints", "1=127.0.0.1:" + std::to_string(echo_port),
-                                   "--admin-listen", "127.0.0.1:" + std::to_string(admin_port),
-                                   "--log-level", "warn"};
+                                   "--mode",
+                                   "userspace",
+                                   "--workers",
+                                   "1",
+                                   "--pin-cpus",
+                                   "false",
+                                   "--listen",
+                                   "127.0.0.1:" + std::to_string(vip_port),
+                                   "--ice-tcp-port",
+                                   std::to_string(vip_port),
+                                   "--ice-tcp-max-per-source-prefix",
+                                   "1000000",
+                                   "--flows-max-per-source-prefix",
+                                   "0",
+                                   "--hint-key-file",
+                                   key_file,
+                                   "--endpoints",
+                                   "1=127.0.0.1:" + std::to_string(echo_port),
+                                   "--admin-listen",
+                                   "127.0.0.1:" + std::to_string(admin_port),
+                                   "--log-level",
+                                   "warn"};
   {
     std::istringstream extra(relay_args);
     for (std::string a; extra >> a;) args.push_back(a);
@@ -757,9 +768,9 @@ int main(int argc, char** argv) {
     const double gso_dgrams = d("rtcedge_relay_gso_datagrams_total");
     const double cpu_ticks_us = static_cast<double>(c1.ticks - c0.ticks) * 1e6 / static_cast<double>(hz);
     const double cpu_ns_us = static_cast<double>(c1.run_ns - c0.run_ns) / 1e3;
-    const double delivered =
-        r.sent_in_window ? 100.0 * static_cast<double>(r.received_in_window) / static_cast<double>(r.sent_in_window)
-                         : 0;
+    const double delivered = r.sent_in_window ? 100.0 * static_cast<double>(r.received_in_window) /
+                                                    static_cast<double>(r.sent_in_window)
+                                              : 0;
     Row row;
     row.transport = spec.tcp ? "TCP" : "UDP";
     row.load = spec.max ? "max (" + std::to_string(max_window) + " in flight/flow)"
@@ -782,12 +793,13 @@ int main(int argc, char** argv) {
     std::printf(
         "RESULT label=%s phase=%u transport=%s load=%s window_s=%.2f flows=%u payload=%zu offered_pps=%.0f "
         "sent=%llu received=%llu delivered_pct=%.2f send_errors=%llu relay_fwd_pkts=%.0f relay_fwd_pps=%.0f "
-        "relay_cpu_ms_ticks=%.1f relay_sys_ms_ticks=%.1f relay_cpu_ms_ns=%.2f relay_us_per_pkt_ticks=%.3f relay_us_per_pkt_ns=%.3f "
+        "relay_cpu_ms_ticks=%.1f relay_sys_ms_ticks=%.1f relay_cpu_ms_ns=%.2f relay_us_per_pkt_ticks=%.3f "
+        "relay_us_per_pkt_ns=%.3f "
         "tcp_frames=%.0f tcp_frames_in=%.0f tcp_frames_out=%.0f tcp_recv_calls=%.0f tcp_send_calls=%.0f "
         "recv_per_frame=%.3f send_per_frame=%.3f gso_msgs=%.0f gso_dgrams=%.0f endpoint_msgs_per_dgram=%.3f "
         "relay_wakeups=%.0f wakeups_per_pkt=%.3f echo_phase_dgrams=%llu\n",
-        label.c_str(), spec.id, row.transport.c_str(), spec.max ? "max" : std::to_string(rate).c_str(), window_s,
-        flows, payload, row.pps, static_cast<unsigned long long>(r.sent_in_window),
+        label.c_str(), spec.id, row.transport.c_str(), spec.max ? "max" : std::to_string(rate).c_str(),
+        window_s, flows, payload, row.pps, static_cast<unsigned long long>(r.sent_in_window),
         static_cast<unsigned long long>(r.received_in_window), delivered,
         static_cast<unsigned long long>(r.send_errors), fwd, row.fwd_pps, cpu_ticks_us / 1e3,
         static_cast<double>(c1.stime - c0.stime) * 1e3 / static_cast<double>(hz), cpu_ns_us / 1e3,
@@ -812,11 +824,13 @@ int main(int argc, char** argv) {
 
   // The table: ratios against the UDP row of the same load.
   std::printf("\nmachine: %s\n", machine.c_str());
-  std::printf("relay: userspace, 1 worker, not pinned; %u flows, %zu-byte payloads; CPU = relay process "
-              "utime+stime (schedstat ns in brackets) / packets it forwarded, both directions\n\n",
-              flows, payload);
-  std::printf("| transport | load | offered pps | relay fwd pps (both dirs) | relay CPU µs/packet | TCP/UDP | "
-              "recv/frame | send/frame | messages to endpoint/datagram | relay wake-ups/packet | delivered %% |\n");
+  std::printf(
+      "relay: userspace, 1 worker, not pinned; %u flows, %zu-byte payloads; CPU = relay process "
+      "utime+stime (schedstat ns in brackets) / packets it forwarded, both directions\n\n",
+      flows, payload);
+  std::printf(
+      "| transport | load | offered pps | relay fwd pps (both dirs) | relay CPU µs/packet | TCP/UDP | "
+      "recv/frame | send/frame | messages to endpoint/datagram | relay wake-ups/packet | delivered %% |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (size_t i = 0; i < rows.size(); i++) {
     const Row& w = rows[i];
@@ -832,12 +846,13 @@ int main(int argc, char** argv) {
       std::snprintf(send_s, sizeof send_s, "%.2f", w.send_per_frame);
     }
     std::printf("| %s | %s | %.0f | %.0f | %.2f (%.2f) | %s | %s | %s | %.2f | %.2f | %.2f |\n",
-                w.transport.c_str(), w.load.c_str(), w.pps, w.fwd_pps, w.us_ticks, w.us_ns, ratio.c_str(), recv_s,
-                send_s, w.msgs_per_dgram, w.wakeups_per_pkt, w.delivered);
+                w.transport.c_str(), w.load.c_str(), w.pps, w.fwd_pps, w.us_ticks, w.us_ns, ratio.c_str(),
+                recv_s, send_s, w.msgs_per_dgram, w.wakeups_per_pkt, w.delivered);
   }
   std::printf("\necho: %llu datagrams (%llu STREAM, %llu DGRAM, %llu unframed); relay TCP closed: %s\n",
               static_cast<unsigned long long>(echo.datagrams.load()),
-              static_cast<unsigned long long>(echo.stream.load()), static_cast<unsigned long long>(echo.dgram.load()),
+              static_cast<unsigned long long>(echo.stream.load()),
+              static_cast<unsigned long long>(echo.dgram.load()),
               static_cast<unsigned long long>(echo.unframed.load()),
               [&] {
                 std::string s;

@@ -66,6 +66,7 @@
 #include "audio/opus_codec.h"
 #include "clock.h"
 #include "dtls/dtls_certificate.h"
+#include "pacing.h"
 #include "session_loadgen/http_client.h"
 #include "session_loadgen/webrtc_client.h"
 
@@ -107,11 +108,7 @@ struct Options {
   bool data_channel = false;  // Realtime calls with the oai-events channel (see above)
 };
 
-void sleep_until(Nanos t) {
-  timespec ts{static_cast<time_t>(t / kSecond), static_cast<long>(t % kSecond)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-  }
-}
+using rtce::bench::sleep_until;
 
 Nanos realtime_now() {
   timespec ts{};

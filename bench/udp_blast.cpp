@@ -55,6 +55,7 @@
 #include "error.h"
 #include "hint_keys.h"
 #include "net_address.h"
+#include "pacing.h"
 #include "random.h"
 #include "rtce_proxy_v2.h"
 #include "rtce_stun.h"
@@ -73,11 +74,7 @@ constexpr size_t kSinkBuffer = 2048;
 
 Nanos now_ns() { return rtce::monotonic_now(); }
 
-void sleep_until(Nanos t) {
-  timespec ts{static_cast<time_t>(t / 1'000'000'000), static_cast<long>(t % 1'000'000'000)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-  }
-}
+using rtce::bench::sleep_until;
 
 using rtce::load_be32;
 using rtce::load_be64;

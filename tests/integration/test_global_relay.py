@@ -269,9 +269,13 @@ class GlobalRelayTest(TwoClusterStage):
         conn.sendall(b"".join(frame(p) for p in payloads))  # several frames in one segment
         for p in payloads:
             self.assertEqual(read_frame(), b"EP7:" + p)
-        seen = [json.loads(line) for line in self.transceiver.text().splitlines() if line.startswith("{")]
-        tcp_events = [e for e in seen if e.get("transport") == "tcp"]
-        self.assertEqual(len(tcp_events), 6, "the transceiver saw STREAM-framed datagrams: %s" % seen[-3:])
+        def tcp_events():
+            # The fake transceiver logs each datagram after it answered it: wait for the line.
+            seen = [json.loads(line) for line in self.transceiver.text().splitlines() if line.startswith("{")]
+            events = [e for e in seen if e.get("transport") == "tcp"]
+            return events if len(events) >= 6 else None
+        tcp_events = wait_for(tcp_events, 5, "the transceiver to log six STREAM-framed datagrams")
+        self.assertEqual(len(tcp_events), 6)
         self.assertEqual(tcp_events[0]["vip"], ["127.0.0.1", tcp_port])
 
         def counted():

@@ -61,10 +61,10 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "byte_order.h"
 #include "clock.h"
 #include "hint_keys.h"
-#include "pacing.h"
 #include "random.h"
 #include "rtce_proxy_v2.h"
 #include "rtce_stun.h"
@@ -250,20 +250,9 @@ CpuSample sample_cpu(pid_t pid) {
 
 // ---- packets ------------------------------------------------------------------------
 
-// A STUN Binding request, USERNAME "<ufrag>:cli", at `out` (room for 128 bytes); its length.
+// A flow's first packet: a Binding request, USERNAME "<ufrag>:cli".
 size_t write_binding_request(uint8_t* out, const std::string& ufrag) {
-  const std::string username = ufrag + ":cli";
-  const size_t padded = (username.size() + 3) & ~size_t{3};
-  const size_t len = RTCE_STUN_HEADER_LEN + 4 + padded;
-  std::memset(out, 0, len);
-  store_be16(out, RTCE_STUN_BINDING_REQUEST);
-  store_be16(out + 2, static_cast<uint16_t>(len - RTCE_STUN_HEADER_LEN));
-  store_be32(out + 4, RTCE_STUN_MAGIC_COOKIE);
-  rtce::fill_random(out + 8, 12);
-  store_be16(out + 20, RTCE_STUN_ATTR_USERNAME);
-  store_be16(out + 22, static_cast<uint16_t>(username.size()));
-  std::memcpy(out + 24, username.data(), username.size());
-  return len;
+  return rtce::bench::write_binding_request(out, ufrag + ":cli");
 }
 
 void write_payload(uint8_t* d, size_t len, uint32_t flow, uint32_t phase, uint64_t seq, Nanos now) {

@@ -64,9 +64,9 @@
 #include <vector>
 
 #include "audio/opus_codec.h"
+#include "bench_util.h"
 #include "clock.h"
 #include "dtls/dtls_certificate.h"
-#include "pacing.h"
 #include "session_loadgen/http_client.h"
 #include "session_loadgen/webrtc_client.h"
 

@@ -50,12 +50,12 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "byte_order.h"
 #include "clock.h"
 #include "error.h"
 #include "hint_keys.h"
 #include "net_address.h"
-#include "pacing.h"
 #include "random.h"
 #include "rtce_proxy_v2.h"
 #include "rtce_stun.h"
@@ -266,18 +266,7 @@ class Sender {
           const uint32_t flow = first + static_cast<uint32_t>(i);
           uint8_t* p = buf.data() + i * 128;
           uint8_t* stun = p + kIpUdpHeader;
-          const std::string username = ufrags[flow] + ":x";
-          const size_t attr_len = username.size();
-          const size_t padded = (attr_len + 3) & ~size_t{3};
-          const size_t len = RTCE_STUN_HEADER_LEN + 4 + padded;
-          std::memset(stun, 0, len);
-          store_be16(stun, RTCE_STUN_BINDING_REQUEST);
-          store_be16(stun + 2, static_cast<uint16_t>(len - RTCE_STUN_HEADER_LEN));
-          store_be32(stun + 4, RTCE_STUN_MAGIC_COOKIE);
-          rtce::fill_random(stun + 8, 12);
-          store_be16(stun + 20, RTCE_STUN_ATTR_USERNAME);
-          store_be16(stun + 22, static_cast<uint16_t>(attr_len));
-          std::memcpy(stun + 24, username.data(), attr_len);
+          const size_t len = rtce::bench::write_binding_request(stun, ufrags[flow] + ":x");
           write_headers(p, flow, len);
           iov[i] = {p, kIpUdpHeader + len};
           msgs[i] = {};

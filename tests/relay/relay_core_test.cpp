@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,21 @@ namespace {
 using namespace rtce;
 
 constexpr Nanos kSecond = 1'000'000'000;
+
+// A transceiver's reply datagram for the flow (client, vip): its PROXY v2 header, then `payload`.
+std::vector<uint8_t> framed_reply(const char* client, const char* vip,
+                                  std::initializer_list<uint8_t> payload = {0x80, 0x6f, 0x00, 0x01, 0xaa}) {
+  const SocketAddress c = *SocketAddress::parse(client), v = *SocketAddress::parse(vip);
+  rtce_pp2_flow flow{};
+  flow.family = c.to_bytes(flow.client_addr);
+  v.to_bytes(flow.vip_addr);
+  flow.client_port = c.port();
+  flow.vip_port = v.port();
+  std::vector<uint8_t> framed(rtce_pp2_header_len(flow.family));
+  rtce_pp2_write(framed.data(), static_cast<uint32_t>(framed.size()), &flow);
+  framed.insert(framed.end(), payload);
+  return framed;
+}
 
 class RelayCoreTest : public ::testing::Test, public rtce::testing::FramedBuffer {
  protected:
@@ -111,15 +127,8 @@ TEST_F(RelayCoreTest, UnauthenticatedFirstPacketsCreateNoFlowAndAreCountedByReas
 
 TEST_F(RelayCoreTest, ReturnPathStripsFramingAndAnswersFromTheVip) {
   ASSERT_TRUE(from_client(binding_request(mint_ufrag(keys_, 0, 1))));
-  rtce_pp2_flow flow{};
-  flow.family = RTCE_FAMILY_V4;
-  SocketAddress::parse("198.18.0.10:50000")->to_bytes(flow.client_addr);
-  flow.client_port = 50000;
-  vip_.to_bytes(flow.vip_addr);
-  flow.vip_port = 3478;
-  std::vector<uint8_t> framed(RTCE_PP2_LEN_V4);
-  rtce_pp2_write(framed.data(), RTCE_PP2_LEN_V4, &flow);
-  for (uint8_t b : {0x01, 0x01, 0x00, 0x00}) framed.push_back(b);
+  std::vector<uint8_t> framed =
+      framed_reply("198.18.0.10:50000", "198.18.0.1:3478", {0x01, 0x01, 0x00, 0x00});
 
   const sockaddr_in6 owner = SocketAddress::parse("198.18.2.1:40001")->to_v6_mapped();
   auto out = core_.on_transceiver_packet(owner, framed.data(), framed.size());
@@ -132,8 +141,7 @@ TEST_F(RelayCoreTest, ReturnPathStripsFramingAndAnswersFromTheVip) {
   EXPECT_FALSE(core_.on_transceiver_packet(stranger, framed.data(), framed.size()));
   EXPECT_EQ(dropped(DropReason::return_wrong_sender), 1u);
 
-  flow.client_port = 50001;
-  rtce_pp2_write(framed.data(), RTCE_PP2_LEN_V4, &flow);
+  framed = framed_reply("198.18.0.10:50001", "198.18.0.1:3478", {0x01, 0x01, 0x00, 0x00});
   EXPECT_FALSE(core_.on_transceiver_packet(owner, framed.data(), framed.size()));
   EXPECT_EQ(dropped(DropReason::return_no_flow), 1u);
 
@@ -146,15 +154,8 @@ TEST_F(RelayCoreTest, ReturnPathStripsFramingAndAnswersFromTheVip) {
 // echoes the GSO padding too: the return path skips it like any TLV.
 TEST_F(RelayCoreTest, ReturnPathTakesAHeaderWithNoopPadding) {
   ASSERT_TRUE(from_client(binding_request(mint_ufrag(keys_, 0, 1))));
-  rtce_pp2_flow flow{};
-  flow.family = RTCE_FAMILY_V4;
-  SocketAddress::parse("198.18.0.10:50000")->to_bytes(flow.client_addr);
-  flow.client_port = 50000;
-  vip_.to_bytes(flow.vip_addr);
-  flow.vip_port = 3478;
-  std::vector<uint8_t> framed(RTCE_PP2_LEN_V4);
-  rtce_pp2_write(framed.data(), RTCE_PP2_LEN_V4, &flow);
-  for (uint8_t b : {0x01, 0x01, 0x00, 0x00}) framed.push_back(b);
+  const std::vector<uint8_t> framed =
+      framed_reply("198.18.0.10:50000", "198.18.0.1:3478", {0x01, 0x01, 0x00, 0x00});
   std::vector<uint8_t> padded(framed.size() + 40);
   const uint32_t h = rtce_pp2_write_padded(padded.data(), static_cast<uint32_t>(padded.size()), framed.data(),
                                            static_cast<uint32_t>(framed.size()), 36);
@@ -224,19 +225,6 @@ class FakeXdpFlows : public PassedUpFlows {
   std::vector<std::pair<rtce_flow_key, sockaddr_in6>> flows;
   mutable int lookups = 0;
 };
-
-std::vector<uint8_t> framed_reply(const char* client, const char* vip) {
-  const SocketAddress c = *SocketAddress::parse(client), v = *SocketAddress::parse(vip);
-  rtce_pp2_flow flow{};
-  flow.family = c.to_bytes(flow.client_addr);
-  v.to_bytes(flow.vip_addr);
-  flow.client_port = c.port();
-  flow.vip_port = v.port();
-  std::vector<uint8_t> framed(rtce_pp2_header_len(flow.family));
-  rtce_pp2_write(framed.data(), static_cast<uint32_t>(framed.size()), &flow);
-  for (uint8_t b : {0x80, 0x6f, 0x00, 0x01, 0xaa}) framed.push_back(b);
-  return framed;
-}
 
 TEST_F(RelayCoreTest, RepliesOfXdpFlowsPassedUpLeaveFromTheFlowsVipSocket) {
   FakeXdpFlows xdp;

@@ -58,11 +58,46 @@ Call::Call(CallPlan plan, CallEnvironment env, Nanos now)
     decode_samples_ =
         std::min(kMaxDecodedSamples, static_cast<size_t>(env_.settings.sample_rate) * kMaxPacketMs / 1000);
   }
+  if (plan_.realtime) start_event_layer();
 }
 
 Call::~Call() {
   // A backend must not call back into a call being destroyed.
   if (backend_ && backend_state_ != BackendState::closed) backend_->close("session destroyed");
+  close_sidebands("the call is gone");
+}
+
+// The event layer lives as long as the call: the browser's channel and the sidebands come
+// and go around it.
+void Call::start_event_layer() {
+  RealtimeEventChannel::Callbacks callbacks;
+  callbacks.send_to_client = [this](std::string_view text) {
+    // A closed or backed-up channel loses the event (an error reply owed to the client, say):
+    // counted, as the layer's own drops are.
+    if (!events_stream_ || !env_.transport.send_channel_text(*events_stream_, text))
+      env_.metrics.realtime_drops[static_cast<size_t>(RealtimeDrop::unsent)].add();
+  };
+  callbacks.send_to_backend = [this](const nlohmann::json& event) { send_to_backend(event); };
+  // The client's output_audio_buffer.clear and response.cancel: the layer acknowledges them
+  // itself (output_audio_buffer.cleared), so it hears of no stop.
+  callbacks.clear_output = [this] { clear_output(now_, ClearOrigin::event_layer); };
+  callbacks.send_to_sideband = [this](EventSource sideband, std::string_view text) {
+    for (auto& [id, link] : sidebands_) {
+      if (id != sideband) continue;
+      env_.metrics.sideband_messages_out.add();
+      link->send_text(text);
+    }
+  };
+  RealtimeEventChannel::Limits limits;
+  limits.transcription_supported = env_.settings.backend_speaks_realtime;
+  limits.noise_reduction_supported = env_.settings.backend_speaks_realtime;
+  limits.semantic_vad_supported = env_.settings.backend_speaks_realtime;
+  limits.max_sidebands = env_.settings.max_sidebands;
+  limits.tool_timeout = env_.settings.tool_timeout;
+  // An event is one message: the smaller of what we announced and the layer's own bound.
+  if (plan_.channel_max_message_size > 0)
+    limits.max_message_bytes = std::min(limits.max_message_bytes, plan_.channel_max_message_size);
+  realtime_ = std::make_unique<RealtimeEventChannel>(plan_.realtime_session, limits, std::move(callbacks));
 }
 
 void Call::on_connected(const CallConnection& connection, Nanos now) {
@@ -84,6 +119,8 @@ void Call::start_backend(const CallConnection& connection) {
   info.user_agent = plan_.user_agent;
   info.opus_passthrough = env_.settings.opus_passthrough;
   info.session_config = plan_.realtime_session;
+  // The data-channel policy is the edge's: a Realtime backend would refuse the field.
+  if (info.session_config.is_object()) info.session_config.erase("client");
   backend_ = env_.make_backend(std::move(info), *this);
   backend_state_ = backend_ ? BackendState::open : BackendState::closed;
 }
@@ -115,6 +152,10 @@ void Call::tick(Nanos now) {
   // now can play in this frame.
   if (backend_ && backend_state_ == BackendState::open && backend_->next_deadline() <= now)
     backend_->on_deadline(now);
+  if (realtime_ && !ended_ && realtime_->next_deadline() <= now) {
+    realtime_->on_deadline(now);
+    mirror_realtime_stats();
+  }
   if (ended_ || !connected_ || !plan_.has_audio) return;
   if (jitter_) pump_inbound_audio(now);  // a gap whose wait has run out
   pump_outbound_audio(now);
@@ -125,6 +166,7 @@ Nanos Call::next_deadline() const {
   Nanos next = std::numeric_limits<Nanos>::max();
   if (backend_ && backend_state_ == BackendState::open) next = backend_->next_deadline();
   if (connected_ && plan_.has_audio) next = std::min(next, pacer_.next_deadline());
+  if (realtime_) next = std::min(next, realtime_->next_deadline());
   return next;
 }
 
@@ -262,29 +304,10 @@ void Call::on_channel_open(uint16_t stream, std::string_view label, std::string_
   now_ = now;
   if (ended_) return;
   channel_labels_.emplace_back(stream, std::string(label));
-  if (!plan_.realtime || label != kRealtimeEventsLabel || realtime_) return;
-  RealtimeEventChannel::Callbacks callbacks;
-  callbacks.send_to_client = [this, stream](std::string_view text) {
-    // A closed or backed-up channel loses the event (an error reply owed to the client, say):
-    // counted, as the layer's own drops are.
-    if (!env_.transport.send_channel_text(stream, text))
-      env_.metrics.realtime_drops[static_cast<size_t>(RealtimeDrop::unsent)].add();
-  };
-  callbacks.send_to_backend = [this](const nlohmann::json& event) { send_to_backend(event); };
-  // The client's output_audio_buffer.clear and response.cancel: the layer acknowledges them
-  // itself (output_audio_buffer.cleared), so it hears of no stop.
-  callbacks.clear_output = [this] { clear_output(now_, ClearOrigin::event_layer); };
-  RealtimeEventChannel::Limits limits;
-  limits.transcription_supported = env_.settings.backend_speaks_realtime;
-  limits.noise_reduction_supported = env_.settings.backend_speaks_realtime;
-  limits.semantic_vad_supported = env_.settings.backend_speaks_realtime;
-  // An event is one message: the smaller of what we announced and the layer's own bound.
-  if (plan_.channel_max_message_size > 0)
-    limits.max_message_bytes = std::min(limits.max_message_bytes, plan_.channel_max_message_size);
-  seen_realtime_drops_ = {};
-  realtime_ = std::make_unique<RealtimeEventChannel>(plan_.realtime_session, limits, std::move(callbacks));
+  if (!realtime_ || label != kRealtimeEventsLabel || events_stream_) return;
   events_stream_ = stream;
   realtime_->on_open(now);
+  mirror_realtime_stats();
 }
 
 void Call::on_channel_message(uint16_t stream, std::span<const uint8_t> message, bool binary, Nanos now) {
@@ -292,7 +315,7 @@ void Call::on_channel_message(uint16_t stream, std::span<const uint8_t> message,
   if (ended_) return;
   if (realtime_ && events_stream_ == stream) {
     realtime_->on_client_message(message, binary, now);
-    mirror_realtime_drops();
+    mirror_realtime_stats();
     return;
   }
   // Any other channel: a JSON object goes to the backend as datachannel.message.
@@ -314,24 +337,63 @@ void Call::on_channel_closed(uint16_t stream, Nanos now) {
   std::erase_if(channel_labels_, [stream](const auto& c) { return c.first == stream; });
   if (events_stream_ == stream) {
     events_stream_.reset();
-    realtime_.reset();
+    realtime_->on_client_closed();
   }
 }
 
 void Call::on_channels_failed(Nanos now) {
   now_ = now;
+  if (events_stream_) realtime_->on_client_closed();
   events_stream_.reset();
-  realtime_.reset();
   channel_labels_.clear();
 }
 
-void Call::mirror_realtime_drops() {
-  if (!realtime_) return;
-  const auto& drops = realtime_->stats().drops;
-  for (size_t i = 0; i < drops.size(); ++i) {
-    env_.metrics.realtime_drops[i].add(drops[i] - seen_realtime_drops_[i]);
-    seen_realtime_drops_[i] = drops[i];
+std::optional<EventSource> Call::attach_sideband(std::shared_ptr<SidebandLink> link, Nanos now) {
+  now_ = now;
+  if (!realtime_ || ended_ || !link || realtime_->sidebands() >= env_.settings.max_sidebands) {
+    env_.metrics.sidebands_refused.add();
+    return std::nullopt;
   }
+  // Listed first: attaching sends session.created (and what a gap missed) to it at once.
+  const EventSource id = next_sideband_++;
+  sidebands_.emplace_back(id, std::move(link));
+  if (!realtime_->attach_sideband(id, now)) {
+    sidebands_.pop_back();
+    env_.metrics.sidebands_refused.add();
+    return std::nullopt;
+  }
+  env_.metrics.sidebands_attached.add();
+  mirror_realtime_stats();
+  return id;
+}
+
+void Call::on_sideband_message(EventSource sideband, std::string_view message, Nanos now) {
+  now_ = now;
+  if (!realtime_ || ended_) return;
+  env_.metrics.sideband_messages_in.add();
+  realtime_->on_sideband_message(sideband, message, now);
+  mirror_realtime_stats();
+}
+
+void Call::detach_sideband(EventSource sideband, Nanos now) {
+  now_ = now;
+  std::erase_if(sidebands_, [sideband](const auto& s) { return s.first == sideband; });
+  if (realtime_) realtime_->detach_sideband(sideband, now);
+}
+
+void Call::close_sidebands(std::string_view reason) {
+  for (auto& [id, link] : sidebands_) link->close(reason);
+  sidebands_.clear();
+}
+
+void Call::mirror_realtime_stats() {
+  if (!realtime_) return;
+  const auto& now = realtime_->stats();
+  for (size_t i = 0; i < now.drops.size(); ++i)
+    env_.metrics.realtime_drops[i].add(now.drops[i] - seen_realtime_.drops[i]);
+  env_.metrics.sideband_missed_events.add(now.missed_events - seen_realtime_.missed_events);
+  env_.metrics.tool_calls_timed_out.add(now.tool_calls_timed_out - seen_realtime_.tool_calls_timed_out);
+  seen_realtime_ = now;
 }
 
 void Call::on_backend_event(const nlohmann::json& event) {
@@ -355,7 +417,7 @@ void Call::on_backend_event(const nlohmann::json& event) {
   if (type == "session.created" || type == "session.updated") return;
   if (realtime_) {
     realtime_->on_backend_event(event, now_);
-    mirror_realtime_drops();
+    mirror_realtime_stats();
   }
 }
 
@@ -377,7 +439,11 @@ void Call::end(SessionEnd reason, Nanos now) {
   now_ = now;
   if (ended_) return;
   ended_ = true;
-  realtime_.reset();
+  if (realtime_) {
+    realtime_->on_call_ended(session_end_name(reason), now);
+    mirror_realtime_stats();
+  }
+  close_sidebands(session_end_name(reason));
   playout_.clear();
   if (backend_ && backend_state_ != BackendState::closed) {
     backend_state_ = BackendState::closed;

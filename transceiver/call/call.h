@@ -54,7 +54,19 @@ struct CallSettings {
   // 80 ms: a backend that paces itself (the echo, the rtcedge dialect) keeps one or two frames
   // queued; a Realtime burst doubles the queue as it comes.
   size_t playout_initial_frames = 4;
-  size_t playout_max_frames = 1500;  // 30 s: what a backend may send ahead
+  size_t playout_max_frames = 1500;     // 30 s: what a backend may send ahead
+  size_t max_sidebands = 4;             // realtime.sideband.max_per_call
+  Nanos tool_timeout = 15'000'000'000;  // realtime.sideband.tool_timeout
+};
+
+// An app server's WebSocket on a Realtime call (the sideband), as the Call sees it; the
+// service's implementation carries the text to the socket's own thread.
+class SidebandLink {
+ public:
+  virtual ~SidebandLink() = default;
+  virtual void send_text(std::string_view json_text) = 0;
+  // The call is over: the socket closes after what was sent. The Call forgets the link.
+  virtual void close(std::string_view reason) = 0;
 };
 
 // Builds the backend connection of a call (the worker's, from typed config; a test's fake).
@@ -107,6 +119,11 @@ class Call final : public BackendListener {
   void on_channel_message(uint16_t stream, std::span<const uint8_t> message, bool binary, Nanos now);
   void on_channel_closed(uint16_t stream, Nanos now);
   void on_channels_failed(Nanos now);
+  // The app server's sidebands (Realtime calls only). attach: nullopt when the call is not a
+  // Realtime one, has ended, or has its most sidebands; the link hears session.created first.
+  std::optional<EventSource> attach_sideband(std::shared_ptr<SidebandLink> link, Nanos now);
+  void on_sideband_message(EventSource sideband, std::string_view message, Nanos now);
+  void detach_sideband(EventSource sideband, Nanos now);
   // Decoding, playout and talkspurts: the frame clock.
   void tick(Nanos now);
   // When tick next has something to do; the frame clock's deadline while connected.
@@ -139,7 +156,9 @@ class Call final : public BackendListener {
   void pump_outbound_audio(Nanos now);
   void queue_output(std::span<const uint8_t> frame);
   void note_output_playing(bool playing, Nanos now);
-  void mirror_realtime_drops();    // the event layer's drop counts into the worker's
+  void mirror_realtime_stats();  // the event layer's counts into the worker's
+  void close_sidebands(std::string_view reason);
+  void start_event_layer();
   void finish(SessionEnd reason);  // ends the call and hangs the transport up
 
   CallPlan plan_;
@@ -164,11 +183,14 @@ class Call final : public BackendListener {
   int trailing_silence_ = 0;  // Opus silence frames still to send after the last played frame
   Nanos output_idle_since_ = 0;
 
-  // The Realtime event layer (a /v1/realtime call's oai-events channel) and the other
-  // channels the client opened, whose JSON goes to the backend.
+  // The Realtime event layer of a /v1/realtime call (its browser side is the oai-events
+  // channel, when open), its sidebands, and the other channels the client opened, whose JSON
+  // goes to the backend.
   std::unique_ptr<RealtimeEventChannel> realtime_;
   std::optional<uint16_t> events_stream_;
-  std::array<uint64_t, kRealtimeDropCount> seen_realtime_drops_{};
+  std::vector<std::pair<EventSource, std::shared_ptr<SidebandLink>>> sidebands_;
+  EventSource next_sideband_ = kFromBrowser + 1;
+  RealtimeEventChannel::Stats seen_realtime_{};
   std::vector<std::pair<uint16_t, std::string>> channel_labels_;
 
   std::unique_ptr<BackendConnection> backend_;

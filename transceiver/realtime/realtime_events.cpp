@@ -2,6 +2,7 @@
 #include "realtime_events.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -76,10 +77,28 @@ class Problems {
   std::string first_param_;
 };
 
+// Who a session update comes from. The call's initial config and a sideband speak for the app
+// server (they may set the data-channel policy); a field a sideband set is the app server's,
+// and the browser can no longer change it.
+enum class UpdateOrigin { initial, browser, sideband };
+
+bool contains(const std::vector<std::string>& list, std::string_view item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+// A server event type as a policy may name it: "response.output_text.delta".
+bool plausible_event_type(const json& value) {
+  if (!value.is_string()) return false;
+  const auto& type = value.get_ref<const std::string&>();
+  return !type.empty() && type.size() <= 64 &&
+         type.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._") == std::string::npos;
+}
+
 class SessionMerger {
  public:
-  SessionMerger(const RealtimeEventChannel::Limits& limits, Problems& problems)
-      : limits_(limits), problems_(problems) {}
+  SessionMerger(const RealtimeEventChannel::Limits& limits, Problems& problems, UpdateOrigin origin,
+                std::vector<std::string>& app_server_fields)
+      : limits_(limits), problems_(problems), origin_(origin), app_server_fields_(app_server_fields) {}
 
   // What the update set, as it was applied: the client's fields minus the refused, unknown
   // and read-only ones, fall-backs as applied (a session.update a Realtime server accepts).
@@ -88,6 +107,7 @@ class SessionMerger {
   void apply(json& session, const json& update) {
     for (const auto& [key, value] : update.items()) {
       const std::string path = "session." + key;
+      if (refused_to_browser(path)) continue;
       if (key == "type") {
         if (value != "realtime") problems_.add(path, "only \"realtime\" sessions are served here");
         accept(path, "realtime");
@@ -123,6 +143,14 @@ class SessionMerger {
         } else {
           apply_audio(session["audio"], value);
         }
+      } else if (key == "client") {
+        if (origin_ == UpdateOrigin::browser) {
+          problems_.add(path, "set by the app server only");
+        } else if (!value.is_object()) {
+          problems_.add(path, "must be an object");
+        } else {
+          apply_client(session["client"], value);
+        }
       } else {
         problems_.add(path, "unknown field");
       }
@@ -130,10 +158,54 @@ class SessionMerger {
   }
 
  private:
+  // A field a sideband set: the browser's change of it is reported, not applied.
+  bool refused_to_browser(const std::string& path) {
+    if (origin_ != UpdateOrigin::browser || !contains(app_server_fields_, path)) return false;
+    problems_.add(path, "set by the app server");
+    return true;
+  }
+
+  // client.data_channel.allowed_client_events / allowed_server_events: null (everything) or
+  // a list; a list with anything wrong in it is not applied at all.
+  void apply_client(json& client, const json& update) {
+    if (!client.is_object()) client = json::object();
+    for (const auto& [key, value] : update.items()) {
+      const std::string path = "session.client." + key;
+      if (key != "data_channel") {
+        problems_.add(path, "unknown field");
+      } else if (!value.is_object()) {
+        problems_.add(path, "must be an object");
+      } else {
+        apply_data_channel(client["data_channel"], value);
+      }
+    }
+  }
+
+  void apply_data_channel(json& channel, const json& update) {
+    if (!channel.is_object()) channel = json::object();
+    for (const auto& [key, value] : update.items()) {
+      const std::string path = "session.client.data_channel." + key;
+      const bool client_events = key == "allowed_client_events";
+      if (!client_events && key != "allowed_server_events") {
+        problems_.add(path, "unknown field");
+        continue;
+      }
+      bool ok = value.is_null() || (value.is_array() && value.size() <= kMaxAllowedServerEvents);
+      for (size_t i = 0; ok && value.is_array() && i < value.size(); ++i) {
+        ok = client_events ? value[i].is_string() && client_event_of(value[i].get_ref<const std::string&>())
+                           : plausible_event_type(value[i]);
+      }
+      set_if(channel[key], value, path, ok,
+             client_events ? "must be null or an array of client event types"
+                           : "must be null or an array of at most 64 server event types");
+    }
+  }
+
   void apply_audio(json& audio, const json& update) {
     if (!audio.is_object()) audio = json::object();
     for (const auto& [key, value] : update.items()) {
       const std::string path = "session.audio." + key;
+      if (refused_to_browser(path)) continue;
       if (key != "input" && key != "output") {
         problems_.add(path, "unknown field");
       } else if (!value.is_object()) {
@@ -150,6 +222,7 @@ class SessionMerger {
     if (!input.is_object()) input = json::object();
     for (const auto& [key, value] : update.items()) {
       const std::string path = "session.audio.input." + key;
+      if (refused_to_browser(path)) continue;
       if (key == "format") {
         set_format(input[key], value, path);
       } else if (key == "noise_reduction") {
@@ -185,6 +258,7 @@ class SessionMerger {
     if (!output.is_object()) output = json::object();
     for (const auto& [key, value] : update.items()) {
       const std::string path = "session.audio.output." + key;
+      if (refused_to_browser(path)) continue;
       if (key == "format") {
         set_format(output[key], value, path);
       } else if (key == "voice") {
@@ -295,6 +369,8 @@ class SessionMerger {
   // Records an applied field at its place in accepted_ ("session.audio.input.format" ->
   // /audio/input/format). Only known keys get here, and none holds a '.' or a '/'.
   void accept(const std::string& path, const json& value) {
+    if (origin_ == UpdateOrigin::sideband && !contains(app_server_fields_, path))
+      app_server_fields_.push_back(path);
     std::string pointer = path.substr(std::string_view("session").size());
     std::replace(pointer.begin(), pointer.end(), '.', '/');
     accepted_[json::json_pointer(pointer)] = value;
@@ -302,6 +378,8 @@ class SessionMerger {
 
   const RealtimeEventChannel::Limits& limits_;
   Problems& problems_;
+  const UpdateOrigin origin_;
+  std::vector<std::string>& app_server_fields_;
   json accepted_ = json::object();
 };
 
@@ -339,14 +417,59 @@ json default_realtime_session() {
   };
 }
 
+bool DataChannelPolicy::allows_server(std::string_view type) const {
+  return !allowed_server_events || contains(*allowed_server_events, type);
+}
+
+namespace {
+
+DataChannelPolicy policy_of(const json& session) {
+  DataChannelPolicy policy;
+  const json* channel = nullptr;
+  if (auto client = session.find("client"); client != session.end() && client->is_object()) {
+    if (auto dc = client->find("data_channel"); dc != client->end() && dc->is_object()) channel = &*dc;
+  }
+  if (!channel) return policy;
+  // Only validated lists get into the session (SessionMerger::apply_data_channel).
+  if (auto list = channel->find("allowed_client_events"); list != channel->end() && list->is_array()) {
+    uint32_t mask = 0;
+    for (const json& name : *list) {
+      if (auto event = name.is_string() ? client_event_of(name.get_ref<const std::string&>()) : std::nullopt)
+        mask |= 1u << static_cast<unsigned>(*event);
+    }
+    policy.allowed_client_events = mask;
+  }
+  if (auto list = channel->find("allowed_server_events"); list != channel->end() && list->is_array()) {
+    policy.allowed_server_events.emplace();
+    for (const json& name : *list)
+      if (name.is_string()) policy.allowed_server_events->push_back(name.get<std::string>());
+  }
+  return policy;
+}
+
+// The session as a backend may hear it: the data-channel policy is the edge's business.
+void without_edge_fields(json& session) {
+  if (session.is_object()) session.erase("client");
+}
+
+std::string_view type_of(const json& event) {
+  auto it = event.find("type");
+  return it != event.end() && it->is_string() ? std::string_view(it->get_ref<const std::string&>())
+                                              : std::string_view();
+}
+
+}  // namespace
+
 RealtimeEventChannel::RealtimeEventChannel(json initial_session, Limits limits, Callbacks callbacks)
     : limits_(limits), callbacks_(std::move(callbacks)), session_(default_realtime_session()) {
   id_prefix_ = random_hex(6);
   session_["id"] = "sess_" + random_hex(12);
   if (initial_session.is_object()) {
     Problems problems;
-    SessionMerger(limits_, problems).apply(session_, initial_session);
+    SessionMerger(limits_, problems, UpdateOrigin::initial, app_server_fields_)
+        .apply(session_, initial_session);
     initial_problems_ = problems.text();
+    policy_ = policy_of(session_);
   }
 }
 
@@ -354,7 +477,7 @@ void RealtimeEventChannel::on_open(Nanos) {
   if (open_) return;
   open_ = true;
   json created = {{"type", "session.created"}, {"session", session_}};
-  send(created);
+  send(created, kFromBrowser);
   if (!initial_problems_.empty()) {
     json error = {{"type", "error"},
                   {"error",
@@ -364,7 +487,7 @@ void RealtimeEventChannel::on_open(Nanos) {
                     {"param", nullptr},
                     {"event_id", nullptr}}}};
     ++stats_.errors_sent;
-    send(error);
+    send(error, kFromBrowser);
   }
   // Output that began before the channel opened: the client hears it, so it is told, and
   // the stopped that follows has its started.
@@ -374,58 +497,78 @@ void RealtimeEventChannel::on_open(Nanos) {
   }
 }
 
+void RealtimeEventChannel::on_client_closed() { open_ = false; }
+
 void RealtimeEventChannel::on_client_message(std::span<const uint8_t> message, bool binary, Nanos now) {
   ++stats_.client_messages;
-  if (binary) return drop_client(RealtimeDrop::binary_message, {}, nullptr);
-  if (message.size() > limits_.max_message_bytes) {
-    return drop_client(RealtimeDrop::too_large, std::to_string(limits_.max_message_bytes) + " bytes",
-                       nullptr);
-  }
-  const std::string_view text(reinterpret_cast<const char*>(message.data()), message.size());
-  if (json_nests_deeper_than(text, limits_.max_json_depth)) {
-    return drop_client(RealtimeDrop::too_deep, std::to_string(limits_.max_json_depth) + " levels", nullptr);
-  }
-  json event = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (event.is_discarded()) return drop_client(RealtimeDrop::malformed_json, {}, nullptr);
-  if (!event.is_object()) return drop_client(RealtimeDrop::not_an_object, {}, nullptr);
-  handle_event(event, now);
+  if (binary) return drop_client(RealtimeDrop::binary_message, {}, nullptr, kFromBrowser);
+  handle_message({reinterpret_cast<const char*>(message.data()), message.size()}, kFromBrowser, now);
 }
 
-void RealtimeEventChannel::handle_event(json& event, Nanos) {
+void RealtimeEventChannel::on_sideband_message(EventSource sideband, std::string_view message, Nanos now) {
+  if (!contains_source(sideband)) return;
+  ++stats_.sideband_messages;
+  handle_message(message, sideband, now);
+}
+
+void RealtimeEventChannel::handle_message(std::string_view text, EventSource source, Nanos now) {
+  if (text.size() > limits_.max_message_bytes) {
+    return drop_client(RealtimeDrop::too_large, std::to_string(limits_.max_message_bytes) + " bytes", nullptr,
+                       source);
+  }
+  if (json_nests_deeper_than(text, limits_.max_json_depth)) {
+    return drop_client(RealtimeDrop::too_deep, std::to_string(limits_.max_json_depth) + " levels", nullptr,
+                       source);
+  }
+  json event = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (event.is_discarded()) return drop_client(RealtimeDrop::malformed_json, {}, nullptr, source);
+  if (!event.is_object()) return drop_client(RealtimeDrop::not_an_object, {}, nullptr, source);
+  handle_event(event, source, now);
+}
+
+void RealtimeEventChannel::handle_event(json& event, EventSource source, Nanos) {
   const json client_event_id = string_or_null(event, "event_id");
   const json type = string_or_null(event, "type");
-  if (type.is_null()) return drop_client(RealtimeDrop::missing_type, {}, client_event_id);
+  if (type.is_null()) return drop_client(RealtimeDrop::missing_type, {}, client_event_id, source);
   const auto kind = client_event_of(type.get_ref<const std::string&>());
   if (!kind)
     return drop_client(RealtimeDrop::unknown_event, cut_quote(type.get_ref<const std::string&>()),
-                       client_event_id);
+                       client_event_id, source);
+  if (source == kFromBrowser && !policy_.allows_client(*kind))
+    return drop_client(RealtimeDrop::client_event_not_allowed, type.get_ref<const std::string&>(),
+                       client_event_id, source);
   switch (*kind) {
-    case RealtimeClientEvent::session_update: return handle_session_update(event, client_event_id);
+    case RealtimeClientEvent::session_update: return handle_session_update(event, source, client_event_id);
     case RealtimeClientEvent::response_cancel:
       // The edge holds the output buffer in WebRTC mode, so the audio stops here, now; the
       // backend is told too, to stop producing.
-      clear_output(/*acknowledge=*/output_ == Output::playing);
+      clear_output(/*acknowledge=*/output_ == Output::playing, source);
       break;
     case RealtimeClientEvent::output_audio_buffer_clear:
-      clear_output(/*acknowledge=*/output_ != Output::cleared);
+      clear_output(/*acknowledge=*/output_ != Output::cleared, source);
       break;
+    case RealtimeClientEvent::conversation_item_create: note_tool_output(event); break;
     default: break;
   }
   ++stats_.client_events_forwarded;
   if (callbacks_.send_to_backend) callbacks_.send_to_backend(event);
 }
 
-void RealtimeEventChannel::handle_session_update(json& event, const json& client_event_id) {
+void RealtimeEventChannel::handle_session_update(json& event, EventSource source,
+                                                 const json& client_event_id) {
   auto it = event.find("session");
   if (it == event.end() || !it->is_object()) {
-    return drop_client(RealtimeDrop::bad_session_update, {}, client_event_id);
+    return drop_client(RealtimeDrop::bad_session_update, {}, client_event_id, source);
   }
   Problems problems;
-  SessionMerger merger(limits_, problems);
+  SessionMerger merger(limits_, problems,
+                       source == kFromBrowser ? UpdateOrigin::browser : UpdateOrigin::sideband,
+                       app_server_fields_);
   merger.apply(session_, *it);
+  policy_ = policy_of(session_);
   ++stats_.session_updates;
   json updated = {{"type", "session.updated"}, {"session", session_}};
-  send(updated);
+  send(updated, source);
   if (!problems.empty()) {
     json error = {{"type", "error"},
                   {"error",
@@ -435,12 +578,13 @@ void RealtimeEventChannel::handle_session_update(json& event, const json& client
                     {"param", problems.first_param()},
                     {"event_id", client_event_id}}}};
     ++stats_.errors_sent;
-    send(error);
+    reply(source, error);
   }
   // The backend gets what was applied, in the client's own terms: never a field the edge
   // refused or a read-only one (a Realtime server would reject those), and nothing the
   // client did not set (the backend's defaults are its own). The whole session is session().
   json& applied = merger.accepted();
+  without_edge_fields(applied);
   applied["type"] = "realtime";
   json forwarded = {{"type", "session.update"}, {"session", std::move(applied)}};
   if (client_event_id.is_string()) forwarded["event_id"] = client_event_id;
@@ -448,7 +592,7 @@ void RealtimeEventChannel::handle_session_update(json& event, const json& client
   if (callbacks_.send_to_backend) callbacks_.send_to_backend(forwarded);
 }
 
-void RealtimeEventChannel::clear_output(bool acknowledge) {
+void RealtimeEventChannel::clear_output(bool acknowledge, EventSource source) {
   ++stats_.output_clears;
   if (callbacks_.clear_output) callbacks_.clear_output();
   const bool was_playing = output_ == Output::playing;
@@ -458,10 +602,10 @@ void RealtimeEventChannel::clear_output(bool acknowledge) {
   std::string response_id = was_playing ? output_response_id_ : last_response_id_;
   if (response_id.empty()) response_id = output_response_id();
   json cleared = {{"type", "output_audio_buffer.cleared"}, {"response_id", std::move(response_id)}};
-  send(cleared);
+  send(cleared, source);
 }
 
-void RealtimeEventChannel::on_backend_event(const json& event, Nanos) {
+void RealtimeEventChannel::on_backend_event(const json& event, Nanos now) {
   ++stats_.backend_events;
   if (!event.is_object()) {
     ++stats_.drops[static_cast<size_t>(RealtimeDrop::backend_not_an_object)];
@@ -477,18 +621,9 @@ void RealtimeEventChannel::on_backend_event(const json& event, Nanos) {
     const json id = response ? string_or_null(*response, "id") : json();
     if (id.is_string()) last_response_id_ = id.get<std::string>();
   }
-  if (!open_) {
-    ++stats_.drops[static_cast<size_t>(RealtimeDrop::not_open)];
-    return;
-  }
+  note_tool_call(event, now);
   ++stats_.backend_events_forwarded;
-  if (string_or_null(event, "event_id").is_string()) {
-    ++stats_.server_messages;
-    if (callbacks_.send_to_client) callbacks_.send_to_client(dump(event));
-    return;
-  }
   json copy = event;
-  copy["event_id"] = next_id("event_");
   send(copy);
 }
 
@@ -514,8 +649,117 @@ const std::string& RealtimeEventChannel::output_response_id() {
   return output_response_id_;
 }
 
+bool RealtimeEventChannel::attach_sideband(EventSource sideband, Nanos) {
+  if (sideband == kFromBrowser || contains_source(sideband) || sidebands_.size() >= limits_.max_sidebands)
+    return false;
+  sidebands_.push_back(sideband);
+  json created = {{"type", "session.created"}, {"session", session_}};
+  reply(sideband, created);
+  if (sideband_gone_since_) {
+    // Said before what follows, so the app server knows what it is reading: the events of
+    // the gap that are still kept, oldest first, with their own event_ids.
+    json missed = {{"type", "rtcedge.sideband.missed"},
+                   {"missed_events", missed_total_},
+                   {"replayed_events", missed_.size()},
+                   {"lost_events", missed_total_ - missed_.size()}};
+    reply(sideband, missed);
+    for (const std::string& text : missed_) {
+      ++stats_.sideband_events_sent;
+      if (callbacks_.send_to_sideband) callbacks_.send_to_sideband(sideband, text);
+    }
+    sideband_gone_since_.reset();
+    missed_.clear();
+    missed_bytes_ = 0;
+    missed_total_ = 0;
+  }
+  return true;
+}
+
+void RealtimeEventChannel::detach_sideband(EventSource sideband, Nanos now) {
+  if (!contains_source(sideband)) return;
+  std::erase(sidebands_, sideband);
+  if (sidebands_.empty()) sideband_gone_since_ = now;
+}
+
+bool RealtimeEventChannel::contains_source(EventSource sideband) const {
+  return std::find(sidebands_.begin(), sidebands_.end(), sideband) != sidebands_.end();
+}
+
+void RealtimeEventChannel::on_call_ended(std::string_view reason, Nanos) {
+  json ended = {{"type", "rtcedge.call.ended"}, {"reason", std::string(reason)}};
+  ended["event_id"] = next_id("event_");
+  const std::string text = dump(ended);
+  for (EventSource sideband : sidebands_) {
+    ++stats_.sideband_events_sent;
+    if (callbacks_.send_to_sideband) callbacks_.send_to_sideband(sideband, text);
+  }
+}
+
+void RealtimeEventChannel::note_tool_call(const json& event, Nanos now) {
+  // The function call a response asked for: its arguments are complete. The GA stream says
+  // so twice (function_call_arguments.done, then output_item.done with the item); once is kept.
+  const std::string_view type = type_of(event);
+  json call_id;
+  if (type == "response.function_call_arguments.done") {
+    call_id = string_or_null(event, "call_id");
+  } else if (type == "response.output_item.done") {
+    auto item = event.find("item");
+    if (item != event.end() && item->is_object() && type_of(*item) == "function_call")
+      call_id = string_or_null(*item, "call_id");
+  }
+  if (!call_id.is_string()) return;
+  const auto& id = call_id.get_ref<const std::string&>();
+  for (const auto& pending : pending_tool_calls_)
+    if (pending.call_id == id) return;
+  if (pending_tool_calls_.size() >= limits_.max_pending_tool_calls)
+    pending_tool_calls_.erase(pending_tool_calls_.begin());
+  pending_tool_calls_.push_back({id, now});
+}
+
+void RealtimeEventChannel::note_tool_output(const json& event) {
+  auto item = event.find("item");
+  if (item == event.end() || !item->is_object() || type_of(*item) != "function_call_output") return;
+  const json call_id = string_or_null(*item, "call_id");
+  if (!call_id.is_string()) return;
+  std::erase_if(pending_tool_calls_, [&](const PendingToolCall& p) { return p.call_id == call_id; });
+}
+
+Nanos RealtimeEventChannel::next_deadline() const {
+  // Only a call whose app server had a sideband and lost it: without one, the browser answers.
+  if (!sideband_gone_since_ || pending_tool_calls_.empty()) return std::numeric_limits<Nanos>::max();
+  Nanos earliest = std::numeric_limits<Nanos>::max();
+  for (const auto& pending : pending_tool_calls_)
+    earliest = std::min(earliest, std::max(pending.issued, *sideband_gone_since_) + limits_.tool_timeout);
+  return earliest;
+}
+
+void RealtimeEventChannel::on_deadline(Nanos now) {
+  if (!sideband_gone_since_) return;
+  const Nanos gone = *sideband_gone_since_;
+  std::vector<std::string> expired;
+  std::erase_if(pending_tool_calls_, [&](const PendingToolCall& p) {
+    if (std::max(p.issued, gone) + limits_.tool_timeout > now) return false;
+    expired.push_back(p.call_id);
+    return true;
+  });
+  if (expired.empty() || !callbacks_.send_to_backend) {
+    stats_.tool_calls_timed_out += expired.size();
+    return;
+  }
+  // The backend waits for an output: it gets one that says why, and may answer the caller.
+  for (const std::string& call_id : expired) {
+    ++stats_.tool_calls_timed_out;
+    const json output = {{"error", "tool_call_timed_out"},
+                         {"message", "the app server's sideband went away and did not come back in time"}};
+    callbacks_.send_to_backend(
+        {{"type", "conversation.item.create"},
+         {"item", {{"type", "function_call_output"}, {"call_id", call_id}, {"output", output.dump()}}}});
+  }
+  callbacks_.send_to_backend({{"type", "response.create"}});
+}
+
 void RealtimeEventChannel::drop_client(RealtimeDrop drop, std::string_view detail,
-                                       const json& client_event_id) {
+                                       const json& client_event_id, EventSource source) {
   ++stats_.drops[static_cast<size_t>(drop)];
   std::string message(realtime_drop_message(drop));
   if (!detail.empty()) {
@@ -530,17 +774,46 @@ void RealtimeEventChannel::drop_client(RealtimeDrop drop, std::string_view detai
                   {"param", nullptr},
                   {"event_id", client_event_id}}}};
   ++stats_.errors_sent;
-  send(error);
+  // The browser's mistakes are the app server's business too; a sideband's are its own.
+  if (source == kFromBrowser) return send(error, kFromBrowser);
+  reply(source, error);
 }
 
-void RealtimeEventChannel::send(json& event) {
+void RealtimeEventChannel::send(json& event, std::optional<EventSource> answering) {
   if (!string_or_null(event, "event_id").is_string()) event["event_id"] = next_id("event_");
+  const std::string text = dump(event);
+  for (EventSource sideband : sidebands_) {
+    ++stats_.sideband_events_sent;
+    if (callbacks_.send_to_sideband) callbacks_.send_to_sideband(sideband, text);
+  }
+  if (sidebands_.empty() && sideband_gone_since_) {
+    ++missed_total_;
+    ++stats_.missed_events;
+    missed_bytes_ += text.size();
+    missed_.push_back(text);
+    while (!missed_.empty() &&
+           (missed_.size() > limits_.max_missed_events || missed_bytes_ > limits_.max_missed_bytes)) {
+      missed_bytes_ -= missed_.front().size();
+      missed_.pop_front();
+    }
+  }
   if (!open_) {
     ++stats_.drops[static_cast<size_t>(RealtimeDrop::not_open)];
     return;
   }
+  if (answering != kFromBrowser && !policy_.allows_server(type_of(event))) {
+    ++stats_.drops[static_cast<size_t>(RealtimeDrop::server_event_withheld)];
+    return;
+  }
   ++stats_.server_messages;
-  if (callbacks_.send_to_client) callbacks_.send_to_client(dump(event));
+  if (callbacks_.send_to_client) callbacks_.send_to_client(text);
+}
+
+void RealtimeEventChannel::reply(EventSource source, json& event) {
+  if (source == kFromBrowser) return send(event, kFromBrowser);
+  if (!string_or_null(event, "event_id").is_string()) event["event_id"] = next_id("event_");
+  ++stats_.sideband_events_sent;
+  if (callbacks_.send_to_sideband) callbacks_.send_to_sideband(source, dump(event));
 }
 
 std::string RealtimeEventChannel::next_id(std::string_view prefix) {

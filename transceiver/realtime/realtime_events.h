@@ -1,21 +1,27 @@
-// realtime_events.h — the `oai-events` data channel of one session: Realtime-style JSON
-// events between the client and the backend, and the part of them the edge owns itself
-// (session.created/updated and the session object, output_audio_buffer.*, errors for bad
-// input). Socket-free: messages come in as bytes, go out through callbacks.
+// realtime_events.h — the Realtime events of one call: JSON events between its clients and
+// the backend, and the part of them the edge owns itself (session.created/updated and the
+// session object, output_audio_buffer.*, errors for bad input). The clients are the
+// browser's `oai-events` data channel and the app server's sideband WebSockets
+// (`/v1/realtime?call_id=`): every server event reaches both (the browser's only as far as
+// the app server's event policy lets it), a client event from either acts the same, a
+// session field a sideband set is the app server's, and a sideband that comes back hears
+// what it missed. Socket-free: messages come in as bytes, go out through callbacks.
 //
-// One per session, used on the worker thread only. Not on the media path: it runs per
-// event, never per packet. Bad client input is an `error` event to the client and a
-// counted drop; bad backend events are counted drops. Nothing here closes the channel.
+// One per Realtime call, used on the worker thread only. Not on the media path: it runs per
+// event, never per packet. Bad client input is an `error` event to its sender and a counted
+// drop; bad backend events are counted drops. Nothing here closes a channel or a socket.
 // The event shapes are documented in docs/backend-protocol.md ("Events on the oai-events
-// data channel").
+// data channel") and docs/realtime.md (the sideband and the event policy).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -49,19 +55,21 @@ RTCE_DECLARE_NAMED_VOCAB(RealtimeClientEvent, RTCE_REALTIME_CLIENT_EVENTS, realt
 // Why a message or an event was not handled. Client drops are answered with an `error`
 // event whose error.code is the name and whose error.message starts with the sentence;
 // backend drops are only counted.
-#define RTCE_REALTIME_DROPS(X)                                                                  \
-  X(binary_message, "binary messages are not events: send each event as one JSON text message") \
-  X(too_large, "the message is larger than the limit")                                          \
-  X(too_deep, "the JSON nests deeper than the limit")                                           \
-  X(malformed_json, "the message is not valid JSON")                                            \
-  X(not_an_object, "an event must be a JSON object")                                            \
-  X(missing_type, "the event has no string \"type\"")                                           \
-  X(unknown_event, "unknown client event type")                                                 \
-  X(bad_session_update, "session.update needs a \"session\" object")                            \
-  X(backend_not_an_object, "a backend event that is not a JSON object")                         \
-  X(backend_missing_type, "a backend event without a string \"type\"")                          \
-  X(not_open, "an event for the client before the channel opened")                              \
-  X(unsent, "an event for the client (an error reply, say) the data channel could not send")
+#define RTCE_REALTIME_DROPS(X)                                                                       \
+  X(binary_message, "binary messages are not events: send each event as one JSON text message")      \
+  X(too_large, "the message is larger than the limit")                                               \
+  X(too_deep, "the JSON nests deeper than the limit")                                                \
+  X(malformed_json, "the message is not valid JSON")                                                 \
+  X(not_an_object, "an event must be a JSON object")                                                 \
+  X(missing_type, "the event has no string \"type\"")                                                \
+  X(unknown_event, "unknown client event type")                                                      \
+  X(bad_session_update, "session.update needs a \"session\" object")                                 \
+  X(backend_not_an_object, "a backend event that is not a JSON object")                              \
+  X(backend_missing_type, "a backend event without a string \"type\"")                               \
+  X(not_open, "an event for the client before the channel opened")                                   \
+  X(unsent, "an event for the client (an error reply, say) the data channel could not send")         \
+  X(client_event_not_allowed, "the app server does not allow this client event on the data channel") \
+  X(server_event_withheld, "a server event the app server does not let the data channel see")
 
 // realtime_drop_name: "too_large" ... for logs, metric labels and error.code.
 RTCE_DECLARE_MESSAGE_VOCAB(RealtimeDrop, RTCE_REALTIME_DROPS, realtime_drop_name, realtime_drop_message);
@@ -72,12 +80,31 @@ inline constexpr size_t kRealtimeDropCount = std::size(kRealtimeDropNames);
 // it leaves out): what the agents SDK reads from session.created.
 nlohmann::json default_realtime_session();
 
+// Who sent a client event: the browser's data channel, or a sideband (ids from 1).
+using EventSource = uint32_t;
+inline constexpr EventSource kFromBrowser = 0;
+
+// The app server's policy for the browser's data channel, from the session's
+// `client.data_channel` (GPT-Live's `allowed_client_events`/`allowed_server_events`): with a
+// list, only the events it names pass; without, everything does. The browser always hears the
+// edge's answers to its own events (errors, session.updated) and session.created.
+struct DataChannelPolicy {
+  std::optional<uint32_t> allowed_client_events;  // a bit per RealtimeClientEvent
+  std::optional<std::vector<std::string>> allowed_server_events;
+  bool allows_client(RealtimeClientEvent event) const {
+    return !allowed_client_events || (*allowed_client_events >> static_cast<unsigned>(event) & 1u);
+  }
+  bool allows_server(std::string_view type) const;
+};
+inline constexpr size_t kMaxAllowedServerEvents = 64;
+
 class RealtimeEventChannel {
  public:
   struct Callbacks {
     std::function<void(std::string_view json_text)> send_to_client;    // one data-channel text message
     std::function<void(const nlohmann::json& event)> send_to_backend;  // BackendConnection::send_event
     std::function<void()> clear_output;  // stop the audio the session is playing, now (within one frame)
+    std::function<void(EventSource sideband, std::string_view json_text)> send_to_sideband;
   };
   struct Limits {
     size_t max_message_bytes = 64 * 1024;
@@ -88,6 +115,12 @@ class RealtimeEventChannel {
     bool transcription_supported = false;    // audio.input.transcription
     bool noise_reduction_supported = false;  // audio.input.noise_reduction other than null
     bool semantic_vad_supported = false;     // turn_detection semantic_vad (else server_vad)
+    // The sideband (realtime.sideband.*).
+    size_t max_sidebands = 4;              // attached at once
+    Nanos tool_timeout = 15'000'000'000;   // a function call no sideband is left to answer
+    size_t max_missed_events = 256;        // kept for a sideband that comes back...
+    size_t max_missed_bytes = 256 * 1024;  // ...and their bytes
+    size_t max_pending_tool_calls = 64;
   };
   struct Stats {
     uint64_t client_messages = 0;           // data-channel messages received
@@ -98,36 +131,73 @@ class RealtimeEventChannel {
     uint64_t errors_sent = 0;               // `error` events the edge itself sent
     uint64_t session_updates = 0;           // session.update events applied
     uint64_t output_clears = 0;             // clear_output() calls
+    uint64_t sideband_messages = 0;         // messages from sidebands
+    uint64_t sideband_events_sent = 0;      // messages to sidebands
+    uint64_t missed_events = 0;             // events no sideband was attached to hear (once one had been)
+    uint64_t tool_calls_timed_out = 0;      // answered by the edge: their sideband was gone
     std::array<uint64_t, kRealtimeDropCount> drops{};
     uint64_t dropped(RealtimeDrop drop) const { return drops[static_cast<size_t>(drop)]; }
   };
 
   // `initial_session` is the Realtime call's session config (the multipart `session` part
-  // or the ephemeral key's), applied over the defaults like a session.update; null or a
-  // non-object means the defaults.
+  // or the ephemeral key's), applied over the defaults like a session.update from the app
+  // server (its `client` policy included); null or a non-object means the defaults.
   RealtimeEventChannel(nlohmann::json initial_session, Limits limits, Callbacks callbacks);
 
+  // The browser's data channel.
   void on_open(Nanos now);  // oai-events opened: session.created
+  void on_client_closed();  // it closed (the call and its sidebands go on)
   void on_client_message(std::span<const uint8_t> message, bool binary, Nanos now);
+
+  // The app server's sidebands, by ids the caller gives (not kFromBrowser, unique). attach:
+  // false at max_sidebands; else it has been sent session.created (and, after a gap with no
+  // sideband, what it missed).
+  bool attach_sideband(EventSource sideband, Nanos now);
+  void detach_sideband(EventSource sideband, Nanos now);
+  void on_sideband_message(EventSource sideband, std::string_view message, Nanos now);
+  size_t sidebands() const { return sidebands_.size(); }
+  // The call ended: every sideband hears `rtcedge.call.ended` with the reason.
+  void on_call_ended(std::string_view reason, Nanos now);
+
   void on_backend_event(const nlohmann::json& event,
-                        Nanos now);  // forwarded to the client (event_id ensured)
+                        Nanos now);  // forwarded to the clients (event_id ensured)
   void on_output_started(
       Nanos now);  // the session began playing backend audio -> output_audio_buffer.started
   void on_output_stopped(Nanos now);  // its output queue ran dry -> output_audio_buffer.stopped
 
+  // Tool calls left to a sideband that went away end after tool_timeout.
+  Nanos next_deadline() const;
+  void on_deadline(Nanos now);
+
   bool output_playing() const { return output_ == Output::playing; }
   // The current session object (for the backend's session.started and a GET of the call).
   const nlohmann::json& session() const { return session_; }
+  const DataChannelPolicy& policy() const { return policy_; }
   const Stats& stats() const { return stats_; }
 
  private:
   enum class Output { idle, playing, cleared };
+  struct PendingToolCall {
+    std::string call_id;
+    Nanos issued = 0;
+  };
 
-  void handle_event(nlohmann::json& event, Nanos now);
-  void handle_session_update(nlohmann::json& event, const nlohmann::json& client_event_id);
-  void clear_output(bool acknowledge);
-  void drop_client(RealtimeDrop drop, std::string_view detail, const nlohmann::json& client_event_id);
-  void send(nlohmann::json& event);  // sets event_id when missing, serializes, counts
+  void handle_message(std::string_view text, EventSource source, Nanos now);
+  void handle_event(nlohmann::json& event, EventSource source, Nanos now);
+  void handle_session_update(nlohmann::json& event, EventSource source,
+                             const nlohmann::json& client_event_id);
+  void clear_output(bool acknowledge, EventSource source);
+  void drop_client(RealtimeDrop drop, std::string_view detail, const nlohmann::json& client_event_id,
+                   EventSource source);
+  // Sets event_id when missing, serializes once, counts. To the browser (when its channel is
+  // open, and as the policy allows unless it answers the browser's own event) and to every
+  // sideband; a gap with no sideband keeps it for the next one.
+  void send(nlohmann::json& event, std::optional<EventSource> answering = std::nullopt);
+  // To the one that sent the event answered (a sideband's errors are its own).
+  void reply(EventSource source, nlohmann::json& event);
+  bool contains_source(EventSource sideband) const;
+  void note_tool_call(const nlohmann::json& event, Nanos now);
+  void note_tool_output(const nlohmann::json& event);
   std::string next_id(std::string_view prefix);
   const std::string& output_response_id();
 
@@ -135,12 +205,22 @@ class RealtimeEventChannel {
   Limits limits_;
   Callbacks callbacks_;
   nlohmann::json session_;
+  DataChannelPolicy policy_;
+  std::vector<std::string> app_server_fields_;  // session fields a sideband set (paths)
   bool open_ = false;
   Output output_ = Output::idle;
   std::string last_response_id_;    // the backend's last response.created
   std::string output_response_id_;  // the response the current/last output belongs to
   std::string id_prefix_;           // random per channel, so ids differ across sessions
   uint64_t id_counter_ = 0;
+
+  std::vector<EventSource> sidebands_;
+  // After the last sideband left: when, and what it missed (the newest, bounded).
+  std::optional<Nanos> sideband_gone_since_;
+  std::deque<std::string> missed_;
+  size_t missed_bytes_ = 0;
+  uint64_t missed_total_ = 0;
+  std::vector<PendingToolCall> pending_tool_calls_;
   Stats stats_;
 };
 

@@ -110,6 +110,11 @@ struct WorkerMetrics {
   DataChannelCounters data_channel;
   // What the oai-events layer did not handle, by reason (RTCE_REALTIME_DROPS).
   std::array<RelaxedCounter, kRealtimeDropCount> realtime_drops;
+  // The app servers' sidebands on Realtime calls: attached, refused (at the per-call cap, or
+  // the call was not a Realtime one), messages each way, events that no sideband heard while
+  // one was gone, tool calls the edge answered because their sideband did not come back.
+  RelaxedCounter sidebands_attached, sidebands_refused, sideband_messages_in, sideband_messages_out,
+      sideband_missed_events, tool_calls_timed_out;
   std::array<RelaxedCounter, static_cast<size_t>(IceRestartResult::count)> ice_restarts;
   std::array<RelaxedCounter, kPathGapBuckets.size() + 1> path_gap_buckets;  // last = +Inf
   RelaxedCounter path_gap_sum_us, path_gap_count;

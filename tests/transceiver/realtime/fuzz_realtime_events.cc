@@ -2,10 +2,14 @@
 // split by NUL bytes; each record's first byte picks the input: 'c' a client text message,
 // 'C' a client binary message, 'b' a backend event (its JSON, or the bytes as a string),
 // 's'/'S' output started/stopped, 'o' open (the channel opens first unless the input
-// starts with 'p'). Asserts that every message to the client is a JSON object with string
-// type and event_id, that started/stopped alternate, and that the session stays an object.
+// starts with 'p'), 'a'/'d' attach/detach a sideband (id from the next byte), 'm' a sideband
+// message (id from the next byte), 't' the tool-call deadline passes. Asserts that every
+// message to the client and to a sideband is a JSON object with string type and event_id,
+// that started/stopped alternate, that no more sidebands attach than allowed, and that the
+// session stays an object.
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string_view>
 
 #include "realtime_events.h"
@@ -40,6 +44,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!e.is_object() || !e["type"].is_string()) abort();
   };
   cb.clear_output = [] {};
+  cb.send_to_sideband = [](rtce::EventSource sideband, std::string_view text) {
+    const json e = json::parse(text, nullptr, false);
+    if (sideband == rtce::kFromBrowser || e.is_discarded() || !e.is_object()) abort();
+    if (!e.contains("type") || !e["type"].is_string() || !e.contains("event_id")) abort();
+  };
   rtce::RealtimeEventChannel::Limits limits;
   limits.max_message_bytes = 2048;
   limits.max_json_depth = 16;
@@ -65,6 +74,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 's': channel.on_output_started(0); break;
       case 'S': channel.on_output_stopped(0); break;
       case 'o': channel.on_open(0); break;
+      case 'a':
+        if (!payload.empty()) channel.attach_sideband(static_cast<uint8_t>(payload[0]), 0);
+        if (channel.sidebands() > limits.max_sidebands) abort();
+        break;
+      case 'd':
+        if (!payload.empty()) channel.detach_sideband(static_cast<uint8_t>(payload[0]), 0);
+        break;
+      case 'm':
+        if (!payload.empty())
+          channel.on_sideband_message(static_cast<uint8_t>(payload[0]), payload.substr(1), 0);
+        break;
+      case 't': channel.on_deadline(std::numeric_limits<rtce::Nanos>::max() / 2); break;
       default: break;
     }
     if (!channel.session().is_object()) abort();

@@ -3,13 +3,18 @@
 // one utterance and replays it once at 20 ms pace. Both speak the Realtime events of the
 // oai-events channel (docs/backend-protocol.md): the VAD's speech_started/stopped, the
 // parrot's replay as a response, a text echo for conversation.item.create + response.create,
-// and output_audio_buffer.clear / response.cancel stopping the replay. Output and events
+// and output_audio_buffer.clear / response.cancel stopping the replay. A scripted tool round
+// trip too: a user text `call <name> [<arguments>]` naming one of the session's function
+// tools is answered with a function call, and a function_call_output with a text reply and a
+// short tone (the same 20 ms playout as the parrot's replay). Output and events
 // come only from on_deadline (the worker calls it when next_deadline() has passed, in the
 // same wake-ups as the session's own timers), never from inside send_audio or send_event, so
 // the session sees the same re-entrancy rules as with the WebSocket backend.
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
+#include <numbers>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +39,17 @@ constexpr int kFrameMs = 20;
 // Events wait for the next on_deadline; a client flooding text turns cannot grow this
 // without bound (the excess is dropped and counted as protocol errors).
 constexpr size_t kMaxPendingEvents = 256;
+// The session's function tools (from its config and every session.update): the first 128
+// with a name of 1 to 64 characters; the call ids of the latest 128 calls issued.
+constexpr size_t kMaxTools = 128;
+constexpr size_t kMaxToolNameChars = 64;
+constexpr size_t kMaxIssuedCalls = 128;
+constexpr size_t kMaxQuotedOutputChars = 1000;  // of a function_call_output, in the reply
+// The tool reply's tone: 440 Hz, 400 ms, -12 dBFS peak (a 5 ms ramp at each end: no clicks).
+constexpr double kToneHz = 440.0;
+constexpr size_t kToneFrames = 20;
+constexpr double kTonePeak = 32767.0 * 0.251188643150958;  // 10^(-12/20)
+constexpr double kToneRampSeconds = 0.005;
 
 using json = nlohmann::json;
 
@@ -58,6 +74,43 @@ std::optional<std::string> user_text(const json& item) {
     any = true;
   }
   return any ? std::optional<std::string>(std::move(text)) : std::nullopt;
+}
+
+// The first max_chars characters (code points) of UTF-8 text: never half a character.
+std::string_view cut_chars(std::string_view text, size_t max_chars) {
+  size_t chars = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80 && chars++ == max_chars)
+      return text.substr(0, i);
+  }
+  return text;
+}
+
+std::string_view trim(std::string_view text) {
+  constexpr std::string_view kSpace = " \t\r\n";
+  const size_t first = text.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(kSpace) - first + 1);
+}
+
+// The echo's script for a tool call: `call <name>` or `call <name> <arguments>`. The
+// arguments are passed as given (a model's are a string too, valid JSON or not), "{}" when
+// there are none.
+struct ScriptedCall {
+  std::string name;
+  std::string arguments;
+};
+
+std::optional<ScriptedCall> scripted_call(std::string_view text) {
+  text = trim(text);
+  constexpr std::string_view kCall = "call";
+  if (text.size() <= kCall.size() || text.substr(0, kCall.size()) != kCall) return std::nullopt;
+  const std::string_view rest = trim(text.substr(kCall.size()));
+  if (rest.size() == text.size() - kCall.size()) return std::nullopt;  // "caller ...": no space after "call"
+  const size_t name_end = std::min(rest.find_first_of(" \t\r\n"), rest.size());
+  const std::string_view arguments = trim(rest.substr(name_end));
+  return ScriptedCall{std::string(rest.substr(0, name_end)),
+                      arguments.empty() ? "{}" : std::string(arguments)};
 }
 
 struct DelayedFrame {
@@ -87,6 +140,7 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
     if (config_.mode == EchoBackendConfig::Mode::parrot && !opus_passthrough_) {
       utterance_.reserve(frame_samples_ * kMaxUtteranceFrames);
     }
+    if (info.session_config.is_object()) set_tools(info.session_config.value("tools", json()));
   }
 
   void start() {
@@ -128,14 +182,24 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
     if (type == "demo.clear") {
       delayed_count_ = 0;
       utterance_.clear();
-      in_speech_ = replaying_ = false;
+      in_speech_ = false;
+      playout_ = nullptr;
       clear_pending_ = true;
       arm(monotonic_now());
     } else if (type == "output_audio_buffer.clear" || type == "response.cancel") {
       stop_output(type == "output_audio_buffer.clear");
+    } else if (type == "session.update") {
+      auto session = event.find("session");
+      if (session != event.end() && session->is_object() && session->contains("tools")) {
+        set_tools((*session)["tools"]);
+      }
     } else if (type == "conversation.item.create") {
       auto item = event.find("item");
       if (item == event.end()) return;
+      if (str(*item, "type") == "function_call_output") {
+        tool_output(*item);
+        return;
+      }
       auto text = user_text(*item);
       if (!text) return;
       std::string id(str(*item, "id"));
@@ -150,7 +214,7 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
                     {"content", {{{"type", "input_text"}, {"text", *text}}}}}}});
       last_user_text_ = std::move(*text);
     } else if (type == "response.create") {
-      text_reply(std::exchange(last_user_text_, std::string()));
+      respond();
     }
   }
 
@@ -162,6 +226,59 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
 
  private:
   bool parrot() const { return config_.mode == EchoBackendConfig::Mode::parrot && !opus_passthrough_; }
+
+  // The session's function tools, replaced by each `tools` array (anything else leaves them).
+  void set_tools(const json& tools) {
+    if (!tools.is_array()) return;
+    tools_.clear();
+    for (const json& tool : tools) {
+      if (tools_.size() == kMaxTools) break;
+      const std::string_view name = str(tool, "name");
+      if (str(tool, "type") != "function" || name.empty() || name.size() > kMaxToolNameChars) continue;
+      tools_.emplace_back(name);
+    }
+  }
+
+  bool is_tool(std::string_view name) const {
+    return std::find(tools_.begin(), tools_.end(), name) != tools_.end();
+  }
+
+  // response.create: the reply to a tool's output, else a scripted call of one of the tools,
+  // else the echo of the user's last text.
+  void respond() {
+    std::string text = std::exchange(last_user_text_, std::string());
+    if (tool_reply_) {
+      tool_reply(*std::exchange(tool_reply_, std::nullopt));
+      return;
+    }
+    if (auto call = scripted_call(text); call && is_tool(call->name)) {
+      function_call(*call);
+      return;
+    }
+    text_reply(std::move(text));
+  }
+
+  // conversation.item.create of a function_call_output: the item is added, and the next
+  // response.create speaks its output (for a call id it never issued too, saying so).
+  void tool_output(const json& item) {
+    const std::string_view call_id = str(item, "call_id");
+    if (call_id.empty() || !item.contains("output") || !item["output"].is_string()) return;
+    const std::string_view output = str(item, "output");
+    std::string id(str(item, "id"));
+    if (id.empty()) id = next_id("item_");
+    const json added = {{"id", id},
+                        {"object", "realtime.item"},
+                        {"type", "function_call_output"},
+                        {"status", "completed"},
+                        {"call_id", call_id},
+                        {"output", output}};
+    push_event({{"type", "conversation.item.added"}, {"item", added}});
+    push_event({{"type", "conversation.item.done"}, {"item", added}});
+    const bool issued = std::find(issued_calls_.begin(), issued_calls_.end(), call_id) != issued_calls_.end();
+    std::string reply = issued ? "the tool said: " : "the tool said (for an unknown call): ";
+    reply += cut_chars(output, kMaxQuotedOutputChars);
+    tool_reply_ = std::move(reply);
+  }
 
   // Appends to the delay line (growing it up to its bound, then dropping the oldest when full)
   // and arms the timer.
@@ -193,7 +310,7 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
   // Times are positions in the input audio (20 ms a frame since the first), not wall time.
   void listen(std::span<const int16_t> pcm) {
     ++input_frames_;
-    if (replaying_) return;  // half duplex: the parrot does not record itself
+    if (playout_) return;  // half duplex: the echo does not listen to itself
     double energy = 0;
     for (int16_t sample : pcm) energy += static_cast<double>(sample) * sample;
     bool speech = std::sqrt(energy / static_cast<double>(pcm.size())) > kSpeechRms;
@@ -221,24 +338,38 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
     if (!parrot()) return;
     // Drop the trailing silence that ended the utterance; replay the rest once, as a response.
     utterance_.resize((utterance_frames_ - static_cast<size_t>(silent_frames_)) * frame_samples_);
-    replaying_ = true;
-    replay_frame_ = 0;
-    replay_due_ = monotonic_now();
+    if (utterance_.empty()) return;
     response_id_ = next_id("resp_");
     push_event(
         {{"type", "response.created"}, {"response", response_object("in_progress", "audio", json::array())}});
-    arm(replay_due_);
+    start_playout(utterance_, json::array());
   }
 
-  // output_audio_buffer.clear / response.cancel: the replay stops now, the rest of the
+  // A response's audio, played once at 20 ms pace from on_deadline (after the response's
+  // queued events); response.done with `output` follows the last frame.
+  void start_playout(const std::vector<int16_t>& pcm, json output) {
+    playout_ = &pcm;
+    playout_frame_ = 0;
+    playout_due_ = monotonic_now();
+    playout_response_id_ = response_id_;
+    playout_output_ = std::move(output);
+    arm(playout_due_);
+  }
+
+  void end_playout(const char* status) {
+    playout_ = nullptr;
+    push_event({{"type", "response.done"},
+                {"response", response_object(playout_response_id_, status, "audio",
+                                             std::exchange(playout_output_, json::array()))}});
+  }
+
+  // output_audio_buffer.clear / response.cancel: the playout stops now, the rest of the
   // utterance is dropped, and the response ends as cancelled. In loopback a clear drops
   // the delay line (what is waiting to be played).
   void stop_output(bool clear) {
-    if (replaying_) {
-      replaying_ = false;
-      utterance_.clear();
-      push_event(
-          {{"type", "response.done"}, {"response", response_object("cancelled", "audio", json::array())}});
+    if (playout_) {
+      if (playout_ == &utterance_) utterance_.clear();
+      end_playout("cancelled");
     }
     if (clear && !parrot()) delayed_count_ = 0;
   }
@@ -248,6 +379,87 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
   void text_reply(std::string text) {
     if (text.empty()) text = "(echo: nothing to repeat)";
     response_id_ = next_id("resp_");
+    push_event(
+        {{"type", "response.created"}, {"response", response_object("in_progress", "text", json::array())}});
+    const json item = text_item(text);
+    push_event(
+        {{"type", "response.done"}, {"response", response_object("completed", "text", json::array({item}))}});
+  }
+
+  // The reply to a function_call_output: its text, and (unless Opus passes through, or audio
+  // is already playing) a 400 ms tone before response.done, so the round trip is audible.
+  void tool_reply(const std::string& text) {
+    response_id_ = next_id("resp_");
+    const bool tone = !opus_passthrough_ && !playout_;
+    const char* modality = tone ? "audio" : "text";
+    push_event({{"type", "response.created"},
+                {"response", response_object("in_progress", modality, json::array())}});
+    json item = text_item(text);
+    if (!tone) {
+      push_event({{"type", "response.done"},
+                  {"response", response_object("completed", modality, json::array({std::move(item)}))}});
+      return;
+    }
+    if (tone_.empty()) make_tone();
+    start_playout(tone_, json::array({std::move(item)}));
+  }
+
+  // A sine of kToneHz at the session's rate, kToneFrames long, continuous across frames.
+  void make_tone() {
+    const size_t samples = kToneFrames * frame_samples_;
+    const double rate = static_cast<double>(frame_samples_) * 50.0;
+    const double ramp = kToneRampSeconds * rate;
+    tone_.resize(samples);
+    for (size_t i = 0; i < samples; ++i) {
+      const double edge = static_cast<double>(std::min(i, samples - 1 - i));
+      const double gain = std::min(1.0, edge / ramp);
+      tone_[i] = static_cast<int16_t>(std::lround(
+          kTonePeak * gain * std::sin(2.0 * std::numbers::pi * kToneHz * static_cast<double>(i) / rate)));
+    }
+  }
+
+  // A scripted call of one of the session's function tools, in the order a Realtime server
+  // sends it: the item, its arguments (one delta, then done), the item done, response.done.
+  void function_call(const ScriptedCall& call) {
+    response_id_ = next_id("resp_");
+    const std::string item_id = next_id("item_");
+    const std::string call_id = next_id("call_");
+    if (issued_calls_.size() == kMaxIssuedCalls) issued_calls_.pop_front();
+    issued_calls_.push_back(call_id);
+    const json common = {
+        {"response_id", response_id_}, {"item_id", item_id}, {"output_index", 0}, {"call_id", call_id}};
+    auto with = [&common](json event) {
+      event.update(common);
+      return event;
+    };
+    json item = {{"id", item_id},           {"object", "realtime.item"}, {"type", "function_call"},
+                 {"status", "in_progress"}, {"name", call.name},         {"call_id", call_id},
+                 {"arguments", ""}};
+    push_event(
+        {{"type", "response.created"}, {"response", response_object("in_progress", "text", json::array())}});
+    push_event({{"type", "response.output_item.added"},
+                {"response_id", response_id_},
+                {"output_index", 0},
+                {"item", item}});
+    push_event({{"type", "conversation.item.added"}, {"item", item}});
+    push_event(with({{"type", "response.function_call_arguments.delta"}, {"delta", call.arguments}}));
+    push_event(with({{"type", "response.function_call_arguments.done"},
+                     {"name", call.name},
+                     {"arguments", call.arguments}}));
+    item["status"] = "completed";
+    item["arguments"] = call.arguments;
+    push_event({{"type", "response.output_item.done"},
+                {"response_id", response_id_},
+                {"output_index", 0},
+                {"item", item}});
+    push_event({{"type", "conversation.item.done"}, {"item", item}});
+    push_event(
+        {{"type", "response.done"}, {"response", response_object("completed", "text", json::array({item}))}});
+  }
+
+  // The events of one completed assistant text item (output 0 of response_id_), after
+  // response.created; returns the item.
+  json text_item(const std::string& text) {
     const std::string item_id = next_id("item_");
     const json common = {
         {"response_id", response_id_}, {"item_id", item_id}, {"output_index", 0}, {"content_index", 0}};
@@ -257,8 +469,6 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
     };
     json item = {{"id", item_id},       {"object", "realtime.item"}, {"type", "message"},
                  {"role", "assistant"}, {"status", "in_progress"},   {"content", json::array()}};
-    push_event(
-        {{"type", "response.created"}, {"response", response_object("in_progress", "text", json::array())}});
     push_event({{"type", "response.output_item.added"},
                 {"response_id", response_id_},
                 {"output_index", 0},
@@ -275,12 +485,15 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
                 {"output_index", 0},
                 {"item", item}});
     push_event({{"type", "conversation.item.done"}, {"item", item}});
-    push_event(
-        {{"type", "response.done"}, {"response", response_object("completed", "text", json::array({item}))}});
+    return item;
   }
 
   json response_object(const char* status, const char* modality, json output) const {
-    return {{"id", response_id_},
+    return response_object(response_id_, status, modality, std::move(output));
+  }
+
+  static json response_object(const std::string& id, const char* status, const char* modality, json output) {
+    return {{"id", id},
             {"object", "realtime.response"},
             {"status", status},
             {"status_details", nullptr},
@@ -341,6 +554,10 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
       DelayedFrame& slot = delay_line_[delayed_head_];
       delayed_head_ = (delayed_head_ + 1) % delay_line_.size();
       --delayed_count_;
+      if (playout_) {  // a tool reply's tone has the output: loopback frames due meanwhile are dropped
+        counters_->frames_dropped_outbound.add();
+        continue;
+      }
       counters_->frames_received.add();
       // Deliver from scratch buffers: a send from inside the callback may refill this slot.
       if (slot.is_opus) {
@@ -351,24 +568,22 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
         listener_->on_backend_audio(out_pcm_);
       }
     }
-    flush_events();  // response.created goes before the first replayed frame
-    while (listener_ && replaying_ && replay_due_ <= now) {
-      std::span<const int16_t> frame(utterance_.data() + replay_frame_ * frame_samples_, frame_samples_);
-      ++replay_frame_;
-      replay_due_ += kFrame;
-      const bool last = replay_frame_ * frame_samples_ >= utterance_.size();
-      if (last) replaying_ = false;
+    flush_events();  // response.created goes before the first played frame
+    while (listener_ && playout_ && playout_due_ <= now) {
+      std::span<const int16_t> frame(playout_->data() + playout_frame_ * frame_samples_, frame_samples_);
+      ++playout_frame_;
+      playout_due_ += kFrame;
+      const bool last = playout_frame_ * frame_samples_ >= playout_->size();
       counters_->frames_received.add();
-      listener_->on_backend_audio(frame);
-      if (last && listener_) {
-        push_event(
-            {{"type", "response.done"}, {"response", response_object("completed", "audio", json::array())}});
+      if (last) {  // response.done is queued first: the listener may cancel or close from the callback
+        end_playout("completed");
       }
+      listener_->on_backend_audio(frame);
     }
     flush_events();
     if (!listener_) return;
     if (delayed_count_ > 0) arm(delay_line_[delayed_head_].due);
-    if (replaying_) arm(replay_due_);
+    if (playout_) arm(playout_due_);
   }
 
  private:
@@ -388,7 +603,6 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
   std::vector<uint8_t> out_opus_;
   std::vector<int16_t> utterance_;
   bool in_speech_ = false;
-  bool replaying_ = false;
   int silent_frames_ = 0;
   size_t utterance_frames_ = 0;
   int64_t input_frames_ = 0;  // the input audio's clock, in frames
@@ -398,8 +612,16 @@ class EchoImpl : public std::enable_shared_from_this<EchoImpl> {
   std::string item_id_;
   std::string response_id_;
   std::string last_user_text_;
-  size_t replay_frame_ = 0;
-  Nanos replay_due_ = 0;
+  // The response audio playing at 20 ms pace: utterance_ (the parrot's replay) or tone_.
+  const std::vector<int16_t>* playout_ = nullptr;
+  size_t playout_frame_ = 0;
+  Nanos playout_due_ = 0;
+  std::string playout_response_id_;
+  json playout_output_ = json::array();  // response.done's output when the playout ends
+  std::vector<int16_t> tone_;            // made at the first tool reply
+  std::vector<std::string> tools_;       // the names of the session's function tools
+  std::deque<std::string> issued_calls_;
+  std::optional<std::string> tool_reply_;  // for the next response.create
 };
 
 class EchoBackend final : public BackendConnection {

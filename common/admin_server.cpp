@@ -104,6 +104,18 @@ void add_http_server_metrics(MetricsText& m, const std::string& server, const Ht
                           "times accept failed with no connection to close and waited before retrying",
                           MetricType::Counter);
   m.add(pauses, static_cast<double>(stats.accept_pauses.load(std::memory_order_relaxed)), labels);
+  auto& ws_open = m.family("rtcedge_http_websockets_open",
+                           "open WebSockets, handshakes included (not in rtcedge_http_connections_open)",
+                           MetricType::Gauge);
+  m.add(ws_open, static_cast<double>(stats.websockets_open.load(std::memory_order_relaxed)), labels);
+  auto& ws_accepted = m.family("rtcedge_http_websockets_accepted_total", "WebSocket handshakes completed",
+                               MetricType::Counter);
+  m.add(ws_accepted, static_cast<double>(stats.websockets_accepted.load(std::memory_order_relaxed)), labels);
+  auto& ws_refused =
+      m.family("rtcedge_http_websockets_refused_total",
+               "WebSocket upgrades answered 503 because max_websockets were open", MetricType::Counter);
+  m.add(ws_refused, static_cast<double>(stats.websockets_refused_at_cap.load(std::memory_order_relaxed)),
+        labels);
 }
 
 std::string MetricsText::serialize() const {

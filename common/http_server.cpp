@@ -9,9 +9,12 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #include <cerrno>
+#include <deque>
 #include <fstream>
 #include <list>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -24,6 +27,7 @@ namespace rtce {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 
 std::string_view HttpRequest::header(std::string_view lowercase_name) const {
@@ -39,6 +43,13 @@ HttpResponse HttpResponse::text(unsigned status, std::string body) {
 
 HttpResponse HttpResponse::json(unsigned status, std::string body) {
   return HttpResponse{status, "application/json", std::move(body), {}};
+}
+
+HttpResponse HttpResponse::accept_websocket(WebSocketHandlers handlers) {
+  HttpResponse response;
+  response.status = 101;
+  response.websocket = std::make_shared<WebSocketHandlers>(std::move(handlers));
+  return response;
 }
 
 namespace {
@@ -129,8 +140,34 @@ std::variant<HttpRequest, HttpResponse> to_request(RequestParser& parser, const 
                                  std::string(value.data(), value.size()));
   }
   request.body = std::move(message.body());
+  request.websocket_upgrade = websocket::is_upgrade(message);
   return request;
 }
+
+// RFC 6455 §7.4: the codes an endpoint may put in a close frame (1005, 1006 and 1015 only
+// describe a closure locally; 1004 and 1012-2999 are reserved or unassigned here).
+bool sendable_close_code(uint16_t code) {
+  return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1011) || (code >= 3000 && code <= 4999);
+}
+
+// A close frame's payload is at most 125 bytes, 2 of them the code; the reason must stay
+// UTF-8, so the cut backs off to the start of a character.
+std::string close_reason_that_fits(std::string reason) {
+  constexpr size_t kMax = 123;
+  if (reason.size() <= kMax) return reason;
+  size_t cut = kMax;
+  while (cut > 0 && (static_cast<unsigned char>(reason[cut]) & 0xC0) == 0x80) --cut;
+  reason.resize(cut);
+  return reason;
+}
+
+// How a caller off the server thread reaches it: the io_context while it exists. A
+// WebSocketConnection handle may outlive the server, and posting to a destroyed io_context is
+// undefined, so ~ServerCore clears `io` under the mutex a poster holds.
+struct ServerGate {
+  std::mutex mutex;
+  asio::io_context* io = nullptr;
+};
 
 class Connection;
 
@@ -156,23 +193,270 @@ struct ServerCore {
   ServerCore(const SocketAddress& l, HttpServer::Limits lim, HttpServer::Handler h)
       : listen(l), limits(lim), handler(std::move(h)), acceptor(io), accept_retry(io) {
     if (limits.max_connections == 0) limits.max_connections = g_default_max_connections.load();
+    gate->io = &io;
+  }
+  ~ServerCore() {
+    std::lock_guard lock(gate->mutex);
+    gate->io = nullptr;
   }
   void accept();
   // Closes the idlest idle connection; false when every connection is busy (or none is open).
   bool evict_idlest(std::atomic<uint64_t>& counter);
   void publish_open_count() { stats.connections_open.store(connections.size(), std::memory_order_relaxed); }
+  void publish_websocket_count() { stats.websockets_open.store(websockets, std::memory_order_relaxed); }
 
   SocketAddress listen;
   HttpServer::Limits limits;
   HttpServer::Handler handler;
   HttpServer::Stats stats;
   ConnectionSet connections;  // declared before io: connections leave it as io destroys them
+  size_t websockets = 0;      // WebSocket sessions, from the accept decision until on_closed
+  std::shared_ptr<ServerGate> gate = std::make_shared<ServerGate>();
   asio::io_context io;
   tcp::acceptor acceptor;
   asio::steady_timer accept_retry;
   std::chrono::milliseconds accept_backoff{0};
   std::thread thread;
 };
+
+// One accepted WebSocket, on the server thread: the handshake, a read loop handing text
+// messages to the handlers, a write queue, and the close. It reports on_closed once, when the
+// last of its operations that decides the outcome ends: the read loop, or the close
+// handshake when this side started one.
+class WebSocketSession : public std::enable_shared_from_this<WebSocketSession> {
+ public:
+  WebSocketSession(tcp::socket socket, ServerCore& server, std::shared_ptr<WebSocketHandlers> handlers,
+                   const SocketAddress& peer)
+      : ws_(std::move(socket)), server_(server), handlers_(std::move(handlers)), peer_(peer) {
+    ++server_.websockets;
+    server_.publish_websocket_count();
+  }
+
+  void run(http::request<http::string_body> request,
+           std::vector<std::pair<std::string, std::string>> headers) {
+    ws_.set_option(
+        websocket::stream_base::decorator([headers = std::move(headers)](websocket::response_type& response) {
+          response.set(http::field::server, "rtcedge");
+          for (const auto& [name, value] : headers) response.set(name, value);
+        }));
+    websocket::stream_base::timeout timeouts{};
+    timeouts.handshake_timeout = std::chrono::seconds(10);  // also bounds the close handshake
+    timeouts.idle_timeout =
+        handlers_->idle_timeout_s > 0
+            ? websocket::stream_base::duration(std::chrono::seconds(handlers_->idle_timeout_s))
+            : websocket::stream_base::none();
+    timeouts.keep_alive_pings = true;
+    ws_.set_option(timeouts);
+    ws_.read_message_max(handlers_->max_message_bytes);
+    // Bytes a client sent after its upgrade request would be lost here; RFC 6455 §4.1 has it
+    // wait for the 101 before it sends a frame, so there are none.
+    request_ = std::move(request);
+    ws_.async_accept(request_, [self = shared_from_this()](beast::error_code ec) { self->on_accept(ec); });
+  }
+
+  // send_text and close run on the server thread; the handle given to on_open posts to them.
+  void send_text(std::string text) {
+    if (done_ || closing()) return;
+    if (queued_bytes_ + text.size() > handlers_->max_queued_bytes) {
+      spdlog::info("WebSocket {}: more than {} bytes unsent, closing", peer_.to_string(),
+                   handlers_->max_queued_bytes);
+      return start_close(1008, "send queue full");
+    }
+    queued_bytes_ += text.size();
+    queue_.push_back(std::move(text));
+    if (!writing_) write_next();
+  }
+
+  void close(uint16_t code, std::string reason) {
+    if (done_ || closing()) return;
+    if (!sendable_close_code(code)) {
+      spdlog::warn("WebSocket {}: close code {} may not be sent, sending 1011", peer_.to_string(), code);
+      code = 1011;
+    }
+    requested_close_ = Close{code, std::move(reason)};
+    if (!writing_) start_close(requested_close_->code, requested_close_->reason);
+  }
+
+ private:
+  bool closing() const { return close_started_ || requested_close_.has_value(); }
+
+  void on_accept(beast::error_code ec) {
+    if (ec) {
+      spdlog::debug("WebSocket {}: handshake failed: {}", peer_.to_string(), ec.message());
+      return finish(1006, "handshake failed: " + ec.message());
+    }
+    request_ = {};
+    server_.stats.websockets_accepted.fetch_add(1, std::memory_order_relaxed);
+    if (handlers_->on_open) {
+      try {
+        handlers_->on_open(make_handle());
+      } catch (const std::exception& e) {
+        spdlog::error("WebSocket {}: on_open threw: {}", peer_.to_string(), e.what());
+        start_close(1011, "internal error");
+      }
+    }
+    read();
+  }
+
+  std::shared_ptr<WebSocketConnection> make_handle();
+
+  void read() {
+    ws_.async_read(read_buffer_,
+                   [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (done_) return;
+    if (ec) {
+      if (close_started_) return;  // the close handshake's end reports, with the code sent
+      return finish(closed_code(ec), closed_reason(ec));
+    }
+    if (ws_.got_binary()) {
+      read_buffer_.clear();
+      start_close(1003, "binary messages are not supported");
+      return read();  // Beast reads the peer's close frame through it
+    }
+    std::string text = beast::buffers_to_string(read_buffer_.data());
+    read_buffer_.clear();
+    if (!closing() && handlers_->on_text) {
+      try {
+        handlers_->on_text(std::move(text));
+      } catch (const std::exception& e) {
+        spdlog::error("WebSocket {}: on_text threw: {}", peer_.to_string(), e.what());
+        start_close(1011, "internal error");
+      }
+    }
+    if (!done_) read();
+  }
+
+  // The code on_closed reports when the read loop ended on its own (no close started here).
+  uint16_t closed_code(const beast::error_code& ec) const {
+    if (ec == websocket::error::closed) {
+      // The peer's close frame; one without a code is 1005 (RFC 6455 §7.1.5).
+      const uint16_t code = ws_.reason().code;
+      return code == websocket::close_code::none ? uint16_t{1005} : code;
+    }
+    if (ec == websocket::error::message_too_big) return 1009;  // Beast sent the 1009 close
+    // Beast failed the connection with a 1002 close for a protocol error of the peer's.
+    if (ec == websocket::condition::protocol_violation) return 1002;
+    return 1006;  // dropped, reset or timed out without a close frame
+  }
+  std::string closed_reason(const beast::error_code& ec) const {
+    if (ec == websocket::error::closed) return {ws_.reason().reason.data(), ws_.reason().reason.size()};
+    return ec.message();
+  }
+
+  void write_next() {
+    writing_ = true;
+    ws_.text(true);
+    ws_.async_write(asio::buffer(queue_.front()),
+                    [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
+  }
+
+  void on_write(beast::error_code ec) {
+    writing_ = false;
+    queued_bytes_ -= queue_.front().size();
+    queue_.pop_front();
+    if (done_ || close_started_) return;
+    if (ec) {
+      // operation_aborted: another operation got the stream's first error and reports it.
+      if (ec == asio::error::operation_aborted) return;
+      return finish(1006, "write failed: " + ec.message());
+    }
+    if (!queue_.empty()) return write_next();
+    if (requested_close_) start_close(requested_close_->code, requested_close_->reason);
+  }
+
+  // Sends a close frame now: what is queued and not yet being written is dropped.
+  void start_close(uint16_t code, std::string reason) {
+    if (done_ || close_started_) return;
+    close_started_ = true;
+    while (queue_.size() > (writing_ ? 1u : 0u)) {
+      queued_bytes_ -= queue_.back().size();
+      queue_.pop_back();
+    }
+    sent_code_ = code;
+    sent_reason_ = close_reason_that_fits(std::move(reason));
+    const websocket::close_reason frame(static_cast<websocket::close_code>(code), sent_reason_);
+    // Beast waits for a write in flight, sends the frame, then reads until the peer's close
+    // frame (taking over a pending read) and closes the socket.
+    ws_.async_close(frame, [self = shared_from_this()](beast::error_code) {
+      self->finish(self->sent_code_, self->sent_reason_);
+    });
+  }
+
+  void finish(uint16_t code, std::string reason) {
+    if (done_) return;
+    done_ = true;
+    // Frees the descriptor now, whatever Beast still has pending (it ends aborted).
+    beast::get_lowest_layer(ws_).close();
+    --server_.websockets;
+    server_.publish_websocket_count();
+    auto handlers = std::move(handlers_);  // what the handlers hold goes with the session's end
+    if (!handlers->on_closed) return;
+    try {
+      handlers->on_closed(code, reason);
+    } catch (const std::exception& e) {
+      spdlog::error("WebSocket {}: on_closed threw: {}", peer_.to_string(), e.what());
+    }
+  }
+
+  websocket::stream<beast::tcp_stream> ws_;
+  ServerCore& server_;
+  std::shared_ptr<WebSocketHandlers> handlers_;  // empty once done
+  SocketAddress peer_;
+  http::request<http::string_body> request_;  // the upgrade request, until the handshake ends
+  beast::flat_buffer read_buffer_;
+  std::deque<std::string> queue_;  // the front is being written when writing_
+  size_t queued_bytes_ = 0;
+  bool writing_ = false;
+  struct Close {
+    uint16_t code;
+    std::string reason;
+  };
+  std::optional<Close> requested_close_;  // close(): sent once the queue drains
+  bool close_started_ = false;
+  uint16_t sent_code_ = 0;
+  std::string sent_reason_;
+  bool done_ = false;  // on_closed reported
+};
+
+// What on_open hands out: it reaches the session only through the server thread, and holds
+// neither the session nor the server alive.
+class WebSocketHandle : public WebSocketConnection {
+ public:
+  WebSocketHandle(std::weak_ptr<WebSocketSession> session, std::shared_ptr<ServerGate> gate,
+                  const SocketAddress& peer)
+      : session_(std::move(session)), gate_(std::move(gate)), peer_(peer) {}
+
+  void send_text(std::string text) override {
+    post([text = std::move(text)](WebSocketSession& s) mutable { s.send_text(std::move(text)); });
+  }
+  void close(uint16_t code, std::string reason) override {
+    post([code, reason = std::move(reason)](WebSocketSession& s) mutable {
+      s.close(code, std::move(reason));
+    });
+  }
+  const SocketAddress& peer() const override { return peer_; }
+
+ private:
+  template <typename Fn>
+  void post(Fn fn) {
+    std::lock_guard lock(gate_->mutex);
+    if (!gate_->io) return;  // the server is gone
+    asio::post(*gate_->io, [session = session_, fn = std::move(fn)]() mutable {
+      if (auto s = session.lock()) fn(*s);
+    });
+  }
+
+  std::weak_ptr<WebSocketSession> session_;
+  std::shared_ptr<ServerGate> gate_;
+  SocketAddress peer_;
+};
+
+std::shared_ptr<WebSocketConnection> WebSocketSession::make_handle() {
+  return std::make_shared<WebSocketHandle>(weak_from_this(), server_.gate, peer_);
+}
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
@@ -232,17 +516,43 @@ class Connection : public std::enable_shared_from_this<Connection> {
     keep_alive_ = message.keep_alive();
     version_ = message.version();
     head_ = message.method() == http::verb::head;
+    // Beast's accept reads the upgrade request's Sec-WebSocket-* fields from the message itself.
+    upgrade_request_.reset();
+    if (request.websocket_upgrade) upgrade_request_ = parser_->release();
     // The handler may answer later, from another thread: the answer hops back here.
     auto self = shared_from_this();
     auto responder = [self](HttpResponse response) {
       asio::post(self->stream_.get_executor(),
-                 [self, r = std::move(response)]() mutable { self->write(std::move(r), self->keep_alive_); });
+                 [self, r = std::move(response)]() mutable { self->respond(std::move(r)); });
     };
     try {
       handler_(request, std::move(responder));
     } catch (const std::exception& e) {
       write(HttpResponse::text(500, std::string("internal error: ") + e.what()), false);
     }
+  }
+
+  void respond(HttpResponse reply) {
+    if (!reply.websocket) return write(std::move(reply), keep_alive_);
+    if (!upgrade_request_) {
+      const auto target = parser_->get().target();
+      spdlog::error("HTTP server: a handler accepted a WebSocket for {} {}, which did not ask for one",
+                    std::string(parser_->get().method_string()), std::string(target));
+      return write(HttpResponse::text(
+                       500, "internal error: a WebSocket accept for a request that did not ask for one"),
+                   keep_alive_);
+    }
+    if (server_.websockets >= limits_.max_websockets) {
+      server_.stats.websockets_refused_at_cap.fetch_add(1, std::memory_order_relaxed);
+      return write(HttpResponse::text(503, "too many WebSockets open"), keep_alive_);
+    }
+    // An open WebSocket is no longer an HTTP connection: neither idle-evictable nor counted.
+    // The session takes the socket; this Connection ends with the responder that called here.
+    leave_set();
+    auto session = std::make_shared<WebSocketSession>(stream_.release_socket(), server_,
+                                                      std::move(reply.websocket), peer_);
+    session->run(std::move(*upgrade_request_), std::move(reply.headers));
+    upgrade_request_.reset();
   }
 
   void write(HttpResponse reply, bool keep_alive) {
@@ -288,6 +598,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<ConnectionSet::Position> position_;  // empty once closed
   bool busy_ = false;                                // a request is being handled or answered
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::request<http::string_body>> upgrade_request_;  // the last request, if an upgrade
   http::response<http::string_body> response_;
   SocketAddress peer_;
   bool keep_alive_ = false;

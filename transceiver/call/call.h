@@ -137,6 +137,7 @@ class Call final : public BackendListener {
   void clear_output(Nanos now, ClearOrigin origin);
 
   bool ended() const { return ended_; }
+  bool realtime() const { return realtime_ != nullptr; }
   BackendState backend_state() const { return backend_state_; }
   const PlayoutQueue& playout() const { return playout_; }
   // The application's part of a session's JSON snapshot.

@@ -45,6 +45,8 @@ SessionSettings session_settings(const TransceiverConfig& c) {
   s.call.encoder.bitrate_bps = c.opus_bitrate;
   s.call.backend_speaks_realtime = !c.backend_url.empty() && c.backend_dialect == "realtime";
   s.call.backend_kind = c.backend_url.empty() ? "echo-" + c.echo_mode : "websocket";
+  s.call.max_sidebands = c.sideband_max_per_call;
+  s.call.tool_timeout = c.sideband_tool_timeout;
   return s;
 }
 
@@ -258,6 +260,14 @@ const CallAccess* MediaWorker::access_of(const std::string& id) const {
   for (auto it = ended_.rbegin(); it != ended_.rend(); ++it)
     if (it->snapshot["id"] == id) return &it->access;
   return nullptr;
+}
+
+bool MediaWorker::with_live_session(const std::string& id, const std::function<void(Session&, Nanos)>& fn) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || it->second->ended()) return false;
+  fn(*it->second, monotonic_now());
+  touch(*it->second);  // what it changed is rescheduled at the settle that follows
+  return true;
 }
 
 void MediaWorker::watch_socket() {

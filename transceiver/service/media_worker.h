@@ -72,6 +72,9 @@ class MediaWorker final : public DatagramSender, public SessionOwner {
   // Who may act on session `id`, live or recently ended; nullptr when unknown.
   const CallAccess* access_of(const std::string& id) const;
   size_t live_sessions() const { return sessions_.size(); }
+  // Runs fn on session `id` when it is live (a sideband's message, say) and reschedules the
+  // session after; false when there is none. Inside post() only.
+  bool with_live_session(const std::string& id, const std::function<void(Session&, Nanos now)>& fn);
 
   void send(const MediaPath& path, std::span<const uint8_t> payload) override;
   void route(const PathKey& key, Session& session) override;

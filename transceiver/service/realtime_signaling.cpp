@@ -96,6 +96,10 @@ HttpResponse realtime_error_response(RealtimeError error, std::string_view detai
   if (error == RealtimeError::at_capacity) response.headers.emplace_back("Retry-After", "2");
   if (error == RealtimeError::draining) response.headers.emplace_back("Retry-After", "5");
   if (realtime_error_status(error) == 401) response.headers.emplace_back("WWW-Authenticate", "Bearer");
+  if (error == RealtimeError::websocket_required) {  // RFC 9110 §15.5.22
+    response.headers.emplace_back("Upgrade", "websocket");
+    response.headers.emplace_back("Connection", "Upgrade");
+  }
   return response;
 }
 
@@ -141,7 +145,9 @@ bool RealtimeSignaling::handle(const HttpRequest& request, const HttpServer::Res
   if (path != kBase && !path.starts_with("/v1/realtime/")) return false;
   const bool post = request.method == "POST";
   auto not_allowed = [&] { respond(realtime_error_response(RealtimeError::method_not_allowed, "use POST")); };
-  if (path == kRealtimeCallsPath || path == kBase) {
+  if (path == kBase && request.method == "GET" && !query_value(request.query, "call_id").empty()) {
+    sideband(request, respond);
+  } else if (path == kRealtimeCallsPath || path == kBase) {
     post ? create_call(request, respond) : not_allowed();
   } else if (path.starts_with(std::string(kRealtimeCallsPath) + "/")) {
     call_request(path.substr(kRealtimeCallsPath.size() + 1), request, respond);
@@ -211,6 +217,10 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
                                   "session");
       auto parsed = parse_object(session_part->content);
       if (!parsed) return refuse_with_budget(RealtimeError::invalid_session, {}, "session");
+      // The data-channel policy restricts the browser: the browser's own form cannot set it
+      // (or lift the one its key carries).
+      if (!budgeted.empty() && parsed->contains("client"))
+        return refuse_with_budget(RealtimeError::client_policy_not_allowed, {}, "session.client");
       // The form's session wins, field by top-level field, over the key's.
       session.update(*parsed);
     }
@@ -282,6 +292,22 @@ void RealtimeSignaling::call_request(std::string_view rest, const HttpRequest& r
         stats_.calls_hung_up.fetch_add(1, std::memory_order_relaxed);
         respond(json_response(200, {{"id", call_id}, {"object", "realtime.call"}, {"status", "ended"}}));
       });
+}
+
+void RealtimeSignaling::sideband(const HttpRequest& request, const HttpServer::Responder& respond) {
+  auto refuse = [this, &respond](RealtimeError error, std::string_view param = {}) {
+    stats_.sidebands_refused[static_cast<size_t>(error)].fetch_add(1, std::memory_order_relaxed);
+    respond(realtime_error_response(error, {}, param));
+  };
+  // The app server's own key: the browser's ek_ key must not reach the tools and the policy.
+  const auto credentials = credentials_for_scheme(request.header("authorization"), "Bearer");
+  if (credentials && credentials->starts_with(kEphemeralKeyPrefix))
+    return refuse(RealtimeError::sideband_needs_server_key);
+  if (!hooks_.server_key_ok(request)) return refuse(RealtimeError::invalid_api_key);
+  if (!request.websocket_upgrade) return refuse(RealtimeError::websocket_required);
+  const std::string id = session_id_of_call(query_value(request.query, "call_id"));
+  if (id.empty()) return refuse(RealtimeError::call_not_found, "call_id");
+  hooks_.attach_sideband(id, hooks_.server_principal(request), request, respond);
 }
 
 void RealtimeSignaling::mint(const HttpRequest& request, const HttpServer::Responder& respond,

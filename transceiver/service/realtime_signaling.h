@@ -52,6 +52,14 @@ namespace rtce {
   X(invalid_max_calls, 400, "invalid_request_error", "max_calls must be an integer 1..1000")              \
   X(mint_rate_limited, 429, "rate_limit_error", "too many keys minted with this API key: slow down")      \
   X(call_not_found, 404, "invalid_request_error", "no such call")                                         \
+  X(sideband_needs_server_key, 403, "invalid_request_error",                                              \
+    "a sideband needs a server API key: an ephemeral key cannot attach to a call")                        \
+  X(websocket_required, 426, "invalid_request_error",                                                     \
+    "the sideband is a WebSocket: GET with Upgrade: websocket")                                           \
+  X(too_many_sidebands, 409, "invalid_request_error",                                                     \
+    "the call has realtime.sideband.max_per_call sidebands attached")                                     \
+  X(client_policy_not_allowed, 400, "invalid_request_error",                                              \
+    "session.client is set by the app server (in the key it mints), not by the browser")                  \
   X(not_found, 404, "invalid_request_error", "no such Realtime endpoint")                                 \
   X(method_not_allowed, 405, "invalid_request_error", "method not allowed on this path")                  \
   X(rate_limited, 429, "rate_limit_error", "session setup rate exceeded")                                 \
@@ -115,6 +123,12 @@ struct RealtimeHooks {
   std::function<void(const std::string& session_id, const std::string& requester,
                      std::function<void(bool ended)> done)>
       hang_up;
+  // GET /v1/realtime?call_id=rtc_<id> upgrading to a WebSocket, by a server key's `requester`:
+  // attaches the sideband and accepts the WebSocket, or answers call_not_found (unknown, not
+  // the requester's, not a Realtime call, or ended) or too_many_sidebands.
+  std::function<void(const std::string& session_id, const std::string& requester, const HttpRequest&,
+                     HttpServer::Responder)>
+      attach_sideband;
   std::function<int64_t()> unix_now;
 };
 
@@ -123,6 +137,7 @@ struct RealtimeStats {
   std::atomic<uint64_t> calls_created{0};
   std::array<std::atomic<uint64_t>, kRealtimeErrorCount> calls_rejected{};
   std::atomic<uint64_t> calls_hung_up{0};
+  std::array<std::atomic<uint64_t>, kRealtimeErrorCount> sidebands_refused{};  // before the call was asked
   std::atomic<uint64_t> keys_minted{0};
   std::array<std::atomic<uint64_t>, kRealtimeErrorCount> keys_refused{};
 };
@@ -155,6 +170,7 @@ class RealtimeSignaling {
   void create_call(const HttpRequest& request, const HttpServer::Responder& respond);
   void call_request(std::string_view rest, const HttpRequest& request, const HttpServer::Responder& respond);
   void mint(const HttpRequest& request, const HttpServer::Responder& respond, bool legacy_sessions);
+  void sideband(const HttpRequest& request, const HttpServer::Responder& respond);
 
   EphemeralKeyring keyring_;
   int64_t default_key_lifetime_s_;

@@ -60,6 +60,10 @@ struct TransceiverConfig {
   std::vector<std::string> realtime_key_secrets;
   std::string realtime_key_file;
   Nanos realtime_key_lifetime = 60'000'000'000;
+  // The app server's sideband WebSockets on a Realtime call (/v1/realtime?call_id=).
+  uint32_t sideband_max_per_call = 4;
+  Nanos sideband_tool_timeout = 15'000'000'000;
+  Nanos sideband_idle_timeout = 60'000'000'000;
 
   std::string dtls_certificate, dtls_private_key;
 

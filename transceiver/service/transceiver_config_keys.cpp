@@ -291,6 +291,22 @@ ConfigTable<C> build() {
                               {.help = "lifetime of an ephemeral key when the request names none",
                                .doc = "lifetime of an ephemeral key when the `client_secrets` request has no "
                                       "`expires_after.seconds`. 10s..7200s."}));
+  t.push_back(uint_key<C>("realtime.sideband.max_per_call", &C::sideband_max_per_call, 4, 1, 16,
+                          {.help = "sideband WebSockets one Realtime call may have at once",
+                           .doc = "sideband WebSockets (`GET /v1/realtime?call_id=`) one Realtime call may "
+                                  "have attached at once; one more gets 409 `too_many_sidebands`. 1..16."}));
+  t.push_back(duration_key<C>(
+      "realtime.sideband.tool_timeout", &C::sideband_tool_timeout, 15 * s, 1 * s, 600 * s,
+      {.help = "how long a tool call waits for a sideband that went away",
+       .doc = "how long a function call the backend asked for waits, after the call's last sideband went "
+              "away, for a sideband to come back and answer it; then the edge answers it with a "
+              "`tool_call_timed_out` error output and a `response.create`, so the caller is not left in "
+              "silence. Calls that never had a sideband are not timed (the browser answers). 1s..600s."}));
+  t.push_back(duration_key<C>(
+      "realtime.sideband.idle_timeout", &C::sideband_idle_timeout, 60 * s, 5 * s, 3600 * s,
+      {.help = "a sideband that answers no ping for this long is closed",
+       .doc = "a sideband WebSocket is pinged at half of this and closed (its call goes on) when the app "
+              "server has been silent, pongs included, for this long. 5s..3600s."}));
   t.push_back(string_key<C>(
       "dtls.certificate", &C::dtls_certificate, "",
       {.help = "PEM certificate (ECDSA P-256); default: generated at start",

@@ -168,6 +168,23 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
       "rtcedge_transceiver_realtime_events_dropped_total",
       "oai-events messages and backend events the event layer did not handle, by reason", "reason",
       kRealtimeDropNames, [](const WorkerMetrics& w) -> const auto& { return w.realtime_drops; });
+  per_worker_counter("rtcedge_transceiver_sidebands_attached_total",
+                     "sideband WebSockets attached to Realtime calls (GET /v1/realtime?call_id=)",
+                     [](const WorkerMetrics& w) { return w.sidebands_attached.get(); });
+  per_worker_counter("rtcedge_transceiver_sidebands_refused_total",
+                     "sideband requests for a live call refused: it had realtime.sideband.max_per_call",
+                     [](const WorkerMetrics& w) { return w.sidebands_refused.get(); });
+  per_worker_counter("rtcedge_transceiver_sideband_messages_in_total", "messages from sidebands",
+                     [](const WorkerMetrics& w) { return w.sideband_messages_in.get(); });
+  per_worker_counter("rtcedge_transceiver_sideband_messages_out_total", "events sent to sidebands",
+                     [](const WorkerMetrics& w) { return w.sideband_messages_out.get(); });
+  per_worker_counter("rtcedge_transceiver_sideband_missed_events_total",
+                     "events of calls whose sidebands had all gone (kept, bounded, for the next one)",
+                     [](const WorkerMetrics& w) { return w.sideband_missed_events.get(); });
+  per_worker_counter("rtcedge_transceiver_tool_calls_timed_out_total",
+                     "function calls the edge answered with tool_call_timed_out: their sideband did not come back "
+                     "within realtime.sideband.tool_timeout",
+                     [](const WorkerMetrics& w) { return w.tool_calls_timed_out.get(); });
   per_worker_counter("rtcedge_transceiver_relay_hop_moves_total",
                      "sessions whose relay hop changed (a relay restarted or re-hashed the flow)",
                      [](const WorkerMetrics& w) { return w.relay_hop_moves.get(); });
@@ -225,12 +242,34 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
     m.add(minted, load(rt.keys_minted));
     auto& key_refusals = m.family("rtcedge_transceiver_realtime_keys_refused_total",
                                   "ephemeral key requests refused, by error code", MetricType::Counter);
+    auto& sideband_refusals =
+        m.family("rtcedge_transceiver_realtime_sidebands_rejected_total",
+                 "sideband requests refused before the call was asked (key, upgrade, id), by error code",
+                 MetricType::Counter);
     for (const RealtimeError error : kRealtimeErrors) {
       const auto i = static_cast<size_t>(error);
       const std::string code(realtime_error_name(error));
       m.add(call_rejects, load(rt.calls_rejected[i]), {{"code", code}});
       m.add(key_refusals, load(rt.keys_refused[i]), {{"code", code}});
+      m.add(sideband_refusals, load(rt.sidebands_refused[i]), {{"code", code}});
     }
+  }
+  if (s.sideband_sockets != nullptr) {
+    const SidebandSocketStats& sb = *s.sideband_sockets;
+    auto load = [](const std::atomic<uint64_t>& v) {
+      return static_cast<double>(v.load(std::memory_order_relaxed));
+    };
+    auto& opened = m.family("rtcedge_transceiver_sideband_sockets_opened_total",
+                            "sideband WebSocket handshakes completed", MetricType::Counter);
+    m.add(opened, load(sb.opened));
+    auto& closed = m.family("rtcedge_transceiver_sideband_sockets_closed_total",
+                            "sideband WebSockets closed, by why the edge closed them (other: the peer, the "
+                            "call's end, an idle timeout)",
+                            MetricType::Counter);
+    const double flood = load(sb.closed_flood), backlog = load(sb.closed_backlog);
+    m.add(closed, flood, {{"reason", "flood"}});
+    m.add(closed, backlog, {{"reason", "backlog"}});
+    m.add(closed, std::max(0.0, load(sb.closed) - flood - backlog), {{"reason", "other"}});
   }
   auto& ready = m.family("rtcedge_transceiver_draining", "1 while draining (SIGTERM)", MetricType::Gauge);
   m.add(ready, s.draining ? 1 : 0);

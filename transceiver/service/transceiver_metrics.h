@@ -10,6 +10,7 @@
 #include "http_server.h"
 #include "media_worker.h"
 #include "realtime_signaling.h"
+#include "sideband_socket.h"
 #include "worker_metrics.h"
 
 namespace rtce {
@@ -23,6 +24,7 @@ struct TransceiverMetricsSources {
   uint64_t rejected_rate_limited = 0, rejected_capacity = 0, rejected_bad_sdp = 0, rejected_unauthorized = 0;
   bool draining = false;
   const RealtimeStats* realtime = nullptr;  // the /v1/realtime routes
+  const SidebandSocketStats* sideband_sockets = nullptr;
   // Relay mode: answers by how their ingress VIPs were chosen (ingress_selector.h).
   const std::array<uint64_t, static_cast<size_t>(IngressChoice::count)>* ingress_chosen = nullptr;
 };

@@ -490,6 +490,32 @@ void TransceiverService::hang_up(const std::string& id, const std::string& reque
   });
 }
 
+void TransceiverService::attach_sideband(const std::string& id, const std::string& requester,
+                                         HttpServer::Responder respond) {
+  auto not_found = [] { return realtime_error_response(RealtimeError::call_not_found, {}, "call_id"); };
+  auto index = worker_of(id);
+  if (!index || *index >= workers_.size()) return respond(not_found());
+  MediaWorker* worker = workers_[*index].get();
+  auto socket = std::make_shared<SidebandSocket>(*http_, *worker, id, sideband_sockets_);
+  const size_t max_message_bytes = config_.max_body_bytes;
+  const int idle_timeout_s = static_cast<int>(config_.sideband_idle_timeout / 1'000'000'000);
+  worker->post([=] {
+    // Another key's call answers exactly as an unknown one; so do an ended call and a WHIP one.
+    const CallAccess* access = worker->access_of(id);
+    if (!access || !access->allows(requester)) return respond(not_found());
+    std::optional<EventSource> attached;
+    bool realtime = false;
+    worker->with_live_session(id, [&](Session& session, Nanos now) {
+      realtime = session.call().realtime();
+      if (realtime) attached = session.call().attach_sideband(socket, now);
+    });
+    if (!realtime) return respond(not_found());
+    if (!attached) return respond(realtime_error_response(RealtimeError::too_many_sidebands));
+    // What the call sends from now on waits in the socket until the handshake is done.
+    respond(HttpResponse::accept_websocket(socket->handlers(*attached, max_message_bytes, idle_timeout_s)));
+  });
+}
+
 RealtimeHooks TransceiverService::realtime_hooks() {
   RealtimeHooks hooks;
   hooks.server_key_ok = [this](const HttpRequest& request) {
@@ -516,6 +542,10 @@ RealtimeHooks TransceiverService::realtime_hooks() {
   };
   hooks.hang_up = [this](const std::string& id, const std::string& requester,
                          std::function<void(bool)> done) { hang_up(id, requester, std::move(done)); };
+  hooks.attach_sideband = [this](const std::string& id, const std::string& requester, const HttpRequest&,
+                                 HttpServer::Responder respond) {
+    attach_sideband(id, requester, std::move(respond));
+  };
   hooks.unix_now = [] {
     return std::chrono::duration_cast<std::chrono::seconds>(
                std::chrono::system_clock::now().time_since_epoch())
@@ -570,6 +600,7 @@ std::string TransceiverService::metrics_text() const {
   sources.metrics = &metrics_;
   sources.workers = &workers_;
   sources.signaling = &http_->stats();
+  sources.sideband_sockets = &sideband_sockets_;
   sources.rejected_rate_limited = rejected_rate_;
   sources.rejected_capacity = rejected_capacity_;
   sources.rejected_bad_sdp = rejected_sdp_;

@@ -18,6 +18,7 @@
 #include "realtime_signaling.h"
 #include "registry_agent.h"
 #include "sdp/session_description.h"
+#include "sideband_socket.h"
 #include "token_bucket.h"
 #include "transceiver_config.h"
 #include "worker_metrics.h"
@@ -73,6 +74,8 @@ class TransceiverService {
   // on this thread for a refusal, from the worker once it owns the session.
   void place_offer(std::string_view sdp, OfferContext context, std::function<void(PlaceResult)> done);
   void hang_up(const std::string& id, const std::string& requester, std::function<void(bool)> done);
+  // The app server's sideband WebSocket on a Realtime call (sideband_socket.h).
+  void attach_sideband(const std::string& id, const std::string& requester, HttpServer::Responder respond);
   RealtimeHooks realtime_hooks();
   bool authorized(const HttpRequest& request) const;
   void add_cors(const std::string& origin, HttpResponse& response) const;
@@ -89,6 +92,7 @@ class TransceiverService {
   std::unique_ptr<RealtimeSignaling> realtime_;
   bool realtime_key_local_ = false;  // no configured secrets: keys verify only on this pod
   std::atomic<bool> draining_{false};
+  SidebandSocketStats sideband_sockets_;
   Nanos started_at_ = 0;
 
   // Touched only on the HTTP thread.

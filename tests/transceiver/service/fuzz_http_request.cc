@@ -41,6 +41,11 @@ RealtimeHooks hooks() {
   h.hang_up = [](const std::string& id, const std::string&, std::function<void(bool)> done) {
     done(id == kCallId);
   };
+  h.attach_sideband = [](const std::string& id, const std::string&, const HttpRequest&,
+                         HttpServer::Responder respond) {
+    respond(id == kCallId ? HttpResponse::accept_websocket({})
+                          : realtime_error_response(RealtimeError::call_not_found));
+  };
   h.unix_now = [] { return int64_t{1'700'000'000}; };
   return h;
 }

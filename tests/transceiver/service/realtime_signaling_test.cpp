@@ -22,7 +22,8 @@ struct Harness {
   std::string placed_sdp;
   std::optional<RealtimeError> admit_refusal;
   std::string hung_up;
-  std::string requester;  // the principal the last call request acted as
+  std::string sideband_for;  // the session id the last sideband request attached to
+  std::string requester;     // the principal the last call request acted as
   RealtimeSignaling signaling;
 
   Harness() : signaling(EphemeralKeyring({{"k1", std::string(40, 's')}}), 60, 64 * 1024, hooks()) {}
@@ -52,13 +53,20 @@ struct Harness {
       requester = who;
       done(id == "0a" + std::string(30, 'b'));
     };
+    h.attach_sideband = [this](const std::string& id, const std::string& who, const HttpRequest&,
+                               HttpServer::Responder respond) {
+      sideband_for = id;
+      requester = who;
+      respond(HttpResponse::accept_websocket({}));
+    };
     h.unix_now = [this] { return now; };
     return h;
   }
 
   HttpResponse request(std::string method, std::string path, std::string body, std::string key,
-                       std::string content_type = "application/json") {
+                       std::string content_type = "application/json", bool websocket_upgrade = false) {
     HttpRequest r;
+    r.websocket_upgrade = websocket_upgrade;
     r.method = std::move(method);
     const size_t q = path.find('?');
     r.path = path.substr(0, q);
@@ -242,6 +250,54 @@ TEST(RealtimeSignaling, AKeyCreatesItsCallsAndNoMore) {
   // A server key makes as many calls as admission lets it.
   for (int i = 0; i < 3; i++)
     EXPECT_EQ(h.request("POST", "/v1/realtime/calls", "v=0", kServerKey, "application/sdp").status, 201u);
+}
+
+// The sideband: a server key's WebSocket on a call; an ek_ key, a plain GET, a bad id are refused
+// before any call is asked.
+TEST(RealtimeSignaling, TheSidebandIsAServerKeysWebSocket) {
+  Harness h;
+  const std::string call = "rtc_0a" + std::string(30, 'b');
+  auto sideband = [&](const std::string& query, const std::string& key, bool upgrade = true) {
+    return h.request("GET", "/v1/realtime?" + query, "", key, "application/json", upgrade);
+  };
+  HttpResponse accepted = sideband("call_id=" + call, kServerKey);
+  EXPECT_EQ(accepted.status, 101u);
+  EXPECT_TRUE(accepted.websocket);
+  EXPECT_EQ(h.sideband_for, "0a" + std::string(30, 'b'));
+  EXPECT_EQ(h.requester, key_principal(kServerPrincipalPrefix, kServerKey));
+  h.sideband_for.clear();
+  const std::string ek = h.mint("");
+  EXPECT_EQ(error_code(sideband("call_id=" + call, ek)), "sideband_needs_server_key");
+  EXPECT_EQ(sideband("call_id=" + call, "wrong").status, 401u);
+  HttpResponse plain = sideband("call_id=" + call, kServerKey, false);
+  EXPECT_EQ(plain.status, 426u);
+  EXPECT_EQ(error_code(plain), "websocket_required");
+  EXPECT_EQ(h.request("GET", "/v1/realtime?call_id=rtc_nothex", "", kServerKey, "", true).status, 404u);
+  EXPECT_TRUE(h.sideband_for.empty()) << "no refused request reached a worker";
+  EXPECT_EQ(
+      h.signaling.stats().sidebands_refused[static_cast<size_t>(RealtimeError::websocket_required)].load(),
+      1u);
+}
+
+// The browser cannot lift (or set) the data-channel policy its key carries.
+TEST(RealtimeSignaling, TheBrowsersFormCannotSetTheDataChannelPolicy) {
+  Harness h;
+  const std::string key =
+      h.mint(R"({"session":{"client":{"data_channel":{"allowed_client_events":["response.cancel"]}}}})");
+  const std::string form =
+      "--b\r\nContent-Disposition: form-data; name=\"sdp\"\r\n\r\nv=0\r\n"
+      "--b\r\nContent-Disposition: form-data; name=\"session\"\r\n\r\n"
+      R"({"client":{"data_channel":{"allowed_client_events":null}}})"
+      "\r\n--b--\r\n";
+  HttpResponse refused =
+      h.request("POST", "/v1/realtime/calls", form, key, "multipart/form-data; boundary=b");
+  EXPECT_EQ(refused.status, 400u);
+  EXPECT_EQ(error_code(refused), "client_policy_not_allowed");
+  // The key was given back: the same key still makes its call, with the key's policy.
+  EXPECT_EQ(h.request("POST", "/v1/realtime/calls", "v=0", key, "application/sdp").status, 201u);
+  ASSERT_TRUE(h.placed);
+  EXPECT_EQ(h.placed->session["client"]["data_channel"]["allowed_client_events"],
+            nlohmann::json::array({"response.cancel"}));
 }
 
 TEST(RealtimeSignaling, MintingIsRateLimitedPerServerKey) {

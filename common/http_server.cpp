@@ -534,17 +534,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void respond(HttpResponse reply) {
     if (!reply.websocket) return write(std::move(reply), keep_alive_);
+    // A refused accept still reports on_closed: the handler may have reserved something for
+    // the socket (a sideband's place on its call) that must be given back.
+    auto refuse = [&](unsigned status, const std::string& why) {
+      if (reply.websocket->on_closed) reply.websocket->on_closed(1006, why);
+      write(HttpResponse::text(status, why), keep_alive_);
+    };
     if (!upgrade_request_) {
       const auto target = parser_->get().target();
       spdlog::error("HTTP server: a handler accepted a WebSocket for {} {}, which did not ask for one",
                     std::string(parser_->get().method_string()), std::string(target));
-      return write(HttpResponse::text(
-                       500, "internal error: a WebSocket accept for a request that did not ask for one"),
-                   keep_alive_);
+      return refuse(500, "internal error: a WebSocket accept for a request that did not ask for one");
     }
     if (server_.websockets >= limits_.max_websockets) {
       server_.stats.websockets_refused_at_cap.fetch_add(1, std::memory_order_relaxed);
-      return write(HttpResponse::text(503, "too many WebSockets open"), keep_alive_);
+      return refuse(503, "too many WebSockets open");
     }
     // An open WebSocket is no longer an HTTP connection: neither idle-evictable nor counted.
     // The session takes the socket; this Connection ends with the responder that called here.

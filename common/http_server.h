@@ -55,8 +55,9 @@ struct WebSocketHandlers {
   // All called on the server thread. on_open once (the handshake is done; keep the pointer to send),
   // then on_text per whole text message, then on_closed once (the close code the peer sent or we sent;
   // 1006 when the TCP connection dropped or timed out without a close frame). A handshake that
-  // fails (the client left meanwhile) still reports on_closed(1006), with no on_open before it, so
-  // a handler can release what it reserved when it accepted. The one path without on_closed:
+  // fails (the client left meanwhile) or an accept the server refuses (500, 503) still reports
+  // on_closed(1006), with no on_open before it, so a handler can release what it reserved when it
+  // accepted. The one path without on_closed:
   // HttpServer::stop() ends the server thread, and the handlers are destroyed with the server.
   // A binary message closes with 1003, an exception from on_open or on_text with 1011; once
   // either side started closing, no more on_text.

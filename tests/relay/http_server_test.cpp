@@ -543,6 +543,11 @@ TEST_F(HttpWebSocket, AtTheWebSocketCapTheNextUpgradeIs503) {
   WsClient second;
   EXPECT_EQ(second.open(server_->port()), websocket::error::upgrade_declined);
   EXPECT_EQ(second.response.result_int(), 503u);
+  // The refused accept is reported, so what the handler reserved for it can be given back.
+  auto closed = events_.wait_closed();
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->first, 1006u);
+  EXPECT_EQ(events_.opens(), 1);
   EXPECT_EQ(server_->stats().websockets_refused_at_cap.load(), 1u);
   EXPECT_EQ(server_->stats().websockets_open.load(), 1u);
   EXPECT_EQ(server_->stats().websockets_accepted.load(), 1u);

@@ -42,6 +42,12 @@ ICE_RESTART_E2E = os.path.join(HERE, "ice_restart_e2e.mjs")
 MOCK = os.path.join(HERE, "mock_transceiver.py")
 AIORTC_CLIENT = os.path.join(REPO_ROOT, "tests", "transceiver", "interop", "aiortc_client.py")
 AIORTC_REALTIME_CLIENT = os.path.join(REPO_ROOT, "tests", "transceiver", "interop", "aiortc_realtime_client.py")
+AIORTC_SIDEBAND_CLIENT = os.path.join(REPO_ROOT, "tests", "transceiver", "interop", "aiortc_sideband_client.py")
+# --client aiortc-sideband: the app server's key, a second server key that did not mint the
+# call, and the tool timeout the client expects (realtime.sideband.tool_timeout).
+SIDEBAND_SERVER_KEY = "rtcedge-sideband-app-key-0123456789"
+SIDEBAND_OTHER_KEY = "rtcedge-sideband-other-key-0123456789"
+SIDEBAND_TOOL_TIMEOUT_S = 1
 SYSTEM_PYTHON = outcome.SYSTEM_PYTHON
 log = log_to("run_browser_e2e")
 
@@ -179,7 +185,7 @@ def start_stack(mode, args, workdir):
                            "--hint-cluster-id", "0",
                            "--hint-endpoint-base-id", "1",
                            "--backend-echo-mode",
-                           getattr(args, "echo_mode", None) or ("parrot" if args.client == "aiortc-realtime" else "loopback")]
+                           getattr(args, "echo_mode", None) or ("parrot" if args.client in ("aiortc-realtime", "aiortc-sideband") else "loopback")]
             # Callers that need more keys (../realtime_e2e: API keys, realtime.*) add flags here.
             transceiver += list(getattr(args, "extra_transceiver_args", []))
             if args.passthrough:
@@ -216,8 +222,10 @@ def prerequisites(args):
             outcome.require_firefox(args.firefox, args.node)
         else:
             outcome.require_browser(args.chromium, args.node)
-    if args.client in ("aiortc", "both", "aiortc-realtime") or args.mock:
+    if args.client in ("aiortc", "both", "aiortc-realtime", "aiortc-sideband") or args.mock:
         outcome.require_aiortc()
+    if args.client == "aiortc-sideband":
+        outcome.require_python_modules("websockets")  # the app server's sideband (python3-websockets)
     if not args.mock:
         outcome.require_executables(transceiver_bin=args.transceiver_bin, relay_bin=args.relay_bin)
 
@@ -238,10 +246,13 @@ def main():
     ap.add_argument("--relay-bin")
     ap.add_argument("--mode", choices=["direct", "relay"], default="direct")
     ap.add_argument("--mock", action="store_true", help="use mock_transceiver.py (aiortc) instead of the binaries")
-    ap.add_argument("--client", choices=["browser", "aiortc", "both", "aiortc-realtime", "browser-ice-restart"],
+    ap.add_argument("--client", choices=["browser", "aiortc", "both", "aiortc-realtime", "aiortc-sideband",
+                                         "browser-ice-restart"],
                     default="browser",
                     help="aiortc-realtime: a Realtime-style call with the oai-events data channel "
                          "(../interop/aiortc_realtime_client.py; the echo backend runs in parrot mode); "
+                         "aiortc-sideband: that call plus an app server's sideband WebSocket "
+                         "(../interop/aiortc_sideband_client.py; two server keys, tool timeout 1 s); "
                          "browser-ice-restart: Chromium restarts ICE mid-call over PATCH (ice_restart_e2e.mjs)")
     ap.add_argument("--gap-only", action="store_true",
                     help="browser-ice-restart: stop before the PATCH (connect, tone, gap on the normal call)")
@@ -271,6 +282,9 @@ def main():
     code = outcome.unmet(lambda: prerequisites(args))
     if code is not None:
         return code
+    if args.client == "aiortc-sideband":
+        args.extra_transceiver_args = ["--http-api-keys", f"{SIDEBAND_SERVER_KEY},{SIDEBAND_OTHER_KEY}",
+                                       "--realtime-sideband-tool-timeout", f"{SIDEBAND_TOOL_TIMEOUT_S}s"]
 
     workdir = tempfile.mkdtemp(prefix="rtcedge-e2e-")
     stack = None
@@ -351,6 +365,14 @@ def main():
             if passed and metric_value(stack.url, "rtcedge_transceiver_data_channels_opened_total") < 1:
                 passed, summary = False, dict(summary or {}, error="data_channels_opened_total did not count the channel")
             results["clients"]["aiortc-realtime"] = {"passed": passed, "summary": summary}
+            ok = ok and passed
+        if args.client == "aiortc-sideband":
+            stack.check_alive()
+            passed, summary = run_client("aiortc_sideband_client",
+                                         [SYSTEM_PYTHON, AIORTC_SIDEBAND_CLIENT, "--url", stack.url,
+                                          "--api-key", SIDEBAND_SERVER_KEY, "--other-api-key", SIDEBAND_OTHER_KEY,
+                                          "--tool-timeout-s", str(SIDEBAND_TOOL_TIMEOUT_S)], 75)
+            results["clients"]["aiortc-sideband"] = {"passed": passed, "summary": summary}
             ok = ok and passed
         stack.check_alive()
     except Exception as e:

@@ -9,43 +9,63 @@
 //   --scenario multipart  page/multipart.html: a plain fetch posts multipart sdp + session;
 //                         201 + Location rtc_..., the channel opens, session.created carries the
 //                         session part's instructions, hangup -> 200.
+//   --scenario sideband   page/agent.html with a key whose session restricts the data channel
+//                         (--data-channel-policy, minted by the app origin); the app server's
+//                         sidebands (sideband.mjs): the openai SDK's OpenAIRealtimeWS through a
+//                         TLS terminator (--tls-cert/--tls-key) and a bare ws WebSocket, both
+//                         with --server-key. The sideband sets instructions and a tool, answers
+//                         the tool call the browser's text asks for (the browser never sees the
+//                         call), the browser hears the reply's text and tone; a client event off
+//                         the list is refused; the app server's hangup ends the browser's call
+//                         and closes both sidebands after rtcedge.call.ended.
 //
 // Usage: node realtime_e2e.mjs --scenario agents|multipart --app-url http://127.0.0.1:P
 //          --calls-url http://127.0.0.1:Q/v1/realtime/calls --tone-wav FILE [--timeout-s 90]
 //          [--chromium /usr/bin/chromium] [--max-interrupt-ms 250] [--max-excess-ms 80]
 //          [--expect-answer-candidate H:P] [--expect-selected-candidate H:P]
 //          [--artifacts DIR] [--allow-loopback auto|yes|no]
+//          sideband: --server-key K --tls-cert PEM --tls-key PEM --data-channel-policy JSON
 // --expect-selected-candidate: the remote end of the selected pair (default: the answer's
 // candidate; over ICE-TCP the VIP's TCP port).
 // stdout: one JSON summary; exit 0 = every check passed, 1 = a check failed or timed out,
 // 2 = bad usage. The app server (/token, the pages, the bundle) is the runner's
-// (run_realtime_e2e.py); this script only talks to the browser and reads /metrics. It owns
-// the two scenarios and the calls-request log; the browser launch, waits, checks and the
-// /metrics read are tests/support/js's, the tone analysis ../e2e/tone_analysis.mjs's.
+// (run_realtime_e2e.py); this script talks to the browser, reads /metrics and (sideband) plays
+// the app server's sidebands and hangup (sideband.mjs). It owns the scenarios and the
+// calls-request log; the browser launch, waits, checks and the /metrics read are
+// tests/support/js's, the tone analysis ../e2e/tone_analysis.mjs's.
 
 import fs from 'node:fs';
 import path from 'node:path';
 import { analyseTone, rmsDbfs } from '../e2e/tone_analysis.mjs';
 import { BROWSER_DEFAULTS, BROWSER_FLAGS, BrowserRun, browserVersion, chromiumArgs, wantLoopback } from '../../support/js/browser.mjs';
 import { baseUrl, checker, deadline, parseArgs, runMain, usageExit, withTimeout } from '../../support/js/driver.mjs';
-import { sessionsActive as transceiverSessionsActive } from '../../support/js/transceiver.mjs';
+import { httpRequest, sessionsActive as transceiverSessionsActive } from '../../support/js/transceiver.mjs';
+import { PlainSideband, SdkSideband, loadSidebandPackages, startTlsTerminator } from './sideband.mjs';
 
-const usage = usageExit('usage: node realtime_e2e.mjs --scenario agents|multipart --app-url URL --calls-url URL --tone-wav FILE ' +
+const usage = usageExit('usage: node realtime_e2e.mjs --scenario agents|multipart|sideband --app-url URL --calls-url URL --tone-wav FILE ' +
   '[--timeout-s S] [--chromium PATH] [--max-interrupt-ms MS] [--max-excess-ms MS] [--expect-answer-candidate HOST:PORT] ' +
   '[--expect-selected-candidate HOST:PORT] [--artifacts DIR] ' +
-  '[--allow-loopback auto|yes|no]');
+  '[--allow-loopback auto|yes|no] [--server-key K --tls-cert PEM --tls-key PEM --data-channel-policy JSON]');
 
 const opts = parseArgs(process.argv.slice(2), {
   ...BROWSER_DEFAULTS, scenario: null, appUrl: null, callsUrl: null, timeoutS: 90,
   maxInterruptMs: 250, maxExcessMs: 80, expectCandidate: null, expectSelected: null, artifacts: null,
+  serverKey: null, tlsCert: null, tlsKey: null, dataChannelPolicy: null,
 }, {
   ...BROWSER_FLAGS, '--scenario': ['scenario', String], '--app-url': ['appUrl', baseUrl], '--calls-url': ['callsUrl', baseUrl],
   '--timeout-s': ['timeoutS', Number], '--max-interrupt-ms': ['maxInterruptMs', Number],
   '--max-excess-ms': ['maxExcessMs', Number], '--expect-answer-candidate': ['expectCandidate', String],
   '--expect-selected-candidate': ['expectSelected', String],
   '--artifacts': ['artifacts', String],
+  '--server-key': ['serverKey', String], '--tls-cert': ['tlsCert', String], '--tls-key': ['tlsKey', String],
+  '--data-channel-policy': ['dataChannelPolicy', (v) => { try { return JSON.parse(v); } catch { return null; } }],
 }, usage);
-if (!['agents', 'multipart'].includes(opts.scenario)) usage('--scenario must be agents or multipart');
+if (!['agents', 'multipart', 'sideband'].includes(opts.scenario)) usage('--scenario must be agents, multipart or sideband');
+if (opts.scenario === 'sideband' && !(opts.serverKey && opts.tlsCert && opts.tlsKey && opts.dataChannelPolicy &&
+    Array.isArray(opts.dataChannelPolicy.allowed_server_events) && Array.isArray(opts.dataChannelPolicy.allowed_client_events))) {
+  usage('--scenario sideband needs --server-key, --tls-cert, --tls-key and --data-channel-policy ' +
+    '{"allowed_client_events": [...], "allowed_server_events": [...]}');
+}
 if (!opts.appUrl || !opts.callsUrl) usage('--app-url and --calls-url are required');
 if (!opts.toneWav || !fs.existsSync(opts.toneWav)) usage('--tone-wav FILE (an existing WAV) is required');
 if (!(opts.timeoutS > 0) || !(opts.maxInterruptMs > 0) || !(opts.maxExcessMs > 0)) usage('bad --timeout-s, --max-interrupt-ms or --max-excess-ms');
@@ -56,6 +76,8 @@ const transceiverOrigin = new URL(opts.callsUrl).origin;
 const sessionsActive = () => transceiverSessionsActive(transceiverOrigin);
 
 const browser = new BrowserRun();
+// What a scenario opened besides the browser (sidebands, the TLS terminator): closed at the end.
+const closers = [];
 
 // The calls POST as the transceiver received it, from the browser's side: method, URL, the
 // request headers (the SDK's Content-Type, Authorization, X-OpenAI-Agents-SDK), the answer.
@@ -352,6 +374,312 @@ async function runMultipart(page, summary, check) {
   summary.channel_after_hangup = r.channelAfterHangup;
 }
 
+// ---------------------------------------------------------------- sideband scenario
+// What the app server's sideband sets, and what its tool answers.
+const SIDEBAND_INSTRUCTIONS = 'instructions from the app server (sideband)';
+const WEATHER_TOOL = {
+  type: 'function', name: 'get_weather', description: 'The current weather in a city.',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+};
+const TOOL_OUTPUT = JSON.stringify({ city: 'Paris', sky: 'clear', temperature_c: 21 });
+const TOOL_TEXT = 'call get_weather {"city":"Paris"}';
+// Every event each sideband heard, for the artifacts of a failed run.
+const sidebandsHeard = {};
+
+async function runSideband(page, summary, check) {
+  const policy = opts.dataChannelPolicy;
+  const allowedServer = new Set(policy.allowed_server_events);
+  // The browser always hears session.created and the answers to its own events.
+  const alwaysToBrowser = new Set(['session.created', 'session.updated', 'error']);
+  const pageMayHear = (type) => allowedServer.has(type) || alwaysToBrowser.has(type);
+  const refusedClientEvent = 'conversation.item.delete';
+  check(`the key's policy leaves ${refusedClientEvent} off allowed_client_events (the page sends it to be refused)`,
+    !policy.allowed_client_events.includes(refusedClientEvent), policy.allowed_client_events);
+
+  let pkgs;
+  try {
+    pkgs = loadSidebandPackages();
+  } catch (e) {
+    check('openai and ws load from tools/node_modules', false, e.message);
+    return;
+  }
+  summary.packages = pkgs.versions;
+  const target = new URL(transceiverOrigin);
+  const terminator = await startTlsTerminator({ certFile: opts.tlsCert, keyFile: opts.tlsKey,
+    target: { host: target.hostname, port: Number(target.port) } });
+  closers.push(() => terminator.close());
+  log(`TLS terminator https://localhost:${terminator.port} -> ${transceiverOrigin}`);
+
+  // ---- the browser: the agents SDK with a key minted under the app's policy
+  const keyInstructions = 'instructions from the ephemeral key';
+  const agentInstructions = 'instructions from the agent';
+  const url = `${opts.appUrl}/agent.html?calls=${encodeURIComponent(opts.callsUrl)}&policy=sideband` +
+    `&key_instructions=${encodeURIComponent(keyInstructions)}&agent_instructions=${encodeURIComponent(agentInstructions)}`;
+  const resp = await page.goto(url, { timeout: Math.min(15000, remainingMs()) });
+  if (!check('agent page served by the app origin', resp && resp.status() === 200, resp && resp.status())) return;
+  await waitFor('the bundle to load (window.rtce)', async () => ({ ok: await page.evaluate(() => typeof window.rtce === 'object') }), { limitMs: 10000 });
+  const started = await withTimeout(page.evaluate(() => window.rtce.start()), Math.min(30000, remainingMs()), 'session.connect()');
+  const st = await page.evaluate(() => window.rtce.state());
+  summary.page_state = st;
+  if (!check('session.connect() resolved with the policy-restricted key', started.phase === 'connected', started.error || started.phase)) return;
+  const callId = st.callId;
+  if (!check('the page has the call id (the SDK\'s transport.callId, from Location)', typeof callId === 'string' && /^rtc_[0-9a-f]+$/.test(callId), callId)) return;
+  await settledCalls(summary);
+  checkAnswerCandidate(summary, check);
+  const events = async () => page.evaluate(() => window.rtce.events());
+  const inOf = (evs, type, afterPt = -Infinity) => evs.filter((e) => e.dir === 'in' && e.type === type && e.pt > afterPt);
+  let evs = await events();
+  const created = inOf(evs, 'session.created')[0];
+  const dc = created && created.ev.session && created.ev.session.client && created.ev.session.client.data_channel;
+  check('session.created carries the key\'s data-channel policy (session.client.data_channel)',
+    dc && JSON.stringify(dc.allowed_server_events) === JSON.stringify(policy.allowed_server_events) &&
+    JSON.stringify(dc.allowed_client_events) === JSON.stringify(policy.allowed_client_events), dc);
+  check('the SDK\'s own session.update was applied (session.updated with the agent\'s instructions)',
+    inOf(evs, 'session.updated').some((e) => e.ev.session && e.ev.session.instructions === agentInstructions),
+    inOf(evs, 'session.updated').map((e) => e.ev.session && e.ev.session.instructions));
+  // The echo backend's unsupported_session_field (no transcription, no semantic_vad) is
+  // expected, as in the agents scenario; a refusal would mean the policy lacks an event the SDK sends.
+  summary.errors_after_update = inOf(evs, 'error').map((e) => e.ev.error);
+  check('the policy refused none of the events the SDK sent while connecting',
+    !summary.errors_after_update.some((e) => e && e.code === 'client_event_not_allowed'), summary.errors_after_update);
+
+  // ---- the app server attaches: the SDK through TLS, a bare WebSocket directly
+  const sdk = new SdkSideband(pkgs, { baseURL: `https://localhost:${terminator.port}/v1`, apiKey: opts.serverKey, callId });
+  closers.push(() => sdk.close());
+  sidebandsHeard.sdk = sdk.events;
+  const plainUrl = `${transceiverOrigin.replace(/^http/, 'ws')}/v1/realtime?call_id=${encodeURIComponent(callId)}`;
+  const plain = new PlainSideband(pkgs, { url: plainUrl, apiKey: opts.serverKey });
+  closers.push(() => plain.close());
+  sidebandsHeard.plain = plain.events;
+  check('the SDK sideband\'s URL is wss://<baseURL>/realtime?call_id=<call id>',
+    sdk.url === `wss://localhost:${terminator.port}/v1/realtime?call_id=${callId}`, sdk.url);
+  const bothCreated = await waitFor('session.created on both sidebands', async () => {
+    const a = sdk.find((e) => e.type === 'session.created');
+    const b = plain.find((e) => e.type === 'session.created');
+    return { ok: Boolean(a && b), a, b,
+      why: `sdk ${a ? 'created' : JSON.stringify({ opened: sdk.opened, closed: sdk.closed, errors: sdk.errors })}, ` +
+        `plain ${b ? 'created' : JSON.stringify({ opened: plain.opened, closed: plain.closed, refused: plain.refused, errors: plain.errors })}` };
+  }, { limitMs: 10000 }).catch((e) => ({ ok: false, why: e.message }));
+  if (!check('both sidebands attach (the SDK through the TLS terminator) and get session.created first', bothCreated.ok &&
+    bothCreated.a.index === 0 && bothCreated.b.index === 0, bothCreated.ok ? { sdk_opened_ms: sdk.opened, plain_opened_ms: plain.opened } : bothCreated.why)) return;
+  check('the TLS terminator carried the SDK\'s connection', terminator.connections() >= 1, terminator.connections());
+  check('the sidebands\' session.created is the browser\'s session (same session.id)',
+    bothCreated.a.ev.session && created && bothCreated.a.ev.session.id === created.ev.session.id &&
+    bothCreated.b.ev.session.id === created.ev.session.id, { sideband: bothCreated.a.ev.session && bothCreated.a.ev.session.id, browser: created && created.ev.session.id });
+  check('the sideband\'s session.created has the browser\'s instructions so far (the agent\'s)',
+    bothCreated.a.ev.session.instructions === agentInstructions, bothCreated.a.ev.session.instructions);
+
+  // Who may not attach: an ephemeral key (the browser's kind), and anyone to an unknown call.
+  const ekRes = await fetch(`${opts.appUrl}/token`).then((r) => r.json()).catch((e) => ({ error: e.message }));
+  const refusedEk = new PlainSideband(pkgs, { url: plainUrl, apiKey: ekRes.value || 'ek_none', name: 'ek-key' });
+  const refusedUnknown = new PlainSideband(pkgs, { url: plainUrl.replace(/call_id=[^&]*/, 'call_id=rtc_00000000000000000000000000000000'),
+    apiKey: opts.serverKey, name: 'unknown-call' });
+  closers.push(() => refusedEk.close(), () => refusedUnknown.close());
+  await waitFor('the refused sidebands\' answers', async () => ({ ok: Boolean(refusedEk.refused && refusedUnknown.refused),
+    why: JSON.stringify([refusedEk.summary(), refusedUnknown.summary()]) }), { limitMs: 5000 }).catch(() => {});
+  check('an ek_ key cannot attach a sideband: 403 sideband_needs_server_key',
+    refusedEk.refused && refusedEk.refused.status === 403 && /sideband_needs_server_key/.test(refusedEk.refused.body), refusedEk.refused || refusedEk.summary());
+  check('an unknown call id: 404 call_not_found', refusedUnknown.refused && refusedUnknown.refused.status === 404 &&
+    /call_not_found/.test(refusedUnknown.refused.body), refusedUnknown.refused || refusedUnknown.summary());
+
+  evs = await events();
+  const pageFrom = evs.length; // nothing flows now: the microphone is muted and no response runs
+  const sdkFrom = sdk.events.length;
+  const plainFrom = plain.events.length;
+
+  // ---- the sideband sets the instructions and the tool
+  sdk.send({ type: 'session.update', session: { type: 'realtime', instructions: SIDEBAND_INSTRUCTIONS, tools: [WEATHER_TOOL] } });
+  const upd = await waitFor('session.updated from the sideband\'s session.update, everywhere', async () => {
+    const a = sdk.find((e) => e.type === 'session.updated' || e.type === 'error', sdkFrom);
+    const b = a && plain.find((e) => e.event_id === a.event_id, plainFrom);
+    evs = await events();
+    const p = a && evs.find((e) => e.dir === 'in' && e.event_id === a.event_id);
+    return { ok: Boolean(a && b && p), a, b, p, why: `sdk ${a && a.type}, plain ${Boolean(b)}, page ${Boolean(p)}` };
+  }, { limitMs: 10000 }).catch((e) => ({ ok: false, why: e.message }));
+  if (!check('the sideband\'s session.update -> session.updated on both sidebands and the page (same event_id)',
+    upd.ok && upd.a.type === 'session.updated', upd.ok ? upd.a.type === 'error' ? upd.a.ev.error : upd.a.event_id : upd.why)) return;
+  const sess = upd.a.ev.session || {};
+  check('session.updated has the sideband\'s instructions and its get_weather tool',
+    sess.instructions === SIDEBAND_INSTRUCTIONS && Array.isArray(sess.tools) && sess.tools.some((t) => t.name === 'get_weather'),
+    { instructions: sess.instructions, tools: (sess.tools || []).map((t) => t.name) });
+  check('the browser\'s session sees the new instructions (session.updated in the page\'s transport events)',
+    upd.p.ev.session && upd.p.ev.session.instructions === SIDEBAND_INSTRUCTIONS, upd.p.ev.session && upd.p.ev.session.instructions);
+
+  // The browser cannot take back a field the sideband set.
+  const browserUpdateId = 'evt_browser_sets_instructions';
+  let sendErr = await page.evaluate((id) => window.rtce.sendEvent({ type: 'session.update', event_id: id,
+    session: { type: 'realtime', instructions: 'instructions the browser tries' } }), browserUpdateId);
+  const kept = await waitFor('the answer to the browser\'s session.update', async () => {
+    evs = await events();
+    const err = evs.find((e) => e.dir === 'in' && e.type === 'error' && e.ev.error && e.ev.error.event_id === browserUpdateId);
+    const u = inOf(evs, 'session.updated', upd.p.pt)[0];
+    return { ok: Boolean(err && u), err, u, why: `error ${Boolean(err)}, session.updated ${Boolean(u)}` };
+  }, { limitMs: 5000 }).catch((e) => ({ ok: false, why: e.message }));
+  check('the browser\'s session.update of instructions is refused (error param session.instructions; they stay the sideband\'s)',
+    !sendErr && kept.ok && kept.err.ev.error.param === 'session.instructions' && kept.u.ev.session.instructions === SIDEBAND_INSTRUCTIONS,
+    sendErr || (kept.ok ? { error: kept.err.ev.error, instructions: kept.u.ev.session.instructions } : kept.why));
+
+  // ---- the browser's text asks for the tool; the sideband answers it
+  const toolPt = await page.evaluate(() => performance.now());
+  const toolT0 = Date.now();
+  const toolFrom = sdk.events.length;
+  await page.evaluate((t) => window.rtce.sendMessage(t), TOOL_TEXT);
+  const call = await waitFor('the function call on the sideband (function_call_arguments.done, then response.done)', async () => {
+    const args = sdk.find((e) => e.type === 'response.function_call_arguments.done', toolFrom);
+    const done = args && sdk.find((e) => e.type === 'response.done', args.index);
+    return { ok: Boolean(done), args, done, why: args ? 'no response.done yet' : `sdk heard ${sdk.events.slice(toolFrom).map((e) => e.type)}` };
+  }, { limitMs: 10000 }).catch((e) => ({ ok: false, why: e.message }));
+  if (!check('the sideband hears response.function_call_arguments.done for get_weather {"city":"Paris"}', call.ok &&
+    call.args.ev.name === 'get_weather' && (() => { try { return JSON.parse(call.args.ev.arguments).city === 'Paris'; } catch { return false; } })() &&
+    typeof call.args.ev.call_id === 'string', call.ok ? call.args.ev : call.why)) return;
+  const callIdOfTool = call.args.ev.call_id;
+  const itemDone = sdk.find((e) => e.type === 'response.output_item.done' && e.item && e.item.type === 'function_call', toolFrom);
+  check('... and response.output_item.done with the function_call item, response.done with it in output',
+    itemDone && itemDone.ev.item.call_id === callIdOfTool && itemDone.ev.item.name === 'get_weather' &&
+    (call.done.ev.response.output || []).some((o) => o.type === 'function_call' && o.call_id === callIdOfTool),
+    { item: itemDone && itemDone.ev.item, output: call.done.ev.response && call.done.ev.response.output });
+  const callHeardMs = Date.now() - toolT0;
+  sdk.send({ type: 'conversation.item.create', item: { type: 'function_call_output', call_id: callIdOfTool, output: TOOL_OUTPUT } });
+  sdk.send({ type: 'response.create' });
+  const answeredT = Date.now();
+  const toolText = `the tool said: ${TOOL_OUTPUT}`;
+  const reply = await waitFor('the tool\'s reply on the page (response.output_text.done, then output_audio_buffer.stopped)', async () => {
+    evs = await events();
+    const text = inOf(evs, 'response.output_text.done', toolPt).find((e) => e.ev.text === toolText);
+    const b = text && inOf(evs, 'output_audio_buffer.started', toolPt)[0];
+    const e = b && inOf(evs, 'output_audio_buffer.stopped', b.pt)[0];
+    return { ok: Boolean(e), text, b, e, why: `text ${Boolean(text)}, started ${Boolean(b)}, stopped ${Boolean(e)}; ` +
+      `page heard ${evs.filter((x) => x.dir === 'in' && x.pt > toolPt).map((x) => x.type)}` };
+  }, { limitMs: 10000 }).catch((e) => ({ ok: false, why: e.message }));
+  check(`the page gets the text "${toolText}" (response.output_text.done)`, reply.ok || Boolean(reply.text), reply.ok ? undefined : reply.why);
+  const history = await page.evaluate(() => window.rtce.history());
+  check('the SDK\'s history has the assistant message with that text', history.some((it) => it.type === 'message' &&
+    it.role === 'assistant' && it.texts.includes(toolText)), history);
+  if (reply.ok) {
+    // The 400 ms tone: from its first loud 10 ms chunk, once the tap has recorded it.
+    await tapReached(page, reply.e.at + 0.8);
+    const lv = await page.evaluate(([a, b]) => window.rtce.levels(a, b), [reply.b.at, reply.e.at + 0.8]);
+    const loud = lv.filter(([, db]) => db > -30);
+    const sampleRate = await page.evaluate(() => window.rtce.sampleRate());
+    const t0 = loud.length ? loud[0][0] : null;
+    const samples = t0 === null ? [] : await page.evaluate(([a, b]) => window.rtce.samples(a, b), [t0 + 0.02, t0 + 0.32]);
+    const a = samples.length >= sampleRate * 0.2 ? analyseTone(samples, sampleRate) : null;
+    summary.tool_tone = { loud_ms: loud.length * 10, receive_delay_ms: t0 === null ? null : Math.round((t0 - reply.b.at) * 1000), ...(a || {}) };
+    check('the page\'s audio tap hears the reply\'s tone (>= 300 ms above -30 dBFS)', loud.length >= 30, `${loud.length * 10} ms`);
+    check(`the tone's dominant frequency within 3% of ${opts.toneHz} Hz, SNR > 10 dB`,
+      a && Math.abs(a.dominant_hz - opts.toneHz) / opts.toneHz <= 0.03 && a.tone_snr_db > 10, a || `${samples.length} samples`);
+  } else {
+    check('the page\'s audio tap hears the reply\'s tone', false, reply.why);
+  }
+  const sdkReplyDone = sdk.find((e) => e.type === 'response.done' && (e.response.output || []).some((o) =>
+    (o.content || []).some((c) => c.text === toolText)), call.done.index);
+  check('the sideband hears the reply too (response.done with the text)', Boolean(sdkReplyDone), sdk.events.slice(call.done.index).map((e) => e.type));
+  evs = await events();
+  const pageInTypes = [...new Set(evs.filter((e) => e.dir === 'in').map((e) => e.type))];
+  check('the page never saw a function-call event (response.function_call_arguments.*, response.output_item.*)',
+    !pageInTypes.some((t) => /^response\.(function_call_arguments|output_item)\./.test(t)), pageInTypes);
+  check('every event the page got is one the policy lets it hear (or session.created / an answer to its own)',
+    pageInTypes.every(pageMayHear), pageInTypes.filter((t) => !pageMayHear(t)));
+  const sentAfter = evs.filter((e) => e.dir === 'out' && e.pt >= toolPt);
+  check('the SDK in the page answered no tool call (no function_call_output sent, no "Tool ... not found")',
+    !sentAfter.some((e) => e.ev.item && e.ev.item.type === 'function_call_output') &&
+    !evs.some((e) => e.dir === 'sdk-error' && /not found/i.test(e.ev.message || '')),
+    sentAfter.map((e) => e.type).concat(evs.filter((e) => e.dir === 'sdk-error').map((e) => e.ev.message)));
+  // Informational: the policy filters by event type, so the call's item still reaches the
+  // page inside the events the SDK needs for its history (conversation.item.added/done) and
+  // in response.done's output; only its dedicated events are withheld.
+  summary.function_call_item_seen_by_page = evs.filter((e) => e.dir === 'in' && e.pt > toolPt &&
+    JSON.stringify(e.ev).includes(callIdOfTool)).map((e) => e.type);
+  summary.browser_update_refusal = kept.ok ? kept.err.ev.error.message : null;
+  summary.tool_round = { text_to_call_on_sideband_ms: callHeardMs,
+    output_to_text_on_page_ms: reply.text ? Math.round(reply.text.pt - toolPt) - (answeredT - toolT0) : null };
+
+  // ---- a client event off the browser's list is refused
+  const refusedId = 'evt_refused_item_delete';
+  sendErr = await page.evaluate(([type, id]) => window.rtce.sendEvent({ type, event_id: id, item_id: 'item_does_not_matter' }), [refusedClientEvent, refusedId]);
+  const refusal = await waitFor(`the error answering ${refusedClientEvent}`, async () => {
+    evs = await events();
+    const e = evs.find((x) => x.dir === 'in' && x.type === 'error' && x.ev.error && x.ev.error.event_id === refusedId);
+    const s = e && sdk.find((x) => x.event_id === e.event_id);
+    return { ok: Boolean(e && s), e, s, why: `page ${Boolean(e)}, sideband ${Boolean(s)}` };
+  }, { limitMs: 5000 }).catch((e) => ({ ok: false, why: e.message }));
+  check(`the page's ${refusedClientEvent} (SDK transport.sendEvent) gets error code client_event_not_allowed`,
+    !sendErr && refusal.ok && refusal.e.ev.error.code === 'client_event_not_allowed', sendErr || (refusal.ok ? refusal.e.ev.error : refusal.why));
+  check('the sideband hears that error too (the browser\'s mistakes are the app server\'s business)', refusal.ok, refusal.ok ? undefined : refusal.why);
+
+  // ---- two sidebands hear the same; the page a subset of it
+  const sdkIds = sdk.events.slice(sdkFrom).map((e) => e.event_id);
+  const plainIds = plain.events.slice(plainFrom).map((e) => e.event_id);
+  const firstDiff = sdkIds.findIndex((id, i) => plainIds[i] !== id);
+  check('both sidebands heard the same events in the same order (event_ids)', sdkIds.length > 10 && firstDiff === -1 &&
+    plainIds.length === sdkIds.length, { sdk: sdkIds.length, plain: plainIds.length, first_difference: firstDiff,
+    at: firstDiff >= 0 ? [sdk.events[sdkFrom + firstDiff], plain.events[plainFrom + firstDiff]].map((e) => e && e.type) : undefined });
+  evs = await events();
+  const pageAfter = evs.slice(pageFrom).filter((e) => e.dir === 'in');
+  const sdkIdSet = new Set(sdkIds);
+  const notOnSideband = pageAfter.filter((e) => !sdkIdSet.has(e.event_id));
+  check('every server event the page got since the sidebands attached reached the sidebands with the same event_id',
+    pageAfter.length > 5 && notOnSideband.length === 0, notOnSideband.map((e) => `${e.type} ${e.event_id}`));
+  const pageIdSet = new Set(pageAfter.map((e) => e.event_id));
+  const withheld = sdk.events.slice(sdkFrom).filter((e) => !pageIdSet.has(e.event_id));
+  const withheldTypes = [...new Set(withheld.map((e) => e.type))];
+  summary.withheld_from_page = withheldTypes;
+  check('what the page did not get is exactly what its policy withholds (and includes the function-call events)',
+    withheldTypes.every((t) => !pageMayHear(t)) && withheldTypes.includes('response.function_call_arguments.done'),
+    withheldTypes);
+
+  // ---- the app server hangs up
+  const active = await sessionsActive();
+  check('metrics rtcedge_transceiver_sessions_active 1 before the hangup', active === 1, active);
+  const hangT = Date.now();
+  const hang = await httpRequest('POST', `${opts.callsUrl}/${encodeURIComponent(callId)}/hangup`, { apiKey: opts.serverKey, ms: 5000 });
+  check('POST /v1/realtime/calls/<id>/hangup with the server key -> 200', hang.status === 200, `${hang.status} ${hang.text.slice(0, 200)}`);
+  const ended = await waitFor('rtcedge.call.ended and close 1000 on both sidebands', async () => {
+    const r = [sdk, plain].map((s) => ({ s, e: s.find((x) => x.type === 'rtcedge.call.ended') }));
+    return { ok: r.every((x) => x.e && x.s.closed), r,
+      why: r.map((x) => `${x.s.name}: ended ${Boolean(x.e)}, closed ${JSON.stringify(x.s.closed)}`).join('; ') };
+  }, { limitMs: 10000 }).catch((e) => ({ ok: false, why: e.message }));
+  for (const s of [sdk, plain]) {
+    const e = s.find((x) => x.type === 'rtcedge.call.ended');
+    const last = s.events[s.events.length - 1];
+    check(`${s.name} sideband: rtcedge.call.ended {reason} is its last event, then close 1000`,
+      e && typeof e.ev.reason === 'string' && e.ev.reason.length > 0 && last === s.events[e.index] && s.closed && s.closed.code === 1000,
+      { ended: e && e.ev, last: last && last.type, closed: s.closed, errors: s.errors });
+  }
+  // The page sees the call end at once: the server closes oai-events (SCTP). The SDK's
+  // transport does not listen to its channel's close, only to the peer connection's state:
+  // Chromium keeps a peer connection whose DTLS peer sent close_notify 'connected' until ICE
+  // consent fails ('disconnected', ~7 s without answers), and the SDK closes 5 s after that
+  // (PEER_CONNECTION_DISCONNECTED_GRACE_MS). So its session ends ~12 s after the hangup.
+  const dcClosed = await waitFor('the page\'s oai-events channel to close', async () => {
+    const s = await page.evaluate(() => window.rtce.state());
+    return { ok: s.dcState === 'closed', why: JSON.stringify({ dc: s.dcState, transport: s.transportStatus, pc: s.pcState }) };
+  }, { limitMs: 5000 }).catch((e) => ({ ok: false, why: e.message }));
+  const dcClosedMs = Date.now() - hangT;
+  check('the hangup ends the browser\'s call: the page\'s oai-events channel closes (within 5 s)', dcClosed.ok,
+    dcClosed.ok ? `${dcClosedMs} ms after the hangup` : dcClosed.why);
+  const sdkClosed = await waitFor('the SDK\'s transport to go disconnected', async () => {
+    const s = await page.evaluate(() => window.rtce.state());
+    return { ok: s.transportStatus === 'disconnected', why: JSON.stringify({ dc: s.dcState, transport: s.transportStatus, pc: s.pcState }) };
+  }, { limitMs: 25000, intervalMs: 250 }).catch((e) => ({ ok: false, why: e.message }));
+  const sdkClosedMs = Date.now() - hangT;
+  evs = await events();
+  const life = evs.filter((e) => e.dir === 'life' && e.pt >= toolPt).map((e) => ({ type: e.type, state: e.ev.state ?? e.ev.status }));
+  check('... and the SDK\'s session closes by itself (transport disconnected, within 25 s: ICE consent + the SDK\'s 5 s grace)',
+    sdkClosed.ok, sdkClosed.ok ? { after_ms: sdkClosedMs, life } : { why: sdkClosed.why, life });
+  summary.hangup = { call_ended_reason: (sdk.find((x) => x.type === 'rtcedge.call.ended') || { ev: {} }).ev.reason,
+    sidebands_closed_ms: [sdk, plain].map((s) => (s.closed ? s.closed.t - (hangT - s.t0) : null)),
+    page_channel_closed_ms: dcClosed.ok ? dcClosedMs : null, sdk_transport_closed_ms: sdkClosed.ok ? sdkClosedMs : null, page_life: life };
+  const drained = await waitFor('sessions_active to return to 0 after the hangup', async () => {
+    const v = await sessionsActive();
+    return { ok: v === 0, why: `${v}` };
+  }, { limitMs: 10000 }).catch((e) => ({ ok: false, why: e.message }));
+  check('metrics rtcedge_transceiver_sessions_active back to 0 after the hangup', drained.ok, drained.why);
+  summary.sidebands = [sdk.summary(), plain.summary()];
+  summary.event_types_in = pageInTypes;
+  summary.sdk_errors = evs.filter((e) => e.dir === 'sdk-error').map((e) => e.ev.message);
+}
+
 async function run(summary) {
   const check = checker(summary, log);
   const args = chromiumArgs({ toneFile: opts.toneWav, allowLoopback: wantLoopback(opts.allowLoopback) });
@@ -372,6 +700,7 @@ async function run(summary) {
   watchCalls(page, summary);
   try {
     if (opts.scenario === 'agents') await runAgents(page, summary, check);
+    else if (opts.scenario === 'sideband') await runSideband(page, summary, check);
     else await runMultipart(page, summary, check);
   } finally {
     const failed = summary.checks.some((c) => !c.ok) || summary.checks.length === 0;
@@ -380,15 +709,22 @@ async function run(summary) {
       const shot = path.join(opts.artifacts, `${opts.scenario}-failure.png`);
       await page.screenshot({ path: shot, fullPage: true }).catch(() => {});
       summary.screenshot = shot;
-      if (opts.scenario === 'agents') {
+      if (opts.scenario !== 'multipart') {
         const evs = await page.evaluate(() => (window.rtce ? window.rtce.events() : [])).catch(() => []);
-        const file = path.join(opts.artifacts, 'agents-events.json');
-        fs.writeFileSync(file, JSON.stringify(evs, null, 1));
+        const file = path.join(opts.artifacts, `${opts.scenario}-events.json`);
+        fs.writeFileSync(file, JSON.stringify(opts.scenario === 'sideband' ? { page: evs, sidebands: sidebandsHeard } : evs, null, 1));
         summary.events_file = file;
       }
     }
   }
 }
 
+async function cleanup() {
+  for (const close of closers.splice(0)) {
+    try { close(); } catch (e) { log(`cleanup: ${e.message}`); }
+  }
+  await browser.close();
+}
+
 runMain({ scenario: opts.scenario, app_url: opts.appUrl, calls_url: opts.callsUrl, checks: [] },
-  { timeoutS: opts.timeoutS, run, cleanup: () => browser.close(), log });
+  { timeoutS: opts.timeoutS, run, cleanup, log });

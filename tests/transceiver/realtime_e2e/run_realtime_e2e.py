@@ -4,13 +4,18 @@
 CTest entry point of the realtime browser tests (realtime_e2e.mjs drives the pages):
 
   run_realtime_e2e.py --transceiver-bin build/bin/rtcedge-transceiver --relay-bin build/bin/rtcedge-relay \\
-      --mode direct|relay --scenario agents|multipart
+      --mode direct|relay --scenario agents|multipart|sideband
 
 It starts the stack with ../e2e/run_browser_e2e.py's start_stack (the embedded echo backend
 in parrot mode, a server API key, the realtime.* keys of REALTIME_CONFIG), bundles
 page/agent_page.mjs (the unchanged @openai/agents-realtime) with esbuild, and serves the
 pages from an "app" origin on another port: GET /token there mints an ephemeral key from the
 transceiver's /v1/realtime/client_secrets with the server key, as an app backend does.
+
+--scenario sideband: /token?policy=sideband mints the key with SIDEBAND_POLICY as the session's
+client.data_channel; the driver attaches the app server's sidebands (sideband.mjs): the openai
+SDK's OpenAIRealtimeWS through a TLS terminator whose self-signed certificate this runner makes
+with openssl (the driver's NODE_EXTRA_CA_CERTS trusts it), and a bare ws WebSocket.
 
 Exit codes: 0 pass, 1 fail (also when chromium, node, playwright-core or this folder's npm
 tools are missing; the reason is printed). Nothing here needs a kernel feature or a privilege,
@@ -70,6 +75,37 @@ REALTIME_CONFIG = {"realtime.key_secrets": "e2e:" + "rtcedge-realtime-e2e-secret
 # The fake microphone: tone bursts, so the echo backend's VAD sees speech start and stop, and
 # the parrot's replay (as long as the burst) ends well before the next burst starts.
 BURST_ON_S, BURST_OFF_S = 1.5, 3.5
+# The sideband scenario's data-channel policy, minted into the browser's key by the app origin
+# (session.client.data_channel). Server events: what @openai/agents-realtime 0.20.0 reads
+# (openaiRealtimeBase.mjs _onMessage, openaiRealtimeWebRtc.mjs: session.updated acknowledges
+# connect(), response.created/done drive its response.create sequencer and interrupt(),
+# conversation.item.* build its history, the output_audio_buffer.* / VAD / transcript / text
+# events its listeners and the page use) minus the function-call ones: the SDK dispatches a tool
+# from response.output_item.added/done (a function_call item) and answers "Tool ... not found"
+# when the agent has none, so response.output_item.* and response.function_call_arguments.* are
+# withheld (the sideband answers the call). Client events: what the SDK's WebRTC transport sends
+# (session.update; conversation.item.create/retrieve; response.create; response.cancel and
+# output_audio_buffer.clear for interrupt()). conversation.item.delete is left off (the SDK
+# sends it only from updateHistory()), so the page can send it to be refused.
+SIDEBAND_POLICY = {
+    "allowed_client_events": ["session.update", "conversation.item.create", "conversation.item.retrieve",
+                              "response.create", "response.cancel", "output_audio_buffer.clear"],
+    "allowed_server_events": [
+        "session.updated", "error", "rate_limits.updated",
+        "response.created", "response.done",
+        "response.content_part.added", "response.content_part.done",
+        "response.output_text.delta", "response.output_text.done",
+        "response.output_audio.delta", "response.output_audio.done",
+        "response.output_audio_transcript.delta", "response.output_audio_transcript.done",
+        "conversation.item.added", "conversation.item.done", "conversation.item.retrieved",
+        "conversation.item.deleted", "conversation.item.truncated",
+        "conversation.item.input_audio_transcription.delta", "conversation.item.input_audio_transcription.completed",
+        "input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped",
+        "input_audio_buffer.committed", "input_audio_buffer.cleared",
+        "output_audio_buffer.started", "output_audio_buffer.stopped", "output_audio_buffer.cleared",
+    ],
+}
+KEY_POLICIES = {"sideband": SIDEBAND_POLICY}
 
 
 def log(msg):
@@ -114,9 +150,17 @@ class AppHandler(http.server.SimpleHTTPRequestHandler):
             return super().do_GET()
         # The key's session config; the page names the instructions so the driver can find
         # them again in session.created.
-        instructions = urllib.parse.parse_qs(query).get("instructions", ["rtcedge end-to-end agent"])[0]
-        body = json.dumps({"expires_after": {"anchor": "created_at", "seconds": 600},
-                           "session": {"type": "realtime", "instructions": instructions}}).encode()
+        params = urllib.parse.parse_qs(query)
+        instructions = params.get("instructions", ["rtcedge end-to-end agent"])[0]
+        session = {"type": "realtime", "instructions": instructions}
+        # The app's own policy for the browser's channel, by name (the page cannot write one).
+        policy = params.get("policy", [None])[0]
+        if policy is not None:
+            if policy not in KEY_POLICIES:
+                self.send_error(400, f"unknown policy {policy!r}")
+                return
+            session["client"] = {"data_channel": KEY_POLICIES[policy]}
+        body = json.dumps({"expires_after": {"anchor": "created_at", "seconds": 600}, "session": session}).encode()
         req = urllib.request.Request(f"{self.transceiver_url}/v1/realtime/client_secrets", data=body, method="POST",
                                      headers={"Authorization": f"Bearer {SERVER_KEY}",
                                               "Content-Type": "application/json"})
@@ -203,6 +247,27 @@ def make_tone_wav(workdir):
     return tone_wav
 
 
+def make_tls_cert(workdir):
+    """A self-signed certificate for localhost/127.0.0.1 (the sideband's TLS terminator): (cert, key)."""
+    cert, key = os.path.join(workdir, "tls-cert.pem"), os.path.join(workdir, "tls-key.pem")
+    out = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                          "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
+                          "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                         capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        raise RuntimeError(f"openssl req failed:\n{out.stdout}{out.stderr}")
+    return cert, key
+
+
+def sideband_argv(workdir):
+    """The sideband scenario's driver flags (certificate made here) and its environment: the
+    driver trusts the terminator's certificate as an app server trusts its ingress's CA."""
+    cert, key = make_tls_cert(workdir)
+    argv = ["--server-key", SERVER_KEY, "--tls-cert", cert, "--tls-key", key,
+            "--data-channel-policy", json.dumps(SIDEBAND_POLICY)]
+    return argv, {**os.environ, "NODE_EXTRA_CA_CERTS": cert}
+
+
 def driver_argv(args, scenario, app_url, transceiver_url, tone_wav, workdir, expect_candidate=None,
                 expect_selected=None):
     """realtime_e2e.mjs's command line; args has node, chromium, timeout_s, max_interrupt_ms,
@@ -230,7 +295,8 @@ def add_driver_options(ap):
 def figures(browser):
     """The driver summary's figures (text turn, VAD, echo, interrupt without its level series)."""
     b = browser or {}
-    out = {k: b.get(k) for k in ("text_turn", "vad", "echo", "interrupt") if b.get(k) is not None}
+    out = {k: b.get(k) for k in ("text_turn", "vad", "echo", "interrupt", "tool_round", "tool_tone", "hangup")
+           if b.get(k) is not None}
     if isinstance(out.get("interrupt"), dict):  # the level series stays in the browser part only
         out["interrupt"] = {k: v for k, v in out["interrupt"].items() if k != "levels_dbfs"}
     return out
@@ -250,9 +316,15 @@ def wait_listening(stack, log_path, timeout_s=20):
 
 
 def require_tools(args):
-    """Chromium, node, playwright-core and this folder's npm tools (outcome.SetupError)."""
+    """Chromium, node, playwright-core and this folder's npm tools (outcome.SetupError); the
+    sideband scenario also openai and ws (dependencies of @openai/agents-realtime) and openssl."""
     outcome.require_browser(args.chromium, args.node)
-    for pkg in ("@openai/agents-realtime", "esbuild"):
+    pkgs = ["@openai/agents-realtime", "esbuild"]
+    if getattr(args, "scenario", None) == "sideband":
+        pkgs += ["openai", "ws"]
+        if not shutil.which("openssl"):
+            raise outcome.SetupError("openssl not found (the sideband scenario makes its TLS certificate with it)")
+    for pkg in pkgs:
         outcome.require_file(os.path.join(TOOLS, "node_modules", pkg), "run npm ci in %s" % TOOLS)
 
 
@@ -340,7 +412,7 @@ def main():
     ap.add_argument("--transceiver-bin")
     ap.add_argument("--relay-bin")
     ap.add_argument("--mode", choices=["direct", "relay"], default="direct")
-    ap.add_argument("--scenario", choices=["agents", "multipart"], default="agents")
+    ap.add_argument("--scenario", choices=["agents", "multipart", "sideband"], default="agents")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--node", default="node")
     ap.add_argument("--timeout-s", type=float, default=100)
@@ -368,6 +440,8 @@ def main():
         results = {"checks": [], "scenario": "agents", "block_udp": True, "relay_mode": args.relay_mode}
         return harness.netns_main(args, results, run_block_udp, block_udp_prerequisites, log, "rtcedge-rt-e2e-tcp-")
 
+    if args.scenario == "sideband" and (args.mock or args.stub_server):
+        ap.error("--scenario sideband needs the transceiver (neither --mock nor --stub-server has a sideband)")
     code = outcome.unmet(lambda: prerequisites(args))
     if code is not None:
         return code
@@ -400,9 +474,13 @@ def main():
         app, app_url = serve_app(www, transceiver_url)
         log(f"transceiver {transceiver_url}, app origin {app_url}")
         argv = driver_argv(args, args.scenario, app_url, transceiver_url, tone_wav, workdir, expect_candidate)
+        env = None
+        if args.scenario == "sideband":
+            extra, env = sideband_argv(workdir)
+            argv += extra
         log(f"run {' '.join(argv)}")
         try:
-            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=sys.stderr, timeout=args.timeout_s + 45)
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=sys.stderr, timeout=args.timeout_s + 45, env=env)
             results["browser"] = json_summary(proc.stdout)
             ok = proc.returncode == 0
         except subprocess.TimeoutExpired:

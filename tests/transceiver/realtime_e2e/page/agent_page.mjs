@@ -10,11 +10,15 @@ const params = new URLSearchParams(location.search);
 const callsUrl = params.get('calls');
 const keyInstructions = params.get('key_instructions') || 'rtcedge end-to-end agent';
 const agentInstructions = params.get('agent_instructions') || 'You repeat what you hear.';
+// The app's name for the session its backend mints the key with (the sideband scenario's
+// restricted data channel); the page only passes it on to /token.
+const keyPolicy = params.get('policy');
 
 const st = {
   phase: 'idle', error: null, callId: null, token: null,
   events: [], // {dir: 'in'|'out', at: ctx time, pt: performance.now(), type, event_id, ev}
   timings: {}, tap: null, session: null, transport: null, pc: null, ctx: null, micTrack: null,
+  dcState: null, // the oai-events channel's readyState as its events last said
 };
 
 function record(dir, ev) {
@@ -32,13 +36,27 @@ RTCDataChannel.prototype.send = function send(data) {
   return origSend.call(this, data);
 };
 
+// The connection's end as the page sees it (the server hanging up): the oai-events channel's
+// open/close, recorded with dir 'life' next to the events. The SDK creates the channel itself.
+const origCreateDataChannel = RTCPeerConnection.prototype.createDataChannel;
+RTCPeerConnection.prototype.createDataChannel = function createDataChannel(label, init) {
+  const dc = origCreateDataChannel.call(this, label, init);
+  if (label === 'oai-events') {
+    for (const name of ['open', 'close']) {
+      dc.addEventListener(name, () => { st.dcState = dc.readyState; record('life', { type: `data_channel.${name}` }); });
+    }
+  }
+  return dc;
+};
+
 async function start() {
   st.phase = 'connecting';
   try {
     st.ctx = new AudioContext({ sampleRate: 48000 });
     await st.ctx.resume();
     const t0 = performance.now();
-    const tokenRes = await fetch(`/token?instructions=${encodeURIComponent(keyInstructions)}`);
+    const tokenRes = await fetch(`/token?instructions=${encodeURIComponent(keyInstructions)}` +
+      (keyPolicy ? `&policy=${encodeURIComponent(keyPolicy)}` : ''));
     const tokenBody = await tokenRes.json().catch(() => null);
     if (!tokenRes.ok || !tokenBody || typeof tokenBody.value !== 'string') {
       throw new Error(`/token failed: ${tokenRes.status} ${JSON.stringify(tokenBody)}`);
@@ -61,6 +79,7 @@ async function start() {
       // Only to observe the connection (getStats, the remote track); returns it unchanged.
       changePeerConnection: (pc) => {
         st.pc = pc;
+        pc.addEventListener('connectionstatechange', () => record('life', { type: 'pc.connectionstatechange', state: pc.connectionState }));
         pc.addEventListener('track', (e) => {
           createTap(st.ctx, e.streams[0] || new MediaStream([e.track]))
             .then((tap) => { st.tap = tap; })
@@ -74,6 +93,7 @@ async function start() {
     st.session = session;
     st.transport = transport;
     transport.on('*', (ev) => record('in', ev));
+    transport.on('connection_change', (status) => record('life', { type: 'transport.connection_change', status }));
     session.on('error', (e) => record('sdk-error', { type: 'sdk-error', message: String(e && e.error && (e.error.message || e.error.error?.message || JSON.stringify(e.error))) }));
     const c0 = performance.now();
     await session.connect({ apiKey: tokenBody.value });
@@ -111,9 +131,17 @@ window.rtce = {
     tapT: st.tap ? st.tap.lastT() : null,
     // The SDK plays event.streams[0]: without an a=msid in the answer there is none.
     sdkAudioHasStream: Boolean(st.audioElement && st.audioElement.srcObject),
-    now: st.ctx ? st.ctx.currentTime : null, nEvents: st.events.length, token: st.token && { prefix: st.token.value.slice(0, 3), expires_at: st.token.expires_at } }),
+    now: st.ctx ? st.ctx.currentTime : null, nEvents: st.events.length, token: st.token && { prefix: st.token.value.slice(0, 3), expires_at: st.token.expires_at },
+    transportStatus: st.transport ? st.transport.status : null, pcState: st.pc ? st.pc.connectionState : null, dcState: st.dcState }),
   events: (from = 0) => st.events.slice(from),
   sendMessage: (text) => { const at = st.ctx.currentTime; st.session.sendMessage(text); return at; },
+  // A raw client event through the SDK's transport (OpenAIRealtimeWebRTC.sendEvent).
+  sendEvent: (ev) => { try { st.transport.sendEvent(ev); } catch (e) { return e.message; } return null; },
+  // The SDK's conversation history, as plain data: items with their texts.
+  history: () => (st.session ? st.session.history : []).map((it) => ({
+    itemId: it.itemId, type: it.type, role: it.role ?? null, status: it.status ?? null, name: it.name ?? null,
+    texts: Array.isArray(it.content) ? it.content.map((c) => c.text ?? c.transcript ?? null).filter((t) => t !== null) : [],
+  })),
   mute: (muted) => { st.session.mute(muted); return st.ctx.currentTime; },
   interrupt: () => { const at = st.ctx.currentTime; st.session.interrupt(); return at; },
   levels: (from, to) => (st.tap ? st.tap.levels(from, to) : []),

@@ -640,6 +640,10 @@ void ServerCore::accept() {
         socket.close(ignored);
         return accept();
       }
+      // Answers and WebSocket events are small writes that must go at once: Nagle would hold
+      // the second of a burst until the client's delayed ACK (~40 ms).
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
       std::make_shared<Connection>(std::move(socket), *this)->run();
       return accept();
     }

@@ -16,9 +16,10 @@ namespace asio = boost::asio;
 namespace {
 
 // Scripts run atomically and touch only keys of one cluster (one hash tag, one slot).
-// KEYS[1] endpoint hash, KEYS[2] id set; ARGV: id address capacity load draining ttl_ms channel
+// KEYS[1] endpoint hash, KEYS[2] id set; ARGV: id address capacity load draining ttl_ms channel signaling
 constexpr std::string_view kRegisterScript = R"lua(
-redis.call('HSET', KEYS[1], 'address', ARGV[2], 'capacity', ARGV[3], 'load', ARGV[4], 'draining', ARGV[5])
+redis.call('HSET', KEYS[1], 'address', ARGV[2], 'capacity', ARGV[3], 'load', ARGV[4], 'draining', ARGV[5],
+           'signaling', ARGV[8])
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('PUBLISH', ARGV[7], 'up ' .. ARGV[1])
@@ -47,9 +48,9 @@ return n
 constexpr std::string_view kListScript = R"lua(
 local out = {}
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local h = redis.call('HMGET', ARGV[1] .. id, 'address', 'capacity', 'load', 'draining')
+  local h = redis.call('HMGET', ARGV[1] .. id, 'address', 'capacity', 'load', 'draining', 'signaling')
   if h[1] then
-    out[#out + 1] = {id, h[1], h[2] or '0', h[3] or '0', h[4] or '0'}
+    out[#out + 1] = {id, h[1], h[2] or '0', h[3] or '0', h[4] or '0', h[5] or ''}
   else
     redis.call('SREM', KEYS[1], id)
   end
@@ -98,7 +99,7 @@ std::optional<T> parse_number(std::string_view text) {
 }
 
 std::optional<EndpointRecord> parse_record(const redisReply* row) {
-  if (row == nullptr || row->type != REDIS_REPLY_ARRAY || row->elements != 5) return std::nullopt;
+  if (row == nullptr || row->type != REDIS_REPLY_ARRAY || row->elements != 6) return std::nullopt;
   EndpointRecord record;
   const auto id = parse_endpoint_id(reply_string(row->element[0]));
   const auto address = SocketAddress::parse(reply_string(row->element[1]));
@@ -110,6 +111,9 @@ std::optional<EndpointRecord> parse_record(const redisReply* row) {
   record.capacity = *capacity;
   record.load = *load;
   record.draining = reply_string(row->element[4]) == "1";
+  // A record without one (a relay's view of an older transceiver) routes no calls.
+  if (SocketAddress::parse(reply_string(row->element[5])))
+    record.signaling = std::string(reply_string(row->element[5]));
   return record;
 }
 
@@ -147,9 +151,9 @@ void RedisRegistry::register_endpoint(const EndpointRecord& record, DoneCallback
   const std::string load = std::to_string(record.load);
   const std::string ttl = std::to_string(options_.endpoint_ttl.count());
   const std::string channel = schema_.events_channel();
-  const std::array<std::string_view, 12> args{
-      "EVAL", kRegisterScript, "2", key, set, id, address, capacity, load, record.draining ? "1" : "0",
-      ttl,    channel};
+  const std::array<std::string_view, 13> args{
+      "EVAL",  kRegisterScript, "2", key, set, id, address, capacity, load, record.draining ? "1" : "0", ttl,
+      channel, record.signaling};
   commands_->command(args, done_on_integer_one(std::move(done)));
 }
 

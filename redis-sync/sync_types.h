@@ -23,6 +23,9 @@ struct EndpointRecord {
   uint32_t capacity = 0;
   uint32_t load = 0;
   bool draining = false;
+  // A transceiver endpoint's signaling API, "host:port" (its pod's HTTP listener): where any
+  // pod forwards a request for a call this endpoint owns. "" = none (a relay ignores it).
+  std::string signaling{};
 
   friend bool operator==(const EndpointRecord&, const EndpointRecord&) = default;
 };

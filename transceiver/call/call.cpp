@@ -381,6 +381,13 @@ void Call::detach_sideband(EventSource sideband, Nanos now) {
   if (realtime_) realtime_->detach_sideband(sideband, now);
 }
 
+void Call::on_sideband_undelivered(EventSource sideband, std::string json_text, Nanos now) {
+  now_ = now;
+  if (!realtime_ || ended_) return;
+  realtime_->on_sideband_undelivered(sideband, std::move(json_text));
+  mirror_realtime_stats();
+}
+
 void Call::close_sidebands(std::string_view reason) {
   for (auto& [id, link] : sidebands_) link->close(reason);
   sidebands_.clear();

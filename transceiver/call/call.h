@@ -124,6 +124,8 @@ class Call final : public BackendListener {
   std::optional<EventSource> attach_sideband(std::shared_ptr<SidebandLink> link, Nanos now);
   void on_sideband_message(EventSource sideband, std::string_view message, Nanos now);
   void detach_sideband(EventSource sideband, Nanos now);
+  // What a closing sideband's socket could not deliver (RealtimeEventChannel::on_sideband_undelivered).
+  void on_sideband_undelivered(EventSource sideband, std::string json_text, Nanos now);
   // Decoding, playout and talkspurts: the frame clock.
   void tick(Nanos now);
   // When tick next has something to do; the frame clock's deadline while connected.

@@ -369,7 +369,9 @@ class SessionMerger {
   // Records an applied field at its place in accepted_ ("session.audio.input.format" ->
   // /audio/input/format). Only known keys get here, and none holds a '.' or a '/'.
   void accept(const std::string& path, const json& value) {
-    if (origin_ == UpdateOrigin::sideband && !contains(app_server_fields_, path))
+    // session.type is always "realtime": every GA client sends it, and owning it would refuse
+    // each of the browser's updates.
+    if (origin_ == UpdateOrigin::sideband && path != "session.type" && !contains(app_server_fields_, path))
       app_server_fields_.push_back(path);
     std::string pointer = path.substr(std::string_view("session").size());
     std::replace(pointer.begin(), pointer.end(), '.', '/');
@@ -419,6 +421,34 @@ json default_realtime_session() {
 
 bool DataChannelPolicy::allows_server(std::string_view type) const {
   return !allowed_server_events || contains(*allowed_server_events, type);
+}
+
+bool DataChannelPolicy::hides_tool_calls() const {
+  return allowed_server_events && !allows_server("response.function_call_arguments.done");
+}
+
+namespace {
+
+bool is_tool_item(const json& item) {
+  if (!item.is_object()) return false;
+  auto type = item.find("type");
+  return type != item.end() && (*type == "function_call" || *type == "function_call_output");
+}
+
+}  // namespace
+
+std::optional<json> without_tool_calls(const json& event) {
+  if (auto item = event.find("item"); item != event.end() && is_tool_item(*item)) return json(nullptr);
+  auto response = event.find("response");
+  if (response == event.end() || !response->is_object()) return std::nullopt;
+  auto output = response->find("output");
+  if (output == response->end() || !output->is_array() ||
+      std::none_of(output->begin(), output->end(), is_tool_item))
+    return std::nullopt;
+  json shown = event;
+  json& kept = shown["response"]["output"];
+  kept.erase(std::remove_if(kept.begin(), kept.end(), is_tool_item), kept.end());
+  return shown;
 }
 
 namespace {
@@ -669,6 +699,7 @@ bool RealtimeEventChannel::attach_sideband(EventSource sideband, Nanos) {
     }
     sideband_gone_since_.reset();
     missed_.clear();
+    missed_late_ = 0;
     missed_bytes_ = 0;
     missed_total_ = 0;
   }
@@ -678,7 +709,35 @@ bool RealtimeEventChannel::attach_sideband(EventSource sideband, Nanos) {
 void RealtimeEventChannel::detach_sideband(EventSource sideband, Nanos now) {
   if (!contains_source(sideband)) return;
   std::erase(sidebands_, sideband);
-  if (sidebands_.empty()) sideband_gone_since_ = now;
+  if (sidebands_.empty() && !sideband_gone_since_) {
+    sideband_gone_since_ = now;
+    missed_late_ = 0;
+  }
+}
+
+void RealtimeEventChannel::on_sideband_undelivered(EventSource sideband, std::string json_text) {
+  // Still attached (a socket closing for a flood) or another sideband took over: nobody keeps it.
+  if (contains_source(sideband) || !sidebands_.empty() || !sideband_gone_since_) {
+    ++stats_.drops[static_cast<size_t>(RealtimeDrop::sideband_undelivered)];
+    return;
+  }
+  // It happened before everything the gap kept so far, after what was given back before it.
+  ++missed_total_;
+  ++stats_.missed_events;
+  missed_bytes_ += json_text.size();
+  missed_.insert(missed_.begin() + static_cast<std::ptrdiff_t>(std::min(missed_late_, missed_.size())),
+                 std::move(json_text));
+  ++missed_late_;
+  trim_missed();
+}
+
+void RealtimeEventChannel::trim_missed() {
+  while (!missed_.empty() &&
+         (missed_.size() > limits_.max_missed_events || missed_bytes_ > limits_.max_missed_bytes)) {
+    missed_bytes_ -= missed_.front().size();
+    missed_.pop_front();
+    if (missed_late_ > 0) --missed_late_;
+  }
 }
 
 bool RealtimeEventChannel::contains_source(EventSource sideband) const {
@@ -791,11 +850,7 @@ void RealtimeEventChannel::send(json& event, std::optional<EventSource> answerin
     ++stats_.missed_events;
     missed_bytes_ += text.size();
     missed_.push_back(text);
-    while (!missed_.empty() &&
-           (missed_.size() > limits_.max_missed_events || missed_bytes_ > limits_.max_missed_bytes)) {
-      missed_bytes_ -= missed_.front().size();
-      missed_.pop_front();
-    }
+    trim_missed();
   }
   if (!open_) {
     ++stats_.drops[static_cast<size_t>(RealtimeDrop::not_open)];
@@ -804,6 +859,17 @@ void RealtimeEventChannel::send(json& event, std::optional<EventSource> answerin
   if (answering != kFromBrowser && !policy_.allows_server(type_of(event))) {
     ++stats_.drops[static_cast<size_t>(RealtimeDrop::server_event_withheld)];
     return;
+  }
+  if (answering != kFromBrowser && policy_.hides_tool_calls()) {
+    if (auto shown = without_tool_calls(event)) {
+      if (shown->is_null()) {
+        ++stats_.drops[static_cast<size_t>(RealtimeDrop::server_event_withheld)];
+        return;
+      }
+      ++stats_.server_messages;
+      if (callbacks_.send_to_client) callbacks_.send_to_client(dump(*shown));
+      return;
+    }
   }
   ++stats_.server_messages;
   if (callbacks_.send_to_client) callbacks_.send_to_client(text);

@@ -69,7 +69,8 @@ RTCE_DECLARE_NAMED_VOCAB(RealtimeClientEvent, RTCE_REALTIME_CLIENT_EVENTS, realt
   X(not_open, "an event for the client before the channel opened")                                   \
   X(unsent, "an event for the client (an error reply, say) the data channel could not send")         \
   X(client_event_not_allowed, "the app server does not allow this client event on the data channel") \
-  X(server_event_withheld, "a server event the app server does not let the data channel see")
+  X(server_event_withheld, "a server event the app server does not let the data channel see")        \
+  X(sideband_undelivered, "an event a closing sideband could not take, with no gap to keep it in")
 
 // realtime_drop_name: "too_large" ... for logs, metric labels and error.code.
 RTCE_DECLARE_MESSAGE_VOCAB(RealtimeDrop, RTCE_REALTIME_DROPS, realtime_drop_name, realtime_drop_message);
@@ -95,7 +96,15 @@ struct DataChannelPolicy {
     return !allowed_client_events || (*allowed_client_events >> static_cast<unsigned>(event) & 1u);
   }
   bool allows_server(std::string_view type) const;
+  // A list without response.function_call_arguments.done: tool calls are the app server's,
+  // and the browser sees none of them, not even inside other events (tool_call items of
+  // conversation.item.* and response.output_item.*, function calls in a response's output).
+  bool hides_tool_calls() const;
 };
+
+// The event as a browser that may not see tool calls sees it: nullopt when it carries none;
+// null when it is about a tool call item alone (withheld); else a copy without them.
+std::optional<nlohmann::json> without_tool_calls(const nlohmann::json& event);
 inline constexpr size_t kMaxAllowedServerEvents = 64;
 
 class RealtimeEventChannel {
@@ -155,6 +164,9 @@ class RealtimeEventChannel {
   bool attach_sideband(EventSource sideband, Nanos now);
   void detach_sideband(EventSource sideband, Nanos now);
   void on_sideband_message(EventSource sideband, std::string_view message, Nanos now);
+  // An event sent to `sideband` that its socket could not deliver (it was closing, and the
+  // detach had not arrived): kept for the next sideband, before what followed the detach.
+  void on_sideband_undelivered(EventSource sideband, std::string json_text);
   size_t sidebands() const { return sidebands_.size(); }
   // The call ended: every sideband hears `rtcedge.call.ended` with the reason.
   void on_call_ended(std::string_view reason, Nanos now);
@@ -196,6 +208,7 @@ class RealtimeEventChannel {
   // To the one that sent the event answered (a sideband's errors are its own).
   void reply(EventSource source, nlohmann::json& event);
   bool contains_source(EventSource sideband) const;
+  void trim_missed();  // the newest within max_missed_events and max_missed_bytes
   void note_tool_call(const nlohmann::json& event, Nanos now);
   void note_tool_output(const nlohmann::json& event);
   std::string next_id(std::string_view prefix);
@@ -218,6 +231,7 @@ class RealtimeEventChannel {
   // After the last sideband left: when, and what it missed (the newest, bounded).
   std::optional<Nanos> sideband_gone_since_;
   std::deque<std::string> missed_;
+  size_t missed_late_ = 0;  // of missed_'s first events, those given back after the detach
   size_t missed_bytes_ = 0;
   uint64_t missed_total_ = 0;
   std::vector<PendingToolCall> pending_tool_calls_;

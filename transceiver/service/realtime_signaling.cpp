@@ -50,7 +50,12 @@ nlohmann::json filled_session(nlohmann::json session, bool fresh_id) {
   return session;
 }
 
-// The session worker id part of a call id "rtc_<hex>", or "" when it is not one.
+HttpResponse json_response(unsigned status, const nlohmann::json& body) {
+  return HttpResponse::json(status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+}  // namespace
+
 std::string session_id_of_call(std::string_view call_id) {
   if (!call_id.starts_with(kRealtimeCallIdPrefix)) return {};
   call_id.remove_prefix(kRealtimeCallIdPrefix.size());
@@ -60,7 +65,6 @@ std::string session_id_of_call(std::string_view call_id) {
   return std::string(call_id);
 }
 
-// A query parameter's raw value ("" when absent): only the model name of the legacy route.
 std::string_view query_value(std::string_view query, std::string_view name) {
   while (!query.empty()) {
     const size_t amp = query.find('&');
@@ -71,12 +75,6 @@ std::string_view query_value(std::string_view query, std::string_view name) {
   }
   return {};
 }
-
-HttpResponse json_response(unsigned status, const nlohmann::json& body) {
-  return HttpResponse::json(status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-}
-
-}  // namespace
 
 std::string_view realtime_error_name(RealtimeError error) { return vocab_name(kErrorNames, error); }
 unsigned realtime_error_status(RealtimeError error) { return kErrorStatuses[static_cast<size_t>(error)]; }

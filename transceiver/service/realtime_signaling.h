@@ -58,6 +58,7 @@ namespace rtce {
     "the sideband is a WebSocket: GET with Upgrade: websocket")                                           \
   X(too_many_sidebands, 409, "invalid_request_error",                                                     \
     "the call has realtime.sideband.max_per_call sidebands attached")                                     \
+  X(owner_unreachable, 502, "server_error", "the transceiver pod that owns this call did not answer")     \
   X(client_policy_not_allowed, 400, "invalid_request_error",                                              \
     "session.client is set by the app server (in the key it mints), not by the browser")                  \
   X(not_found, 404, "invalid_request_error", "no such Realtime endpoint")                                 \
@@ -94,7 +95,7 @@ struct RealtimeOffer {
   CallAccess access;          // who may act on the call (call_access.h)
 };
 struct PlacedCall {
-  std::string session_id;  // the worker-prefixed hex id; the call id is "rtc_" + it
+  std::string session_id;  // session_id.h: names its owner; the call id is "rtc_" + it
   std::string answer;      // SDP
 };
 struct PlaceRefusal {
@@ -151,6 +152,11 @@ inline constexpr std::string_view kRealtimeCallsPath = "/v1/realtime/calls";
 // The ephemeral-key secrets of the configuration: realtime.key_secrets, then the lines of
 // realtime.key_file. Throws ConfigError naming the key (and the file's line) on a bad item.
 std::vector<EphemeralSecret> realtime_key_secrets(const TransceiverConfig& config);
+
+// The session id in a call id "rtc_<hex>", or "" when it is not one.
+std::string session_id_of_call(std::string_view call_id);
+// A query parameter's raw value ("" when absent): call_id, the legacy route's model.
+std::string_view query_value(std::string_view query, std::string_view name);
 
 class RealtimeSignaling {
  public:

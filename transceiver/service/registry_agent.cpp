@@ -36,7 +36,9 @@ void RegistryAgent::start(std::vector<Endpoint> endpoints) {
   boost::asio::post(io_, [this, endpoints = std::move(endpoints)]() mutable {
     endpoints_ = std::move(endpoints);
     for (size_t i = 0; i < endpoints_.size(); ++i) {
-      EndpointRecord record{endpoints_[i].id, endpoints_[i].address, endpoints_[i].capacity, load_(i), false};
+      EndpointRecord record{
+          endpoints_[i].id,       endpoints_[i].address, endpoints_[i].capacity, load_(i), false,
+          endpoints_[i].signaling};
       registry_.register_endpoint(record, [id = record.id](bool ok) {
         if (!ok)
           spdlog::warn(
@@ -44,7 +46,22 @@ void RegistryAgent::start(std::vector<Endpoint> endpoints) {
       });
     }
     beat();
+    registry_.watch([this](const RegistryEvent& event) {
+      std::lock_guard lock(signaling_mutex_);
+      auto address = SocketAddress::parse(event.record.signaling);
+      if (event.change == RegistryChange::kRemoved || !address)
+        signaling_.erase(event.record.id);
+      else
+        signaling_[event.record.id] = *address;
+    });
   });
+}
+
+std::optional<SocketAddress> RegistryAgent::signaling_of(uint16_t id) const {
+  std::lock_guard lock(signaling_mutex_);
+  auto it = signaling_.find(id);
+  if (it == signaling_.end()) return std::nullopt;
+  return it->second;
 }
 
 void RegistryAgent::beat() {
@@ -58,7 +75,9 @@ void RegistryAgent::beat() {
       const uint32_t load = load_(i);
       registry_.heartbeat(e.id, load, draining, [this, e, load, draining](bool ok) {
         // An expired record (Redis restarted, or a long outage) is registered again.
-        if (!ok) registry_.register_endpoint(EndpointRecord{e.id, e.address, e.capacity, load, draining});
+        if (!ok)
+          registry_.register_endpoint(
+              EndpointRecord{e.id, e.address, e.capacity, load, draining, e.signaling});
       });
     }
     beat();

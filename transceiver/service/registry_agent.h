@@ -1,8 +1,11 @@
 // registry_agent.h — the transceiver's side of the shared registry (redis-sync): it takes
 // stable endpoint ids for this pod (atomic in Redis), registers one endpoint per media
 // worker, heartbeats their load and draining state before the TTL lapses, and deregisters
-// them on a clean stop. Runs on its own thread; Redis being down never blocks signaling or
-// media (heartbeats fail, are counted, and resume on reconnect).
+// them on a clean stop. It also watches the registry for every transceiver endpoint's
+// signaling address, so that a request for a call another pod owns can be forwarded there
+// without a lookup per request. Runs on its own thread; Redis being down never blocks
+// signaling or media (heartbeats fail, are counted, and resume on reconnect; the last known
+// addresses stay).
 #pragma once
 
 #include <atomic>
@@ -10,9 +13,11 @@
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "net_address.h"
@@ -26,6 +31,7 @@ class RegistryAgent {
     uint16_t id;
     SocketAddress address;
     uint32_t capacity;
+    std::string signaling;  // this pod's signaling API, "host:port"
   };
   // load(i) returns worker i's live sessions; called on the agent's thread.
   RegistryAgent(RedisOptions redis, RegistryOptions options, std::function<uint32_t(size_t)> load);
@@ -35,6 +41,9 @@ class RegistryAgent {
   std::optional<uint16_t> allocate_ids(const std::string& pod_identity, uint16_t count, Nanos timeout);
   void start(std::vector<Endpoint> endpoints);
   void set_draining();
+  // The signaling address ("host:port") of the pod that registered endpoint `id`, as last seen;
+  // nullopt when unknown. Any thread.
+  std::optional<SocketAddress> signaling_of(uint16_t id) const;
   // Deregisters every endpoint (waits up to `timeout` for Redis) and stops the thread.
   void stop(Nanos timeout);
 
@@ -49,6 +58,8 @@ class RegistryAgent {
   boost::asio::steady_timer timer_;
   std::vector<Endpoint> endpoints_;
   std::atomic<bool> draining_{false};
+  mutable std::mutex signaling_mutex_;  // the HTTP thread reads, the agent's thread writes
+  std::unordered_map<uint16_t, SocketAddress> signaling_;
   std::thread thread_;
 };
 

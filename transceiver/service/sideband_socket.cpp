@@ -57,13 +57,24 @@ void SidebandSocket::opened(std::shared_ptr<WebSocketConnection> connection) {
 }
 
 void SidebandSocket::deliver(std::string text) {
-  if (connection_) return connection_->send_text(std::move(text));
-  if (closing_ && !call_closed_) return;
-  if (pending_.size() >= kMaxPending) {
+  if (!closing_) {
+    if (connection_) return connection_->send_text(std::move(text));
+    if (pending_.size() < kMaxPending) return pending_.push_back(std::move(text));
     stats_.closed_backlog.fetch_add(1, std::memory_order_relaxed);
-    return close_now(kTryAgainLater, "too many events waited for the handshake");
+    close_now(kTryAgainLater, "too many events waited for the handshake");
   }
-  pending_.push_back(std::move(text));
+  if (call_closed_) return;  // nothing comes after the call's end
+  give_back(std::move(text));
+}
+
+void SidebandSocket::give_back(std::string text) {
+  // The socket is closing and the call has not heard yet: the call keeps it for the next
+  // sideband, as one of the events this one missed.
+  worker_.post([worker = &worker_, id = session_id_, sideband = id_, text = std::move(text)]() mutable {
+    worker->with_live_session(id, [&](Session& session, Nanos now) {
+      session.call().on_sideband_undelivered(sideband, std::move(text), now);
+    });
+  });
 }
 
 void SidebandSocket::received(std::string text) {

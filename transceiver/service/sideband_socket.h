@@ -4,7 +4,8 @@
 // to the HTTP thread (and waits there, bounded, until the handshake is done); what the app
 // server sends hops to the worker, rate-limited here so that a flood closes its own socket
 // instead of filling the worker's queue. Either side ending ends the other: the call's end
-// closes the socket, the socket's close detaches it from the call.
+// closes the socket, the socket's close detaches it from the call, and what the call sent
+// before it heard of the close goes back to it, kept for the next sideband as missed.
 #pragma once
 
 #include <atomic>
@@ -52,6 +53,7 @@ class SidebandSocket final : public SidebandLink, public std::enable_shared_from
   void closed();
   void deliver(std::string text);
   void close_now(uint16_t code, std::string reason);
+  void give_back(std::string text);
 
   HttpServer& http_;
   MediaWorker& worker_;

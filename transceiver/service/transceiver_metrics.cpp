@@ -181,10 +181,11 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
   per_worker_counter("rtcedge_transceiver_sideband_missed_events_total",
                      "events of calls whose sidebands had all gone (kept, bounded, for the next one)",
                      [](const WorkerMetrics& w) { return w.sideband_missed_events.get(); });
-  per_worker_counter("rtcedge_transceiver_tool_calls_timed_out_total",
-                     "function calls the edge answered with tool_call_timed_out: their sideband did not come back "
-                     "within realtime.sideband.tool_timeout",
-                     [](const WorkerMetrics& w) { return w.tool_calls_timed_out.get(); });
+  per_worker_counter(
+      "rtcedge_transceiver_tool_calls_timed_out_total",
+      "function calls the edge answered with tool_call_timed_out: their sideband did not come back "
+      "within realtime.sideband.tool_timeout",
+      [](const WorkerMetrics& w) { return w.tool_calls_timed_out.get(); });
   per_worker_counter("rtcedge_transceiver_relay_hop_moves_total",
                      "sessions whose relay hop changed (a relay restarted or re-hashed the flow)",
                      [](const WorkerMetrics& w) { return w.relay_hop_moves.get(); });
@@ -270,6 +271,22 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
     m.add(closed, flood, {{"reason", "flood"}});
     m.add(closed, backlog, {{"reason", "backlog"}});
     m.add(closed, std::max(0.0, load(sb.closed) - flood - backlog), {{"reason", "other"}});
+  }
+  if (s.forwarder != nullptr) {
+    auto load = [](const std::atomic<uint64_t>& v) {
+      return static_cast<double>(v.load(std::memory_order_relaxed));
+    };
+    auto& forwarded =
+        m.family("rtcedge_transceiver_calls_forwarded_total",
+                 "requests for calls another pod owns, passed to it, by kind (http: GET, PATCH, "
+                 "DELETE, hangup; websocket: a sideband bridged)",
+                 MetricType::Counter);
+    m.add(forwarded, load(s.forwarder->requests), {{"kind", "http"}});
+    m.add(forwarded, load(s.forwarder->websockets), {{"kind", "websocket"}});
+    auto& unreachable = m.family("rtcedge_transceiver_call_owner_unreachable_total",
+                                 "forwarded requests whose owner pod did not answer (502 owner_unreachable)",
+                                 MetricType::Counter);
+    m.add(unreachable, load(s.forwarder->owner_unreachable));
   }
   auto& ready = m.family("rtcedge_transceiver_draining", "1 while draining (SIGTERM)", MetricType::Gauge);
   m.add(ready, s.draining ? 1 : 0);

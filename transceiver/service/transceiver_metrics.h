@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "call_forwarder.h"
 #include "http_server.h"
 #include "media_worker.h"
 #include "realtime_signaling.h"
@@ -25,6 +26,7 @@ struct TransceiverMetricsSources {
   bool draining = false;
   const RealtimeStats* realtime = nullptr;  // the /v1/realtime routes
   const SidebandSocketStats* sideband_sockets = nullptr;
+  const CallForwarder::Stats* forwarder = nullptr;  // with a registry only
   // Relay mode: answers by how their ingress VIPs were chosen (ingress_selector.h).
   const std::array<uint64_t, static_cast<size_t>(IngressChoice::count)>* ingress_chosen = nullptr;
 };

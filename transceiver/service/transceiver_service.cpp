@@ -13,6 +13,7 @@
 #include "random.h"
 #include "sdp/sdpfrag.h"
 #include "sdp/session_description.h"
+#include "session_id.h"
 #include "transceiver_metrics.h"
 
 namespace rtce {
@@ -37,22 +38,6 @@ std::string random_ice_password() {
 }
 
 // Session ids carry their worker in the first byte so a GET finds it without a shared map.
-std::string make_session_id(uint32_t worker) {
-  static const char* digits = "0123456789abcdef";
-  std::string id = random_hex(16);
-  id[0] = digits[(worker >> 4) & 15];
-  id[1] = digits[worker & 15];
-  return id;
-}
-
-std::optional<uint32_t> worker_of(std::string_view id) {
-  if (id.size() != 32 || id.find_first_not_of("0123456789abcdef") != std::string_view::npos)
-    return std::nullopt;
-  uint32_t w = 0;
-  std::from_chars(id.data(), id.data() + 2, w, 16);
-  return w;
-}
-
 }  // namespace
 
 TransceiverService::TransceiverService(TransceiverConfig config)
@@ -118,14 +103,20 @@ void TransceiverService::start() {
   http_->start();
   if (registry_) {
     std::vector<RegistryAgent::Endpoint> endpoints;
+    // Where other pods forward requests for our calls: the advertised address, our HTTP port.
+    const std::string signaling =
+        (config_.advertise_address.find(':') != std::string::npos ? "[" + config_.advertise_address + "]"
+                                                                  : config_.advertise_address) +
+        ":" + std::to_string(http_->port());
     for (auto& w : workers_) {
       auto address = SocketAddress::parse(config_.advertise_address.find(':') != std::string::npos
                                               ? "[" + config_.advertise_address + "]:0"
                                               : config_.advertise_address + ":0");
       address->set_port(w->local_address().port());
-      endpoints.push_back({w->endpoint_id(), *address, config_.max_sessions_per_worker});
+      endpoints.push_back({w->endpoint_id(), *address, config_.max_sessions_per_worker, signaling});
     }
     registry_->start(std::move(endpoints));
+    forwarder_ = std::make_unique<CallForwarder>(5'000'000'000);
   }
   if (realtime_key_local_)
     spdlog::warn(
@@ -193,6 +184,33 @@ void TransceiverService::add_cors(const std::string& origin, HttpResponse& respo
   if (!any) response.headers.emplace_back("Vary", "Origin");
 }
 
+MediaWorker* TransceiverService::local_worker_of(const std::string& id) const {
+  const auto owner = session_id_owner(hint_keys_, id);
+  if (!owner || *owner < config_.endpoint_base_id) return nullptr;
+  const size_t index = *owner - config_.endpoint_base_id;
+  return index < workers_.size() ? workers_[index].get() : nullptr;
+}
+
+std::optional<SocketAddress> TransceiverService::remote_owner(const HttpRequest& request) const {
+  if (!registry_ || !request.header(kForwardedHeader).empty()) return std::nullopt;
+  const std::string_view path = request.path;
+  const std::string sessions = std::string(kSessionsPrefix) + "/";
+  const std::string calls = std::string(kRealtimeCallsPath) + "/";
+  std::string id;
+  if (path.starts_with(sessions)) {
+    id = path.substr(sessions.size());
+  } else if (path.starts_with(calls)) {
+    const std::string_view rest = path.substr(calls.size());
+    id = session_id_of_call(rest.substr(0, rest.find('/')));
+  } else if (path == "/v1/realtime" && request.method == "GET") {
+    id = session_id_of_call(query_value(request.query, "call_id"));
+  }
+  // A forged or mistyped id fails its MAC here: no lookup, the local 404.
+  const auto owner = session_id_owner(hint_keys_, id);
+  if (!owner || local_worker_of(id) != nullptr) return std::nullopt;
+  return registry_->signaling_of(*owner);
+}
+
 MediaWorker* TransceiverService::least_loaded_worker() {
   MediaWorker* best = nullptr;
   uint32_t best_load = config_.max_sessions_per_worker;
@@ -235,6 +253,8 @@ void TransceiverService::handle(const HttpRequest& request, HttpServer::Responde
   if (path == "/metrics") {
     return respond_raw(HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics_text(), {}});
   }
+  // A call another pod owns: that pod answers (its keys and ownership checks apply there).
+  if (auto owner = remote_owner(request)) return forwarder_->forward(request, *owner, respond);
   if (path == kSessionsPrefix && request.method == "POST") return create_session(request, respond);
   if (path.size() > kSessionsPrefix.size() + 1 &&
       path.compare(0, kSessionsPrefix.size() + 1, "/v1/sessions/") == 0)
@@ -317,7 +337,7 @@ void TransceiverService::place_offer(std::string_view sdp, OfferContext context,
   worker->metrics().sessions_active.fetch_add(1, std::memory_order_relaxed);
 
   SessionPlan plan;
-  plan.id = make_session_id(worker->index());
+  plan.id = mint_session_id(hint_keys_, worker->endpoint_id());
   plan.local_ufrag = mint_ufrag(hint_keys_, config_.cluster_id, worker->endpoint_id());
   plan.local_pwd = random_ice_password();
   plan.remote_ufrag = offer.transport.ice_ufrag;
@@ -480,9 +500,8 @@ void TransceiverService::patch_session(const std::string& id, const std::string&
 
 void TransceiverService::hang_up(const std::string& id, const std::string& requester,
                                  std::function<void(bool)> done) {
-  auto index = worker_of(id);
-  if (!index || *index >= workers_.size()) return done(false);
-  MediaWorker* worker = workers_[*index].get();
+  MediaWorker* worker = local_worker_of(id);
+  if (!worker) return done(false);
   worker->post([worker, id, requester, done = std::move(done)] {
     const CallAccess* access = worker->access_of(id);
     if (!access || !access->allows(requester)) return done(false);
@@ -493,9 +512,8 @@ void TransceiverService::hang_up(const std::string& id, const std::string& reque
 void TransceiverService::attach_sideband(const std::string& id, const std::string& requester,
                                          HttpServer::Responder respond) {
   auto not_found = [] { return realtime_error_response(RealtimeError::call_not_found, {}, "call_id"); };
-  auto index = worker_of(id);
-  if (!index || *index >= workers_.size()) return respond(not_found());
-  MediaWorker* worker = workers_[*index].get();
+  MediaWorker* worker = local_worker_of(id);
+  if (!worker) return respond(not_found());
   auto socket = std::make_shared<SidebandSocket>(*http_, *worker, id, sideband_sockets_);
   const size_t max_message_bytes = config_.max_body_bytes;
   const int idle_timeout_s = static_cast<int>(config_.sideband_idle_timeout / 1'000'000'000);
@@ -564,9 +582,8 @@ void TransceiverService::with_session(const std::string& id, const HttpRequest& 
 void TransceiverService::session_request(const std::string& id, const std::string& requester,
                                          const HttpRequest& request, HttpServer::Responder respond,
                                          NotFound not_found) {
-  auto index = worker_of(id);
-  if (!index || *index >= workers_.size()) return respond(not_found());
-  MediaWorker* worker = workers_[*index].get();
+  MediaWorker* worker = local_worker_of(id);
+  if (!worker) return respond(not_found());
   // Checked on the worker, which holds the session (live or recently ended): another key's
   // session answers exactly as an unknown one.
   auto mine = [worker, id, requester] {
@@ -601,6 +618,7 @@ std::string TransceiverService::metrics_text() const {
   sources.workers = &workers_;
   sources.signaling = &http_->stats();
   sources.sideband_sockets = &sideband_sockets_;
+  if (forwarder_) sources.forwarder = &forwarder_->stats();
   sources.rejected_rate_limited = rejected_rate_;
   sources.rejected_capacity = rejected_capacity_;
   sources.rejected_bad_sdp = rejected_sdp_;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "call_forwarder.h"
 #include "dtls/dtls_certificate.h"
 #include "hint_keys.h"
 #include "http_server.h"
@@ -81,6 +82,11 @@ class TransceiverService {
   void add_cors(const std::string& origin, HttpResponse& response) const;
   std::string metrics_text() const;
   MediaWorker* least_loaded_worker();
+  // The worker of this pod that owns session `id` (session_id.h); nullptr: not ours, or not an id.
+  MediaWorker* local_worker_of(const std::string& id) const;
+  // The signaling address of the pod that owns the call a request names, when that is another
+  // pod the registry knows (call_forwarder.h); nullopt: ours, not an id, unknown, or forwarded.
+  std::optional<SocketAddress> remote_owner(const HttpRequest& request) const;
 
   TransceiverConfig config_;
   HintKeys hint_keys_;
@@ -89,6 +95,7 @@ class TransceiverService {
   std::vector<std::unique_ptr<MediaWorker>> workers_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<RegistryAgent> registry_;
+  std::unique_ptr<CallForwarder> forwarder_;  // with a registry only
   std::unique_ptr<RealtimeSignaling> realtime_;
   bool realtime_key_local_ = false;  // no configured secrets: keys verify only on this pod
   std::atomic<bool> draining_{false};

@@ -31,8 +31,8 @@ Checked in one run, each step with its own deadline:
  10. hangup with the server key: the sideband hears rtcedge.call.ended {reason:"deleted"},
      then close 1000; the browser's PeerConnection leaves "connected" (for aiortc 1.4: its
      DTLS transport closes, as its connectionState does not follow a remote close_notify).
-Not asserted, reported: the browser events that still carry the function call's call_id
-(response.done holds the function_call item; the policy filters by event type).
+The browser gets no event that carries the function call's call_id (a policy without
+response.function_call_arguments.done cuts tool items out of response.done and the rest).
 Prints one JSON result. Exit 0 pass, 1 fail (a missing package too), 2 bad usage. Run by
 ../e2e/run_browser_e2e.py --client aiortc-sideband (CTest transceiver_interop_aiortc_sideband_*).
 """
@@ -505,9 +505,10 @@ async def run(args, result):
         leaked = [t for t in seen if t in FUNCTION_CALL_EVENTS or str(t).startswith("response.function_call")]
         result["browser_events_of_the_function_call"] = seen
         check(not leaked, f"the browser got function-call events: {leaked}")
-        # Not asserted (reported): events the browser may see that still carry the call.
         result["browser_events_carrying_the_call_id"] = [
             e.get("type") for e in browser.events(b_mark) if call["call_id"] in json.dumps(e)]
+        check(not result["browser_events_carrying_the_call_id"],
+              f"the browser saw the call inside {result['browser_events_carrying_the_call_id']}")
         s_mark = sb1.inbox.mark()
         answered_at = time.monotonic()
         await sb1.send({"type": "conversation.item.create", "event_id": "server_output_1",
@@ -536,21 +537,10 @@ async def run(args, result):
 
         # 8. A gap with no sideband: what it missed is replayed to the next one.
         step = "8_missed_events"
-        closed_before = await metric(args.url, "rtcedge_transceiver_sideband_sockets_closed_total")
-        check(closed_before is not None, "no rtcedge_transceiver_sideband_sockets_closed_total on /metrics")
         await sb1.close()
         result["sideband1_close"] = sb1.inbox.closed
-        # The close handshake ends before the call hears of it (the HTTP thread posts the detach
-        # to the call's worker afterwards); events in between go to the closed socket and are
-        # neither delivered nor kept. Wait until the HTTP thread has seen the close (it counts
-        # it, then posts the detach), then make a request that the worker answers (posted after
-        # the detach, and the worker runs its queue in order): from then on, the call has no
-        # sideband.
-        closed_after = await wait_metric(args.url, "rtcedge_transceiver_sideband_sockets_closed_total",
-                                         closed_before + 1, 3)
-        check(closed_after >= closed_before + 1, "the sideband's close was not counted within 3 s")
-        status, _, raw = await aiortc_client.http("GET", call_url, args.api_key)
-        check(status == 200, f"GET {call_url}: HTTP {status}: {raw[:200]!r}")
+        # At once: the call hears of the close a little later (the HTTP thread posts the detach
+        # to its worker); what it sends the closed socket meanwhile is given back and kept.
         b_mark = browser.mark()
         text_turn("hello", "hello")
         _, hello_done = await browser.wait_for(of_type("response.done"), 5, start=b_mark)

@@ -246,6 +246,67 @@ TEST_F(RealtimeSidebandTest, ASidebandThatComesBackHearsWhatItMissedWithTheOrigi
   EXPECT_EQ(types(to_sideband[3]), (std::vector<std::string>{"session.created"}));
 }
 
+TEST_F(RealtimeSidebandTest, WhatAClosingSocketCouldNotDeliverIsKeptBeforeTheGapsEventsInOrder) {
+  auto ch = make();
+  ch.on_open(0);
+  ASSERT_TRUE(ch.attach_sideband(1, 0));
+  ch.on_backend_event({{"type", "response.output_text.delta"}, {"delta", "a"}},
+                      0);  // in flight when it closed
+  ch.on_backend_event({{"type", "response.output_text.delta"}, {"delta", "b"}}, 0);
+  ch.detach_sideband(1, kSecond);
+  ch.on_backend_event({{"type", "response.output_text.delta"}, {"delta", "c"}}, 0);  // after the detach
+  // The socket gives back what it could not send, in the order it got it.
+  ch.on_sideband_undelivered(1, to_sideband[1][1].dump());
+  ch.on_sideband_undelivered(1, to_sideband[1][2].dump());
+  ASSERT_TRUE(ch.attach_sideband(2, 2 * kSecond));
+  const auto& heard = to_sideband[2];
+  ASSERT_EQ(heard.size(), 5u);
+  EXPECT_EQ(heard[1]["missed_events"], 3);
+  EXPECT_EQ(heard[2]["delta"], "a");
+  EXPECT_EQ(heard[3]["delta"], "b");
+  EXPECT_EQ(heard[4]["delta"], "c");
+  // Given back while a sideband is attached: it heard it already; nothing is kept.
+  ch.on_sideband_undelivered(1, to_sideband[1][1].dump());
+  EXPECT_EQ(ch.stats().dropped(RealtimeDrop::sideband_undelivered), 1u);
+}
+
+TEST_F(RealtimeSidebandTest, ABrowserThatMayNotSeeToolCallsSeesNoneOfThemInsideOtherEvents) {
+  const json initial = {{"client",
+                         {{"data_channel",
+                           {{"allowed_server_events",
+                             {"response.done", "conversation.item.added", "response.output_item.done",
+                              "response.output_text.done"}}}}}}};
+  auto ch = make(initial);
+  ch.on_open(0);
+  ASSERT_TRUE(ch.attach_sideband(1, 0));
+  const json call = {
+      {"type", "function_call"}, {"call_id", "call_1"}, {"name", "get_weather"}, {"arguments", "{}"}};
+  const json text = {{"type", "message"}, {"role", "assistant"}};
+  to_browser.clear();
+  ch.on_backend_event({{"type", "conversation.item.added"}, {"item", call}}, 0);
+  ch.on_backend_event({{"type", "response.output_item.done"}, {"item", call}}, 0);
+  ch.on_backend_event({{"type", "response.done"}, {"response", {{"id", "r1"}, {"output", {call, text}}}}}, 0);
+  ch.on_backend_event({{"type", "conversation.item.added"}, {"item", text}}, 0);
+  ASSERT_EQ(types(to_browser), (std::vector<std::string>{"response.done", "conversation.item.added"}));
+  EXPECT_EQ(to_browser[0]["response"]["output"], json::array({text}))
+      << "the call is cut out of the response";
+  EXPECT_EQ(to_browser[0]["event_id"], to_sideband[1][3]["event_id"]);
+  EXPECT_EQ(to_sideband[1][3]["response"]["output"].size(), 2u) << "the app server hears it whole";
+  EXPECT_EQ(ch.stats().dropped(RealtimeDrop::server_event_withheld), 2u);
+  EXPECT_EQ(to_browser[0].dump().find("call_1"), std::string::npos);
+}
+
+TEST_F(RealtimeSidebandTest, TheSessionTypeIsNobodysField) {
+  auto ch = make();
+  ch.on_open(0);
+  ASSERT_TRUE(ch.attach_sideband(1, 0));
+  sideband(ch, 1, {{"type", "session.update"}, {"session", {{"type", "realtime"}, {"instructions", "x"}}}});
+  to_browser.clear();
+  browser(ch,
+          {{"type", "session.update"}, {"session", {{"type", "realtime"}, {"output_modalities", {"text"}}}}});
+  EXPECT_EQ(types(to_browser), (std::vector<std::string>{"session.updated"})) << "no error for session.type";
+}
+
 TEST_F(RealtimeSidebandTest, AToolCallLeftToAGoneSidebandEndsWithAnErrorToTheBackendAfterTheTimeout) {
   RealtimeEventChannel::Limits limits;
   limits.tool_timeout = 10 * kSecond;

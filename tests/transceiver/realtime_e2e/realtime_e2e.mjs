@@ -585,11 +585,12 @@ async function runSideband(page, summary, check) {
     !sentAfter.some((e) => e.ev.item && e.ev.item.type === 'function_call_output') &&
     !evs.some((e) => e.dir === 'sdk-error' && /not found/i.test(e.ev.message || '')),
     sentAfter.map((e) => e.type).concat(evs.filter((e) => e.dir === 'sdk-error').map((e) => e.ev.message)));
-  // Informational: the policy filters by event type, so the call's item still reaches the
-  // page inside the events the SDK needs for its history (conversation.item.added/done) and
-  // in response.done's output; only its dedicated events are withheld.
+  // A policy that withholds response.function_call_arguments.done hides tool calls wholly:
+  // their items inside conversation.item.* and response.done's output are cut out too.
   summary.function_call_item_seen_by_page = evs.filter((e) => e.dir === 'in' && e.pt > toolPt &&
     JSON.stringify(e.ev).includes(callIdOfTool)).map((e) => e.type);
+  check('the tool call\'s call_id reaches the page in no event at all', summary.function_call_item_seen_by_page.length === 0,
+    summary.function_call_item_seen_by_page);
   summary.browser_update_refusal = kept.ok ? kept.err.ev.error.message : null;
   summary.tool_round = { text_to_call_on_sideband_ms: callHeardMs,
     output_to_text_on_page_ms: reply.text ? Math.round(reply.text.pt - toolPt) - (answeredT - toolT0) : null };
@@ -624,9 +625,12 @@ async function runSideband(page, summary, check) {
   const withheld = sdk.events.slice(sdkFrom).filter((e) => !pageIdSet.has(e.event_id));
   const withheldTypes = [...new Set(withheld.map((e) => e.type))];
   summary.withheld_from_page = withheldTypes;
+  // Off the list, or an event the list allows that is about a tool item alone.
+  const toolItem = (e) => e.ev && e.ev.item && (e.ev.item.type === 'function_call' || e.ev.item.type === 'function_call_output');
+  const wronglyWithheld = withheld.filter((e) => pageMayHear(e.type) && !toolItem(e)).map((e) => e.type);
   check('what the page did not get is exactly what its policy withholds (and includes the function-call events)',
-    withheldTypes.every((t) => !pageMayHear(t)) && withheldTypes.includes('response.function_call_arguments.done'),
-    withheldTypes);
+    wronglyWithheld.length === 0 && withheldTypes.includes('response.function_call_arguments.done'),
+    { withheld: withheldTypes, wrongly: wronglyWithheld });
 
   // ---- the app server hangs up
   const active = await sessionsActive();

@@ -356,9 +356,9 @@ class Placement(unittest.TestCase):
         try:
             codes = [tx.offer(chrome_offer(), key=None) for _ in range(7)]
             self.assertEqual([c[0] for c in codes], [201] * 6 + [503])
-            # The session id names its worker in its first byte: three on each.
-            workers = sorted(c[1]["location"].rsplit("/", 1)[1][:2] for c in codes[:6])
-            self.assertEqual(workers, ["00"] * 3 + ["01"] * 3)
+            # The session id names its worker's endpoint in bytes 1-2 (session_id.h): three on each.
+            workers = sorted(int(c[1]["location"].rsplit("/", 1)[1][2:6], 16) for c in codes[:6])
+            self.assertEqual(workers, [1] * 3 + [2] * 3)
             text = tx.metrics()
             self.assertEqual(metric(text, "rtcedge_transceiver_sessions_active", {"endpoint": "1"}), 3)
             self.assertEqual(metric(text, "rtcedge_transceiver_sessions_active", {"endpoint": "2"}), 3)

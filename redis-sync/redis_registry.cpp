@@ -26,6 +26,24 @@ redis.call('PUBLISH', ARGV[7], 'up ' .. ARGV[1])
 return 1
 )lua";
 
+// KEYS[1] the key's call counter; ARGV: max_calls expires_at (unix s). 1 counted, 0 exhausted.
+constexpr std::string_view kTakeKeyCallScript = R"lua(
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('EXPIREAT', KEYS[1], ARGV[2]) end
+if n > tonumber(ARGV[1]) then
+  redis.call('DECR', KEYS[1])
+  return 0
+end
+return 1
+)lua";
+
+// KEYS[1] the key's call counter. Never below zero, never revives an expired counter.
+constexpr std::string_view kGiveBackKeyCallScript = R"lua(
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n > 0 then redis.call('DECR', KEYS[1]) end
+return 1
+)lua";
+
 // KEYS[1] endpoint hash; ARGV: id load draining ttl_ms channel. 0 when the record is gone.
 constexpr std::string_view kHeartbeatScript = R"lua(
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -155,6 +173,25 @@ void RedisRegistry::register_endpoint(const EndpointRecord& record, DoneCallback
       "EVAL",  kRegisterScript, "2", key, set, id, address, capacity, load, record.draining ? "1" : "0", ttl,
       channel, record.signaling};
   commands_->command(args, done_on_integer_one(std::move(done)));
+}
+
+void RedisRegistry::take_key_call(std::string_view principal, uint32_t max_calls, int64_t expires_at,
+                                  std::function<void(std::optional<bool>)> done) {
+  const std::string key = schema_.key_calls_key(principal);
+  const std::string max = std::to_string(max_calls);
+  const std::string expires = std::to_string(expires_at);
+  const std::array<std::string_view, 6> args{"EVAL", kTakeKeyCallScript, "1", key, max, expires};
+  auto handler = [done](SyncStatus status, const redisReply* reply) {
+    if (status != SyncStatus::kOk || reply->type != REDIS_REPLY_INTEGER) return done(std::nullopt);
+    done(reply->integer == 1);
+  };
+  if (!commands_->command(args, handler)) done(std::nullopt);
+}
+
+void RedisRegistry::give_back_key_call(std::string_view principal) {
+  const std::string key = schema_.key_calls_key(principal);
+  const std::array<std::string_view, 4> args{"EVAL", kGiveBackKeyCallScript, "1", key};
+  commands_->command(args, {});
 }
 
 void RedisRegistry::heartbeat(EndpointId id, uint32_t load, bool draining, DoneCallback done) {

@@ -41,6 +41,12 @@ class RedisRegistry final : public Registry {
   // this cluster for one endpoint_ttl (Redis's clock, so relays' clocks need not agree) and
   // trims the members that expired; the owner calls it every endpoint_ttl / 3.
   void publish_ingress(const SocketAddress& address, DoneCallback done = {});
+  // One call of an ek_ key (its principal) in the fleet: done(true) counted, done(false) the
+  // key made max_calls already, done(nullopt) the store did not answer. The counter lives
+  // until the key expires (expires_at, unix seconds). give_back_key_call undoes one.
+  void take_key_call(std::string_view principal, uint32_t max_calls, int64_t expires_at,
+                     std::function<void(std::optional<bool>)> done);
+  void give_back_key_call(std::string_view principal);
   void withdraw_ingress(const SocketAddress& address, DoneCallback done = {});
   using IngressCallback = std::function<void(std::optional<std::vector<std::string>> live)>;
   // The unexpired members of `cluster`'s ingress set (any cluster: a fleet shares one Redis);

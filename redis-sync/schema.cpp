@@ -17,6 +17,9 @@ std::string RedisSchema::endpoint_set_key() const { return prefix_ + "eps"; }
 std::string RedisSchema::endpoint_ids_key() const { return prefix_ + "endpoint_ids"; }
 std::string RedisSchema::events_channel() const { return prefix_ + "events"; }
 std::string RedisSchema::ingress_key() const { return prefix_ + "ingress"; }
+std::string RedisSchema::key_calls_key(std::string_view principal) const {
+  return prefix_ + "keycalls:" + std::string(principal);
+}
 std::string RedisSchema::flow_pattern() const { return prefix_ + "flow:*"; }
 
 namespace {

@@ -25,6 +25,9 @@ class RedisSchema {
   // Sorted set of this cluster's relay peers.listen addresses ("ip:port"), scored by their
   // expiry in Redis's clock (ms): where other clusters' ingress relays forward (global relay).
   std::string ingress_key() const;
+  // Counter of the calls one ek_ key made in the fleet (its principal, call_access.h); it
+  // expires with the key.
+  std::string key_calls_key(std::string_view principal) const;
   std::string flow_key(const rtce_flow_key& key) const;  // string: endpoint id, PX TTL
   // flow_key into a reused buffer, without the allocations of SocketAddress::to_string
   // (the write path formats one key per new flow).

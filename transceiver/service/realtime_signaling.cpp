@@ -166,15 +166,9 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
     respond(realtime_error_response(error, detail, param));
   };
   // An ek_ key carries the session config it was minted with; any other key must be a server key.
-  nlohmann::json session = nlohmann::json::object();
-  CallAccess access;
-  std::string budgeted;  // the ek_ key whose call budget this request took from ("" = none)
-  // Every refusal after the take gives the call back: the key did not make a call.
-  auto refuse_with_budget = [this, &refuse, &budgeted](RealtimeError error, std::string_view detail = {},
-                                                       std::string_view param = {}) {
-    if (!budgeted.empty()) key_calls_.give_back(budgeted);
-    refuse(error, detail, param);
-  };
+  PendingCall call;
+  uint32_t max_calls = 0;
+  int64_t key_expires_at = 0;
   const auto credentials = credentials_for_scheme(request.header("authorization"), "Bearer");
   if (credentials && credentials->starts_with(kEphemeralKeyPrefix)) {
     VerifiedKey verified = keyring_.verify(*credentials, hooks_.unix_now());
@@ -183,31 +177,43 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
                                                                   : RealtimeError::invalid_api_key,
                     ephemeral_key_error_message(*verified.error));
     }
-    session = std::move(verified.session);
-    access = CallAccess{key_principal(kEphemeralPrincipalPrefix, *credentials), std::move(verified.minter)};
-    // One key, its calls (1 unless minted for more), on this pod.
-    switch (key_calls_.take(access.creator, verified.max_calls, verified.expires_at, hooks_.unix_now())) {
-      case KeyCallBudget::Take::ok: budgeted = access.creator; break;
-      case KeyCallBudget::Take::exhausted: return refuse(RealtimeError::key_exhausted);
-      case KeyCallBudget::Take::full: return refuse(RealtimeError::rate_limited, "too many live keys");
+    call.offer.session = std::move(verified.session);
+    call.offer.access =
+        CallAccess{key_principal(kEphemeralPrincipalPrefix, *credentials), std::move(verified.minter)};
+    max_calls = verified.max_calls;
+    key_expires_at = verified.expires_at;
+    // One key, its calls (1 unless minted for more): on this pod now, unless the fleet counts
+    // them (take_key_call, after the request is known to be good).
+    if (!hooks_.take_key_call) {
+      switch (key_calls_.take(call.offer.access.creator, max_calls, key_expires_at, hooks_.unix_now())) {
+        case KeyCallBudget::Take::ok: call.budget = Budget::pod; break;
+        case KeyCallBudget::Take::exhausted: return refuse(RealtimeError::key_exhausted);
+        case KeyCallBudget::Take::full: return refuse(RealtimeError::rate_limited, "too many live keys");
+      }
     }
   } else if (!hooks_.server_key_ok(request)) {
     return refuse(RealtimeError::invalid_api_key);
   } else {
-    access = CallAccess{hooks_.server_principal(request), std::nullopt};
+    call.offer.access = CallAccess{hooks_.server_principal(request), std::nullopt};
   }
+  const bool ephemeral = max_calls > 0;
+  // Every refusal after a take gives the call back: the key did not make a call.
+  auto refuse_with_budget = [this, &refuse, &call](RealtimeError error, std::string_view detail = {},
+                                                   std::string_view param = {}) {
+    give_back(call);
+    refuse(error, detail, param);
+  };
 
   const std::string_view content_type = request.header("content-type");
-  std::string_view sdp;
   if (media_type_is(content_type, "application/sdp")) {
-    sdp = request.body;
+    call.sdp = request.body;
   } else if (media_type_is(content_type, "multipart/form-data")) {
     MultipartResult form = parse_multipart_form(content_type, request.body, max_part_bytes_);
     if (form.error)
       return refuse_with_budget(RealtimeError::invalid_multipart, multipart_error_message(*form.error));
     const FormPart* sdp_part = form.form.find("sdp");
     if (sdp_part == nullptr) return refuse_with_budget(RealtimeError::missing_sdp, {}, "sdp");
-    sdp = sdp_part->content;
+    call.sdp = sdp_part->content;
     if (const FormPart* session_part = form.form.find("session")) {
       if (session_part->content.size() > kMaxSessionPartBytes)
         return refuse_with_budget(RealtimeError::invalid_session,
@@ -217,32 +223,75 @@ void RealtimeSignaling::create_call(const HttpRequest& request, const HttpServer
       if (!parsed) return refuse_with_budget(RealtimeError::invalid_session, {}, "session");
       // The data-channel policy restricts the browser: the browser's own form cannot set it
       // (or lift the one its key carries).
-      if (!budgeted.empty() && parsed->contains("client"))
+      if (ephemeral && parsed->contains("client"))
         return refuse_with_budget(RealtimeError::client_policy_not_allowed, {}, "session.client");
       // The form's session wins, field by top-level field, over the key's.
-      session.update(*parsed);
+      call.offer.session.update(*parsed);
     }
   } else {
     return refuse_with_budget(RealtimeError::unsupported_media_type);
   }
-  if (!session.contains("model")) {
+  if (!call.offer.session.contains("model")) {
     const std::string_view model = query_value(request.query, "model");
-    if (!model.empty() && model.size() <= 128) session["model"] = std::string(model);
+    if (!model.empty() && model.size() <= 128) call.offer.session["model"] = std::string(model);
   }
-  session = filled_session(std::move(session), false);
-  if (auto refusal = hooks_.admit()) return refuse_with_budget(*refusal);
-
-  RealtimeOffer offer;
-  offer.sdp = sdp;
-  offer.session = std::move(session);
-  offer.user_agent = std::string(request.header("user-agent").substr(0, 256));
+  call.offer.session = filled_session(std::move(call.offer.session), false);
+  call.offer.user_agent = std::string(request.header("user-agent").substr(0, 256));
   if (!ingress_header_.empty())
-    offer.region_header = std::string(request.header(ingress_header_).substr(0, 64));
-  offer.client = request.peer;
-  offer.access = std::move(access);
-  hooks_.place(offer, [this, respond, budgeted](PlaceResult result) {
+    call.offer.region_header = std::string(request.header(ingress_header_).substr(0, 64));
+  call.offer.client = request.peer;
+  if (!ephemeral || !hooks_.take_key_call) return place_call(std::move(call), respond);
+
+  // The fleet's count of this key's calls (Redis). A store that does not answer leaves it to
+  // this pod's own count, as without one: a key may then make its calls once per pod.
+  const std::string principal = call.offer.access.creator;
+  hooks_.take_key_call(
+      principal, max_calls, key_expires_at,
+      [this, call = std::make_shared<PendingCall>(std::move(call)), respond, max_calls,
+       key_expires_at](std::optional<bool> taken) mutable {
+        if (taken && !*taken) {
+          stats_.key_budget[static_cast<size_t>(KeyBudgetOutcome::fleet_exhausted)].fetch_add(1);
+          stats_.calls_rejected[static_cast<size_t>(RealtimeError::key_exhausted)].fetch_add(1);
+          return respond(realtime_error_response(RealtimeError::key_exhausted));
+        }
+        if (taken) {
+          stats_.key_budget[static_cast<size_t>(KeyBudgetOutcome::fleet_taken)].fetch_add(1);
+          call->budget = Budget::fleet;
+          return place_call(std::move(*call), respond);
+        }
+        stats_.key_budget[static_cast<size_t>(KeyBudgetOutcome::pod_fallback)].fetch_add(1);
+        switch (key_calls_.take(call->offer.access.creator, max_calls, key_expires_at, hooks_.unix_now())) {
+          case KeyCallBudget::Take::ok:
+            call->budget = Budget::pod;
+            return place_call(std::move(*call), respond);
+          case KeyCallBudget::Take::exhausted:
+            stats_.calls_rejected[static_cast<size_t>(RealtimeError::key_exhausted)].fetch_add(1);
+            return respond(realtime_error_response(RealtimeError::key_exhausted));
+          case KeyCallBudget::Take::full:
+            stats_.calls_rejected[static_cast<size_t>(RealtimeError::rate_limited)].fetch_add(1);
+            return respond(realtime_error_response(RealtimeError::rate_limited, "too many live keys"));
+        }
+      });
+}
+
+void RealtimeSignaling::give_back(const PendingCall& call) {
+  // (from a worker too: the pod's budget locks, the fleet's hook posts)
+  if (call.budget == Budget::pod) key_calls_.give_back(call.offer.access.creator);
+  if (call.budget == Budget::fleet && hooks_.give_back_key_call)
+    hooks_.give_back_key_call(call.offer.access.creator);
+}
+
+void RealtimeSignaling::place_call(PendingCall call, const HttpServer::Responder& respond) {
+  if (auto refusal = hooks_.admit()) {
+    give_back(call);
+    stats_.calls_rejected[static_cast<size_t>(*refusal)].fetch_add(1, std::memory_order_relaxed);
+    return respond(realtime_error_response(*refusal));
+  }
+  auto pending = std::make_shared<PendingCall>(std::move(call));
+  pending->offer.sdp = pending->sdp;
+  hooks_.place(pending->offer, [this, respond, pending](PlaceResult result) {
     if (auto* refusal = std::get_if<PlaceRefusal>(&result)) {
-      if (!budgeted.empty()) key_calls_.give_back(budgeted);  // (from a worker: the budget locks)
+      give_back(*pending);
       stats_.calls_rejected[static_cast<size_t>(refusal->error)].fetch_add(1, std::memory_order_relaxed);
       return respond(realtime_error_response(refusal->error, refusal->detail,
                                              refusal->error == RealtimeError::invalid_offer ? "sdp" : ""));

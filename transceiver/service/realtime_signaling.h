@@ -131,7 +131,21 @@ struct RealtimeHooks {
                      HttpServer::Responder)>
       attach_sideband;
   std::function<int64_t()> unix_now;
+  // The fleet's count of an ek_ key's calls (Redis; unset without one: per pod). done(true):
+  // taken; done(false): the key made its max_calls; done(nullopt): the store did not answer
+  // (this pod's own count decides). done runs on the HTTP thread.
+  std::function<void(const std::string& principal, uint32_t max_calls, int64_t expires_at,
+                     std::function<void(std::optional<bool> taken)> done)>
+      take_key_call;
+  // A call take_key_call counted that was not made after all (a refused offer, say).
+  std::function<void(const std::string& principal)> give_back_key_call;
 };
+
+// Where an ek_ key's call was counted: fleet (Redis), or this pod (no Redis, or it did not
+// answer: the fallback is counted).
+#define RTCE_KEY_BUDGET_OUTCOMES(X) X(fleet_taken) X(fleet_exhausted) X(pod_fallback)
+enum class KeyBudgetOutcome : uint8_t { RTCE_KEY_BUDGET_OUTCOMES(RTCE_VOCAB_ENUMERATOR) };
+inline constexpr const char* kKeyBudgetOutcomeNames[] = {RTCE_KEY_BUDGET_OUTCOMES(RTCE_VOCAB_LABEL)};
 
 // Counters for /metrics; the create counters are bumped from worker threads too.
 struct RealtimeStats {
@@ -139,6 +153,7 @@ struct RealtimeStats {
   std::array<std::atomic<uint64_t>, kRealtimeErrorCount> calls_rejected{};
   std::atomic<uint64_t> calls_hung_up{0};
   std::array<std::atomic<uint64_t>, kRealtimeErrorCount> sidebands_refused{};  // before the call was asked
+  std::array<std::atomic<uint64_t>, std::size(kKeyBudgetOutcomeNames)> key_budget{};
   std::atomic<uint64_t> keys_minted{0};
   std::array<std::atomic<uint64_t>, kRealtimeErrorCount> keys_refused{};
 };
@@ -173,7 +188,16 @@ class RealtimeSignaling {
   void set_ingress_header(std::string lowercase_name) { ingress_header_ = std::move(lowercase_name); }
 
  private:
+  // A call on its way to a worker: the offer (its SDP owned here) and where its key's call was counted.
+  enum class Budget : uint8_t { none, pod, fleet };
+  struct PendingCall {
+    std::string sdp;
+    RealtimeOffer offer;
+    Budget budget = Budget::none;
+  };
   void create_call(const HttpRequest& request, const HttpServer::Responder& respond);
+  void place_call(PendingCall call, const HttpServer::Responder& respond);
+  void give_back(const PendingCall& call);
   void call_request(std::string_view rest, const HttpRequest& request, const HttpServer::Responder& respond);
   void mint(const HttpRequest& request, const HttpServer::Responder& respond, bool legacy_sessions);
   void sideband(const HttpRequest& request, const HttpServer::Responder& respond);

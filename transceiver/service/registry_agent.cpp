@@ -64,6 +64,19 @@ std::optional<SocketAddress> RegistryAgent::signaling_of(uint16_t id) const {
   return it->second;
 }
 
+void RegistryAgent::take_key_call(std::string principal, uint32_t max_calls, int64_t expires_at,
+                                  std::function<void(std::optional<bool>)> done) {
+  boost::asio::post(io_,
+                    [this, principal = std::move(principal), max_calls, expires_at, done = std::move(done)] {
+                      registry_.take_key_call(principal, max_calls, expires_at, done);
+                    });
+}
+
+void RegistryAgent::give_back_key_call(std::string principal) {
+  boost::asio::post(io_,
+                    [this, principal = std::move(principal)] { registry_.give_back_key_call(principal); });
+}
+
 void RegistryAgent::beat() {
   // A third of the TTL: two heartbeats may be lost before the record expires.
   timer_.expires_after(options_.endpoint_ttl / 3);

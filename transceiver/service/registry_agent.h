@@ -44,6 +44,11 @@ class RegistryAgent {
   // The signaling address ("host:port") of the pod that registered endpoint `id`, as last seen;
   // nullopt when unknown. Any thread.
   std::optional<SocketAddress> signaling_of(uint16_t id) const;
+  // RedisRegistry::take_key_call and give_back_key_call from any thread; done runs on the
+  // agent's thread.
+  void take_key_call(std::string principal, uint32_t max_calls, int64_t expires_at,
+                     std::function<void(std::optional<bool>)> done);
+  void give_back_key_call(std::string principal);
   // Deregisters every endpoint (waits up to `timeout` for Redis) and stops the thread.
   void stop(Nanos timeout);
 

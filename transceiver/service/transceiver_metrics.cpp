@@ -254,6 +254,14 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
       m.add(key_refusals, load(rt.keys_refused[i]), {{"code", code}});
       m.add(sideband_refusals, load(rt.sidebands_refused[i]), {{"code", code}});
     }
+    auto& budget =
+        m.family("rtcedge_transceiver_realtime_key_calls_total",
+                 "ek_ key calls counted with a registry: fleet_taken (Redis counted it), fleet_exhausted "
+                 "(the key made its max_calls in the fleet), pod_fallback (Redis did not answer: this "
+                 "pod's own count decided)",
+                 MetricType::Counter);
+    for (size_t i = 0; i < std::size(kKeyBudgetOutcomeNames); ++i)
+      m.add(budget, load(rt.key_budget[i]), {{"outcome", kKeyBudgetOutcomeNames[i]}});
   }
   if (s.sideband_sockets != nullptr) {
     const SidebandSocketStats& sb = *s.sideband_sockets;

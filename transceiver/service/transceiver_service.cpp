@@ -564,6 +564,18 @@ RealtimeHooks TransceiverService::realtime_hooks() {
                                  HttpServer::Responder respond) {
     attach_sideband(id, requester, std::move(respond));
   };
+  if (registry_) {
+    // One ek_ key, its calls, in the whole fleet (docs/operations.md "One key, one call").
+    hooks.take_key_call = [this](const std::string& principal, uint32_t max_calls, int64_t expires_at,
+                                 std::function<void(std::optional<bool>)> done) {
+      registry_->take_key_call(principal, max_calls, expires_at, [this, done](std::optional<bool> taken) {
+        http_->post([done, taken] { done(taken); });
+      });
+    };
+    hooks.give_back_key_call = [this](const std::string& principal) {
+      registry_->give_back_key_call(principal);
+    };
+  }
   hooks.unix_now = [] {
     return std::chrono::duration_cast<std::chrono::seconds>(
                std::chrono::system_clock::now().time_since_epoch())

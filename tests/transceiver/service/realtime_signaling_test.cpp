@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "doc_tables.h"
 
@@ -26,7 +29,15 @@ struct Harness {
   std::string requester;     // the principal the last call request acted as
   RealtimeSignaling signaling;
 
-  Harness() : signaling(EphemeralKeyring({{"k1", std::string(40, 's')}}), 60, 64 * 1024, hooks()) {}
+  // `customize` may add or replace hooks (the fleet's key budget, say).
+  explicit Harness(const std::function<void(RealtimeHooks&)>& customize = {})
+      : signaling(EphemeralKeyring({{"k1", std::string(40, 's')}}), 60, 64 * 1024, customized(customize)) {}
+
+  RealtimeHooks customized(const std::function<void(RealtimeHooks&)>& customize) {
+    RealtimeHooks h = hooks();
+    if (customize) customize(h);
+    return h;
+  }
 
   RealtimeHooks hooks() {
     RealtimeHooks h;
@@ -277,6 +288,46 @@ TEST(RealtimeSignaling, TheSidebandIsAServerKeysWebSocket) {
   EXPECT_EQ(
       h.signaling.stats().sidebands_refused[static_cast<size_t>(RealtimeError::websocket_required)].load(),
       1u);
+}
+
+// With a registry the fleet counts an ek_ key's calls; when Redis does not answer, this pod does.
+TEST(RealtimeSignaling, TheFleetCountsAKeysCallsAndThePodStandsInWhenItCannot) {
+  std::map<std::string, uint32_t> fleet;  // a stand-in for the Redis counters
+  bool redis_up = true;
+  std::vector<std::string> given_back;
+  Harness h([&](RealtimeHooks& hooks) {
+    hooks.take_key_call = [&](const std::string& who, uint32_t max_calls, int64_t,
+                              std::function<void(std::optional<bool>)> done) {
+      if (!redis_up) return done(std::nullopt);
+      if (fleet[who] >= max_calls) return done(false);
+      ++fleet[who];
+      done(true);
+    };
+    hooks.give_back_key_call = [&](const std::string& who) {
+      given_back.push_back(who);
+      --fleet[who];
+    };
+  });
+  const std::string key = h.mint("");
+  const std::string who = key_principal(kEphemeralPrincipalPrefix, key);
+  EXPECT_EQ(h.request("POST", "/v1/realtime/calls", "bad", key, "application/sdp").status, 400u);
+  EXPECT_EQ(given_back, std::vector<std::string>{who}) << "the refused offer gave its call back to the fleet";
+  EXPECT_EQ(h.request("POST", "/v1/realtime/calls", "v=0", key, "application/sdp").status, 201u);
+  EXPECT_EQ(fleet[who], 1u);
+  EXPECT_EQ(error_code(h.request("POST", "/v1/realtime/calls", "v=0", key, "application/sdp")),
+            "key_exhausted");
+  // Redis gone: this pod's own count decides (it has not counted this key yet), and says so.
+  redis_up = false;
+  EXPECT_EQ(h.request("POST", "/v1/realtime/calls", "v=0", key, "application/sdp").status, 201u);
+  EXPECT_EQ(error_code(h.request("POST", "/v1/realtime/calls", "v=0", key, "application/sdp")),
+            "key_exhausted");
+  const auto& budget = h.signaling.stats().key_budget;
+  EXPECT_EQ(budget[static_cast<size_t>(KeyBudgetOutcome::fleet_taken)].load(), 2u);
+  EXPECT_EQ(budget[static_cast<size_t>(KeyBudgetOutcome::fleet_exhausted)].load(), 1u);
+  EXPECT_EQ(budget[static_cast<size_t>(KeyBudgetOutcome::pod_fallback)].load(), 2u);
+  // A server key's calls are not counted.
+  EXPECT_EQ(h.request("POST", "/v1/realtime/calls", "v=0", kServerKey, "application/sdp").status, 201u);
+  EXPECT_EQ(budget[static_cast<size_t>(KeyBudgetOutcome::pod_fallback)].load(), 2u);
 }
 
 // The browser cannot lift (or set) the data-channel policy its key carries.

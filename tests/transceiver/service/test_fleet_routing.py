@@ -4,8 +4,10 @@ redis-server this test starts on loopback, sharing the fleet's hint key, API key
 ephemeral-key secrets. A call made on pod A is read (GET), ICE-restarted (PATCH), watched and
 steered over a sideband WebSocket, hung up and DELETEd through pod B, which forwards each to A
 (its id names A's endpoint, the registry A's signaling address). A forged id is refused by B
-without a forward; another key's call answers 404 through B as on A; once A is gone B answers
-502 owner_unreachable until A's record expires, then 404. Every wait has a deadline."""
+without a forward; another key's call answers 404 through B as on A; an ek_ key makes one call
+in the whole fleet (Redis counts it); once A is gone B answers 502 owner_unreachable until A's
+record expires, then 404; with Redis gone too, B counts a key's calls itself. Every wait has a
+deadline."""
 
 import argparse
 import asyncio
@@ -216,6 +218,23 @@ class FleetRouting(unittest.TestCase):
             status, _, text = pod.request("GET", f"/v1/realtime/calls/{call}", key=OTHER_KEY)
             self.assertEqual((status, error_code(text)), (404, "call_not_found"), text)
 
+    def mint(self, pod):
+        status, _, text = pod.request("POST", "/v1/realtime/client_secrets", "{}", {"Content-Type": "application/json"},
+                                      API_KEY)
+        self.assertEqual(status, 200, text)
+        return json.loads(text)["value"]
+
+    def call_with(self, pod, key):
+        status, _, text = pod.request("POST", "/v1/realtime/calls", offer(), {"Content-Type": "application/sdp"}, key)
+        return status, error_code(text)
+
+    def test_one_key_one_call_in_the_whole_fleet(self):
+        key = self.mint(self.a)
+        self.assertEqual(self.call_with(self.a, key)[0], 201)
+        self.assertEqual(self.call_with(self.b, key), (403, "key_exhausted"), "the key's second call, on the other pod")
+        self.assertGreaterEqual(metric(self.b.metrics(), "rtcedge_transceiver_realtime_key_calls_total",
+                                       {"outcome": "fleet_exhausted"}), 1)
+
     def test_zz_an_owner_that_is_gone_is_502_until_its_record_expires_then_404(self):
         call = self.create_on_a()
         wait_for(lambda: self.b.request("GET", f"/v1/realtime/calls/{call}", key=API_KEY)[0] == 200, 5,
@@ -228,6 +247,14 @@ class FleetRouting(unittest.TestCase):
         self.assertGreaterEqual(metric(self.b.metrics(), "rtcedge_transceiver_call_owner_unreachable_total"), 1)
         wait_for(lambda: self.b.request("GET", f"/v1/realtime/calls/{call}", key=API_KEY)[0] == 404, 10,
                  "404 once A's record expired")
+        # Redis gone too: B counts a key's calls itself (one call per pod, counted as a fallback).
+        key = self.mint(self.b)
+        self.redis.proc.kill()
+        self.redis.proc.wait(timeout=10)
+        self.assertEqual(self.call_with(self.b, key)[0], 201)
+        self.assertEqual(self.call_with(self.b, key), (403, "key_exhausted"))
+        self.assertGreaterEqual(metric(self.b.metrics(), "rtcedge_transceiver_realtime_key_calls_total",
+                                       {"outcome": "pod_fallback"}), 1)
 
 
 if __name__ == "__main__":

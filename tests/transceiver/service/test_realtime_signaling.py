@@ -10,6 +10,7 @@ CORS for Realtime clients, admission (429/503 with Retry-After), the metrics, an
 configuration errors of the realtime keys. ICE and DTLS are not attempted. Every wait has a
 deadline."""
 
+import asyncio
 import base64
 import json
 import os
@@ -30,6 +31,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
 from rtcetest.core import unittest_main  # noqa: E402
 from rtcetest.transceiver import TransceiverProcess, answer_lines  # noqa: E402
 from prom_metrics import metric  # noqa: E402
+
+import websockets  # noqa: E402  (python3-websockets, scripts/install-deps.sh)
 
 
 def corpus(name):
@@ -448,6 +451,61 @@ class Calls(RealtimeCase):
         status, _, _ = self.tx.call(agents_offer())
         self.assertEqual(status, 201)
         self.assertEqual(metric(self.tx.metrics(), "rtcedge_transceiver_realtime_calls_created_total"), before + 1)
+
+
+class Sideband(RealtimeCase):
+    """The app server's WebSocket on a call: its bounds (the per-call cap, the flood limit)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tx = Transceiver("--realtime-sideband-max-per-call", "2", "--sessions-connect-timeout", "30s")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tx.stop()
+
+    def url(self, call_id):
+        return f"ws://127.0.0.1:{self.tx.http_port}/v1/realtime?call_id={call_id}"
+
+    def attach(self, call_id):
+        return websockets.connect(self.url(call_id), extra_headers={"Authorization": f"Bearer {API_KEY}"},
+                                  open_timeout=5)
+
+    def test_the_per_call_cap_then_a_flood_closes_only_the_flooder(self):
+        status, headers, _ = self.tx.call(agents_offer())
+        self.assertEqual(status, 201)
+        call_id = headers["location"].rsplit("/", 1)[1]
+
+        async def run():
+            async with self.attach(call_id) as first, self.attach(call_id) as second:
+                for ws in (first, second):
+                    self.assertEqual(json.loads(await asyncio.wait_for(ws.recv(), 5))["type"], "session.created")
+                with self.assertRaises(websockets.InvalidStatusCode) as refused:
+                    async with self.attach(call_id):
+                        pass
+                self.assertEqual(refused.exception.status_code, 409)
+                # 300 messages at once: past the burst of 200 the flooder is closed with 1008.
+                for i in range(300):
+                    try:
+                        await first.send(json.dumps({"type": "response.cancel", "event_id": f"flood_{i}"}))
+                    except websockets.ConnectionClosed:
+                        break
+                with self.assertRaises(websockets.ConnectionClosed) as closed:
+                    while True:
+                        await asyncio.wait_for(first.recv(), 5)
+                self.assertEqual(closed.exception.rcvd.code, 1008)
+                # The other sideband and the call go on.
+                await second.send(json.dumps({"type": "session.update", "session": {"instructions": "still here"}}))
+                while True:
+                    event = json.loads(await asyncio.wait_for(second.recv(), 5))
+                    if event["type"] == "session.updated":
+                        self.assertEqual(event["session"]["instructions"], "still here")
+                        break
+
+        asyncio.run(run())
+        self.assertGreaterEqual(metric(self.tx.metrics(), "rtcedge_transceiver_sideband_sockets_closed_total",
+                                       {"reason": "flood"}), 1)
+        self.assertGreaterEqual(metric(self.tx.metrics(), "rtcedge_transceiver_sidebands_refused_total"), 1)
 
 
 class Admission(RealtimeCase):

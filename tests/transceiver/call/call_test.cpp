@@ -244,6 +244,75 @@ TEST_F(CallTest, EventsTheChannelCouldNotSendAreCounted) {
   EXPECT_EQ(unsent(), 1u);
 }
 
+// An app server's sideband as the Call sees it.
+struct RecordingLink : SidebandLink {
+  void send_text(std::string_view text) override { events.push_back(json::parse(text)); }
+  void close(std::string_view reason) override { closed = std::string(reason); }
+  std::vector<json> events;
+  std::optional<std::string> closed;
+};
+
+// The sideband through the real Call, against a backend that speaks the Realtime protocol
+// (what the realtime dialect hands over): the tool round trip, the timeout of a call left
+// to a gone sideband on the Call's own clock, the call's end closing the socket.
+TEST_F(CallTest, ASidebandAnswersToolCallsAndHearsTheEnd) {
+  settings.backend_speaks_realtime = true;
+  settings.tool_timeout = 1'000'000'000;
+  make_call();
+  EXPECT_FALSE(backend_info.session_config.contains("client"));
+  auto link = std::make_shared<RecordingLink>();
+  const auto id = call->attach_sideband(link, now);
+  ASSERT_TRUE(id);
+  ASSERT_EQ(link->events.size(), 1u);
+  EXPECT_EQ(link->events[0]["type"], "session.created");
+  listener->on_backend_event({{"type", "response.function_call_arguments.done"},
+                              {"call_id", "call_1"},
+                              {"name", "get_weather"},
+                              {"arguments", "{}"}});
+  EXPECT_EQ(link->events.back()["type"], "response.function_call_arguments.done");
+  EXPECT_NE(transport.find("response.function_call_arguments.done"), nullptr) << "no policy: the browser too";
+  call->on_sideband_message(
+      *id,
+      json({{"type", "conversation.item.create"},
+            {"item", {{"type", "function_call_output"}, {"call_id", "call_1"}, {"output", "sunny"}}}})
+          .dump(),
+      now);
+  call->on_sideband_message(*id, R"({"type":"response.create"})", now);
+  ASSERT_GE(backend->events.size(), 2u);
+  EXPECT_EQ(backend->events[backend->events.size() - 2]["item"]["output"], "sunny");
+  EXPECT_EQ(backend->events.back()["type"], "response.create");
+  EXPECT_EQ(metrics.sideband_messages_in.get(), 2u);
+
+  // A second call, then the sideband goes: on the Call's clock the edge answers for it.
+  listener->on_backend_event({{"type", "response.function_call_arguments.done"}, {"call_id", "call_2"}});
+  call->detach_sideband(*id, now);
+  const size_t before = backend->events.size();
+  EXPECT_LE(call->next_deadline(), now + settings.tool_timeout);
+  run_frames(49);
+  EXPECT_EQ(backend->events.size(), before) << "not before the timeout";
+  run_frames(2);
+  ASSERT_EQ(backend->events.size(), before + 2);
+  EXPECT_EQ(backend->events[before]["item"]["call_id"], "call_2");
+  EXPECT_EQ(backend->events[before + 1]["type"], "response.create");
+  EXPECT_EQ(metrics.tool_calls_timed_out.get(), 1u);
+
+  // The call's end reaches a sideband, which is closed with the reason.
+  auto again = std::make_shared<RecordingLink>();
+  ASSERT_TRUE(call->attach_sideband(again, now));
+  call->end(SessionEnd::deleted, now);
+  EXPECT_EQ(again->events.back()["type"], "rtcedge.call.ended");
+  EXPECT_EQ(again->events.back()["reason"], "deleted");
+  EXPECT_EQ(again->closed, "deleted");
+  EXPECT_FALSE(call->attach_sideband(std::make_shared<RecordingLink>(), now)) << "an ended call takes none";
+  EXPECT_EQ(metrics.sidebands_attached.get(), 2u);
+}
+
+TEST_F(CallTest, OnlyARealtimeCallTakesASideband) {
+  make_call(/*realtime=*/false);
+  EXPECT_FALSE(call->attach_sideband(std::make_shared<RecordingLink>(), now));
+  EXPECT_EQ(metrics.sidebands_refused.get(), 1u);
+}
+
 TEST_F(CallTest, OtherChannelsCarryJsonObjectsToTheBackendByLabel) {
   make_call(/*realtime=*/false);
   call->on_channel_open(3, "chat", "", now);

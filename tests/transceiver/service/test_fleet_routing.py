@@ -9,11 +9,9 @@ in the whole fleet (Redis counts it); once A is gone B answers 502 owner_unreach
 record expires, then 404; with Redis gone too, B counts a key's calls itself. Every wait has a
 deadline."""
 
-import argparse
 import asyncio
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,14 +22,13 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
+from rtcetest.redis import REDIS_CLI, REDIS_SERVER, RedisServer as Redis  # noqa: E402
 from rtcetest.core import free_port, free_port_run, unittest_main, wait_for  # noqa: E402
 from prom_metrics import metric  # noqa: E402
 
 import websockets  # noqa: E402  (python3-websockets, scripts/install-deps.sh)
 
 ARGS = None
-REDIS_SERVER = "/usr/bin/redis-server"
-REDIS_CLI = "/usr/bin/redis-cli"
 API_KEY = "fleet-key-0123456789abcdef"
 OTHER_KEY = "other-tenant-0123456789abcdef"
 SECRET = "fleet:" + "rtcedge-fleet-secret-0123456789abcdef"
@@ -41,25 +38,6 @@ CORPUS = os.path.join(HERE, "..", "sdp", "corpus")
 def offer():
     with open(os.path.join(CORPUS, "chrome_audio_video_data_offer.sdp")) as f:
         return f.read()
-
-
-class Redis:
-    def __init__(self):
-        self.port = free_port()
-        self.dir = tempfile.mkdtemp(prefix="rtce-redis-")
-        self.proc = subprocess.Popen([REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--dir", self.dir],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: self.cli("PING") == "PONG", 10, "redis-server PING")
-
-    def cli(self, *args):
-        r = subprocess.run([REDIS_CLI, "-p", str(self.port), *args], capture_output=True, text=True, timeout=10)
-        return r.stdout.strip() if r.returncode == 0 else None
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait(timeout=10)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Pod:

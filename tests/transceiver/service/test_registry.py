@@ -8,7 +8,6 @@ not stop the transceiver from serving. Every wait has a deadline."""
 
 import argparse
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,37 +19,10 @@ import urllib.error
 import urllib.request
 
 ARGS = None
-REDIS_SERVER = "/usr/bin/redis-server"
-REDIS_CLI = "/usr/bin/redis-cli"
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support", "py"))
+from rtcetest.redis import REDIS_CLI, REDIS_SERVER, RedisServer as Redis  # noqa: E402
 from rtcetest.core import free_port, free_port_run, wait_for  # noqa: E402
-
-
-class Redis:
-    def __init__(self):
-        self.port = free_port()
-        self.dir = tempfile.mkdtemp(prefix="rtce-redis-")
-        self.proc = subprocess.Popen([REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--dir", self.dir],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: self.cli("PING") == "PONG", 10, "redis-server PING")
-
-    def cli(self, *args):
-        r = subprocess.run([REDIS_CLI, "-p", str(self.port), *args], capture_output=True, text=True, timeout=10)
-        return r.stdout.strip() if r.returncode == 0 else None
-
-    def hash(self, key):
-        out = self.cli("HGETALL", key)
-        if not out:
-            return {}
-        items = out.split("\n")
-        return dict(zip(items[0::2], items[1::2]))
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait(timeout=10)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Transceiver:

@@ -8,6 +8,10 @@ page) and the aiortc interop client (../interop/aiortc_client.py):
   run_browser_e2e.py --mock --mode direct --client both       # against mock_transceiver.py (aiortc)
   run_browser_e2e.py ... --mode direct --browser firefox      # the browser client in Firefox ESR
 
+--fleet (relay mode, --client aiortc-sideband) starts a redis-server on loopback and two
+transceivers registered in it, pods A and B: the browser calls A, the app server uses B for
+everything else (aiortc_sideband_client.py --app-url), which forwards it to A.
+
 --browser firefox hands browser_e2e.mjs --browser firefox (puppeteer-core over WebDriver BiDi);
 Firefox's fake microphone is a sine at the same 440 Hz, so the generated WAV is not passed.
 
@@ -36,6 +40,7 @@ REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "support", "py"))
 from rtcetest import outcome  # noqa: E402
 from rtcetest.core import free_port, json_summary, log_to, tail  # noqa: E402
+from rtcetest.redis import REDIS_SERVER  # noqa: E402
 
 BROWSER_E2E = os.path.join(HERE, "browser_e2e.mjs")
 ICE_RESTART_E2E = os.path.join(HERE, "ice_restart_e2e.mjs")
@@ -48,6 +53,10 @@ AIORTC_SIDEBAND_CLIENT = os.path.join(REPO_ROOT, "tests", "transceiver", "intero
 SIDEBAND_SERVER_KEY = "rtcedge-sideband-app-key-0123456789"
 SIDEBAND_OTHER_KEY = "rtcedge-sideband-other-key-0123456789"
 SIDEBAND_TOOL_TIMEOUT_S = 1
+# --fleet: the ek_ key secret both pods share (a key minted on one verifies on the other), and
+# the registry TTL of the transceivers and the relay (which must match).
+FLEET_KEY_SECRET = "fleet:rtcedge-fleet-e2e-secret-0123456789abcdef"
+FLEET_REGISTRY_TTL = "3s"
 SYSTEM_PYTHON = outcome.SYSTEM_PYTHON
 log = log_to("run_browser_e2e")
 
@@ -59,6 +68,7 @@ class Stack:
         self.workdir = workdir
         self.procs = []  # (name, Popen, log path)
         self.url = None
+        self.app_url = None  # --fleet: pod B, the app server's pod (else the same as url)
         self.expect_path = None
         self.argv = {}  # name -> argv, for restart
         self.restarts = 0
@@ -215,6 +225,99 @@ def start_stack(mode, args, workdir):
     return stack
 
 
+def metric_sample(base_url, name, labels):
+    """The sum of the samples of `name` at base_url/metrics whose labels include every
+    `labels` pair (0 when unreachable)."""
+    try:
+        with urllib.request.urlopen(base_url + "/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0.0
+    wanted = [f'{k}="{v}"' for k, v in labels.items()]
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(w in line.split("}", 1)[0] for w in wanted):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def wait_redis(stack, port, timeout_s=10):
+    """PING answered +PONG on 127.0.0.1:port (RESP inline command; no redis-cli needed)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stack.check_alive()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(64).startswith(b"+PONG"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"redis-server on port {port} did not answer PING within {timeout_s}s")
+
+
+def wait_relay_endpoints(stack, admin_url, count, timeout_s=15):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stack.check_alive()
+        if metric_value(admin_url, "rtcedge_relay_endpoints") == count:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"the relay did not list {count} registered endpoints within {timeout_s}s "
+                       f"(rtcedge_relay_endpoints {metric_value(admin_url, 'rtcedge_relay_endpoints')})")
+
+
+def start_fleet_stack(args, workdir):
+    """--fleet: redis-server, the relay reading the registry, pods A and B registered in it
+    (their own HTTP and media ports and pod identities; the hint key file, API keys and ek_
+    key secrets of the fleet). stack.url is A (the browser's), stack.app_url B (the app
+    server's). A registers before B starts, so B's registry watch lists A from its start."""
+    stack = Stack(workdir)
+    stack.expect_path = "relay"
+    try:
+        redis_port = free_port()
+        redis_dir = os.path.join(workdir, "redis")
+        os.mkdir(redis_dir)
+        stack.spawn("redis", [REDIS_SERVER, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "no", "--dir", redis_dir])
+        wait_redis(stack, redis_port)
+        registry = ["--registry-redis-url", f"redis://127.0.0.1:{redis_port}", "--registry-ttl", FLEET_REGISTRY_TTL]
+        hint_keys = os.path.join(workdir, "hint-keys.yaml")
+        with open(hint_keys, "wb") as f:
+            subprocess.run([args.relay_bin, "hint", "keygen"], stdout=f, check=True, timeout=10)
+        vip_port = free_port(socket.SOCK_DGRAM)
+        admin_url = f"http://127.0.0.1:{free_port()}"
+        # No --endpoints: the relay's only endpoints are the registry's.
+        stack.spawn("relay", [args.relay_bin, "--hint-key-file", hint_keys, "--listen", f"127.0.0.1:{vip_port}",
+                              "--admin-listen", admin_url[len("http://"):], "--workers", "1"] + registry)
+        wait_http_ready(stack, f"{admin_url}/metrics")
+        urls = {}
+        for count, pod in enumerate(("a", "b"), start=1):
+            # Ports picked once the previous pod holds its own.
+            http_port = free_port()
+            media_port = free_port(socket.SOCK_DGRAM)
+            urls[pod] = f"http://127.0.0.1:{http_port}"
+            stack.spawn(f"transceiver-{pod}",
+                        [args.transceiver_bin, "--http-listen", f"127.0.0.1:{http_port}", "--workers", "1",
+                         "--media-listen", "127.0.0.1", "--media-base-port", str(media_port),
+                         "--hint-key-file", hint_keys, "--hint-cluster-id", "0",
+                         "--registry-pod-identity", f"e2e-pod-{pod}",
+                         "--realtime-key-secrets", FLEET_KEY_SECRET,
+                         "--backend-echo-mode", "parrot",
+                         "--relay-vips", f"127.0.0.1:{vip_port}", "--relay-sources", "127.0.0.0/8,::1/128"]
+                        + registry + list(getattr(args, "extra_transceiver_args", [])))
+            wait_http_ready(stack, f"{urls[pod]}/metrics")
+            wait_relay_endpoints(stack, admin_url, count)
+        stack.url, stack.app_url = urls["a"], urls["b"]
+        stack.relay_admin_url = admin_url
+    except BaseException:
+        stack.dump_logs()
+        stack.stop()
+        raise
+    return stack
+
+
 def prerequisites(args):
     """Raises outcome.SetupError naming what is missing (a test here never skips)."""
     if args.client in ("browser", "both", "browser-ice-restart"):
@@ -226,6 +329,8 @@ def prerequisites(args):
         outcome.require_aiortc()
     if args.client == "aiortc-sideband":
         outcome.require_python_modules("websockets")  # the app server's sideband (python3-websockets)
+    if args.fleet:
+        outcome.require_file(REDIS_SERVER, "redis-server; scripts/install-deps.sh installs it")
     if not args.mock:
         outcome.require_executables(transceiver_bin=args.transceiver_bin, relay_bin=args.relay_bin)
 
@@ -273,11 +378,17 @@ def main():
                     help="relay mode, aiortc: SIGKILL the relay this many seconds into the call and start "
                          "it again with the same (default, ephemeral return port) config; the echo must "
                          "come back")
+    ap.add_argument("--fleet", action="store_true",
+                    help="--mode relay --client aiortc-sideband: a redis-server and two transceivers "
+                         "registered in it; the browser calls pod A, the app server uses pod B, which "
+                         "forwards to A (calls_forwarded_total checked on B)")
     ap.add_argument("--screenshot", help="PNG of the demo page while connected")
     ap.add_argument("--keep-workdir", action="store_true", help="keep logs and tone.wav for inspection")
     args = ap.parse_args()
     if args.browser == "firefox" and args.client == "browser-ice-restart":
         ap.error("--browser firefox: only browser_e2e.mjs (--client browser or both) runs Firefox")
+    if args.fleet and (args.mode != "relay" or args.client != "aiortc-sideband" or args.mock):
+        ap.error("--fleet runs the aiortc-sideband client in relay mode (--mode relay --client aiortc-sideband)")
 
     code = outcome.unmet(lambda: prerequisites(args))
     if code is not None:
@@ -294,8 +405,8 @@ def main():
         tone_wav = os.path.join(workdir, "tone.wav")
         subprocess.run([sys.executable, os.path.join(HERE, "generate_tone.py"), tone_wav], check=True,
                        stdout=subprocess.DEVNULL, timeout=60)
-        stack = start_stack(args.mode, args, workdir)
-        log(f"stack up at {stack.url}")
+        stack = start_fleet_stack(args, workdir) if args.fleet else start_stack(args.mode, args, workdir)
+        log(f"stack up at {stack.url}" + (f", app server's pod at {stack.app_url}" if stack.app_url else ""))
         if args.client in ("browser", "both"):
             argv = [args.node, BROWSER_E2E, "--url", stack.url, "--expect-path", stack.expect_path,
                     "--timeout-s", str(int(args.timeout_s))]
@@ -368,12 +479,31 @@ def main():
             ok = ok and passed
         if args.client == "aiortc-sideband":
             stack.check_alive()
-            passed, summary = run_client("aiortc_sideband_client",
-                                         [SYSTEM_PYTHON, AIORTC_SIDEBAND_CLIENT, "--url", stack.url,
-                                          "--api-key", SIDEBAND_SERVER_KEY, "--other-api-key", SIDEBAND_OTHER_KEY,
-                                          "--tool-timeout-s", str(SIDEBAND_TOOL_TIMEOUT_S)], 75)
+            argv = [SYSTEM_PYTHON, AIORTC_SIDEBAND_CLIENT, "--url", stack.url,
+                    "--api-key", SIDEBAND_SERVER_KEY, "--other-api-key", SIDEBAND_OTHER_KEY,
+                    "--tool-timeout-s", str(SIDEBAND_TOOL_TIMEOUT_S)]
+            if stack.app_url:
+                argv += ["--app-url", stack.app_url]
+            passed, summary = run_client("aiortc_sideband_client", argv, 75)
             results["clients"]["aiortc-sideband"] = {"passed": passed, "summary": summary}
             ok = ok and passed
+        if args.fleet:
+            # B forwarded the app server's sideband and HTTP requests; the call and its media
+            # were A's (the relay routed them to A's registered endpoint), none B's.
+            fleet = {"forwarded_by_b": {kind: metric_sample(stack.app_url, "rtcedge_transceiver_calls_forwarded_total",
+                                                            {"kind": kind}) for kind in ("websocket", "http")},
+                     "sessions_connected": {"a": metric_value(stack.url, "rtcedge_transceiver_sessions_connected_total"),
+                                            "b": metric_value(stack.app_url,
+                                                              "rtcedge_transceiver_sessions_connected_total")},
+                     "relay_endpoints": metric_value(stack.relay_admin_url, "rtcedge_relay_endpoints")}
+            results["fleet"] = fleet
+            problems = [f"B's calls_forwarded_total{{kind=\"{kind}\"}} is {value:g}, not >= 1"
+                        for kind, value in fleet["forwarded_by_b"].items() if value < 1]
+            if fleet["sessions_connected"]["a"] < 1 or fleet["sessions_connected"]["b"] != 0:
+                problems.append(f"the call's session connected on {fleet['sessions_connected']}, not on A alone")
+            if problems:
+                results["fleet"]["problems"] = problems
+                ok = False
         stack.check_alive()
     except Exception as e:
         results["error"] = f"{type(e).__name__}: {e}"

@@ -6,6 +6,12 @@ realtime.sideband.tool_timeout 1s and two server keys:
 
   /usr/bin/python3 aiortc_sideband_client.py --url http://127.0.0.1:8080 --api-key K --other-api-key K2
 
+--app-url (default --url) is where the app server talks to the fleet: the sideband WebSockets,
+their refusals, the GET and the hangup go there, while the key is minted and the call made at
+--url, and the call's own counters (steps 5 and 9) are read there, at its owner. With another
+pod's URL (run_browser_e2e.py --fleet) every app-server request is one that pod forwards to the
+owner, and step 11 reads that pod's rtcedge_transceiver_calls_forwarded_total.
+
 Checked in one run, each step with its own deadline:
   1. the app server mints an ek_ key whose session carries the data-channel policy
      (client.data_channel.allowed_client_events / allowed_server_events: no response.cancel,
@@ -30,7 +36,9 @@ Checked in one run, each step with its own deadline:
      (tool_call_timed_out) after the tool timeout; the metric counts it;
  10. hangup with the server key: the sideband hears rtcedge.call.ended {reason:"deleted"},
      then close 1000; the browser's PeerConnection leaves "connected" (for aiortc 1.4: its
-     DTLS transport closes, as its connectionState does not follow a remote close_notify).
+     DTLS transport closes, as its connectionState does not follow a remote close_notify);
+ 11. only when --app-url is not --url: the app server's pod counted forwarded requests,
+     calls_forwarded_total{kind="websocket"} >= 1 and {kind="http"} >= 1.
 The browser gets no event that carries the function call's call_id (a policy without
 response.function_call_arguments.done cuts tool items out of response.done and the rest).
 Prints one JSON result. Exit 0 pass, 1 fail (a missing package too), 2 bad usage. Run by
@@ -318,7 +326,9 @@ async def run(args, result):
     sidebands = []
     steps = result.setdefault("steps", {})
     step = "setup"
-    ws_base = "ws" + args.url[len("http"):] if args.url.startswith("http") else args.url
+    # The app server's side (the sideband, the GET, the hangup) talks to --app-url.
+    app_url = args.app_url or args.url
+    ws_base = "ws" + app_url[len("http"):] if app_url.startswith("http") else app_url
 
     @pc.on("connectionstatechange")
     def on_state():
@@ -400,7 +410,9 @@ async def run(args, result):
         call_id = location.rstrip("/").rsplit("/", 1)[-1]
         result["call_id"] = call_id
         check(call_id.startswith("rtc_"), f"Location {location!r} does not end in rtc_<id>")
-        call_url = urllib.parse.urljoin(args.url + "/", location)
+        # The app server's URL of the call: the Location's path on its own pod.
+        call_url = urllib.parse.urljoin(app_url + "/", urllib.parse.urlsplit(location).path)
+        result["call_url"] = call_url
         await asyncio.wait_for(pc.setRemoteDescription(RTCSessionDescription(raw.decode(), "answer")), 10)
         try:
             await asyncio.wait_for(opened.wait(), args.timeout_s)
@@ -424,16 +436,16 @@ async def run(args, result):
               f"the sideband's session id {sb_created.get('session', {}).get('id')} is not the browser's {session_id}")
         path = f"/v1/realtime?call_id={call_id}"
         refusals = {}
-        status, body = await asyncio.to_thread(raw_get, args.url, path, upgrade_headers(ek))
+        status, body = await asyncio.to_thread(raw_get, app_url, path, upgrade_headers(ek))
         refusals["ek_key"] = [status, error_code(body)]
         check((status, error_code(body)) == (403, "sideband_needs_server_key"), f"ek_ key: {status} {body}")
         if args.other_api_key:
-            status, body = await asyncio.to_thread(raw_get, args.url, path, upgrade_headers(args.other_api_key))
+            status, body = await asyncio.to_thread(raw_get, app_url, path, upgrade_headers(args.other_api_key))
             refusals["other_server_key"] = [status, error_code(body)]
             check((status, error_code(body)) == (404, "call_not_found"), f"another server key: {status} {body}")
         else:
             refusals["other_server_key"] = "skipped: the transceiver was given one server key"
-        status, body = await asyncio.to_thread(raw_get, args.url, path, {"Authorization": f"Bearer {args.api_key}"})
+        status, body = await asyncio.to_thread(raw_get, app_url, path, {"Authorization": f"Bearer {args.api_key}"})
         refusals["plain_get"] = [status, error_code(body)]
         check(status == 426, f"a plain GET: {status} {body}")
         result["refusals"] = refusals
@@ -625,6 +637,16 @@ async def run(args, result):
         deltas = latency(browser, sidebands, result)
         check(len(deltas) >= 10, f"only {len(deltas)} events reached both the sideband and the browser")
         steps[step] = "ok"
+
+        # 11. Another pod served the app server: it forwarded the sideband and the HTTP requests.
+        if app_url != args.url:
+            step = "11_forwarded"
+            forwarded = {kind: await metric(app_url, "rtcedge_transceiver_calls_forwarded_total", f'kind="{kind}"')
+                         for kind in ("websocket", "http")}
+            result["forwarded_at_app_url"] = forwarded
+            check(all((forwarded[kind] or 0) >= 1 for kind in forwarded),
+                  f"{app_url} forwarded too little: calls_forwarded_total {forwarded}")
+            steps[step] = "ok"
         return True
     except StepFailed as e:
         result["error"] = f"{step}: {e}"
@@ -649,7 +671,11 @@ async def run(args, result):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--url", required=True, help="the transceiver's signaling base URL")
+    ap.add_argument("--url", required=True,
+                    help="the transceiver's signaling base URL: the key is minted and the call made here")
+    ap.add_argument("--app-url", default=None,
+                    help="the app server's base URL for the sideband, the GET and the hangup "
+                         "(default --url; another pod of the fleet to test forwarding)")
     ap.add_argument("--api-key", required=True, help="the app server's key (http.api_keys)")
     ap.add_argument("--other-api-key", default="",
                     help="a second http.api_keys key that did not mint the call (else that check is skipped)")
@@ -660,7 +686,7 @@ def main():
                     help="deadline for the browser's PeerConnection to leave connected after the hangup")
     args = ap.parse_args()
     aiortc_client.allow_loopback_candidates()
-    result = {"url": args.url}
+    result = {"url": args.url, "app_url": args.app_url or args.url}
     try:
         ok = asyncio.run(asyncio.wait_for(run(args, result), args.timeout_s + 40))
     except asyncio.TimeoutError:

@@ -549,10 +549,19 @@ async def run(args, result):
 
         # 8. A gap with no sideband: what it missed is replayed to the next one.
         step = "8_missed_events"
+        # The owner's count of closed sideband sockets (args.url is the call's pod).
+        closed_name = "rtcedge_transceiver_sideband_sockets_closed_total"
+        closed_before = await metric(args.url, closed_name)
+        check(closed_before is not None, f"no {closed_name} on the call's pod")
         await sb1.close()
         result["sideband1_close"] = sb1.inbox.closed
-        # At once: the call hears of the close a little later (the HTTP thread posts the detach
-        # to its worker); what it sends the closed socket meanwhile is given back and kept.
+        # On the owner, events the call sends a closing socket are given back and kept, however
+        # late the call hears of the close. Through another pod the bridge cannot give back what
+        # the owner sent in the pod-to-pod round trip before the owner's socket closed
+        # (docs/realtime.md, "Coming back"): the turn starts once the owner's socket has.
+        closed_after = await wait_metric(args.url, closed_name, closed_before + 1, 5)
+        check(closed_after is not None and closed_after >= closed_before + 1,
+              "the owner did not count the sideband's close within 5 s")
         b_mark = browser.mark()
         text_turn("hello", "hello")
         _, hello_done = await browser.wait_for(of_type("response.done"), 5, start=b_mark)

@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Test backends for the transceiver's WebSocket client, over ws:// or wss:// (--cert/--key).
 
---dialect rtcedge: echoes binary frames (as examples/python_backend does).
+--dialect rtcedge: echoes binary frames (as examples/python_backend does) and answers some
+text events, so a test can see what the backend heard in the session's event log:
+session.started -> {"type":"event","heard":"session.started","metadata":<its metadata>};
+telephony.dtmf -> {"type":"event","heard":"dtmf","digit":<digit>}, and for digit "#" then also
+{"type":"clear"} (a barge-in); telephony.mark -> {"type":"event","heard":"mark","name":<name>}.
+Other text (and text that is not a JSON object) is ignored.
 --dialect realtime: a small Realtime-protocol server. It requires session.update first
 (anything else before it is answered with an error and remembered), answers it with
 session.updated, and echoes every input_audio_buffer.append back as
@@ -19,6 +24,24 @@ async def rtcedge(ws):
     async for message in ws:
         if isinstance(message, bytes):
             await ws.send(message)
+            continue
+        try:
+            event = json.loads(message)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("type")
+        if kind == "session.started":
+            await ws.send(json.dumps({"type": "event", "heard": "session.started",
+                                      "metadata": event.get("metadata", {})}))
+        elif kind == "telephony.dtmf":
+            digit = event.get("digit")
+            await ws.send(json.dumps({"type": "event", "heard": "dtmf", "digit": digit}))
+            if digit == "#":
+                await ws.send(json.dumps({"type": "clear"}))
+        elif kind == "telephony.mark":
+            await ws.send(json.dumps({"type": "event", "heard": "mark", "name": event.get("name")}))
 
 
 async def realtime(ws):

@@ -1,0 +1,102 @@
+// fuzz_twilio_stream.cc — libFuzzer over the Twilio pieces that read untrusted input. The
+// input's lines are messages to one TwilioStreamReader, so that its state carries across
+// them; the whole input is also a webhook form body, whose first line is the URL and second
+// the signature. Asserts that each read is exactly an event or a refusal, that a refusal
+// changes nothing, that media is whole frames and survives our own media message, that our
+// outbound messages are JSON objects, that escaped XML attributes carry no markup, and that
+// a signature we compute is one we accept.
+#include <cstdint>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "form_urlencoded.h"
+#include "twilio_stream.h"
+#include "twilio_webhook.h"
+
+namespace {
+
+using json = nlohmann::json;
+
+void check_outbound(std::string_view line) {
+  for (const std::string& text : {rtce::twilio_mark_message(line, line), rtce::twilio_clear_message(line)}) {
+    const json message = json::parse(text, nullptr, false);
+    if (!message.is_object() || !message["streamSid"].is_string()) abort();
+  }
+  const std::string escaped = rtce::xml_attribute_escape(line);
+  for (const char c : escaped)
+    if (c == '<' || c == '>' || c == '"' || c == '\'' || static_cast<unsigned char>(c) < 0x20) abort();
+}
+
+void check_read(rtce::TwilioStreamReader& reader, std::string_view line, std::string& scratch) {
+  const bool started = reader.started();
+  const bool stopped = reader.stopped();
+  const std::string stream_sid = reader.start().stream_sid;
+  const rtce::TwilioReadResult r = reader.read(line);
+  if (r.event.has_value() == r.refusal.has_value()) abort();
+  if (r.refusal) {
+    if (reader.started() != started || reader.stopped() != stopped || reader.start().stream_sid != stream_sid)
+      abort();
+    if (rtce::twilio_stream_refusal_name(*r.refusal) == "unknown") abort();
+    return;
+  }
+  switch (r.event->kind) {
+    case rtce::TwilioEventKind::start:
+      if (started || !reader.started() || r.event->start != &reader.start()) abort();
+      if (reader.start().stream_sid.empty() || reader.start().call_sid.empty()) abort();
+      break;
+    case rtce::TwilioEventKind::media: {
+      const auto ulaw = r.event->ulaw;
+      if (!started || ulaw.empty() || ulaw.size() % rtce::kTwilioFrameBytes != 0 ||
+          ulaw.size() > rtce::kMaxMediaFrames * rtce::kTwilioFrameBytes)
+        abort();
+      // Our own message with the same audio reads back as the same audio.
+      const std::string expected(ulaw.begin(), ulaw.end());
+      rtce::twilio_media_message(reader.start().stream_sid, ulaw, scratch);
+      const rtce::TwilioReadResult echo = reader.read(scratch);
+      if (!echo.event || std::string(echo.event->ulaw.begin(), echo.event->ulaw.end()) != expected) abort();
+      break;
+    }
+    case rtce::TwilioEventKind::dtmf:
+    case rtce::TwilioEventKind::mark:
+      if (!started) abort();
+      break;
+    case rtce::TwilioEventKind::stop:
+      if (!reader.stopped()) abort();
+      break;
+    case rtce::TwilioEventKind::connected: break;
+  }
+}
+
+void check_webhook(std::string_view input) {
+  const auto fields = rtce::parse_form_urlencoded(input, 16);
+  if (!fields) return;
+  if (fields->size() > 16) abort();
+  const size_t first_line = input.find('\n');
+  const std::string_view url = input.substr(0, first_line);
+  const std::string_view rest = first_line == std::string_view::npos ? "" : input.substr(first_line + 1);
+  const std::string_view signature = rest.substr(0, rest.find('\n'));
+  (void)rtce::twilio_signature_valid("fuzz-token", url, *fields, signature);
+  if (!rtce::twilio_signature_valid("fuzz-token", url, *fields,
+                                    rtce::twilio_signature("fuzz-token", url, *fields)))
+    abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  rtce::TwilioStreamReader reader;
+  std::string scratch;
+  std::string_view rest = input;
+  while (!rest.empty()) {
+    const size_t end = rest.find('\n');
+    const std::string_view line = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    check_read(reader, line, scratch);
+    check_outbound(line);
+  }
+  check_webhook(input);
+  return 0;
+}

@@ -272,10 +272,11 @@ class Received:
     """One message from the service: its place in the order, arrival time (time.monotonic()),
     the parsed JSON (None when not JSON) and its event name."""
 
-    __slots__ = ("index", "at", "raw", "message", "event")
+    __slots__ = ("index", "at", "raw", "message", "event", "_pcm")
 
     def __init__(self, index, at, raw):
         self.index, self.at, self.raw = index, at, raw
+        self._pcm = None
         self.message = None
         self.event = None
         if isinstance(raw, str):
@@ -294,7 +295,10 @@ class Received:
             return b""
 
     def pcm(self):
-        return pcm_from_ulaw(self.payload())
+        """The payload decoded to PCM16 at 8 kHz (cached)."""
+        if self._pcm is None:
+            self._pcm = pcm_from_ulaw(self.payload())
+        return self._pcm
 
     def mark_name(self):
         try:

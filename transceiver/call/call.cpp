@@ -37,7 +37,9 @@ std::span<int16_t> pcm_scratch() {
 }
 
 size_t slot_bytes(const CallSettings& s) {
-  return s.opus_passthrough ? kMaxOpusFrame : static_cast<size_t>(samples_per_20ms(s.sample_rate)) * 2;
+  return s.opus_passthrough && s.transport_audio == TransportAudio::opus
+             ? kMaxOpusFrame
+             : static_cast<size_t>(samples_per_20ms(s.sample_rate)) * 2;
 }
 
 }  // namespace
@@ -50,7 +52,9 @@ Call::Call(CallPlan plan, CallEnvironment env, Nanos now)
       playout_(slot_bytes(env_.settings), env_.settings.playout_initial_frames,
                env_.settings.playout_max_frames),
       frame_samples_(static_cast<size_t>(samples_per_20ms(env_.settings.sample_rate))) {
-  if (!env_.settings.opus_passthrough) {
+  // A PCM transport codes its own frames: no Opus passthrough and nothing to decode here.
+  if (env_.settings.transport_audio == TransportAudio::pcm) env_.settings.opus_passthrough = false;
+  if (!env_.settings.opus_passthrough && env_.settings.transport_audio == TransportAudio::opus) {
     jitter_.emplace(env_.settings.jitter);
     decoder_.emplace(env_.settings.sample_rate);
     encoder_.emplace(env_.settings.sample_rate, env_.settings.encoder);
@@ -119,6 +123,7 @@ void Call::start_backend(const CallConnection& connection) {
   info.user_agent = plan_.user_agent;
   info.opus_passthrough = env_.settings.opus_passthrough;
   info.session_config = plan_.realtime_session;
+  info.metadata = connection.metadata;
   // The data-channel policy is the edge's: a Realtime backend would refuse the field.
   if (info.session_config.is_object()) info.session_config.erase("client");
   backend_ = env_.make_backend(std::move(info), *this);
@@ -136,8 +141,16 @@ void Call::on_audio(uint16_t seq, uint32_t rtp_timestamp, std::span<const uint8_
     if (backend_ && backend_state_ == BackendState::open) backend_->send_opus(opus);
     return;
   }
+  if (!jitter_) return;  // a PCM transport's frames come through on_pcm_audio
   jitter_->push(seq, rtp_timestamp, opus, now);
   pump_inbound_audio(now);  // in order and in time: decoded now, not at the next frame
+}
+
+void Call::on_pcm_audio(std::span<const int16_t> pcm_20ms, Nanos now) {
+  now_ = now;
+  if (ended_ || env_.settings.transport_audio != TransportAudio::pcm || pcm_20ms.size() != frame_samples_)
+    return;
+  if (backend_ && backend_state_ == BackendState::open) backend_->send_audio(pcm_20ms);
 }
 
 void Call::on_transport_report(const nlohmann::json& event, Nanos now) {
@@ -210,7 +223,12 @@ void Call::pump_outbound_audio(Nanos now) {
     if (!playout_.empty()) {
       const auto frame = playout_.front();
       bool sent = false;
-      if (env_.settings.opus_passthrough) {
+      if (env_.settings.transport_audio == TransportAudio::pcm) {
+        const std::span<int16_t> pcm = pcm_scratch().first(frame_samples_);
+        std::memcpy(pcm.data(), frame.data(), frame.size());
+        env_.transport.send_pcm(pcm, now);
+        sent = true;
+      } else if (env_.settings.opus_passthrough) {
         env_.transport.send_audio(frame, now);
         sent = true;
       } else {
@@ -226,7 +244,7 @@ void Call::pump_outbound_audio(Nanos now) {
       playout_.pop();
       if (sent) {
         note_output_playing(true, now);
-        trailing_silence_ = kTrailingSilenceFrames;
+        if (env_.settings.transport_audio == TransportAudio::opus) trailing_silence_ = kTrailingSilenceFrames;
         continue;
       }
     }
@@ -271,6 +289,7 @@ void Call::clear_output(Nanos now, ClearOrigin origin) {
   // What the backend said but has not handed over yet no longer plays either.
   if (backend_ && backend_state_ == BackendState::open) backend_->discard_output();
   env_.log.add({{"type", "clear"}, {"frames", dropped}}, now);
+  env_.transport.output_cleared(now);
   // A clear from the backend stops the output the event layer announced as started.
   if (origin == ClearOrigin::backend && realtime_ && was_playing) realtime_->on_output_stopped(now);
 }
@@ -280,12 +299,11 @@ void Call::on_backend_clear() {
 }
 
 void Call::note_output_playing(bool played, Nanos now) {
-  if (!realtime_) return;
   if (played) {
     output_idle_since_ = 0;
     if (!output_playing_) {
       output_playing_ = true;
-      realtime_->on_output_started(now);
+      if (realtime_) realtime_->on_output_started(now);
     }
     return;
   }
@@ -295,7 +313,8 @@ void Call::note_output_playing(bool played, Nanos now) {
   } else if (now - output_idle_since_ >= kOutputStopAfter) {
     output_playing_ = false;
     output_idle_since_ = 0;
-    realtime_->on_output_stopped(now);
+    if (realtime_) realtime_->on_output_stopped(now);
+    env_.transport.output_segment_ended(now);
   }
 }
 
@@ -459,7 +478,9 @@ void Call::end(SessionEnd reason, Nanos now) {
 }
 
 void Call::snapshot_into(nlohmann::json& j) const {
-  j["mode"] = env_.settings.opus_passthrough ? "passthrough" : "transcoding";
+  j["mode"] = env_.settings.transport_audio == TransportAudio::pcm ? "pcm"
+              : env_.settings.opus_passthrough                     ? "passthrough"
+                                                                   : "transcoding";
   j["sample_rate"] = env_.settings.sample_rate;
   if (jitter_) {
     const auto& jc = jitter_->counters();

@@ -3,13 +3,15 @@
 // Realtime event layer on the `oai-events` channel. It consumes a transport's events
 // (connected, audio packets, channel open/message/closed) and hands back 20 ms frames and
 // channel text through CallTransport, so anything that carries a conversation can drive it:
-// a WebRTC Peer today, a phone stream later. Sans-IO like the Peer: `now` comes in with
-// every input, and the backend is built by the factory the environment provides.
+// a WebRTC Peer (Opus frames) or a phone provider's media stream (PCM frames, which the
+// stream codes itself). Sans-IO like the Peer: `now` comes in with every input, and the
+// backend is built by the factory the environment provides.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -42,10 +44,15 @@ struct CallPlan {
   size_t channel_max_message_size = 0;  // what the answer announced (0: no data channel limit)
 };
 
+// What the transport carries: Opus packets (WebRTC), or PCM frames at the Call's rate that the
+// transport codes itself (a phone stream's G.711).
+enum class TransportAudio : uint8_t { opus, pcm };
+
 // Resolved once from the configuration, typed: nothing here is compared as a string per call.
 struct CallSettings {
   int sample_rate = 16000;  // the rate the backend hears and speaks (Opus runs at it natively)
-  bool opus_passthrough = false;
+  TransportAudio transport_audio = TransportAudio::opus;
+  bool opus_passthrough = false;  // Opus transports only
   JitterBufferConfig jitter;
   OpusEncoderConfig encoder;
   // A Realtime-protocol backend transcribes, reduces noise and runs semantic VAD itself.
@@ -77,10 +84,17 @@ using BackendFactory =
 class CallTransport {
  public:
   virtual ~CallTransport() = default;
-  // One 20 ms Opus frame to the caller, now.
+  // One 20 ms Opus frame to the caller, now (TransportAudio::opus).
   virtual void send_audio(std::span<const uint8_t> opus, Nanos now) = 0;
+  // One 20 ms PCM frame at the Call's rate to the caller, now (TransportAudio::pcm).
+  virtual void send_pcm(std::span<const int16_t> /*pcm_20ms*/, Nanos /*now*/) {}
   // A frame's time passes with nothing sent (DTX-like); the next frame starts a talkspurt.
   virtual void skip_audio_frame() = 0;
+  // The backend's output paused (a talkspurt ended: nothing to play for a moment), or was
+  // cleared (barge-in). A phone stream marks the one and tells its provider of the other,
+  // whose own buffer holds what was sent ahead.
+  virtual void output_segment_ended(Nanos /*now*/) {}
+  virtual void output_cleared(Nanos /*now*/) {}
   virtual bool send_channel_text(uint16_t stream, std::string_view text) = 0;
   // The conversation is over on the application's side (the backend ended or failed, or a
   // text-only call lost its channels): the transport ends too. The Call has ended already.
@@ -98,7 +112,10 @@ struct CallEnvironment {
 // The link the transport runs on, for the backend's session info.
 struct CallConnection {
   std::string client_address;
-  std::string path_kind;  // "relay" | "direct"
+  std::string path_kind;  // "relay" | "direct" | "telephony"
+  // What the backend's session.started carries as metadata (a phone call's ids and custom
+  // parameters).
+  std::map<std::string, std::string> metadata;
 };
 
 class Call final : public BackendListener {
@@ -114,6 +131,8 @@ class Call final : public BackendListener {
   // The transport's events.
   void on_connected(const CallConnection& connection, Nanos now);  // starts the backend and the clock
   void on_audio(uint16_t seq, uint32_t rtp_timestamp, std::span<const uint8_t> opus, Nanos now);
+  // One 20 ms frame at the Call's rate from a PCM transport (a phone stream), in order.
+  void on_pcm_audio(std::span<const int16_t> pcm_20ms, Nanos now);
   void on_transport_report(const nlohmann::json& event, Nanos now);  // to the backend as is
   void on_channel_open(uint16_t stream, std::string_view label, std::string_view protocol, Nanos now);
   void on_channel_message(uint16_t stream, std::span<const uint8_t> message, bool binary, Nanos now);

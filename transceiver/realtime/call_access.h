@@ -29,9 +29,12 @@ std::string key_principal(std::string_view prefix, std::string_view key);
 struct CallAccess {
   std::string creator;                // the principal that created the call
   std::optional<std::string> minter;  // an ek_ key's call: the principal that minted the key
+  // A call no key created (a phone call its provider placed): every server key owns it.
+  bool any_server_key = false;
 
   bool allows(std::string_view requester) const {
-    return requester == creator || (minter && requester == *minter);
+    return requester == creator || (minter && requester == *minter) ||
+           (any_server_key && requester.starts_with(kServerPrincipalPrefix));
   }
 };
 

@@ -50,6 +50,13 @@ SessionSettings session_settings(const TransceiverConfig& c) {
   return s;
 }
 
+// A phone stream carries PCM the session codes itself (G.711): no Opus either way.
+CallSettings phone_call_settings(CallSettings call) {
+  call.transport_audio = TransportAudio::pcm;
+  call.opus_passthrough = false;
+  return call;
+}
+
 std::vector<std::pair<std::string, std::string>> parse_headers(const std::vector<std::string>& lines) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& line : lines) {
@@ -71,6 +78,7 @@ MediaWorker::MediaWorker(uint32_t index, uint16_t endpoint_id, const Transceiver
       dtls_(std::move(dtls)),
       metrics_(metrics),
       session_settings_(session_settings(config)),
+      phone_call_settings_(phone_call_settings(session_settings_.call)),
       socket_watch_(io_),
       wake_timer_(io_),
       wheel_(kWakeWindow, kWheelSlots, monotonic_now()) {
@@ -185,6 +193,16 @@ void MediaWorker::add_session(SessionPlan plan) {
   sessions_.emplace(session->id(), std::move(session));
 }
 
+void MediaWorker::add_phone_session(PhonePlan plan, std::shared_ptr<PhoneStreamLink> link) {
+  const Nanos now = monotonic_now();
+  if (!make_backend_) make_backend_ = backend_factory();
+  PhoneSessionEnvironment env{*this, metrics_, phone_call_settings_, make_backend_};
+  auto session = std::make_unique<PhoneSession>(std::move(plan), std::move(link), std::move(env), now);
+  metrics_.sessions_created.add();
+  touch(*session);  // its first deadline: the wait for the provider's start
+  sessions_.emplace(session->id(), std::move(session));
+}
+
 MediaWorker::EndResult MediaWorker::end_session(const std::string& id, SessionEnd reason) {
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return EndResult::not_found;
@@ -206,12 +224,12 @@ void MediaWorker::unroute_ufrag(const std::string& ufrag, const Session& session
   if (it != by_ufrag_.end() && it->second == &session) by_ufrag_.erase(it);
 }
 
-void MediaWorker::session_changed(Session& session) {
+void MediaWorker::session_changed(WorkerSession& session) {
   touch(session);
   request_settle();
 }
 
-void MediaWorker::touch(Session& session) {
+void MediaWorker::touch(WorkerSession& session) {
   if (session.touched) return;
   session.touched = true;
   touched_.push_back(&session);
@@ -232,16 +250,18 @@ std::optional<MediaWorker::IceRestartReply> MediaWorker::restart_ice(const std::
                                                                      const Peer::IceRestartRequest& request) {
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return std::nullopt;
-  Peer& peer = it->second->peer();
+  Session* webrtc = it->second->webrtc();
+  if (!webrtc) return std::nullopt;
+  Peer& peer = webrtc->peer();
   const auto verdict = peer.begin_ice_restart(request, monotonic_now());
   touch(*it->second);
   return IceRestartReply{verdict, peer.etag()};
 }
 
-void MediaWorker::retire(Session& session) {
+void MediaWorker::retire(WorkerSession& session) {
   wheel_.cancel(session);
   if (session.touched) std::erase(touched_, &session);
-  session.peer().release_paths();
+  if (Session* webrtc = session.webrtc()) webrtc->peer().release_paths();
   ended_.push_back({session.snapshot(monotonic_now()), session.access()});
   if (ended_.size() > kEndedKept) ended_.pop_front();
   metrics_.sessions_ended[static_cast<size_t>(session.end_reason())].add();
@@ -262,7 +282,8 @@ const CallAccess* MediaWorker::access_of(const std::string& id) const {
   return nullptr;
 }
 
-bool MediaWorker::with_live_session(const std::string& id, const std::function<void(Session&, Nanos)>& fn) {
+bool MediaWorker::with_live_session(const std::string& id,
+                                    const std::function<void(WorkerSession&, Nanos)>& fn) {
   auto it = sessions_.find(id);
   if (it == sessions_.end() || it->second->ended()) return false;
   fn(*it->second, monotonic_now());
@@ -291,7 +312,7 @@ void MediaWorker::wake() {
   drain_socket();
   const Nanos now = monotonic_now();
   while (DeadlineWheel::Entry* due = wheel_.pop_due(now)) {
-    auto& session = static_cast<Session&>(*due);
+    auto& session = static_cast<WorkerSession&>(*due);
     metrics_.session_visits.add();
     session.tick(now);
     touch(session);
@@ -305,9 +326,9 @@ void MediaWorker::wake() {
 // here rather than posted again.
 void MediaWorker::settle(Nanos now) {
   // Retiring destroys sessions: walk a copy the callbacks cannot grow under us.
-  std::vector<Session*> touched;
+  std::vector<WorkerSession*> touched;
   touched.swap(touched_);
-  for (Session* session : touched) {
+  for (WorkerSession* session : touched) {
     session->touched = false;
     if (session->ended()) {
       const std::string id = session->id();

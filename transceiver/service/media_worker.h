@@ -28,6 +28,7 @@
 #include "deadline_wheel.h"
 #include "media_path.h"
 #include "path_table.h"
+#include "phone_session.h"
 #include "session.h"
 #include "transceiver_config.h"
 #include "udp_batch.h"
@@ -74,14 +75,16 @@ class MediaWorker final : public DatagramSender, public SessionOwner {
   size_t live_sessions() const { return sessions_.size(); }
   // Runs fn on session `id` when it is live (a sideband's message, say) and reschedules the
   // session after; false when there is none. Inside post() only.
-  bool with_live_session(const std::string& id, const std::function<void(Session&, Nanos now)>& fn);
+  bool with_live_session(const std::string& id, const std::function<void(WorkerSession&, Nanos now)>& fn);
+  // A phone call whose provider stream just opened (phone_session.h). Worker thread only.
+  void add_phone_session(PhonePlan plan, std::shared_ptr<PhoneStreamLink> link);
 
   void send(const MediaPath& path, std::span<const uint8_t> payload) override;
   void route(const PathKey& key, Session& session) override;
   void unroute(const PathKey& key, const Session& session) override;
   void route_ufrag(const std::string& ufrag, Session& session) override;
   void unroute_ufrag(const std::string& ufrag, const Session& session) override;
-  void session_changed(Session& session) override;
+  void session_changed(WorkerSession& session) override;
   // Worker thread only. nullopt: no live session with that id. The ETag is the session's
   // after the request.
   struct IceRestartReply {
@@ -102,7 +105,7 @@ class MediaWorker final : public DatagramSender, public SessionOwner {
   void wake();
   void drain_socket();
   void handle_datagram(uint8_t* data, size_t len, const SocketAddress& sender, Nanos now);
-  void touch(Session& session);
+  void touch(WorkerSession& session);
   // Outside a wake-up (an asio handler of a backend, a posted call): settle once, soon.
   void request_settle();
   // Reschedules or retires the touched sessions, flushes the sends, and sets the next
@@ -110,7 +113,7 @@ class MediaWorker final : public DatagramSender, public SessionOwner {
   void settle(Nanos now);
   void set_wakeups(Nanos now);
   void flush_sends();
-  void retire(Session& session);
+  void retire(WorkerSession& session);
   BackendFactory backend_factory();
 
   const uint32_t index_;
@@ -120,7 +123,8 @@ class MediaWorker final : public DatagramSender, public SessionOwner {
   WorkerMetrics& metrics_;
   SocketAddress local_;
   const SessionSettings session_settings_;
-  BackendFactory make_backend_;  // built on first use, from the same config
+  const CallSettings phone_call_settings_;  // session_settings_.call for a PCM transport
+  BackendFactory make_backend_;             // built on first use, from the same config
 
   boost::asio::io_context io_;
   UniqueFd socket_;
@@ -134,11 +138,12 @@ class MediaWorker final : public DatagramSender, public SessionOwner {
   std::thread thread_;
 
   DeadlineWheel wheel_;
-  std::vector<Session*> touched_;  // to reschedule or retire at the next settle
+  std::vector<WorkerSession*> touched_;  // to reschedule or retire at the next settle
   bool in_wake_ = false;
   bool settle_posted_ = false;
 
-  std::unordered_map<std::string, std::unique_ptr<Session>, StringHash, std::equal_to<>> sessions_;  // by id
+  std::unordered_map<std::string, std::unique_ptr<WorkerSession>, StringHash, std::equal_to<>>
+      sessions_;  // by id
   std::unordered_map<std::string, Session*, StringHash, std::equal_to<>> by_ufrag_;
   PathTable<Session> by_path_;
   struct EndedSession {

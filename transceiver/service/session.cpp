@@ -20,13 +20,31 @@ CallPlan call_plan(const SessionPlan& plan) {
 
 }  // namespace
 
+WorkerSession::WorkerSession(std::string id, CallAccess access, SessionOwner& owner, Nanos now)
+    : owner_(owner), id_(std::move(id)), access_(std::move(access)), created_at_(now), log_(now) {}
+
+WorkerSession::~WorkerSession() = default;
+
+void WorkerSession::record_end(SessionEnd reason, Nanos now, std::string_view detail) {
+  end_reason_ = reason;
+  ended_at_ = now;
+  owner_.session_changed(*this);  // to be retired
+  log_.add({{"type", "ended"}, {"reason", session_end_name(reason)}}, now);
+  if (!detail.empty())
+    spdlog::warn("session {} ended: {} ({})", id_, session_end_name(reason), detail);
+  else
+    spdlog::info("session {} ended: {}", id_, session_end_name(reason));
+}
+
+void WorkerSession::snapshot_common(nlohmann::json& j, Nanos now) const {
+  j["age_ms"] = ((ended() ? ended_at_ : now) - created_at_) / 1'000'000;
+  if (ended()) j["end_reason"] = session_end_name(end_reason());
+  j["events"] = log_.to_json();
+}
+
 Session::Session(SessionPlan plan, SessionEnvironment env, Nanos now)
-    : owner_(env.owner),
-      id_(plan.id),
-      access_(plan.access),
+    : WorkerSession(plan.id, plan.access, env.owner, now),
       path_kind_(env.path_kind),
-      created_at_(now),
-      log_(now),
       peer_(plan, PeerEnvironment{env.sender, *this, *this, env.metrics, log_, env.dtls, env.settings.peer},
             now),
       call_(call_plan(plan),
@@ -46,19 +64,14 @@ void Session::end(SessionEnd reason, Nanos now) {
   record_end(reason, now);
 }
 
-void Session::record_end(SessionEnd reason, Nanos now) {
-  end_reason_ = reason;
-  ended_at_ = now;
-  owner_.session_changed(*this);  // to be retired
-  log_.add({{"type", "ended"}, {"reason", session_end_name(reason)}}, now);
-  if (reason == SessionEnd::dtls_failed)
-    spdlog::warn("session {} ended: {} ({})", id_, session_end_name(reason), peer_.dtls_failure());
-  else
-    spdlog::info("session {} ended: {}", id_, session_end_name(reason));
+namespace {
+std::string end_detail(SessionEnd reason, const Peer& peer) {
+  return reason == SessionEnd::dtls_failed ? std::string(peer.dtls_failure()) : std::string();
 }
+}  // namespace
 
 void Session::on_peer_connected(Nanos now) {
-  call_.on_connected({peer_.path().client.to_string(), path_kind_}, now);
+  call_.on_connected({peer_.path().client.to_string(), path_kind_, {}}, now);
 }
 
 void Session::on_peer_audio(const RtpView& rtp, Nanos now) {
@@ -84,7 +97,7 @@ void Session::on_channels_failed(std::string_view /*reason*/, Nanos now) { call_
 void Session::on_peer_closed(SessionEnd reason, Nanos now) {
   if (ended()) return;
   call_.end(reason, now);
-  record_end(reason, now);
+  record_end(reason, now, end_detail(reason, peer_));
 }
 
 void Session::hang_up(SessionEnd reason, Nanos now) {
@@ -96,13 +109,12 @@ void Session::hang_up(SessionEnd reason, Nanos now) {
 nlohmann::json Session::snapshot(Nanos now) const {
   nlohmann::json j;
   j["id"] = id_;
+  j["transport"] = "webrtc";
   j["state"] = ended() ? "ended" : peer_.connected() ? "connected" : peer_.has_path() ? "connecting" : "new";
   j["path"] = path_kind_;
   peer_.snapshot_into(j);
   call_.snapshot_into(j);
-  j["age_ms"] = ((ended() ? ended_at_ : now) - created_at_) / 1'000'000;
-  if (ended()) j["end_reason"] = session_end_name(end_reason());
-  j["events"] = log_.to_json();
+  snapshot_common(j, now);
   return j;
 }
 

@@ -1,7 +1,9 @@
-// session.h — one WebRTC audio session as the worker owns it: a Peer (the transport) and a
-// Call (the conversation), the event log they share, and the few lines that connect them
-// (the Peer's events go to the Call, the Call's frames and channel text go to the Peer).
-// Everything with behaviour lives in the two; this class only routes and ends them together.
+// session.h — what a media worker owns per conversation. WorkerSession is the part every
+// transport shares (id, access, the event log, the end and its reason, the worker's wheel
+// entry); Session is one WebRTC audio session: a Peer (the transport) and a Call (the
+// conversation), and the few lines that connect them (the Peer's events go to the Call, the
+// Call's frames and channel text go to the Peer). Everything with behaviour lives in the two;
+// this class only routes and ends them together. A phone call's is phone_session.h.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -26,6 +28,8 @@ struct SessionPlan : PeerPlan {
 };
 
 class Session;
+class PhoneSession;
+class WorkerSession;
 
 // The worker's side of its sessions: the routing tables, keyed to sessions so that a datagram
 // finds the session it wakes, and a note when a session changed outside the worker's own
@@ -36,7 +40,7 @@ class SessionOwner {
   virtual void unroute(const PathKey& key, const Session& session) = 0;
   virtual void route_ufrag(const std::string& ufrag, Session& session) = 0;
   virtual void unroute_ufrag(const std::string& ufrag, const Session& session) = 0;
-  virtual void session_changed(Session& session) = 0;
+  virtual void session_changed(WorkerSession& session) = 0;
 
  protected:
   ~SessionOwner() = default;
@@ -58,32 +62,66 @@ struct SessionEnvironment {
   std::string path_kind;  // "relay" | "direct" for the backend's session info
 };
 
-// The worker schedules a session in its deadline wheel (the Entry) at next_deadline().
-class Session final : public DeadlineWheel::Entry, PeerObserver, CallTransport, PathRouter {
+// The worker schedules a session in its deadline wheel (the Entry) at next_deadline(), and
+// retires it once ended.
+class WorkerSession : public DeadlineWheel::Entry {
  public:
-  Session(SessionPlan plan, SessionEnvironment env, Nanos now);
-  ~Session() override;
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  WorkerSession(std::string id, CallAccess access, SessionOwner& owner, Nanos now);
+  virtual ~WorkerSession();
+  WorkerSession(const WorkerSession&) = delete;
+  WorkerSession& operator=(const WorkerSession&) = delete;
 
-  Peer& peer() { return peer_; }
-  const Peer& peer() const { return peer_; }
-  Call& call() { return call_; }
-  const Call& call() const { return call_; }
-
-  // Timers of both; the worker's tick.
-  void tick(Nanos now);
-  Nanos next_deadline(Nanos now) const { return std::min(peer_.next_deadline(now), call_.next_deadline()); }
-  // Ends the Call (the backend hears the reason) and the Peer (close_notify) together.
-  void end(SessionEnd reason, Nanos now);
+  virtual void tick(Nanos now) = 0;
+  virtual Nanos next_deadline(Nanos now) const = 0;
+  // Ends the Call (the backend hears the reason) and the transport together.
+  virtual void end(SessionEnd reason, Nanos now) = 0;
+  virtual Call& call() = 0;
+  virtual nlohmann::json snapshot(Nanos now) const = 0;
+  // The WebRTC session, when this is one: the worker's datagram tables hold only those.
+  virtual Session* webrtc() { return nullptr; }
+  virtual PhoneSession* phone() { return nullptr; }
 
   bool ended() const { return end_reason_.has_value(); }
   SessionEnd end_reason() const { return end_reason_.value_or(SessionEnd::deleted); }
   const std::string& id() const { return id_; }
   const CallAccess& access() const { return access_; }
-  nlohmann::json snapshot(Nanos now) const;
 
   bool touched = false;  // the worker's: on its list of sessions to reschedule or retire
+
+ protected:
+  // Notes the end (once) and has the worker retire the session; `detail` goes to the log line.
+  void record_end(SessionEnd reason, Nanos now, std::string_view detail = {});
+  // id, age, end reason and events: the fields every snapshot has.
+  void snapshot_common(nlohmann::json& j, Nanos now) const;
+
+  SessionOwner& owner_;
+  const std::string id_;
+  const CallAccess access_;
+  const Nanos created_at_;
+  std::optional<SessionEnd> end_reason_;
+  Nanos ended_at_ = 0;
+  EventLog log_;
+};
+
+class Session final : public WorkerSession, PeerObserver, CallTransport, PathRouter {
+ public:
+  Session(SessionPlan plan, SessionEnvironment env, Nanos now);
+  ~Session() override;
+
+  Peer& peer() { return peer_; }
+  const Peer& peer() const { return peer_; }
+  Call& call() override { return call_; }
+  const Call& call() const { return call_; }
+
+  // Timers of both; the worker's tick.
+  void tick(Nanos now) override;
+  Nanos next_deadline(Nanos now) const override {
+    return std::min(peer_.next_deadline(now), call_.next_deadline());
+  }
+  // Ends the Call (the backend hears the reason) and the Peer (close_notify) together.
+  void end(SessionEnd reason, Nanos now) override;
+  nlohmann::json snapshot(Nanos now) const override;
+  Session* webrtc() override { return this; }
 
  private:
   // PeerObserver: the transport's events, to the Call.
@@ -109,16 +147,7 @@ class Session final : public DeadlineWheel::Entry, PeerObserver, CallTransport, 
   void route_ufrag(const std::string& ufrag, Peer&) override { owner_.route_ufrag(ufrag, *this); }
   void unroute_ufrag(const std::string& ufrag, const Peer&) override { owner_.unroute_ufrag(ufrag, *this); }
 
-  void record_end(SessionEnd reason, Nanos now);
-
-  SessionOwner& owner_;
-  const std::string id_;
-  const CallAccess access_;
   const std::string path_kind_;
-  const Nanos created_at_;
-  std::optional<SessionEnd> end_reason_;
-  Nanos ended_at_ = 0;
-  EventLog log_;
   Peer peer_;
   Call call_;
 };

@@ -71,7 +71,7 @@ void SidebandSocket::give_back(std::string text) {
   // The socket is closing and the call has not heard yet: the call keeps it for the next
   // sideband, as one of the events this one missed.
   worker_.post([worker = &worker_, id = session_id_, sideband = id_, text = std::move(text)]() mutable {
-    worker->with_live_session(id, [&](Session& session, Nanos now) {
+    worker->with_live_session(id, [&](WorkerSession& session, Nanos now) {
       session.call().on_sideband_undelivered(sideband, std::move(text), now);
     });
   });
@@ -86,7 +86,7 @@ void SidebandSocket::received(std::string text) {
   }
   worker_.post([worker = &worker_, id = session_id_, sideband = id_, text = std::move(text)] {
     worker->with_live_session(
-        id, [&](Session& session, Nanos now) { session.call().on_sideband_message(sideband, text, now); });
+        id, [&](WorkerSession& session, Nanos now) { session.call().on_sideband_message(sideband, text, now); });
   });
 }
 
@@ -98,7 +98,7 @@ void SidebandSocket::closed() {
   if (call_closed_) return;  // the call closed it and forgot it already
   worker_.post([worker = &worker_, id = session_id_, sideband = id_] {
     worker->with_live_session(
-        id, [&](Session& session, Nanos now) { session.call().detach_sideband(sideband, now); });
+        id, [&](WorkerSession& session, Nanos now) { session.call().detach_sideband(sideband, now); });
   });
 }
 

@@ -64,6 +64,9 @@ struct TransceiverConfig {
   uint32_t sideband_max_per_call = 4;
   Nanos sideband_tool_timeout = 15'000'000'000;
   Nanos sideband_idle_timeout = 60'000'000'000;
+  // Phone calls through Twilio Media Streams (telephony.md): on when the token file is set.
+  std::string twilio_auth_token_file;
+  std::string twilio_public_url;
 
   std::string dtls_certificate, dtls_private_key;
 

@@ -308,6 +308,30 @@ ConfigTable<C> build() {
        .doc = "a sideband WebSocket is pinged at half of this and closed (its call goes on) when the app "
               "server has been silent, pongs included, for this long. 5s..3600s."}));
   t.push_back(string_key<C>(
+      "telephony.twilio.auth_token_file", &C::twilio_auth_token_file, "",
+      {.help = "file holding the Twilio auth token; set: the Twilio webhook and stream endpoints are on",
+       .doc = "file holding the Twilio account's auth token (one line), which signs the voice webhook's "
+              "requests (`X-Twilio-Signature`). Set: `POST /v1/telephony/twilio` answers calls with a "
+              "media stream to this service ([telephony.md](telephony.md)); unset: both endpoints are off. "
+              "Read at start."},
+      [](const std::string& path, const std::string& where) {
+        if (access(path.c_str(), R_OK) != 0) throw ConfigError(where + ": cannot read '" + path + "'");
+      }));
+  t.push_back(string_key<C>(
+      "telephony.twilio.public_url", &C::twilio_public_url, "",
+      {.help = "the base URL Twilio reaches this service at (https://voice.example.com)",
+       .doc = "the scheme, host and optional port Twilio reaches this service at, as configured on the "
+              "phone number (`https://voice.example.com`): behind an Ingress the URL the pod sees differs "
+              "from the one Twilio signs. The stream URL is built from it too (`wss://` for `https://`). "
+              "Unset: `http://` and the request's Host header."},
+      [](const std::string& url, const std::string& where) {
+        const bool scheme = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+        if (!scheme || url.find_first_of("?# \r\n") != std::string::npos || url.back() == '/')
+          throw ConfigError(
+              where + ": '" + url +
+              "' must be http:// or https:// and a host, without a path ending in '/', query or fragment");
+      }));
+  t.push_back(string_key<C>(
       "dtls.certificate", &C::dtls_certificate, "",
       {.help = "PEM certificate (ECDSA P-256); default: generated at start",
        .doc = "PEM certificate file (ECDSA P-256). Unset: a self-signed one is generated at each start (the "

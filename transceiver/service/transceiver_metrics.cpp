@@ -296,6 +296,55 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
                                  MetricType::Counter);
     m.add(unreachable, load(s.forwarder->owner_unreachable));
   }
+  // Phone calls. The worker's counters are exported whether or not a provider is configured
+  // (zeros), so that dashboards need no conditions.
+  {
+    auto& refused = m.family("rtcedge_transceiver_telephony_messages_refused_total",
+                             "provider stream messages dropped, by provider and reason", MetricType::Counter);
+    for (size_t i = 0; i < kTwilioStreamRefusalCount; ++i)
+      m.add(refused, sum([i](const WorkerMetrics& w) { return w.telephony_refusals[i].get(); }),
+            {{"provider", "twilio"},
+             {"reason", std::string(twilio_stream_refusal_name(static_cast<TwilioStreamRefusal>(i)))}});
+    auto& media = m.family("rtcedge_transceiver_telephony_media_messages_total",
+                           "20 ms media messages of phone calls, by direction (in: from the provider)",
+                           MetricType::Counter);
+    m.add(media, sum([](const WorkerMetrics& w) { return w.phone_media_in.get(); }), {{"direction", "in"}});
+    m.add(media, sum([](const WorkerMetrics& w) { return w.phone_media_out.get(); }), {{"direction", "out"}});
+    per_worker_counter("rtcedge_transceiver_telephony_marks_sent_total",
+                       "marks sent after each backend audio segment of a phone call",
+                       [](const WorkerMetrics& w) { return w.phone_marks_sent.get(); });
+    per_worker_counter("rtcedge_transceiver_telephony_marks_played_total",
+                       "marks the provider played back (the caller heard the segment)",
+                       [](const WorkerMetrics& w) { return w.phone_marks_played.get(); });
+    per_worker_counter("rtcedge_transceiver_telephony_clears_total",
+                       "clears sent to the provider (barge-in: its buffered audio dropped)",
+                       [](const WorkerMetrics& w) { return w.phone_clears.get(); });
+    per_worker_counter("rtcedge_transceiver_telephony_dtmf_total", "DTMF digits phone callers pressed",
+                       [](const WorkerMetrics& w) { return w.phone_dtmf.get(); });
+  }
+  if (s.telephony != nullptr) {
+    const TelephonyStats& t = *s.telephony;
+    auto load = [](const std::atomic<uint64_t>& v) {
+      return static_cast<double>(v.load(std::memory_order_relaxed));
+    };
+    auto& webhooks = m.family("rtcedge_transceiver_telephony_webhooks_total",
+                              "voice webhook requests, by provider and outcome", MetricType::Counter);
+    for (size_t i = 0; i < std::size(kTelephonyWebhookOutcomeNames); ++i)
+      m.add(webhooks, load(t.webhooks[i]),
+            {{"provider", "twilio"}, {"outcome", kTelephonyWebhookOutcomeNames[i]}});
+    auto& streams = m.family("rtcedge_transceiver_telephony_streams_total",
+                             "media stream requests, by provider and outcome", MetricType::Counter);
+    for (size_t i = 0; i < std::size(kTelephonyStreamOutcomeNames); ++i)
+      m.add(streams, load(t.streams[i]),
+            {{"provider", "twilio"}, {"outcome", kTelephonyStreamOutcomeNames[i]}});
+    auto& flood = m.family("rtcedge_transceiver_telephony_streams_closed_flood_total",
+                           "media streams closed (1008) for sending faster than the message limit",
+                           MetricType::Counter);
+    m.add(flood, load(t.streams_closed_flood));
+    auto& pending = m.family("rtcedge_transceiver_telephony_calls_waiting",
+                             "answered phone calls whose media stream has not opened yet", MetricType::Gauge);
+    m.add(pending, load(t.pending));
+  }
   auto& ready = m.family("rtcedge_transceiver_draining", "1 while draining (SIGTERM)", MetricType::Gauge);
   m.add(ready, s.draining ? 1 : 0);
   add_http_server_metrics(m, "signaling", *s.signaling);

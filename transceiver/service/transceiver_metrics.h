@@ -12,6 +12,7 @@
 #include "media_worker.h"
 #include "realtime_signaling.h"
 #include "sideband_socket.h"
+#include "telephony_signaling.h"
 #include "worker_metrics.h"
 
 namespace rtce {
@@ -27,6 +28,7 @@ struct TransceiverMetricsSources {
   const RealtimeStats* realtime = nullptr;  // the /v1/realtime routes
   const SidebandSocketStats* sideband_sockets = nullptr;
   const CallForwarder::Stats* forwarder = nullptr;  // with a registry only
+  const TelephonyStats* telephony = nullptr;        // with telephony.twilio configured
   // Relay mode: answers by how their ingress VIPs were chosen (ingress_selector.h).
   const std::array<uint64_t, static_cast<size_t>(IngressChoice::count)>* ingress_chosen = nullptr;
 };

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "admin_server.h"
+#include "config_file.h"
 #include "error.h"
 #include "random.h"
 #include "sdp/sdpfrag.h"
@@ -35,6 +36,17 @@ std::string random_ice_password() {
   std::string out;
   for (uint8_t b : raw) out.push_back(chars[b & 63]);
   return out;
+}
+
+// The first line of a secret's file, without its line end or trailing blanks (a bounded
+// read: a path to /dev/zero fails at once); throws ConfigError naming the file.
+std::string read_secret_line(const std::string& path, std::string_view what) {
+  const ConfigFileText file = read_config_file(path, what, 4096);
+  if (auto warning = secret_file_mode_warning(path, what, file.mode)) spdlog::warn("{}", *warning);
+  std::string line = file.text.substr(0, file.text.find('\n'));
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+  if (line.empty()) throw ConfigError(std::string(what) + " '" + path + "' has an empty first line");
+  return line;
 }
 
 // Session ids carry their worker in the first byte so a GET finds it without a shared map.
@@ -88,6 +100,24 @@ TransceiverService::TransceiverService(TransceiverConfig config)
                                                   config_.realtime_key_lifetime / 1'000'000'000,
                                                   config_.max_body_bytes, realtime_hooks());
   realtime_->set_ingress_header(config_.relay_ingress_header);
+  TelephonyConfig telephony;
+  if (!config_.twilio_auth_token_file.empty())
+    telephony.twilio_auth_token = read_secret_line(config_.twilio_auth_token_file, "Twilio auth token file");
+  telephony.public_url = config_.twilio_public_url;
+  TelephonyHooks hooks;
+  hooks.admit = [this] { return admit(); };
+  hooks.reserve_worker = [this]() -> MediaWorker* {
+    MediaWorker* worker = least_loaded_worker();
+    if (!worker)
+      ++rejected_capacity_;
+    else
+      worker->metrics().sessions_active.fetch_add(1, std::memory_order_relaxed);
+    return worker;
+  };
+  hooks.mint_session_id = [this](const MediaWorker& worker) {
+    return mint_session_id(hint_keys_, worker.endpoint_id());
+  };
+  telephony_ = std::make_unique<TelephonySignaling>(std::move(telephony), *http_, std::move(hooks));
 }
 
 TransceiverService::~TransceiverService() { stop(); }
@@ -204,6 +234,10 @@ std::optional<SocketAddress> TransceiverService::remote_owner(const HttpRequest&
     id = session_id_of_call(rest.substr(0, rest.find('/')));
   } else if (path == "/v1/realtime" && request.method == "GET") {
     id = session_id_of_call(query_value(request.query, "call_id"));
+  } else if (path.starts_with(TelephonySignaling::kStreamPrefix)) {
+    // A provider's stream to the pod that answered its webhook (where the call waits for it).
+    const std::string_view rest = path.substr(TelephonySignaling::kStreamPrefix.size());
+    id = session_id_of_call(rest.substr(0, rest.find('/')));
   }
   // A forged or mistyped id fails its MAC here: no lookup, the local 404.
   const auto owner = session_id_owner(hint_keys_, id);
@@ -247,6 +281,8 @@ void TransceiverService::handle(const HttpRequest& request, HttpServer::Responde
                                 std::string(reinterpret_cast<const char*>(kDemoPage), kDemoPageSize),
                                 {}});
   // The operator's endpoints carry no CORS headers: no page of any origin reads them.
+  // Answered calls whose stream never came give their worker slot back; probes keep this going.
+  telephony_->expire(monotonic_now());
   if (path == "/healthz") return respond_raw(HttpResponse::text(200, "ok"));
   if (path == "/readyz")
     return respond_raw(draining_ ? HttpResponse::text(503, "draining") : HttpResponse::text(200, "ready"));
@@ -261,6 +297,7 @@ void TransceiverService::handle(const HttpRequest& request, HttpServer::Responde
     return with_session(path.substr(kSessionsPrefix.size() + 1), request, respond);
   if (path == kSessionsPrefix) return respond(HttpResponse::text(405, "use POST with an SDP offer"));
   if (realtime_->handle(request, respond)) return;
+  if (telephony_->handle(request, respond)) return;
   respond(HttpResponse::text(404, "not found"));
 }
 
@@ -523,7 +560,7 @@ void TransceiverService::attach_sideband(const std::string& id, const std::strin
     if (!access || !access->allows(requester)) return respond(not_found());
     std::optional<EventSource> attached;
     bool realtime = false;
-    worker->with_live_session(id, [&](Session& session, Nanos now) {
+    worker->with_live_session(id, [&](WorkerSession& session, Nanos now) {
       realtime = session.call().realtime();
       if (realtime) attached = session.call().attach_sideband(socket, now);
     });
@@ -630,6 +667,7 @@ std::string TransceiverService::metrics_text() const {
   sources.workers = &workers_;
   sources.signaling = &http_->stats();
   sources.sideband_sockets = &sideband_sockets_;
+  if (telephony_->enabled()) sources.telephony = &telephony_->stats();
   if (forwarder_) sources.forwarder = &forwarder_->stats();
   sources.rejected_rate_limited = rejected_rate_;
   sources.rejected_capacity = rejected_capacity_;

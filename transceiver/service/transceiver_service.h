@@ -20,6 +20,7 @@
 #include "registry_agent.h"
 #include "sdp/session_description.h"
 #include "sideband_socket.h"
+#include "telephony_signaling.h"
 #include "token_bucket.h"
 #include "transceiver_config.h"
 #include "worker_metrics.h"
@@ -97,6 +98,7 @@ class TransceiverService {
   std::unique_ptr<RegistryAgent> registry_;
   std::unique_ptr<CallForwarder> forwarder_;  // with a registry only
   std::unique_ptr<RealtimeSignaling> realtime_;
+  std::unique_ptr<TelephonySignaling> telephony_;
   bool realtime_key_local_ = false;  // no configured secrets: keys verify only on this pod
   std::atomic<bool> draining_{false};
   SidebandSocketStats sideband_sockets_;

@@ -12,6 +12,7 @@
 #include "datachannel/data_channel_endpoint.h"
 #include "realtime/realtime_events.h"
 #include "relaxed_counter.h"
+#include "telephony/twilio_stream.h"
 #include "vocab.h"
 
 namespace rtce {
@@ -46,7 +47,9 @@ namespace rtce {
   X(backend_failed)      /* backend unreachable or closed */                  \
   X(backend_ended)       /* backend asked to end the session */               \
   X(drained)             /* drain timeout at shutdown */                      \
-  X(data_channel_failed) /* a text-only session's SCTP association failed */
+  X(data_channel_failed) /* a text-only session's SCTP association failed */  \
+  X(provider_stopped)    /* a phone provider's stream said stop */            \
+  X(stream_closed)       /* a phone provider's stream closed without a stop */
 
 // ICE restarts (PATCH with a new ufrag/pwd), by what became of them.
 #define RTCE_ICE_RESTART_RESULTS(X)                                                      \
@@ -80,6 +83,10 @@ inline constexpr std::array<double, 10> kPathGapBuckets = {0.01, 0.02, 0.05, 0.1
 
 // Setup time (offer received -> DTLS connected), seconds.
 inline constexpr std::array<double, 10> kSetupBuckets = {0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10};
+
+#define RTCE_VOCAB_ONE_(name, ...) +1
+inline constexpr size_t kTwilioStreamRefusalCount = 0 RTCE_TWILIO_STREAM_REFUSALS(RTCE_VOCAB_ONE_);
+#undef RTCE_VOCAB_ONE_
 
 struct WorkerMetrics {
   std::atomic<uint32_t> sessions_active{
@@ -119,6 +126,11 @@ struct WorkerMetrics {
   std::array<RelaxedCounter, kPathGapBuckets.size() + 1> path_gap_buckets;  // last = +Inf
   RelaxedCounter path_gap_sum_us, path_gap_count;
   BackendCounters backend;
+  // Phone calls (Twilio Media Streams): provider messages refused by reason
+  // (RTCE_TWILIO_STREAM_REFUSALS), media each way, marks sent and played back, clears, DTMF.
+  std::array<RelaxedCounter, kTwilioStreamRefusalCount> telephony_refusals;
+  RelaxedCounter phone_media_in, phone_media_out, phone_marks_sent, phone_marks_played, phone_clears,
+      phone_dtmf;
 
   void observe_path_gap(double seconds) {
     size_t i = 0;

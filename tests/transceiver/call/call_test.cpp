@@ -97,7 +97,7 @@ class CallTest : public ::testing::Test {
         },
         metrics, log, settings};
     call = std::make_unique<Call>(plan, std::move(env), now);
-    call->on_connected({"198.18.0.10:5000", "relay"}, now);
+    call->on_connected({"198.18.0.10:5000", "relay", {}}, now);
     ASSERT_NE(backend, nullptr);
     if (realtime) call->on_channel_open(kEvents, "oai-events", "", now);
     call->tick(now);  // the frame clock's first frame: nothing to play yet
@@ -372,7 +372,7 @@ std::vector<int16_t> round_trip_tone(int call_rate) {
                       },
                       metrics, log, settings};
   Call call(CallPlan{}, std::move(env), now);
-  call.on_connected({"198.18.0.10:5000", "direct"}, now);
+  call.on_connected({"198.18.0.10:5000", "direct", {}}, now);
   OpusEncoderHandle caller_encoder(48000, OpusEncoderConfig{});
   OpusDecoderHandle caller_decoder(48000);
   std::vector<int16_t> pcm(960);
@@ -439,7 +439,7 @@ class CallRealtimeFlowTest : public ::testing::Test {
                         },
                         metrics, log, settings};
     call = std::make_unique<Call>(plan, std::move(env), monotonic_now());
-    call->on_connected({"198.18.0.10:5000", "direct"}, monotonic_now());
+    call->on_connected({"198.18.0.10:5000", "direct", {}}, monotonic_now());
     call->on_channel_open(1, "oai-events", "", monotonic_now());
   }
   void client(const json& event) {

@@ -1,0 +1,218 @@
+// phone_session.cpp — see phone_session.h.
+#include "phone_session.h"
+
+#include <spdlog/spdlog.h>
+
+#include <limits>
+
+#include "audio/g711.h"
+
+namespace rtce {
+
+namespace {
+constexpr int kProviderRate = 8000;
+constexpr size_t kProviderFrameSamples = kTwilioFrameBytes;  // one μ-law byte per sample
+// RFC 6455 §7.4.1.
+constexpr uint16_t kNormalClosure = 1000;
+constexpr uint16_t kPolicyViolation = 1008;
+
+CallPlan phone_call_plan(const PhonePlan& plan) {
+  CallPlan call;
+  call.id = plan.id;
+  call.user_agent = plan.user_agent;
+  call.has_audio = true;
+  return call;
+}
+}  // namespace
+
+PhoneSession::PhoneSession(PhonePlan plan, std::shared_ptr<PhoneStreamLink> link, PhoneSessionEnvironment env,
+                           Nanos now)
+    : WorkerSession(plan.id, plan.access, env.owner, now),
+      plan_(std::move(plan)),
+      link_(std::move(link)),
+      metrics_(env.metrics),
+      start_deadline_(now + kStartTimeout),
+      inbound_resampler_(kProviderRate, env.settings.sample_rate),
+      outbound_resampler_(env.settings.sample_rate, kProviderRate),
+      call_(phone_call_plan(plan_),
+            CallEnvironment{*this, std::move(env.make_backend), env.metrics, log_, env.settings}, now) {
+  const size_t frame = static_cast<size_t>(samples_per_20ms(env.settings.sample_rate));
+  pcm8k_.reserve(kProviderFrameSamples * kMaxMediaFrames);
+  inbound_pending_.reserve(frame * (kMaxMediaFrames + 2));
+  outbound_pending_.reserve(kProviderFrameSamples * 4);
+  ulaw_out_.resize(kProviderFrameSamples);
+  log_.add({{"type", "stream.opened"}, {"call_sid", plan_.call_sid}}, now);
+}
+
+PhoneSession::~PhoneSession() { close_stream(kNormalClosure, "the call is gone"); }
+
+void PhoneSession::on_stream_message(std::string_view text, Nanos now) {
+  if (ended()) return;
+  const TwilioReadResult result = reader_.read(text);
+  if (result.refusal) {
+    ++counts_.refused;
+    metrics_.telephony_refusals[static_cast<size_t>(*result.refusal)].add();
+    if (counts_.refused <= 3)
+      spdlog::info("phone call {}: refused a provider message: {}", id_,
+                   twilio_stream_refusal_message(*result.refusal));
+    return;
+  }
+  if (!result.event) return;
+  const TwilioEvent& event = *result.event;
+  switch (event.kind) {
+    case TwilioEventKind::connected: return;
+    case TwilioEventKind::start: return on_start(*event.start, now);
+    case TwilioEventKind::media: return on_media(event.ulaw, now);
+    case TwilioEventKind::dtmf:
+      ++counts_.dtmf;
+      metrics_.phone_dtmf.add();
+      call_.on_transport_report({{"type", "telephony.dtmf"}, {"digit", std::string(1, event.digit)}}, now);
+      return;
+    case TwilioEventKind::mark: return on_mark(event.mark_name, now);
+    case TwilioEventKind::stop:
+      log_.add({{"type", "stream.stop"}}, now);
+      return end(SessionEnd::provider_stopped, now);
+  }
+}
+
+void PhoneSession::on_start(const TwilioStart& start, Nanos now) {
+  // The token in the stream's URL was minted for this call: a stream that says it carries
+  // another one is not the call the webhook answered.
+  if (start.call_sid != plan_.call_sid) {
+    spdlog::warn("phone call {}: the stream's callSid {} is not the webhook's {}", id_, start.call_sid,
+                 plan_.call_sid);
+    close_stream(kPolicyViolation, "callSid does not match the call this stream was opened for");
+    return end(SessionEnd::stream_closed, now);
+  }
+  started_ = true;
+  stream_sid_ = start.stream_sid;
+  CallConnection connection;
+  connection.client_address = plan_.client_address;
+  connection.path_kind = "telephony";
+  for (const auto& [name, value] : start.custom_parameters) connection.metadata[name] = value;
+  connection.metadata["twilio.call_sid"] = plan_.call_sid;
+  connection.metadata["twilio.stream_sid"] = stream_sid_;
+  connection.metadata["twilio.account_sid"] = start.account_sid;
+  connection.metadata["twilio.from"] = plan_.from;
+  connection.metadata["twilio.to"] = plan_.to;
+  log_.add({{"type", "stream.start"}, {"stream_sid", stream_sid_}}, now);
+  metrics_.sessions_connected.add();
+  call_.on_connected(connection, now);
+}
+
+void PhoneSession::on_media(std::span<const uint8_t> ulaw, Nanos now) {
+  ++counts_.media_in;
+  metrics_.phone_media_in.add();
+  pcm8k_.resize(ulaw.size());
+  ulaw_decode(ulaw, pcm8k_);
+  inbound_resampler_.process(pcm8k_, inbound_pending_);
+  const size_t frame = static_cast<size_t>(samples_per_20ms(inbound_resampler_.out_rate()));
+  size_t at = 0;
+  for (; at + frame <= inbound_pending_.size(); at += frame)
+    call_.on_pcm_audio(std::span<const int16_t>(inbound_pending_).subspan(at, frame), now);
+  inbound_pending_.erase(inbound_pending_.begin(), inbound_pending_.begin() + static_cast<ptrdiff_t>(at));
+}
+
+void PhoneSession::on_mark(const std::string& name, Nanos now) {
+  // The provider played everything sent before the mark (or dropped it on a clear): the
+  // caller has heard the segment. Marks of our own only, in order.
+  auto it = std::find(pending_marks_.begin(), pending_marks_.end(), name);
+  if (it == pending_marks_.end()) return;
+  pending_marks_.erase(pending_marks_.begin(), it + 1);
+  ++counts_.marks_played;
+  metrics_.phone_marks_played.add();
+  call_.on_transport_report({{"type", "telephony.mark"}, {"name", name}}, now);
+}
+
+void PhoneSession::send_pcm(std::span<const int16_t> pcm_20ms, Nanos /*now*/) {
+  if (!link_ || !started_) return;
+  outbound_resampler_.process(pcm_20ms, outbound_pending_);
+  size_t at = 0;
+  for (; at + kProviderFrameSamples <= outbound_pending_.size(); at += kProviderFrameSamples) {
+    ulaw_encode(std::span<const int16_t>(outbound_pending_).subspan(at, kProviderFrameSamples), ulaw_out_);
+    twilio_media_message(stream_sid_, ulaw_out_, media_text_);
+    link_->send_text(media_text_);
+    ++counts_.media_out;
+    metrics_.phone_media_out.add();
+  }
+  outbound_pending_.erase(outbound_pending_.begin(), outbound_pending_.begin() + static_cast<ptrdiff_t>(at));
+}
+
+void PhoneSession::output_segment_ended(Nanos /*now*/) {
+  if (!link_ || !started_) return;
+  std::string name = std::string(kMarkPrefix) + std::to_string(next_mark_++);
+  link_->send_text(twilio_mark_message(stream_sid_, name));
+  ++counts_.marks_sent;
+  metrics_.phone_marks_sent.add();
+  pending_marks_.push_back(std::move(name));
+  if (pending_marks_.size() > kMaxPendingMarks) pending_marks_.pop_front();
+}
+
+void PhoneSession::output_cleared(Nanos /*now*/) {
+  if (!link_ || !started_) return;
+  outbound_pending_.clear();
+  link_->send_text(twilio_clear_message(stream_sid_));
+  ++counts_.clears;
+  metrics_.phone_clears.add();
+}
+
+void PhoneSession::on_stream_closed(Nanos now) {
+  link_.reset();  // nothing to close: the socket is gone
+  if (!ended()) end(SessionEnd::stream_closed, now);
+}
+
+void PhoneSession::tick(Nanos now) {
+  if (ended()) return;
+  if (!started_ && now >= start_deadline_) {
+    close_stream(kPolicyViolation, "no start message");
+    return end(SessionEnd::connect_timeout, now);
+  }
+  call_.tick(now);
+}
+
+Nanos PhoneSession::next_deadline(Nanos /*now*/) const {
+  if (ended()) return std::numeric_limits<Nanos>::max();
+  return started_ ? call_.next_deadline() : start_deadline_;
+}
+
+void PhoneSession::end(SessionEnd reason, Nanos now) {
+  if (ended()) return;
+  call_.end(reason, now);
+  close_stream(kNormalClosure, std::string("call ended: ") + session_end_name(reason));
+  record_end(reason, now);
+}
+
+void PhoneSession::hang_up(SessionEnd reason, Nanos now) {
+  if (ended()) return;
+  close_stream(kNormalClosure, std::string("call ended: ") + session_end_name(reason));
+  record_end(reason, now);
+}
+
+void PhoneSession::close_stream(uint16_t code, std::string reason) {
+  if (!link_) return;
+  link_->close(code, std::move(reason));
+  link_.reset();
+}
+
+nlohmann::json PhoneSession::snapshot(Nanos now) const {
+  nlohmann::json j;
+  j["id"] = id_;
+  j["transport"] = "twilio";
+  j["state"] = ended() ? "ended" : started_ ? "connected" : "connecting";
+  j["path"] = "telephony";
+  call_.snapshot_into(j);
+  j["telephony"] = {{"provider", "twilio"},
+                    {"call_sid", plan_.call_sid},
+                    {"stream_sid", stream_sid_},
+                    {"media_in", counts_.media_in},
+                    {"media_out", counts_.media_out},
+                    {"marks_sent", counts_.marks_sent},
+                    {"marks_played", counts_.marks_played},
+                    {"clears", counts_.clears},
+                    {"dtmf", counts_.dtmf},
+                    {"refused", counts_.refused}};
+  snapshot_common(j, now);
+  return j;
+}
+
+}  // namespace rtce

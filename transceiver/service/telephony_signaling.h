@@ -1,0 +1,126 @@
+// telephony_signaling.h — a phone provider's side of the transceiver: Twilio's voice webhook
+// (`POST /v1/telephony/twilio`) and the media stream its answer points at
+// (`GET /v1/telephony/twilio/stream/rtc_<session id>/<token>`, a WebSocket).
+//
+// The webhook checks the provider's signature, reserves a worker slot and a session id at
+// once (so a pod at capacity rejects the call in TwiML instead of failing it later), and
+// answers with `<Connect><Stream>` whose URL carries a one-time token minted for that call:
+// the stream endpoint refuses any WebSocket without a live, unused token, so nobody can open
+// streams to the backends. A provider that retries an unanswered webhook gets the same
+// answer; a CallSid whose stream already opened is a replay. On the stream, the socket stays
+// on the HTTP thread and the call on its worker (PhoneStreamSocket, like the sideband's).
+// HTTP thread only, apart from the stats.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "clock.h"
+#include "http_server.h"
+#include "realtime_signaling.h"
+
+namespace rtce {
+
+class MediaWorker;
+
+// What the webhook answered, by outcome; and what became of stream upgrades.
+#define RTCE_TELEPHONY_WEBHOOK_OUTCOMES(X)                                                 \
+  X(answered)      /* a new call: TwiML with a stream */                                   \
+  X(retried)       /* the provider asked again for a call whose stream has not opened */   \
+  X(busy)          /* draining, over the setup rate or at capacity: TwiML <Reject busy> */ \
+  X(no_signature)  /* no X-Twilio-Signature: 403 */                                        \
+  X(bad_signature) /* a signature that does not verify: 403 */                             \
+  X(replayed)      /* a CallSid whose stream already opened: 403 */                        \
+  X(bad_request)   /* not a form POST, no CallSid: 4xx */
+#define RTCE_TELEPHONY_STREAM_OUTCOMES(X)                                              \
+  X(opened)        /* a valid token: the WebSocket is accepted */                      \
+  X(bad_token)     /* the call is waiting, the token is not its: 403 */                \
+  X(unknown_call)  /* no call waits for a stream under that id (used, expired): 404 */ \
+  X(not_websocket) /* not an upgrade request: 426 */
+
+enum class TelephonyWebhookOutcome : uint8_t { RTCE_TELEPHONY_WEBHOOK_OUTCOMES(RTCE_VOCAB_ENUMERATOR) count };
+enum class TelephonyStreamOutcome : uint8_t { RTCE_TELEPHONY_STREAM_OUTCOMES(RTCE_VOCAB_ENUMERATOR) count };
+inline constexpr const char* kTelephonyWebhookOutcomeNames[] = {
+    RTCE_TELEPHONY_WEBHOOK_OUTCOMES(RTCE_VOCAB_LABEL)};
+inline constexpr const char* kTelephonyStreamOutcomeNames[] = {
+    RTCE_TELEPHONY_STREAM_OUTCOMES(RTCE_VOCAB_LABEL)};
+
+// Read by /metrics scrapes; written on the HTTP thread.
+struct TelephonyStats {
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(TelephonyWebhookOutcome::count)> webhooks{};
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(TelephonyStreamOutcome::count)> streams{};
+  std::atomic<uint64_t> streams_closed_flood{0};
+  std::atomic<uint64_t> pending{0};  // answered calls whose stream has not opened yet
+};
+
+struct TelephonyConfig {
+  std::string twilio_auth_token;       // empty: the endpoints are off
+  std::string public_url;              // "https://host[:port]"; empty: http:// and the Host header
+  Nanos stream_wait = 30'000'000'000;  // an answered call's stream must open within this
+};
+
+// What the service provides.
+struct TelephonyHooks {
+  // Draining or over the setup rate: the refusal (counted by the service).
+  std::function<std::optional<RealtimeError>()> admit;
+  // The least loaded worker with room, its sessions_active already counting the call; nullptr at capacity.
+  std::function<MediaWorker*()> reserve_worker;
+  std::function<std::string(const MediaWorker&)> mint_session_id;
+};
+
+class TelephonySignaling {
+ public:
+  static constexpr std::string_view kWebhookPath = "/v1/telephony/twilio";
+  static constexpr std::string_view kStreamPrefix = "/v1/telephony/twilio/stream/";
+  // Provider messages on one stream: a burst, then a steady rate (50 media a second, and a few
+  // marks and DTMF).
+  static constexpr double kMessageBurst = 100;
+  static constexpr double kMessagesPerSecond = 75;
+  static constexpr size_t kMaxPending = 4096;        // answered calls waiting for their streams
+  static constexpr size_t kRememberedCalls = 16384;  // CallSids whose streams opened (replays)
+
+  TelephonySignaling(TelephonyConfig config, HttpServer& http, TelephonyHooks hooks);
+
+  bool enabled() const { return !config_.twilio_auth_token.empty(); }
+  // Answers the telephony routes; false for any other path.
+  bool handle(const HttpRequest& request, const HttpServer::Responder& respond);
+  // Gives back the reservations of answered calls whose stream never came.
+  void expire(Nanos now);
+  const TelephonyStats& stats() const { return stats_; }
+
+ private:
+  struct PendingCall {
+    MediaWorker* worker;
+    std::string session_id;
+    std::string token;
+    std::string call_sid, account_sid, from, to;
+    std::string twiml;
+    Nanos expires_at;
+  };
+
+  void webhook(const HttpRequest& request, const HttpServer::Responder& respond);
+  void stream(const HttpRequest& request, const HttpServer::Responder& respond);
+  void count(TelephonyWebhookOutcome outcome);
+  void count(TelephonyStreamOutcome outcome);
+  std::string public_base(const HttpRequest& request) const;
+  void remember_answered(const std::string& call_sid);
+  void release(const PendingCall& call);
+
+  TelephonyConfig config_;
+  HttpServer& http_;
+  TelephonyHooks hooks_;
+  TelephonyStats stats_;
+  std::unordered_map<std::string, PendingCall> pending_;        // by CallSid
+  std::unordered_map<std::string, std::string> pending_by_id_;  // session id -> CallSid
+  std::unordered_set<std::string> answered_;                    // CallSids whose stream opened
+  std::deque<std::string> answered_order_;                      // oldest first, to bound answered_
+};
+
+}  // namespace rtce

@@ -193,11 +193,13 @@ void MediaWorker::add_session(SessionPlan plan) {
   sessions_.emplace(session->id(), std::move(session));
 }
 
-void MediaWorker::add_phone_session(PhonePlan plan, std::shared_ptr<PhoneStreamLink> link) {
+void MediaWorker::add_phone_session(PhonePlan plan, std::unique_ptr<MediaStreamCodec> codec,
+                                    std::shared_ptr<PhoneStreamLink> link) {
   const Nanos now = monotonic_now();
   if (!make_backend_) make_backend_ = backend_factory();
   PhoneSessionEnvironment env{*this, metrics_, phone_call_settings_, make_backend_};
-  auto session = std::make_unique<PhoneSession>(std::move(plan), std::move(link), std::move(env), now);
+  auto session =
+      std::make_unique<PhoneSession>(std::move(plan), std::move(codec), std::move(link), std::move(env), now);
   metrics_.sessions_created.add();
   touch(*session);  // its first deadline: the wait for the provider's start
   sessions_.emplace(session->id(), std::move(session));

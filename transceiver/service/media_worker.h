@@ -77,7 +77,8 @@ class MediaWorker final : public DatagramSender, public SessionOwner {
   // session after; false when there is none. Inside post() only.
   bool with_live_session(const std::string& id, const std::function<void(WorkerSession&, Nanos now)>& fn);
   // A phone call whose provider stream just opened (phone_session.h). Worker thread only.
-  void add_phone_session(PhonePlan plan, std::shared_ptr<PhoneStreamLink> link);
+  void add_phone_session(PhonePlan plan, std::unique_ptr<MediaStreamCodec> codec,
+                         std::shared_ptr<PhoneStreamLink> link);
 
   void send(const MediaPath& path, std::span<const uint8_t> payload) override;
   void route(const PathKey& key, Session& session) override;

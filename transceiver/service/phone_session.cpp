@@ -11,7 +11,8 @@ namespace rtce {
 
 namespace {
 constexpr int kProviderRate = 8000;
-constexpr size_t kProviderFrameSamples = kTwilioFrameBytes;  // one μ-law byte per sample
+constexpr size_t kProviderFrameSamples = 160;  // 20 ms at 8 kHz: one G.711 byte per sample
+constexpr size_t kMaxFramesPerMessage = 10;    // what a codec accepts in one media message
 // RFC 6455 §7.4.1.
 constexpr uint16_t kNormalClosure = 1000;
 constexpr uint16_t kPolicyViolation = 1008;
@@ -25,20 +26,21 @@ CallPlan phone_call_plan(const PhonePlan& plan) {
 }
 }  // namespace
 
-PhoneSession::PhoneSession(PhonePlan plan, std::shared_ptr<PhoneStreamLink> link, PhoneSessionEnvironment env,
-                           Nanos now)
+PhoneSession::PhoneSession(PhonePlan plan, std::unique_ptr<MediaStreamCodec> codec,
+                           std::shared_ptr<PhoneStreamLink> link, PhoneSessionEnvironment env, Nanos now)
     : WorkerSession(plan.id, plan.access, env.owner, now),
       plan_(std::move(plan)),
       link_(std::move(link)),
       metrics_(env.metrics),
       start_deadline_(now + kStartTimeout),
+      codec_(std::move(codec)),
       inbound_resampler_(kProviderRate, env.settings.sample_rate),
       outbound_resampler_(env.settings.sample_rate, kProviderRate),
       call_(phone_call_plan(plan_),
             CallEnvironment{*this, std::move(env.make_backend), env.metrics, log_, env.settings}, now) {
   const size_t frame = static_cast<size_t>(samples_per_20ms(env.settings.sample_rate));
-  pcm8k_.reserve(kProviderFrameSamples * kMaxMediaFrames);
-  inbound_pending_.reserve(frame * (kMaxMediaFrames + 2));
+  pcm8k_.reserve(kProviderFrameSamples * kMaxFramesPerMessage);
+  inbound_pending_.reserve(frame * (kMaxFramesPerMessage + 2));
   outbound_pending_.reserve(kProviderFrameSamples * 4);
   ulaw_out_.resize(kProviderFrameSamples);
   log_.add({{"type", "stream.opened"}, {"call_sid", plan_.call_sid}}, now);
@@ -48,34 +50,34 @@ PhoneSession::~PhoneSession() { close_stream(kNormalClosure, "the call is gone")
 
 void PhoneSession::on_stream_message(std::string_view text, Nanos now) {
   if (ended()) return;
-  const TwilioReadResult result = reader_.read(text);
+  const MediaStreamReadResult result = codec_->read(text);
   if (result.refusal) {
     ++counts_.refused;
     metrics_.telephony_refusals[static_cast<size_t>(*result.refusal)].add();
     if (counts_.refused <= 3)
       spdlog::info("phone call {}: refused a provider message: {}", id_,
-                   twilio_stream_refusal_message(*result.refusal));
+                   media_stream_refusal_message(*result.refusal));
     return;
   }
   if (!result.event) return;
-  const TwilioEvent& event = *result.event;
+  const MediaStreamEvent& event = *result.event;
   switch (event.kind) {
-    case TwilioEventKind::connected: return;
-    case TwilioEventKind::start: return on_start(*event.start, now);
-    case TwilioEventKind::media: return on_media(event.ulaw, now);
-    case TwilioEventKind::dtmf:
+    case MediaStreamEventKind::connected: return;
+    case MediaStreamEventKind::start: return on_start(*event.start, now);
+    case MediaStreamEventKind::media: return on_media(event.ulaw, now);
+    case MediaStreamEventKind::dtmf:
       ++counts_.dtmf;
       metrics_.phone_dtmf.add();
       call_.on_transport_report({{"type", "telephony.dtmf"}, {"digit", std::string(1, event.digit)}}, now);
       return;
-    case TwilioEventKind::mark: return on_mark(event.mark_name, now);
-    case TwilioEventKind::stop:
+    case MediaStreamEventKind::mark: return on_mark(event.mark_name, now);
+    case MediaStreamEventKind::stop:
       log_.add({{"type", "stream.stop"}}, now);
       return end(SessionEnd::provider_stopped, now);
   }
 }
 
-void PhoneSession::on_start(const TwilioStart& start, Nanos now) {
+void PhoneSession::on_start(const MediaStreamStart& start, Nanos now) {
   // The token in the stream's URL was minted for this call: a stream that says it carries
   // another one is not the call the webhook answered.
   if (start.call_sid != plan_.call_sid) {
@@ -90,11 +92,12 @@ void PhoneSession::on_start(const TwilioStart& start, Nanos now) {
   connection.client_address = plan_.client_address;
   connection.path_kind = "telephony";
   for (const auto& [name, value] : start.custom_parameters) connection.metadata[name] = value;
-  connection.metadata["twilio.call_sid"] = plan_.call_sid;
-  connection.metadata["twilio.stream_sid"] = stream_sid_;
-  connection.metadata["twilio.account_sid"] = start.account_sid;
-  connection.metadata["twilio.from"] = plan_.from;
-  connection.metadata["twilio.to"] = plan_.to;
+  const std::string& p = plan_.provider;
+  connection.metadata[p + ".call_sid"] = plan_.call_sid;
+  connection.metadata[p + ".stream_sid"] = stream_sid_;
+  connection.metadata[p + ".account_sid"] = start.account_sid;
+  connection.metadata[p + ".from"] = plan_.from;
+  connection.metadata[p + ".to"] = plan_.to;
   log_.add({{"type", "stream.start"}, {"stream_sid", stream_sid_}}, now);
   metrics_.sessions_connected.add();
   call_.on_connected(connection, now);
@@ -130,7 +133,7 @@ void PhoneSession::send_pcm(std::span<const int16_t> pcm_20ms, Nanos /*now*/) {
   size_t at = 0;
   for (; at + kProviderFrameSamples <= outbound_pending_.size(); at += kProviderFrameSamples) {
     ulaw_encode(std::span<const int16_t>(outbound_pending_).subspan(at, kProviderFrameSamples), ulaw_out_);
-    twilio_media_message(stream_sid_, ulaw_out_, media_text_);
+    codec_->media_message(ulaw_out_, media_text_);
     link_->send_text(media_text_);
     ++counts_.media_out;
     metrics_.phone_media_out.add();
@@ -141,7 +144,7 @@ void PhoneSession::send_pcm(std::span<const int16_t> pcm_20ms, Nanos /*now*/) {
 void PhoneSession::output_segment_ended(Nanos /*now*/) {
   if (!link_ || !started_) return;
   std::string name = std::string(kMarkPrefix) + std::to_string(next_mark_++);
-  link_->send_text(twilio_mark_message(stream_sid_, name));
+  link_->send_text(codec_->mark_message(name));
   ++counts_.marks_sent;
   metrics_.phone_marks_sent.add();
   pending_marks_.push_back(std::move(name));
@@ -151,7 +154,7 @@ void PhoneSession::output_segment_ended(Nanos /*now*/) {
 void PhoneSession::output_cleared(Nanos /*now*/) {
   if (!link_ || !started_) return;
   outbound_pending_.clear();
-  link_->send_text(twilio_clear_message(stream_sid_));
+  link_->send_text(codec_->clear_message());
   ++counts_.clears;
   metrics_.phone_clears.add();
 }
@@ -197,11 +200,11 @@ void PhoneSession::close_stream(uint16_t code, std::string reason) {
 nlohmann::json PhoneSession::snapshot(Nanos now) const {
   nlohmann::json j;
   j["id"] = id_;
-  j["transport"] = "twilio";
+  j["transport"] = plan_.provider;
   j["state"] = ended() ? "ended" : started_ ? "connected" : "connecting";
   j["path"] = "telephony";
   call_.snapshot_into(j);
-  j["telephony"] = {{"provider", "twilio"},
+  j["telephony"] = {{"provider", plan_.provider},
                     {"call_sid", plan_.call_sid},
                     {"stream_sid", stream_sid_},
                     {"media_in", counts_.media_in},

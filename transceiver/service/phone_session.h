@@ -1,6 +1,7 @@
 // phone_session.h — one phone call as a media worker owns it: the provider's media stream
-// (Twilio Media Streams: JSON messages carrying 20 ms of 8 kHz G.711 μ-law) as the transport
-// of a Call. It reads the provider's messages in order (twilio_stream.h), codes μ-law and
+// (Twilio Media Streams and its likes: JSON messages carrying 20 ms of 8 kHz G.711 μ-law) as
+// the transport of a Call. It reads the provider's messages in order through the provider's
+// codec (media_stream.h), codes μ-law and
 // resamples between 8 kHz and the Call's rate, paces the Call's output back as `media`
 // messages, marks each output segment so that the backend learns what the caller heard, and
 // tells the provider to drop what it buffered on barge-in (`clear`). The socket itself lives
@@ -17,7 +18,7 @@
 #include "backend/realtime_dialect.h"
 #include "call/call.h"
 #include "session.h"
-#include "telephony/twilio_stream.h"
+#include "telephony/media_stream.h"
 
 namespace rtce {
 
@@ -40,6 +41,7 @@ struct PhonePlan {
   std::string from, to;
   std::string client_address;  // the provider's end of the stream
   std::string user_agent;
+  std::string provider = "twilio";  // names the transport in snapshots and the metadata keys
 };
 
 struct PhoneSessionEnvironment {
@@ -57,7 +59,8 @@ class PhoneSession final : public WorkerSession, CallTransport {
   static constexpr size_t kMaxPendingMarks = 64;
   static constexpr std::string_view kMarkPrefix = "rtcedge-";
 
-  PhoneSession(PhonePlan plan, std::shared_ptr<PhoneStreamLink> link, PhoneSessionEnvironment env, Nanos now);
+  PhoneSession(PhonePlan plan, std::unique_ptr<MediaStreamCodec> codec, std::shared_ptr<PhoneStreamLink> link,
+               PhoneSessionEnvironment env, Nanos now);
   ~PhoneSession() override;
 
   // The provider's messages, in order; and the socket's end (no stop came first).
@@ -86,7 +89,7 @@ class PhoneSession final : public WorkerSession, CallTransport {
   void output_segment_ended(Nanos now) override;
   void output_cleared(Nanos now) override;
 
-  void on_start(const TwilioStart& start, Nanos now);
+  void on_start(const MediaStreamStart& start, Nanos now);
   void on_media(std::span<const uint8_t> ulaw, Nanos now);
   void on_mark(const std::string& name, Nanos now);
   void close_stream(uint16_t code, std::string reason);
@@ -95,7 +98,7 @@ class PhoneSession final : public WorkerSession, CallTransport {
   std::shared_ptr<PhoneStreamLink> link_;  // null once closed
   WorkerMetrics& metrics_;
   const Nanos start_deadline_;
-  TwilioStreamReader reader_;
+  std::unique_ptr<MediaStreamCodec> codec_;
   Counts counts_;
   bool started_ = false;
   std::string stream_sid_;

@@ -85,8 +85,9 @@ void SidebandSocket::received(std::string text) {
     return close_now(kPolicyViolation, "too many messages");
   }
   worker_.post([worker = &worker_, id = session_id_, sideband = id_, text = std::move(text)] {
-    worker->with_live_session(
-        id, [&](WorkerSession& session, Nanos now) { session.call().on_sideband_message(sideband, text, now); });
+    worker->with_live_session(id, [&](WorkerSession& session, Nanos now) {
+      session.call().on_sideband_message(sideband, text, now);
+    });
   });
 }
 

@@ -8,6 +8,7 @@
 #include "media_worker.h"
 #include "random.h"
 #include "token_bucket.h"
+#include "twilio_stream.h"
 #include "twilio_webhook.h"
 
 namespace rtce {
@@ -302,7 +303,7 @@ void TelephonySignaling::stream(const HttpRequest& request, const HttpServer::Re
   auto socket = std::make_shared<PhoneStreamSocket>(http_, worker, plan.id, stats_);
   // Posted before any of the provider's messages: the worker builds the session first.
   worker.post([&worker, plan = std::move(plan), socket]() mutable {
-    worker.add_phone_session(std::move(plan), socket);
+    worker.add_phone_session(std::move(plan), std::make_unique<TwilioStreamCodec>(), socket);
   });
   respond(HttpResponse::accept_websocket(socket->handlers()));
 }

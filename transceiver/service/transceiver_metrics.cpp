@@ -301,10 +301,10 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
   {
     auto& refused = m.family("rtcedge_transceiver_telephony_messages_refused_total",
                              "provider stream messages dropped, by provider and reason", MetricType::Counter);
-    for (size_t i = 0; i < kTwilioStreamRefusalCount; ++i)
+    for (size_t i = 0; i < kMediaStreamRefusalCount; ++i)
       m.add(refused, sum([i](const WorkerMetrics& w) { return w.telephony_refusals[i].get(); }),
             {{"provider", "twilio"},
-             {"reason", std::string(twilio_stream_refusal_name(static_cast<TwilioStreamRefusal>(i)))}});
+             {"reason", std::string(media_stream_refusal_name(static_cast<MediaStreamRefusal>(i)))}});
     auto& media = m.family("rtcedge_transceiver_telephony_media_messages_total",
                            "20 ms media messages of phone calls, by direction (in: from the provider)",
                            MetricType::Counter);

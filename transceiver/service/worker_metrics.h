@@ -85,7 +85,7 @@ inline constexpr std::array<double, 10> kPathGapBuckets = {0.01, 0.02, 0.05, 0.1
 inline constexpr std::array<double, 10> kSetupBuckets = {0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10};
 
 #define RTCE_VOCAB_ONE_(name, ...) +1
-inline constexpr size_t kTwilioStreamRefusalCount = 0 RTCE_TWILIO_STREAM_REFUSALS(RTCE_VOCAB_ONE_);
+inline constexpr size_t kMediaStreamRefusalCount = 0 RTCE_MEDIA_STREAM_REFUSALS(RTCE_VOCAB_ONE_);
 #undef RTCE_VOCAB_ONE_
 
 struct WorkerMetrics {
@@ -127,8 +127,8 @@ struct WorkerMetrics {
   RelaxedCounter path_gap_sum_us, path_gap_count;
   BackendCounters backend;
   // Phone calls (Twilio Media Streams): provider messages refused by reason
-  // (RTCE_TWILIO_STREAM_REFUSALS), media each way, marks sent and played back, clears, DTMF.
-  std::array<RelaxedCounter, kTwilioStreamRefusalCount> telephony_refusals;
+  // (RTCE_MEDIA_STREAM_REFUSALS), media each way, marks sent and played back, clears, DTMF.
+  std::array<RelaxedCounter, kMediaStreamRefusalCount> telephony_refusals;
   RelaxedCounter phone_media_in, phone_media_out, phone_marks_sent, phone_marks_played, phone_clears,
       phone_dtmf;
 

@@ -11,12 +11,13 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr const char* kRefusalNames[] = {RTCE_TWILIO_STREAM_REFUSALS(RTCE_VOCAB_MESSAGE_LABEL)};
-constexpr const char* kRefusalMessages[] = {RTCE_TWILIO_STREAM_REFUSALS(RTCE_VOCAB_MESSAGE_TEXT)};
-
-TwilioReadResult refuse(TwilioStreamRefusal refusal) { return {.event = std::nullopt, .refusal = refusal}; }
-TwilioReadResult accept(TwilioEvent event) { return {.event = std::move(event), .refusal = std::nullopt}; }
-TwilioReadResult accept(TwilioEventKind kind) { return accept(TwilioEvent{.kind = kind}); }
+MediaStreamReadResult refuse(MediaStreamRefusal refusal) {
+  return {.event = std::nullopt, .refusal = refusal};
+}
+MediaStreamReadResult accept(MediaStreamEvent event) {
+  return {.event = std::move(event), .refusal = std::nullopt};
+}
+MediaStreamReadResult accept(MediaStreamEventKind kind) { return accept(MediaStreamEvent{.kind = kind}); }
 
 // The member `key` of `object`, or nullptr.
 const json* member(const json& object, std::string_view key) {
@@ -119,55 +120,48 @@ void append_json_string(std::string_view text, std::string& out) {
 
 }  // namespace
 
-std::string_view twilio_stream_refusal_name(TwilioStreamRefusal value) {
-  return vocab_name(kRefusalNames, value);
-}
-std::string_view twilio_stream_refusal_message(TwilioStreamRefusal value) {
-  return vocab_name(kRefusalMessages, value);
-}
-
-TwilioReadResult TwilioStreamReader::read(std::string_view text) {
-  if (text.size() > kTwilioMaxMessageBytes) return refuse(TwilioStreamRefusal::too_large);
-  if (json_nests_deeper_than(text, kTwilioMaxJsonDepth)) return refuse(TwilioStreamRefusal::too_deep);
+MediaStreamReadResult TwilioStreamCodec::read(std::string_view text) {
+  if (text.size() > kTwilioMaxMessageBytes) return refuse(MediaStreamRefusal::too_large);
+  if (json_nests_deeper_than(text, kTwilioMaxJsonDepth)) return refuse(MediaStreamRefusal::too_deep);
   const json message = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (message.is_discarded()) return refuse(TwilioStreamRefusal::not_json);
-  if (!message.is_object()) return refuse(TwilioStreamRefusal::not_an_event);
+  if (message.is_discarded()) return refuse(MediaStreamRefusal::not_json);
+  if (!message.is_object()) return refuse(MediaStreamRefusal::not_an_event);
   const std::string* event = string_member(message, "event");
-  if (!event) return refuse(TwilioStreamRefusal::not_an_event);
+  if (!event) return refuse(MediaStreamRefusal::not_an_event);
 
-  if (*event == "connected") return accept(TwilioEventKind::connected);
+  if (*event == "connected") return accept(MediaStreamEventKind::connected);
   if (*event == "start") return read_start(message);
   if (*event == "stop") {
-    if (started_ && !names_our_stream(message)) return refuse(TwilioStreamRefusal::stream_mismatch);
+    if (started_ && !names_our_stream(message)) return refuse(MediaStreamRefusal::stream_mismatch);
     stopped_ = true;
-    return accept(TwilioEventKind::stop);
+    return accept(MediaStreamEventKind::stop);
   }
   if (*event != "media" && *event != "dtmf" && *event != "mark")
-    return refuse(TwilioStreamRefusal::unknown_event);
-  if (!started_) return refuse(TwilioStreamRefusal::before_start);
-  if (!names_our_stream(message)) return refuse(TwilioStreamRefusal::stream_mismatch);
+    return refuse(MediaStreamRefusal::unknown_event);
+  if (!started_) return refuse(MediaStreamRefusal::before_start);
+  if (!names_our_stream(message)) return refuse(MediaStreamRefusal::stream_mismatch);
   if (*event == "media") return read_media(message);
   if (*event == "dtmf") {
     const json* dtmf = object_member(message, "dtmf");
     const std::string* digit = dtmf ? string_member(*dtmf, "digit") : nullptr;
     if (!digit || digit->size() != 1 || !is_dtmf_digit((*digit)[0]))
-      return refuse(TwilioStreamRefusal::bad_dtmf);
-    return accept(TwilioEvent{.kind = TwilioEventKind::dtmf, .digit = (*digit)[0]});
+      return refuse(MediaStreamRefusal::bad_dtmf);
+    return accept(MediaStreamEvent{.kind = MediaStreamEventKind::dtmf, .digit = (*digit)[0]});
   }
   const json* mark = object_member(message, "mark");
   const std::string* name = mark ? string_member(*mark, "name") : nullptr;
-  if (!name || name->size() > kTwilioMaxMarkNameBytes) return refuse(TwilioStreamRefusal::bad_mark);
-  return accept(TwilioEvent{.kind = TwilioEventKind::mark, .mark_name = *name});
+  if (!name || name->size() > kTwilioMaxMarkNameBytes) return refuse(MediaStreamRefusal::bad_mark);
+  return accept(MediaStreamEvent{.kind = MediaStreamEventKind::mark, .mark_name = *name});
 }
 
-bool TwilioStreamReader::names_our_stream(const json& message) const {
+bool TwilioStreamCodec::names_our_stream(const json& message) const {
   const std::string* sid = string_member(message, "streamSid");
   return sid && *sid == start_.stream_sid;
 }
 
-TwilioReadResult TwilioStreamReader::read_start(const json& message) {
-  if (started_) return refuse(TwilioStreamRefusal::repeated_start);
-  const auto bad = [] { return refuse(TwilioStreamRefusal::bad_start); };
+MediaStreamReadResult TwilioStreamCodec::read_start(const json& message) {
+  if (started_) return refuse(MediaStreamRefusal::repeated_start);
+  const auto bad = [] { return refuse(MediaStreamRefusal::bad_start); };
   const json* start = object_member(message, "start");
   if (!start) return bad();
   // The sid is in the message and in its start object; either will do, but not two.
@@ -191,7 +185,7 @@ TwilioReadResult TwilioStreamReader::read_start(const json& message) {
   const auto channels = channels_member ? decimal(*channels_member) : std::nullopt;
   if (!encoding || *encoding != "audio/x-mulaw" || rate != 8000u || channels != 1u) return bad();
 
-  TwilioStart parsed;
+  MediaStreamStart parsed;
   parsed.stream_sid = *stream_sid;
   parsed.call_sid = *call_sid;
   if (const auto it = start->find("accountSid"); it != start->end()) {
@@ -217,11 +211,11 @@ TwilioReadResult TwilioStreamReader::read_start(const json& message) {
   }
   start_ = std::move(parsed);
   started_ = true;
-  return accept(TwilioEvent{.kind = TwilioEventKind::start, .start = &start_});
+  return accept(MediaStreamEvent{.kind = MediaStreamEventKind::start, .start = &start_});
 }
 
-TwilioReadResult TwilioStreamReader::read_media(const json& message) {
-  const auto bad = [] { return refuse(TwilioStreamRefusal::bad_media); };
+MediaStreamReadResult TwilioStreamCodec::read_media(const json& message) {
+  const auto bad = [] { return refuse(MediaStreamRefusal::bad_media); };
   const json* media = object_member(message, "media");
   if (!media) return bad();
   // A bidirectional stream carries the caller only; "outbound" would be our own audio.
@@ -234,13 +228,13 @@ TwilioReadResult TwilioStreamReader::read_media(const json& message) {
   if (!payload) return bad();
   // Sized before decoding: a payload longer than the largest allowed costs no decode.
   constexpr size_t kMaxPayloadChars = (kMaxMediaFrames * kTwilioFrameBytes + 2) / 3 * 4;
-  if (payload->size() > kMaxPayloadChars) return refuse(TwilioStreamRefusal::bad_payload_size);
+  if (payload->size() > kMaxPayloadChars) return refuse(MediaStreamRefusal::bad_payload_size);
   if (!base64_decode(*payload, payload_)) return bad();
   if (payload_.empty() || payload_.size() % kTwilioFrameBytes != 0 ||
       payload_.size() > kMaxMediaFrames * kTwilioFrameBytes)
-    return refuse(TwilioStreamRefusal::bad_payload_size);
-  return accept(TwilioEvent{
-      .kind = TwilioEventKind::media, .ulaw = payload_, .chunk = *chunk, .timestamp_ms = *timestamp});
+    return refuse(MediaStreamRefusal::bad_payload_size);
+  return accept(MediaStreamEvent{
+      .kind = MediaStreamEventKind::media, .ulaw = payload_, .chunk = *chunk, .timestamp_ms = *timestamp});
 }
 
 void twilio_media_message(std::string_view stream_sid, std::span<const uint8_t> ulaw, std::string& out) {
@@ -267,5 +261,15 @@ std::string twilio_clear_message(std::string_view stream_sid) {
   out.push_back('}');
   return out;
 }
+
+void TwilioStreamCodec::media_message(std::span<const uint8_t> g711, std::string& out) const {
+  twilio_media_message(start_.stream_sid, g711, out);
+}
+
+std::string TwilioStreamCodec::mark_message(std::string_view name) const {
+  return twilio_mark_message(start_.stream_sid, name);
+}
+
+std::string TwilioStreamCodec::clear_message() const { return twilio_clear_message(start_.stream_sid); }
 
 }  // namespace rtce

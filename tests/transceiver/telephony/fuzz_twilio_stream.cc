@@ -1,5 +1,5 @@
 // fuzz_twilio_stream.cc — libFuzzer over the Twilio pieces that read untrusted input. The
-// input's lines are messages to one TwilioStreamReader, so that its state carries across
+// input's lines are messages to one TwilioStreamCodec, so that its state carries across
 // them; the whole input is also a webhook form body, whose first line is the URL and second
 // the signature. Asserts that each read is exactly an event or a refusal, that a refusal
 // changes nothing, that media is whole frames and survives our own media message, that our
@@ -29,24 +29,24 @@ void check_outbound(std::string_view line) {
     if (c == '<' || c == '>' || c == '"' || c == '\'' || static_cast<unsigned char>(c) < 0x20) abort();
 }
 
-void check_read(rtce::TwilioStreamReader& reader, std::string_view line, std::string& scratch) {
+void check_read(rtce::TwilioStreamCodec& reader, std::string_view line, std::string& scratch) {
   const bool started = reader.started();
   const bool stopped = reader.stopped();
   const std::string stream_sid = reader.start().stream_sid;
-  const rtce::TwilioReadResult r = reader.read(line);
+  const rtce::MediaStreamReadResult r = reader.read(line);
   if (r.event.has_value() == r.refusal.has_value()) abort();
   if (r.refusal) {
     if (reader.started() != started || reader.stopped() != stopped || reader.start().stream_sid != stream_sid)
       abort();
-    if (rtce::twilio_stream_refusal_name(*r.refusal) == "unknown") abort();
+    if (rtce::media_stream_refusal_name(*r.refusal) == "unknown") abort();
     return;
   }
   switch (r.event->kind) {
-    case rtce::TwilioEventKind::start:
+    case rtce::MediaStreamEventKind::start:
       if (started || !reader.started() || r.event->start != &reader.start()) abort();
       if (reader.start().stream_sid.empty() || reader.start().call_sid.empty()) abort();
       break;
-    case rtce::TwilioEventKind::media: {
+    case rtce::MediaStreamEventKind::media: {
       const auto ulaw = r.event->ulaw;
       if (!started || ulaw.empty() || ulaw.size() % rtce::kTwilioFrameBytes != 0 ||
           ulaw.size() > rtce::kMaxMediaFrames * rtce::kTwilioFrameBytes)
@@ -54,18 +54,18 @@ void check_read(rtce::TwilioStreamReader& reader, std::string_view line, std::st
       // Our own message with the same audio reads back as the same audio.
       const std::string expected(ulaw.begin(), ulaw.end());
       rtce::twilio_media_message(reader.start().stream_sid, ulaw, scratch);
-      const rtce::TwilioReadResult echo = reader.read(scratch);
+      const rtce::MediaStreamReadResult echo = reader.read(scratch);
       if (!echo.event || std::string(echo.event->ulaw.begin(), echo.event->ulaw.end()) != expected) abort();
       break;
     }
-    case rtce::TwilioEventKind::dtmf:
-    case rtce::TwilioEventKind::mark:
+    case rtce::MediaStreamEventKind::dtmf:
+    case rtce::MediaStreamEventKind::mark:
       if (!started) abort();
       break;
-    case rtce::TwilioEventKind::stop:
+    case rtce::MediaStreamEventKind::stop:
       if (!reader.stopped()) abort();
       break;
-    case rtce::TwilioEventKind::connected: break;
+    case rtce::MediaStreamEventKind::connected: break;
   }
 }
 
@@ -87,7 +87,7 @@ void check_webhook(std::string_view input) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
-  rtce::TwilioStreamReader reader;
+  rtce::TwilioStreamCodec reader;
   std::string scratch;
   std::string_view rest = input;
   while (!rest.empty()) {

@@ -16,7 +16,7 @@ namespace rtce {
 namespace {
 
 using json = nlohmann::json;
-using R = TwilioStreamRefusal;
+using R = MediaStreamRefusal;
 
 constexpr std::string_view kStreamSid = "MZ18ad3ab5a668481ce02b83e7395059f0";
 constexpr std::string_view kCallSid = "CA8b5a1e4e0d3c5f6a7b8c9d0e1f2a3b4c";
@@ -70,31 +70,31 @@ std::string stop_message(std::string_view stream_sid = kStreamSid) {
 }
 
 // A reader that has read connected and start.
-TwilioStreamReader started_reader() {
-  TwilioStreamReader reader;
+TwilioStreamCodec started_reader() {
+  TwilioStreamCodec reader;
   EXPECT_TRUE(reader.read(connected_message()).event);
   EXPECT_TRUE(reader.read(start_message()).event);
   return reader;
 }
 
-std::optional<TwilioStreamRefusal> refusal_of(TwilioStreamReader& reader, const std::string& text) {
-  const TwilioReadResult r = reader.read(text);
+std::optional<MediaStreamRefusal> refusal_of(TwilioStreamCodec& reader, const std::string& text) {
+  const MediaStreamReadResult r = reader.read(text);
   EXPECT_NE(r.event.has_value(), r.refusal.has_value()) << text;
   return r.refusal;
 }
 
-TEST(TwilioStreamReader, ReadsADocumentedCall) {
-  TwilioStreamReader reader;
+TEST(TwilioStreamCodec, ReadsADocumentedCall) {
+  TwilioStreamCodec reader;
   EXPECT_FALSE(reader.started());
 
   auto r = reader.read(connected_message());
   ASSERT_TRUE(r.event);
   EXPECT_FALSE(r.refusal);
-  EXPECT_EQ(r.event->kind, TwilioEventKind::connected);
+  EXPECT_EQ(r.event->kind, MediaStreamEventKind::connected);
 
   r = reader.read(start_message());
-  ASSERT_TRUE(r.event) << twilio_stream_refusal_name(*r.refusal);
-  EXPECT_EQ(r.event->kind, TwilioEventKind::start);
+  ASSERT_TRUE(r.event) << media_stream_refusal_name(*r.refusal);
+  EXPECT_EQ(r.event->kind, MediaStreamEventKind::start);
   ASSERT_EQ(r.event->start, &reader.start());
   EXPECT_TRUE(reader.started());
   EXPECT_EQ(reader.start().stream_sid, kStreamSid);
@@ -110,8 +110,8 @@ TEST(TwilioStreamReader, ReadsADocumentedCall) {
     const auto audio = frames(1, static_cast<uint8_t>(chunk));
     r = reader.read(media_message(base64(audio), "\"" + std::to_string(chunk) + "\"",
                                   "\"" + std::to_string(chunk * 20 - 15) + "\""));
-    ASSERT_TRUE(r.event) << twilio_stream_refusal_name(*r.refusal);
-    EXPECT_EQ(r.event->kind, TwilioEventKind::media);
+    ASSERT_TRUE(r.event) << media_stream_refusal_name(*r.refusal);
+    EXPECT_EQ(r.event->kind, MediaStreamEventKind::media);
     EXPECT_EQ(r.event->chunk, chunk);
     EXPECT_EQ(r.event->timestamp_ms, chunk * 20 - 15);
     EXPECT_EQ(std::vector<uint8_t>(r.event->ulaw.begin(), r.event->ulaw.end()), audio);
@@ -119,23 +119,23 @@ TEST(TwilioStreamReader, ReadsADocumentedCall) {
 
   r = reader.read(dtmf_message("1"));
   ASSERT_TRUE(r.event);
-  EXPECT_EQ(r.event->kind, TwilioEventKind::dtmf);
+  EXPECT_EQ(r.event->kind, MediaStreamEventKind::dtmf);
   EXPECT_EQ(r.event->digit, '1');
 
   r = reader.read(mark_message("my label"));
   ASSERT_TRUE(r.event);
-  EXPECT_EQ(r.event->kind, TwilioEventKind::mark);
+  EXPECT_EQ(r.event->kind, MediaStreamEventKind::mark);
   EXPECT_EQ(r.event->mark_name, "my label");
 
   EXPECT_FALSE(reader.stopped());
   r = reader.read(stop_message());
   ASSERT_TRUE(r.event);
-  EXPECT_EQ(r.event->kind, TwilioEventKind::stop);
+  EXPECT_EQ(r.event->kind, MediaStreamEventKind::stop);
   EXPECT_TRUE(reader.stopped());
 }
 
-TEST(TwilioStreamReader, ReusesItsPayloadBuffer) {
-  TwilioStreamReader reader = started_reader();
+TEST(TwilioStreamCodec, ReusesItsPayloadBuffer) {
+  TwilioStreamCodec reader = started_reader();
   const std::string message = media_message(base64(frames(kMaxMediaFrames)));
   const uint8_t* first = reader.read(message).event->ulaw.data();
   for (int i = 0; i < 5; ++i) {
@@ -145,8 +145,8 @@ TEST(TwilioStreamReader, ReusesItsPayloadBuffer) {
   }
 }
 
-TEST(TwilioStreamReader, TakesCountersAsStringsOrNumbers) {
-  TwilioStreamReader reader = started_reader();
+TEST(TwilioStreamCodec, TakesCountersAsStringsOrNumbers) {
+  TwilioStreamCodec reader = started_reader();
   const std::string payload = base64(frames(2));
   auto r = reader.read(media_message(payload, "7", "140"));
   ASSERT_TRUE(r.event);
@@ -165,20 +165,20 @@ TEST(TwilioStreamReader, TakesCountersAsStringsOrNumbers) {
   ASSERT_TRUE(r.event);
   EXPECT_EQ(r.event->chunk, 0u);
   // The media format's numbers may be strings too.
-  TwilioStreamReader strings;
+  TwilioStreamCodec strings;
   std::string start = start_message();
   start.replace(start.find("8000"), 4, "\"8000\"");
   start.replace(start.find("\"channels\":1"), 12, "\"channels\":\"1\"");
   EXPECT_TRUE(strings.read(start).event);
 }
 
-TEST(TwilioStreamReader, StartTakesEitherStreamSidAndDumpsNonStringParameters) {
-  TwilioStreamReader reader;
+TEST(TwilioStreamCodec, StartTakesEitherStreamSidAndDumpsNonStringParameters) {
+  TwilioStreamCodec reader;
   const std::string start = R"({"event":"start","start":{"callSid":"CA1","streamSid":"MZ1",)"
                             R"("mediaFormat":{"encoding":"audio/x-mulaw","sampleRate":8000,"channels":1},)"
                             R"("customParameters":{"n":5,"o":{"k":[1,true]},"s":"x","z":null}}})";
   const auto r = reader.read(start);
-  ASSERT_TRUE(r.event) << twilio_stream_refusal_name(*r.refusal);
+  ASSERT_TRUE(r.event) << media_stream_refusal_name(*r.refusal);
   EXPECT_EQ(reader.start().stream_sid, "MZ1");
   EXPECT_EQ(reader.start().account_sid, "");
   EXPECT_TRUE(reader.start().tracks.empty());
@@ -186,7 +186,7 @@ TEST(TwilioStreamReader, StartTakesEitherStreamSidAndDumpsNonStringParameters) {
       {"n", "5"}, {"o", R"({"k":[1,true]})"}, {"s", "x"}, {"z", "null"}};
   EXPECT_EQ(reader.start().custom_parameters, parameters);
   // Only the outer streamSid: fine as well.
-  TwilioStreamReader outer;
+  TwilioStreamCodec outer;
   EXPECT_TRUE(outer
                   .read(R"({"event":"start","streamSid":"MZ2","start":{"callSid":"CA1",)"
                         R"("mediaFormat":{"encoding":"audio/x-mulaw","sampleRate":8000,"channels":1}}})")
@@ -194,8 +194,8 @@ TEST(TwilioStreamReader, StartTakesEitherStreamSidAndDumpsNonStringParameters) {
   EXPECT_EQ(outer.start().stream_sid, "MZ2");
 }
 
-TEST(TwilioStreamReader, RefusesMessagesThatAreNotEvents) {
-  TwilioStreamReader reader;
+TEST(TwilioStreamCodec, RefusesMessagesThatAreNotEvents) {
+  TwilioStreamCodec reader;
   EXPECT_EQ(refusal_of(reader, std::string(kTwilioMaxMessageBytes + 1, ' ')), R::too_large);
   EXPECT_EQ(refusal_of(reader, std::string(9, '[') + std::string(9, ']')), R::too_deep);
   EXPECT_EQ(refusal_of(reader, "[[[[[[[[]]]]]]]]"), R::not_an_event);  // 8 levels: parsed
@@ -214,8 +214,8 @@ TEST(TwilioStreamReader, RefusesMessagesThatAreNotEvents) {
   EXPECT_TRUE(reader.read(padded).event);
 }
 
-TEST(TwilioStreamReader, RefusesMediaDtmfAndMarkBeforeStart) {
-  TwilioStreamReader reader;
+TEST(TwilioStreamCodec, RefusesMediaDtmfAndMarkBeforeStart) {
+  TwilioStreamCodec reader;
   EXPECT_EQ(refusal_of(reader, media_message(base64(frames(1)))), R::before_start);
   EXPECT_EQ(refusal_of(reader, dtmf_message("1")), R::before_start);
   EXPECT_EQ(refusal_of(reader, mark_message("m")), R::before_start);
@@ -225,13 +225,13 @@ TEST(TwilioStreamReader, RefusesMediaDtmfAndMarkBeforeStart) {
   EXPECT_TRUE(reader.stopped());
 }
 
-TEST(TwilioStreamReader, RefusesASecondStartAndKeepsTheFirst) {
-  TwilioStreamReader reader = started_reader();
+TEST(TwilioStreamCodec, RefusesASecondStartAndKeepsTheFirst) {
+  TwilioStreamCodec reader = started_reader();
   EXPECT_EQ(refusal_of(reader, start_message("MZother")), R::repeated_start);
   EXPECT_EQ(reader.start().stream_sid, kStreamSid);
 }
 
-TEST(TwilioStreamReader, RefusesBadStarts) {
+TEST(TwilioStreamCodec, RefusesBadStarts) {
   const std::string format = R"("mediaFormat":{"encoding":"audio/x-mulaw","sampleRate":8000,"channels":1})";
   const auto start_with = [](const std::string& inner) {
     return R"({"event":"start","start":{)" + inner + "}}";
@@ -279,7 +279,7 @@ TEST(TwilioStreamReader, RefusesBadStarts) {
       R"({"event":"start","streamSid":"MZ2","start":{"streamSid":"MZ1","callSid":"CA1",)" + format + "}}",
   };
   for (const std::string& text : bad) {
-    TwilioStreamReader reader;
+    TwilioStreamCodec reader;
     EXPECT_EQ(refusal_of(reader, text), R::bad_start) << text;
     EXPECT_FALSE(reader.started()) << text;
     EXPECT_TRUE(reader.start().stream_sid.empty());
@@ -289,19 +289,19 @@ TEST(TwilioStreamReader, RefusesBadStarts) {
   for (size_t i = 0; i < kTwilioMaxCustomParameters; ++i)
     most += (i ? "," : "") + std::string("\"p") + std::to_string(i) + "\":\"v\"";
   most += "}";
-  TwilioStreamReader at_limit;
+  TwilioStreamCodec at_limit;
   EXPECT_TRUE(at_limit.read(start_with(R"("streamSid":"MZ1","callSid":"CA1",)" + most + "," + format)).event);
   EXPECT_EQ(at_limit.start().custom_parameters.size(), kTwilioMaxCustomParameters);
   const std::string longest = R"("customParameters":{")" + std::string(kTwilioMaxCustomParameterBytes, 'n') +
                               "\":\"" + std::string(kTwilioMaxCustomParameterBytes, 'v') + "\"}";
-  TwilioStreamReader longest_reader;
+  TwilioStreamCodec longest_reader;
   EXPECT_TRUE(
       longest_reader.read(start_with(R"("streamSid":"MZ1","callSid":"CA1",)" + longest + "," + format))
           .event);
 }
 
-TEST(TwilioStreamReader, RefusesAnotherStreamsMessages) {
-  TwilioStreamReader reader = started_reader();
+TEST(TwilioStreamCodec, RefusesAnotherStreamsMessages) {
+  TwilioStreamCodec reader = started_reader();
   const std::string payload = base64(frames(1));
   EXPECT_EQ(refusal_of(reader, media_message(payload, "\"1\"", "\"5\"", "MZother")), R::stream_mismatch);
   EXPECT_EQ(refusal_of(reader, R"({"event":"dtmf","dtmf":{"digit":"1"}})"), R::stream_mismatch);
@@ -310,8 +310,8 @@ TEST(TwilioStreamReader, RefusesAnotherStreamsMessages) {
   EXPECT_FALSE(reader.stopped());
 }
 
-TEST(TwilioStreamReader, RefusesBadMedia) {
-  TwilioStreamReader reader = started_reader();
+TEST(TwilioStreamCodec, RefusesBadMedia) {
+  TwilioStreamCodec reader = started_reader();
   const std::string sid = std::string(kStreamSid);
   const std::string payload = base64(frames(1));
   const std::vector<std::string> bad = {
@@ -335,8 +335,8 @@ TEST(TwilioStreamReader, RefusesBadMedia) {
   for (const std::string& text : bad) EXPECT_EQ(refusal_of(reader, text), R::bad_media) << text;
 }
 
-TEST(TwilioStreamReader, RefusesPayloadsThatAreNotWholeFrames) {
-  TwilioStreamReader reader = started_reader();
+TEST(TwilioStreamCodec, RefusesPayloadsThatAreNotWholeFrames) {
+  TwilioStreamCodec reader = started_reader();
   EXPECT_EQ(refusal_of(reader, media_message("")), R::bad_payload_size);
   EXPECT_EQ(refusal_of(reader, media_message(base64(std::vector<uint8_t>(kTwilioFrameBytes - 1)))),
             R::bad_payload_size);
@@ -348,8 +348,8 @@ TEST(TwilioStreamReader, RefusesPayloadsThatAreNotWholeFrames) {
   EXPECT_TRUE(reader.read(media_message(base64(frames(kMaxMediaFrames)))).event);
 }
 
-TEST(TwilioStreamReader, DtmfDigits) {
-  TwilioStreamReader reader = started_reader();
+TEST(TwilioStreamCodec, DtmfDigits) {
+  TwilioStreamCodec reader = started_reader();
   for (char digit : std::string_view("0123456789*#ABCD")) {
     const auto r = reader.read(dtmf_message(std::string(1, digit)));
     ASSERT_TRUE(r.event) << digit;
@@ -363,8 +363,8 @@ TEST(TwilioStreamReader, DtmfDigits) {
             R::bad_dtmf);
 }
 
-TEST(TwilioStreamReader, MarkNames) {
-  TwilioStreamReader reader = started_reader();
+TEST(TwilioStreamCodec, MarkNames) {
+  TwilioStreamCodec reader = started_reader();
   const std::string longest(kTwilioMaxMarkNameBytes, 'm');
   auto r = reader.read(mark_message(longest));
   ASSERT_TRUE(r.event);
@@ -379,15 +379,15 @@ TEST(TwilioStreamReader, MarkNames) {
             R::bad_mark);
 }
 
-TEST(TwilioStreamReader, EveryRefusalHasANameAndASentence) {
+TEST(TwilioStreamCodec, EveryRefusalHasANameAndASentence) {
   std::set<std::string_view> names;
   for (int i = 0; i <= static_cast<int>(R::bad_mark); ++i) {
     const auto refusal = static_cast<R>(i);
-    EXPECT_FALSE(twilio_stream_refusal_message(refusal).empty());
-    EXPECT_TRUE(names.insert(twilio_stream_refusal_name(refusal)).second);
+    EXPECT_FALSE(media_stream_refusal_message(refusal).empty());
+    EXPECT_TRUE(names.insert(media_stream_refusal_name(refusal)).second);
   }
-  EXPECT_EQ(twilio_stream_refusal_name(R::bad_payload_size), "bad_payload_size");
-  EXPECT_EQ(twilio_stream_refusal_name(static_cast<R>(200)), "unknown");
+  EXPECT_EQ(media_stream_refusal_name(R::bad_payload_size), "bad_payload_size");
+  EXPECT_EQ(media_stream_refusal_name(static_cast<R>(200)), "unknown");
 }
 
 TEST(TwilioOutbound, MediaMessageParsesBackAndItsPayloadRoundTrips) {
@@ -405,7 +405,7 @@ TEST(TwilioOutbound, MediaMessageParsesBackAndItsPayloadRoundTrips) {
   ASSERT_TRUE(base64_decode(message["media"]["payload"].get<std::string>(), decoded));
   EXPECT_EQ(decoded, audio);
   // And through a reader, as an echo of ourselves would arrive.
-  TwilioStreamReader reader = started_reader();
+  TwilioStreamCodec reader = started_reader();
   const auto r = reader.read(out);
   ASSERT_TRUE(r.event);
   EXPECT_EQ(std::vector<uint8_t>(r.event->ulaw.begin(), r.event->ulaw.end()), audio);

@@ -76,6 +76,8 @@ Call::~Call() {
 void Call::start_event_layer() {
   RealtimeEventChannel::Callbacks callbacks;
   callbacks.send_to_client = [this](std::string_view text) {
+    // A phone call has no client channel: its sidebands are its only clients.
+    if (env_.settings.transport_audio == TransportAudio::pcm) return;
     // A closed or backed-up channel loses the event (an error reply owed to the client, say):
     // counted, as the layer's own drops are.
     if (!events_stream_ || !env_.transport.send_channel_text(*events_stream_, text))
@@ -156,6 +158,15 @@ void Call::on_pcm_audio(std::span<const int16_t> pcm_20ms, Nanos now) {
 void Call::on_transport_report(const nlohmann::json& event, Nanos now) {
   now_ = now;
   if (!ended_) send_to_backend(event);
+}
+
+void Call::on_transport_event(nlohmann::json event, Nanos now) {
+  now_ = now;
+  if (ended_) return;
+  if (!realtime_) return send_to_backend(event);
+  event["type"] = "rtcedge." + event.value("type", std::string("transport"));
+  realtime_->on_backend_event(event, now);
+  mirror_realtime_stats();
 }
 
 void Call::tick(Nanos now) {

@@ -134,6 +134,10 @@ class Call final : public BackendListener {
   // One 20 ms frame at the Call's rate from a PCM transport (a phone stream), in order.
   void on_pcm_audio(std::span<const int16_t> pcm_20ms, Nanos now);
   void on_transport_report(const nlohmann::json& event, Nanos now);  // to the backend as is
+  // Something the caller did on the transport (a phone caller's DTMF digit, a mark played
+  // back): to the backend as is; on a Realtime call, whose backend has no such event, to the
+  // call's clients (its sidebands) as `rtcedge.<type>` instead.
+  void on_transport_event(nlohmann::json event, Nanos now);
   void on_channel_open(uint16_t stream, std::string_view label, std::string_view protocol, Nanos now);
   void on_channel_message(uint16_t stream, std::span<const uint8_t> message, bool binary, Nanos now);
   void on_channel_closed(uint16_t stream, Nanos now);

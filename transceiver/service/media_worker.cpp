@@ -201,6 +201,7 @@ void MediaWorker::add_phone_session(PhonePlan plan, std::unique_ptr<MediaStreamC
   auto session =
       std::make_unique<PhoneSession>(std::move(plan), std::move(codec), std::move(link), std::move(env), now);
   metrics_.sessions_created.add();
+  metrics_.phone_calls_active.fetch_add(1, std::memory_order_relaxed);
   touch(*session);  // its first deadline: the wait for the provider's start
   sessions_.emplace(session->id(), std::move(session));
 }
@@ -264,6 +265,7 @@ void MediaWorker::retire(WorkerSession& session) {
   wheel_.cancel(session);
   if (session.touched) std::erase(touched_, &session);
   if (Session* webrtc = session.webrtc()) webrtc->peer().release_paths();
+  if (session.phone()) metrics_.phone_calls_active.fetch_sub(1, std::memory_order_relaxed);
   ended_.push_back({session.snapshot(monotonic_now()), session.access()});
   if (ended_.size() > kEndedKept) ended_.pop_front();
   metrics_.sessions_ended[static_cast<size_t>(session.end_reason())].add();

@@ -17,11 +17,16 @@ constexpr size_t kMaxFramesPerMessage = 10;    // what a codec accepts in one me
 constexpr uint16_t kNormalClosure = 1000;
 constexpr uint16_t kPolicyViolation = 1008;
 
-CallPlan phone_call_plan(const PhonePlan& plan) {
+// A backend that speaks the Realtime protocol makes the phone call a Realtime call: the
+// event layer runs (its only clients are the app server's sidebands), so an app server
+// steers a phone call exactly as it steers a browser's.
+CallPlan phone_call_plan(const PhonePlan& plan, const CallSettings& settings) {
   CallPlan call;
   call.id = plan.id;
   call.user_agent = plan.user_agent;
   call.has_audio = true;
+  call.realtime = settings.backend_speaks_realtime;
+  if (call.realtime) call.realtime_session = nlohmann::json::object();
   return call;
 }
 }  // namespace
@@ -36,7 +41,7 @@ PhoneSession::PhoneSession(PhonePlan plan, std::unique_ptr<MediaStreamCodec> cod
       codec_(std::move(codec)),
       inbound_resampler_(kProviderRate, env.settings.sample_rate),
       outbound_resampler_(env.settings.sample_rate, kProviderRate),
-      call_(phone_call_plan(plan_),
+      call_(phone_call_plan(plan_, env.settings),
             CallEnvironment{*this, std::move(env.make_backend), env.metrics, log_, env.settings}, now) {
   const size_t frame = static_cast<size_t>(samples_per_20ms(env.settings.sample_rate));
   pcm8k_.reserve(kProviderFrameSamples * kMaxFramesPerMessage);
@@ -68,7 +73,7 @@ void PhoneSession::on_stream_message(std::string_view text, Nanos now) {
     case MediaStreamEventKind::dtmf:
       ++counts_.dtmf;
       metrics_.phone_dtmf.add();
-      call_.on_transport_report({{"type", "telephony.dtmf"}, {"digit", std::string(1, event.digit)}}, now);
+      call_.on_transport_event({{"type", "telephony.dtmf"}, {"digit", std::string(1, event.digit)}}, now);
       return;
     case MediaStreamEventKind::mark: return on_mark(event.mark_name, now);
     case MediaStreamEventKind::stop:
@@ -124,7 +129,7 @@ void PhoneSession::on_mark(const std::string& name, Nanos now) {
   pending_marks_.erase(pending_marks_.begin(), it + 1);
   ++counts_.marks_played;
   metrics_.phone_marks_played.add();
-  call_.on_transport_report({{"type", "telephony.mark"}, {"name", name}}, now);
+  call_.on_transport_event({{"type", "telephony.mark"}, {"name", name}}, now);
 }
 
 void PhoneSession::send_pcm(std::span<const int16_t> pcm_20ms, Nanos /*now*/) {

@@ -66,7 +66,7 @@ struct TransceiverConfig {
   Nanos sideband_idle_timeout = 60'000'000'000;
   // Phone calls through Twilio Media Streams (telephony.md): on when the token file is set.
   std::string twilio_auth_token_file;
-  std::string twilio_public_url;
+  std::string telephony_public_url;
 
   std::string dtls_certificate, dtls_private_key;
 

@@ -318,11 +318,11 @@ ConfigTable<C> build() {
         if (access(path.c_str(), R_OK) != 0) throw ConfigError(where + ": cannot read '" + path + "'");
       }));
   t.push_back(string_key<C>(
-      "telephony.twilio.public_url", &C::twilio_public_url, "",
-      {.help = "the base URL Twilio reaches this service at (https://voice.example.com)",
-       .doc = "the scheme, host and optional port Twilio reaches this service at, as configured on the "
+      "telephony.public_url", &C::telephony_public_url, "",
+      {.help = "the base URL phone providers reach this service at (https://voice.example.com)",
+       .doc = "the scheme, host and optional port phone providers reach this service at, as configured on the "
               "phone number (`https://voice.example.com`): behind an Ingress the URL the pod sees differs "
-              "from the one Twilio signs. The stream URL is built from it too (`wss://` for `https://`). "
+              "from the one the provider signs. The stream URL is built from it too (`wss://` for `https://`). "
               "Unset: `http://` and the request's Host header."},
       [](const std::string& url, const std::string& where) {
         const bool scheme = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;

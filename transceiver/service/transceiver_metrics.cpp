@@ -321,6 +321,11 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
                        [](const WorkerMetrics& w) { return w.phone_clears.get(); });
     per_worker_counter("rtcedge_transceiver_telephony_dtmf_total", "DTMF digits phone callers pressed",
                        [](const WorkerMetrics& w) { return w.phone_dtmf.get(); });
+    auto& phone_active =
+        m.family("rtcedge_transceiver_telephony_calls_active",
+                 "live phone calls (their streams open; also in sessions_active)", MetricType::Gauge);
+    m.add(phone_active,
+          sum([](const WorkerMetrics& w) { return w.phone_calls_active.load(std::memory_order_relaxed); }));
   }
   if (s.telephony != nullptr) {
     const TelephonyStats& t = *s.telephony;

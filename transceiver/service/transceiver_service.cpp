@@ -103,7 +103,7 @@ TransceiverService::TransceiverService(TransceiverConfig config)
   TelephonyConfig telephony;
   if (!config_.twilio_auth_token_file.empty())
     telephony.twilio_auth_token = read_secret_line(config_.twilio_auth_token_file, "Twilio auth token file");
-  telephony.public_url = config_.twilio_public_url;
+  telephony.public_url = config_.telephony_public_url;
   TelephonyHooks hooks;
   hooks.admit = [this] { return admit(); };
   hooks.reserve_worker = [this]() -> MediaWorker* {

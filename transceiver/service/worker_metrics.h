@@ -129,6 +129,7 @@ struct WorkerMetrics {
   // Phone calls (Twilio Media Streams): provider messages refused by reason
   // (RTCE_MEDIA_STREAM_REFUSALS), media each way, marks sent and played back, clears, DTMF.
   std::array<RelaxedCounter, kMediaStreamRefusalCount> telephony_refusals;
+  std::atomic<uint32_t> phone_calls_active{0};  // phone sessions on the worker (in sessions_active too)
   RelaxedCounter phone_media_in, phone_media_out, phone_marks_sent, phone_marks_played, phone_clears,
       phone_dtmf;
 

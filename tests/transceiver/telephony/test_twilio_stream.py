@@ -73,7 +73,7 @@ REFUSAL_REASONS = ("not_json", "not_an_event", "unknown_event", "before_start", 
 class Transceiver(TransceiverProcess):
     """The transceiver with the Twilio endpoints on (the auth token in a file, with the
     trailing newline an editor leaves). public_url=True also passes
-    --telephony-twilio-public-url http://127.0.0.1:<port>, so the port is picked before the
+    --telephony-public-url http://127.0.0.1:<port>, so the port is picked before the
     start; otherwise the service takes its base URL from the Host header."""
 
     def __init__(self, *extra, workers=1, public_url=False):
@@ -93,7 +93,7 @@ class Transceiver(TransceiverProcess):
             self.public_url = "http://127.0.0.1:%d" % self.http_port
             self.log = tempfile.NamedTemporaryFile(prefix="rtce-twilio-", suffix=".log", delete=False)
             cmd = [ARGS.transceiver, "--http-listen", "127.0.0.1:%d" % self.http_port, "--workers", str(workers),
-                   *argv, "--telephony-twilio-public-url", self.public_url]
+                   *argv, "--telephony-public-url", self.public_url]
             self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
             wait_for(self.ready, 15, "transceiver /healthz")
         except BaseException:
@@ -507,18 +507,45 @@ class RealtimeDialect(TwilioCase):
 
     async def _scenario(self):
         call, stream = await self.open_call()
-        await stream.send_audio(tp.tone_frames(TONE_HZ, 1.0))      # 50 media
-        await stream.wait_until(lambda: len(stream.audible()) >= 35, 5, "35 media of the tone back")
-        self.assert_tone(audible_pcm(stream), "the tone through the realtime dialect")
-        self.assertEqual(await stream.close(), 1000)
+        # A Realtime backend makes the phone call a Realtime call: an app server's sideband
+        # attaches by the call id and hears the caller's DTMF (the Realtime protocol has none).
+        sideband = await websockets.connect(
+            "ws://127.0.0.1:%d/v1/realtime?call_id=%s" % (self.tx.http_port, call.call_id), open_timeout=5)
+        try:
+            created = json.loads(await asyncio.wait_for(sideband.recv(), 5))
+            self.assertEqual(created.get("type"), "session.created", created)
+            await stream.send_audio(tp.tone_frames(TONE_HZ, 1.0))      # 50 media
+            await stream.wait_until(lambda: len(stream.audible()) >= 35, 5, "35 media of the tone back")
+            self.assert_tone(audible_pcm(stream), "the tone through the realtime dialect")
+            await stream.send_dtmf("7")
+            dtmf = await self.sideband_event(sideband, "rtcedge.telephony.dtmf")
+            self.assertEqual(dtmf.get("digit"), "7", dtmf)
+            self.assertEqual(await stream.close(), 1000)
+            ended = await self.sideband_event(sideband, "rtcedge.call.ended")
+            self.assertEqual(ended.get("reason"), "stream_closed", ended)
+            await asyncio.wait_for(sideband.wait_closed(), 5)
+            self.assertEqual(sideband.close_code, 1000)
+        finally:
+            await sideband.close()
         snap = await self.ended(call)
         self.assertEqual(snap.get("end_reason"), "stream_closed")
+
+    async def sideband_event(self, sideband, kind, timeout=5):
+        """The next event of type `kind` on the sideband (others, like output_audio_buffer.*, skipped)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                self.fail("no %s on the sideband within %ss" % (kind, timeout))
+            event = json.loads(await asyncio.wait_for(sideband.recv(), left))
+            if event.get("type") == kind:
+                return event
 
 
 # --------------------------------------------------------------------------- webhook and stream admission
 
 class Webhook(TwilioCase):
-    """Signed webhooks against --telephony-twilio-public-url; tokens; replays."""
+    """Signed webhooks against --telephony-public-url; tokens; replays."""
 
     PUBLIC_URL = True
 

@@ -200,7 +200,7 @@ SIGN = object()   # post_webhook(signature=SIGN): sign with the provider's auth 
 
 class TwilioProvider:
     """The provider's account and its webhooks to one service at 127.0.0.1:`http_port`.
-    `public_url` is the base URL configured at the service (telephony.twilio.public_url); the
+    `public_url` is the base URL configured at the service (telephony.public_url); the
     signature covers public_url + path + query (default: http://127.0.0.1:<port>, what the
     service derives from the Host header)."""
 

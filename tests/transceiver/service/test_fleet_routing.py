@@ -6,7 +6,9 @@ steered over a sideband WebSocket, hung up and DELETEd through pod B, which forw
 (its id names A's endpoint, the registry A's signaling address). A forged id is refused by B
 without a forward; another key's call answers 404 through B as on A; an ek_ key makes one call
 in the whole fleet (Redis counts it); once A is gone B answers 502 owner_unreachable until A's
-record expires, then 404; with Redis gone too, B counts a key's calls itself. Every wait has a
+record expires, then 404; with Redis gone too, B counts a key's calls itself. A phone call
+whose webhook A answered streams through B (the provider's stream URL is the fleet's, so it
+lands on any pod): B bridges it to A, the caller's tone comes back. Every wait has a
 deadline."""
 
 import asyncio
@@ -25,6 +27,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
 from rtcetest.redis import REDIS_CLI, REDIS_SERVER, RedisServer as Redis  # noqa: E402
 from rtcetest.core import free_port, free_port_run, unittest_main, wait_for  # noqa: E402
 from prom_metrics import metric  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "telephony"))
+import twilio_provider as tp  # noqa: E402
 
 import websockets  # noqa: E402  (python3-websockets, scripts/install-deps.sh)
 
@@ -33,6 +37,7 @@ API_KEY = "fleet-key-0123456789abcdef"
 OTHER_KEY = "other-tenant-0123456789abcdef"
 SECRET = "fleet:" + "rtcedge-fleet-secret-0123456789abcdef"
 CORPUS = os.path.join(HERE, "..", "sdp", "corpus")
+TWILIO_TOKEN = "fleet-twilio-auth-token-0123456789"
 
 
 def offer():
@@ -41,7 +46,7 @@ def offer():
 
 
 class Pod:
-    def __init__(self, redis_port, identity, keys_file, workers=2):
+    def __init__(self, redis_port, identity, keys_file, token_file, workers=2):
         self.http = free_port()
         media = free_port_run(workers)
         self.log = tempfile.NamedTemporaryFile(prefix=f"rtce-{identity}-", suffix=".log", delete=False)
@@ -50,7 +55,7 @@ class Pod:
              "--media-base-port", str(media), "--registry-redis-url", f"redis://127.0.0.1:{redis_port}",
              "--registry-pod-identity", identity, "--registry-ttl", "3s", "--hint-key-file", keys_file,
              "--http-api-keys", f"{API_KEY},{OTHER_KEY}", "--realtime-key-secrets", SECRET,
-             "--sessions-connect-timeout", "60s"],
+             "--sessions-connect-timeout", "60s", "--telephony-twilio-auth-token-file", token_file],
             stdout=self.log, stderr=subprocess.STDOUT)
         wait_for(self.ready, 15, f"{identity} /readyz")
 
@@ -102,8 +107,12 @@ class FleetRouting(unittest.TestCase):
         cls.keys.write("keys:\n  - id: 1\n    secret: %s\n" % os.urandom(16).hex())
         cls.keys.close()
         os.chmod(cls.keys.name, 0o600)
-        cls.a = Pod(cls.redis.port, "pod-a", cls.keys.name)
-        cls.b = Pod(cls.redis.port, "pod-b", cls.keys.name)
+        cls.token = tempfile.NamedTemporaryFile("w", prefix="rtce-twilio-", suffix=".txt", delete=False)
+        cls.token.write(TWILIO_TOKEN + "\n")
+        cls.token.close()
+        os.chmod(cls.token.name, 0o600)
+        cls.a = Pod(cls.redis.port, "pod-a", cls.keys.name, cls.token.name)
+        cls.b = Pod(cls.redis.port, "pod-b", cls.keys.name, cls.token.name)
         # Each pod has seen the other's records (the registry watch) before a test runs.
         wait_for(lambda: cls.redis.cli("SCARD", "rtce:{c0}:eps") == "4", 10, "four endpoints registered")
 
@@ -113,6 +122,7 @@ class FleetRouting(unittest.TestCase):
             pod.stop()
         cls.redis.stop()
         os.unlink(cls.keys.name)
+        os.unlink(cls.token.name)
 
     def create_on_a(self, key=API_KEY):
         status, headers, answer = self.a.request("POST", "/v1/realtime/calls", offer(),
@@ -195,6 +205,35 @@ class FleetRouting(unittest.TestCase):
         for pod in (self.a, self.b):
             status, _, text = pod.request("GET", f"/v1/realtime/calls/{call}", key=OTHER_KEY)
             self.assertEqual((status, error_code(text)), (404, "call_not_found"), text)
+
+    def test_a_phone_stream_through_the_other_pod(self):
+        provider = tp.TwilioProvider(self.a.http, TWILIO_TOKEN)
+        call = provider.answer({"agent": "fleet"})
+        # The stream URL names A's call; B is where the provider's connection landed.
+        via_b = call.stream_url.replace(f":{self.a.http}/", f":{self.b.http}/")
+        self.assertNotEqual(via_b, call.stream_url)
+        before = self.forwarded("websocket")
+
+        async def stream():
+            s = await provider.stream(call, url=via_b).begin()
+            try:
+                await s.send_audio(tp.tone_frames(1000, 1.5))
+                await s.wait_until(lambda: len(s.audible()) >= 30, 5, "30 media of the echoed tone via B")
+                pcm = b"".join(m.pcm() for m in s.audible())
+                self.assertGreaterEqual(tp.tone_margin_db(pcm, 1000, (500, 1500, 2300)), 10)
+                await s.send_stop()
+                self.assertEqual(await s.wait_closed(5), 1000)
+            finally:
+                await s.shutdown()
+
+        asyncio.run(stream())
+        self.assertEqual(self.forwarded("websocket") - before, 1)
+        status, _, text = wait_for(
+            lambda: (lambda r: r if json.loads(r[2] or "{}").get("state") == "ended" else None)(
+                self.a.request("GET", f"/v1/sessions/{call.session_id}", key=API_KEY)), 5, "A's phone call ended")
+        snap = json.loads(text)
+        self.assertEqual((snap["transport"], snap["end_reason"]), ("twilio", "provider_stopped"), snap)
+        self.assertGreaterEqual(snap["telephony"]["media_in"], 70, snap)
 
     def mint(self, pod):
         status, _, text = pod.request("POST", "/v1/realtime/client_secrets", "{}", {"Content-Type": "application/json"},

@@ -37,6 +37,13 @@ end
 return 1
 )lua";
 
+// KEYS[1] a provider's call; ARGV[1] the call id claiming it, ARGV[2] the TTL in seconds.
+// The holder's call id: ARGV[1] when this took it.
+constexpr std::string_view kClaimProviderCallScript = R"lua(
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then return ARGV[1] end
+return redis.call('GET', KEYS[1]) or ARGV[1]
+)lua";
+
 // KEYS[1] the key's call counter. Never below zero, never revives an expired counter.
 constexpr std::string_view kGiveBackKeyCallScript = R"lua(
 local n = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -192,6 +199,19 @@ void RedisRegistry::give_back_key_call(std::string_view principal) {
   const std::string key = schema_.key_calls_key(principal);
   const std::array<std::string_view, 4> args{"EVAL", kGiveBackKeyCallScript, "1", key};
   commands_->command(args, {});
+}
+
+void RedisRegistry::claim_provider_call(std::string_view provider, std::string_view provider_call_id,
+                                        std::string_view call_id, int64_t ttl_s,
+                                        std::function<void(std::optional<std::string>)> done) {
+  const std::string key = schema_.provider_call_key(provider, provider_call_id);
+  const std::string ttl = std::to_string(ttl_s);
+  const std::array<std::string_view, 6> args{"EVAL", kClaimProviderCallScript, "1", key, call_id, ttl};
+  auto handler = [done](SyncStatus status, const redisReply* reply) {
+    if (status != SyncStatus::kOk || reply->type != REDIS_REPLY_STRING) return done(std::nullopt);
+    done(std::string(reply->str, reply->len));
+  };
+  if (!commands_->command(args, handler)) done(std::nullopt);
 }
 
 void RedisRegistry::heartbeat(EndpointId id, uint32_t load, bool draining, DoneCallback done) {

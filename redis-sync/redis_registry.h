@@ -47,6 +47,12 @@ class RedisRegistry final : public Registry {
   void take_key_call(std::string_view principal, uint32_t max_calls, int64_t expires_at,
                      std::function<void(std::optional<bool>)> done);
   void give_back_key_call(std::string_view principal);
+  // A provider's phone call (`provider`, its call id), claimed for the call `call_id` that
+  // answers it, for ttl_s: done(the call id that holds the claim) — call_id when this claim
+  // took it, another when a call answered it first; done(nullopt) the store did not answer.
+  void claim_provider_call(std::string_view provider, std::string_view provider_call_id,
+                           std::string_view call_id, int64_t ttl_s,
+                           std::function<void(std::optional<std::string>)> done);
   void withdraw_ingress(const SocketAddress& address, DoneCallback done = {});
   using IngressCallback = std::function<void(std::optional<std::vector<std::string>> live)>;
   // The unexpired members of `cluster`'s ingress set (any cluster: a fleet shares one Redis);

@@ -20,6 +20,10 @@ std::string RedisSchema::ingress_key() const { return prefix_ + "ingress"; }
 std::string RedisSchema::key_calls_key(std::string_view principal) const {
   return prefix_ + "keycalls:" + std::string(principal);
 }
+std::string RedisSchema::provider_call_key(std::string_view provider,
+                                           std::string_view provider_call_id) const {
+  return prefix_ + "phonecall:" + std::string(provider) + ":" + std::string(provider_call_id);
+}
 std::string RedisSchema::flow_pattern() const { return prefix_ + "flow:*"; }
 
 namespace {

@@ -28,6 +28,8 @@ class RedisSchema {
   // Counter of the calls one ek_ key made in the fleet (its principal, call_access.h); it
   // expires with the key.
   std::string key_calls_key(std::string_view principal) const;
+  // string: the call id (rtc_…) that answered a provider's phone call (its CallSid), EX TTL.
+  std::string provider_call_key(std::string_view provider, std::string_view provider_call_id) const;
   std::string flow_key(const rtce_flow_key& key) const;  // string: endpoint id, PX TTL
   // flow_key into a reused buffer, without the allocations of SocketAddress::to_string
   // (the write path formats one key per new flow).

@@ -73,6 +73,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     for (const auto& [name, value] : request.headers)
       if (!hop_header(name)) request_.set(name, value);
     request_.set(http::field::host, owner_.to_string());
+    // What the client asked for (a provider signs the URL with it): the owner's view of the request.
+    if (!request.header("host").empty() && request.header(kForwardedHostHeader).empty())
+      request_.set(beast::string_view(kForwardedHostHeader.data(), kForwardedHostHeader.size()),
+                   std::string(request.header("host")));
     request_.set(beast::string_view(kForwardedHeader.data(), kForwardedHeader.size()), "1");
     request_.keep_alive(false);
     request_.body() = request.body;

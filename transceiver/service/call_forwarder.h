@@ -19,6 +19,8 @@
 namespace rtce {
 
 inline constexpr std::string_view kForwardedHeader = "rtcedge-forwarded";
+// The Host the client sent, on a forwarded HTTP exchange (the owner sees its own address as Host).
+inline constexpr std::string_view kForwardedHostHeader = "x-forwarded-host";
 
 class CallForwarder {
  public:

@@ -77,6 +77,16 @@ void RegistryAgent::give_back_key_call(std::string principal) {
                     [this, principal = std::move(principal)] { registry_.give_back_key_call(principal); });
 }
 
+void RegistryAgent::claim_provider_call(std::string provider, std::string provider_call_id,
+                                        std::string call_id, int64_t ttl_s,
+                                        std::function<void(std::optional<std::string>)> done) {
+  boost::asio::post(io_,
+                    [this, provider = std::move(provider), provider_call_id = std::move(provider_call_id),
+                     call_id = std::move(call_id), ttl_s, done = std::move(done)] {
+                      registry_.claim_provider_call(provider, provider_call_id, call_id, ttl_s, done);
+                    });
+}
+
 void RegistryAgent::beat() {
   // A third of the TTL: two heartbeats may be lost before the record expires.
   timer_.expires_after(options_.endpoint_ttl / 3);

@@ -49,6 +49,9 @@ class RegistryAgent {
   void take_key_call(std::string principal, uint32_t max_calls, int64_t expires_at,
                      std::function<void(std::optional<bool>)> done);
   void give_back_key_call(std::string principal);
+  // RedisRegistry::claim_provider_call from any thread; done runs on the agent's thread.
+  void claim_provider_call(std::string provider, std::string provider_call_id, std::string call_id,
+                           int64_t ttl_s, std::function<void(std::optional<std::string>)> done);
   // Deregisters every endpoint (waits up to `timeout` for Redis) and stops the thread.
   void stop(Nanos timeout);
 

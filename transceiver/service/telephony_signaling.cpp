@@ -4,6 +4,7 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include "call_forwarder.h"
 #include "form_urlencoded.h"
 #include "media_worker.h"
 #include "random.h"
@@ -174,6 +175,9 @@ bool TelephonySignaling::handle(const HttpRequest& request, const HttpServer::Re
 
 std::string TelephonySignaling::public_base(const HttpRequest& request) const {
   if (!config_.public_url.empty()) return config_.public_url;
+  // A webhook another pod passed on (a fleet's retry) was signed for the Host it was sent to.
+  if (!request.header(kForwardedHeader).empty() && !request.header(kForwardedHostHeader).empty())
+    return "http://" + std::string(request.header(kForwardedHostHeader));
   return "http://" + std::string(request.header("host"));
 }
 
@@ -246,10 +250,53 @@ void TelephonySignaling::webhook(const HttpRequest& request, const HttpServer::R
   if (auto query = parse_form_urlencoded(request.query))
     for (auto& f : *query) stream.parameters.emplace_back(std::move(f.name), std::move(f.value));
   call.twiml = twiml_connect_stream(stream);
+  if (!hooks_.claim_call) return answer(std::move(call), respond);
+  // A fleet: the CallSid is claimed in the registry first, so that a replay on another pod is
+  // one, and a provider's retry that lands elsewhere reaches the pod that answered.
+  const std::string our_call_id = std::string(kCallIdPrefix) + call.session_id;
+  hooks_.claim_call(call_sid, our_call_id,
+                    [this, call = std::move(call), request, respond,
+                     our_call_id](std::optional<std::string> holder) mutable {
+                      http_.post([this, call = std::move(call), request = std::move(request), respond,
+                                  our_call_id, holder = std::move(holder)]() mutable {
+                        claimed(std::move(call), request, respond, our_call_id, holder);
+                      });
+                    });
+}
+
+void TelephonySignaling::claimed(PendingCall call, const HttpRequest& request,
+                                 const HttpServer::Responder& respond, const std::string& our_call_id,
+                                 const std::optional<std::string>& holder) {
+  if (!holder) {
+    // The registry did not answer: this pod decides alone (a replay on another pod would be
+    // answered too); counted, like the ek_ key budget's fallback.
+    stats_.claims_pod_fallback.fetch_add(1, std::memory_order_relaxed);
+    return answer(std::move(call), respond);
+  }
+  if (*holder == our_call_id) return answer(std::move(call), respond);
+  release(call);
+  // Answered before, by the call `holder`: its pod says whether this is the provider's retry
+  // (the same answer) or a replay.
+  if (hooks_.forward_to_owner && hooks_.forward_to_owner(request, *holder, respond)) {
+    count(TelephonyWebhookOutcome::forwarded);
+    return;
+  }
+  count(TelephonyWebhookOutcome::replayed);
+  respond(HttpResponse::text(403, "this call was answered already"));
+}
+
+void TelephonySignaling::answer(PendingCall call, const HttpServer::Responder& respond) {
+  // A retry may have come in while the claim was out: it waits on the same answer.
+  if (auto it = pending_.find(call.call_sid); it != pending_.end()) {
+    release(call);
+    count(TelephonyWebhookOutcome::retried);
+    return respond(xml(200, it->second.twiml));
+  }
   count(TelephonyWebhookOutcome::answered);
-  spdlog::info("telephony: call {} from {} answered as rtc_{}", call_sid, call.from, call.session_id);
+  spdlog::info("telephony: call {} from {} answered as rtc_{}", call.call_sid, call.from, call.session_id);
   auto twiml = call.twiml;
-  pending_by_id_[call.session_id] = call_sid;
+  pending_by_id_[call.session_id] = call.call_sid;
+  const std::string call_sid = call.call_sid;
   pending_.emplace(call_sid, std::move(call));
   stats_.pending.store(pending_.size(), std::memory_order_relaxed);
   respond(xml(200, std::move(twiml)));

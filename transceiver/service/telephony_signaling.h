@@ -38,7 +38,8 @@ class MediaWorker;
   X(no_signature)  /* no X-Twilio-Signature: 403 */                                        \
   X(bad_signature) /* a signature that does not verify: 403 */                             \
   X(replayed)      /* a CallSid whose stream already opened: 403 */                        \
-  X(bad_request)   /* not a form POST, no CallSid: 4xx */
+  X(bad_request)   /* not a form POST, no CallSid: 4xx */                                  \
+  X(forwarded)     /* a fleet: another pod's call holds the CallSid; passed to that pod */
 #define RTCE_TELEPHONY_STREAM_OUTCOMES(X)                                              \
   X(opened)        /* a valid token: the WebSocket is accepted */                      \
   X(bad_token)     /* the call is waiting, the token is not its: 403 */                \
@@ -57,7 +58,8 @@ struct TelephonyStats {
   std::array<std::atomic<uint64_t>, static_cast<size_t>(TelephonyWebhookOutcome::count)> webhooks{};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(TelephonyStreamOutcome::count)> streams{};
   std::atomic<uint64_t> streams_closed_flood{0};
-  std::atomic<uint64_t> pending{0};  // answered calls whose stream has not opened yet
+  std::atomic<uint64_t> pending{0};              // answered calls whose stream has not opened yet
+  std::atomic<uint64_t> claims_pod_fallback{0};  // a fleet's CallSid claim unanswered: decided here
 };
 
 struct TelephonyConfig {
@@ -73,6 +75,16 @@ struct TelephonyHooks {
   // The least loaded worker with room, its sessions_active already counting the call; nullptr at capacity.
   std::function<MediaWorker*()> reserve_worker;
   std::function<std::string(const MediaWorker&)> mint_session_id;
+  // With a registry (else empty): claims the provider's CallSid for the call `call_id`;
+  // done(the call id holding it) on any thread, done(nullopt) when Redis did not answer.
+  std::function<void(std::string call_sid, std::string call_id,
+                     std::function<void(std::optional<std::string>)> done)>
+      claim_call;
+  // Passes the request to the pod that owns call `call_id` and answers with its answer; false
+  // when that is this pod or no pod the registry knows.
+  std::function<bool(const HttpRequest& request, const std::string& call_id,
+                     const HttpServer::Responder& respond)>
+      forward_to_owner;
 };
 
 class TelephonySignaling {
@@ -107,6 +119,10 @@ class TelephonySignaling {
 
   void webhook(const HttpRequest& request, const HttpServer::Responder& respond);
   void stream(const HttpRequest& request, const HttpServer::Responder& respond);
+  // The rest of a webhook once the fleet's claim on its CallSid came back (HTTP thread).
+  void claimed(PendingCall call, const HttpRequest& request, const HttpServer::Responder& respond,
+               const std::string& our_call_id, const std::optional<std::string>& holder);
+  void answer(PendingCall call, const HttpServer::Responder& respond);
   void count(TelephonyWebhookOutcome outcome);
   void count(TelephonyStreamOutcome outcome);
   std::string public_base(const HttpRequest& request) const;

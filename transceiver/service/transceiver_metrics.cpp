@@ -346,6 +346,11 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
                            "media streams closed (1008) for sending faster than the message limit",
                            MetricType::Counter);
     m.add(flood, load(t.streams_closed_flood));
+    auto& fallback =
+        m.family("rtcedge_transceiver_telephony_call_claims_pod_fallback_total",
+                 "webhooks whose fleet-wide CallSid claim Redis did not answer: this pod decided alone",
+                 MetricType::Counter);
+    m.add(fallback, load(t.claims_pod_fallback));
     auto& pending = m.family("rtcedge_transceiver_telephony_calls_waiting",
                              "answered phone calls whose media stream has not opened yet", MetricType::Gauge);
     m.add(pending, load(t.pending));

@@ -117,6 +117,24 @@ TransceiverService::TransceiverService(TransceiverConfig config)
   hooks.mint_session_id = [this](const MediaWorker& worker) {
     return mint_session_id(hint_keys_, worker.endpoint_id());
   };
+  if (registry_) {
+    hooks.claim_call = [this](std::string call_sid, std::string call_id,
+                              std::function<void(std::optional<std::string>)> done) {
+      // As long as the provider may still retry or replay it: a day covers any call.
+      registry_->claim_provider_call("twilio", std::move(call_sid), std::move(call_id), 86400,
+                                     std::move(done));
+    };
+    hooks.forward_to_owner = [this](const HttpRequest& request, const std::string& call_id,
+                                    const HttpServer::Responder& respond) {
+      const std::string id = session_id_of_call(call_id);
+      const auto owner = session_id_owner(hint_keys_, id);
+      if (!owner || local_worker_of(id) != nullptr || !request.header(kForwardedHeader).empty()) return false;
+      auto address = registry_->signaling_of(*owner);
+      if (!address || !forwarder_) return false;
+      forwarder_->forward(request, *address, respond);
+      return true;
+    };
+  }
   telephony_ = std::make_unique<TelephonySignaling>(std::move(telephony), *http_, std::move(hooks));
 }
 

@@ -206,9 +206,21 @@ class FleetRouting(unittest.TestCase):
             status, _, text = pod.request("GET", f"/v1/realtime/calls/{call}", key=OTHER_KEY)
             self.assertEqual((status, error_code(text)), (404, "call_not_found"), text)
 
+    def webhooks(self, pod, outcome):
+        return metric(pod.metrics(), "rtcedge_transceiver_telephony_webhooks_total",
+                      {"provider": "twilio", "outcome": outcome}) or 0
+
     def test_a_phone_stream_through_the_other_pod(self):
         provider = tp.TwilioProvider(self.a.http, TWILIO_TOKEN)
         call = provider.answer({"agent": "fleet"})
+        # The provider retrying on another pod (its first answer lost): B finds A's claim on the
+        # CallSid in Redis and passes the webhook to A, whose answer is the same stream.
+        on_b = tp.TwilioProvider(self.b.http, TWILIO_TOKEN)
+        forwarded_before = self.webhooks(self.b, "forwarded")
+        retry = on_b.post_webhook(call.fields, {"agent": "fleet"})
+        self.assertEqual(retry.status, 200, retry)
+        self.assertEqual(retry.twiml.stream_url, call.stream_url)
+        self.assertEqual(self.webhooks(self.b, "forwarded") - forwarded_before, 1)
         # The stream URL names A's call; B is where the provider's connection landed.
         via_b = call.stream_url.replace(f":{self.a.http}/", f":{self.b.http}/")
         self.assertNotEqual(via_b, call.stream_url)
@@ -228,6 +240,10 @@ class FleetRouting(unittest.TestCase):
 
         asyncio.run(stream())
         self.assertEqual(self.forwarded("websocket") - before, 1)
+        # A replay after the stream opened, on either pod, is refused.
+        for pod in (self.a, self.b):
+            replay = tp.TwilioProvider(pod.http, TWILIO_TOKEN).post_webhook(call.fields, {"agent": "fleet"})
+            self.assertEqual(replay.status, 403, replay)
         status, _, text = wait_for(
             lambda: (lambda r: r if json.loads(r[2] or "{}").get("state") == "ended" else None)(
                 self.a.request("GET", f"/v1/sessions/{call.session_id}", key=API_KEY)), 5, "A's phone call ended")

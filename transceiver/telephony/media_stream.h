@@ -52,7 +52,7 @@ struct MediaStreamStart {
   std::vector<std::pair<std::string, std::string>> custom_parameters;
 };
 
-enum class MediaStreamEventKind : uint8_t { connected, start, media, dtmf, mark, stop };
+enum class MediaStreamEventKind : uint8_t { connected, start, media, dtmf, mark, stop, error };
 
 struct MediaStreamEvent {
   MediaStreamEventKind kind = MediaStreamEventKind::connected;
@@ -62,6 +62,9 @@ struct MediaStreamEvent {
   uint64_t timestamp_ms = 0;                // media: from the start of the stream
   char digit = 0;                           // dtmf: 0-9 * # A-D
   std::string mark_name;                    // mark: the name of a mark we sent, now played
+  // error: what the provider says went wrong with the stream (Telnyx's "error" event: its
+  // code, title and detail), for logs; the stream goes on, so the reader is not refused.
+  std::string text;
 };
 
 // Exactly one of the two is set.

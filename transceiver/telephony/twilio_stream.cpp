@@ -3,131 +3,27 @@
 
 #include <nlohmann/json.hpp>
 
-#include "json_depth.h"
-#include "realtime_dialect.h"  // base64_append, base64_decode
+#include "media_stream_json.h"
+#include "realtime_dialect.h"  // base64_append
 
 namespace rtce {
-namespace {
 
-using json = nlohmann::json;
-
-MediaStreamReadResult refuse(MediaStreamRefusal refusal) {
-  return {.event = std::nullopt, .refusal = refusal};
-}
-MediaStreamReadResult accept(MediaStreamEvent event) {
-  return {.event = std::move(event), .refusal = std::nullopt};
-}
-MediaStreamReadResult accept(MediaStreamEventKind kind) { return accept(MediaStreamEvent{.kind = kind}); }
-
-// The member `key` of `object`, or nullptr.
-const json* member(const json& object, std::string_view key) {
-  const auto it = object.find(key);
-  return it != object.end() ? &*it : nullptr;
-}
-
-// The member `key` of `object` when it is a string, else nullptr.
-const std::string* string_member(const json& object, std::string_view key) {
-  const auto it = object.find(key);
-  return it != object.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
-}
-
-// The member `key` of `object` when it is an object, else nullptr.
-const json* object_member(const json& object, std::string_view key) {
-  const auto it = object.find(key);
-  return it != object.end() && it->is_object() ? &*it : nullptr;
-}
-
-// Twilio sends its counters as decimal strings ("chunk":"1"); a JSON number is taken too.
-std::optional<uint64_t> decimal(const json& value) {
-  if (value.is_number_unsigned()) return value.get<uint64_t>();
-  if (value.is_number_integer()) {
-    const auto n = value.get<int64_t>();
-    return n >= 0 ? std::optional<uint64_t>(static_cast<uint64_t>(n)) : std::nullopt;
-  }
-  if (!value.is_string()) return std::nullopt;
-  const auto& text = value.get_ref<const std::string&>();
-  if (text.empty() || text.size() > 19) return std::nullopt;  // 19 digits cannot overflow
-  uint64_t n = 0;
-  for (const char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    n = n * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return n;
-}
-
-// A missing member is `fallback`; a present one must be a decimal.
-std::optional<uint64_t> decimal_member(const json& object, std::string_view key, uint64_t fallback) {
-  const json* value = member(object, key);
-  return value ? decimal(*value) : std::optional<uint64_t>(fallback);
-}
-
-bool is_dtmf_digit(char c) {
-  return (c >= '0' && c <= '9') || c == '*' || c == '#' || (c >= 'A' && c <= 'D');
-}
-
-// The length of the well-formed UTF-8 sequence (RFC 3629) at the start of `text`, or 0.
-size_t utf8_sequence_length(std::string_view text) {
-  const auto byte = [&](size_t i) { return i < text.size() ? static_cast<uint8_t>(text[i]) : 0; };
-  const auto continuation = [&](size_t i) { return (byte(i) & 0xC0) == 0x80; };
-  const uint8_t lead = byte(0);
-  if (lead < 0x80) return 1;
-  if (lead >= 0xC2 && lead <= 0xDF) return continuation(1) ? 2 : 0;
-  if (lead >= 0xE0 && lead <= 0xEF) {
-    // E0 needs A0.. (no overlong forms), ED stops at 9F (no surrogates).
-    const uint8_t low = lead == 0xE0 ? 0xA0 : 0x80;
-    const uint8_t high = lead == 0xED ? 0x9F : 0xBF;
-    return byte(1) >= low && byte(1) <= high && continuation(2) ? 3 : 0;
-  }
-  if (lead >= 0xF0 && lead <= 0xF4) {
-    // F0 needs 90.. (no overlong forms), F4 stops at 8F (nothing above U+10FFFF).
-    const uint8_t low = lead == 0xF0 ? 0x90 : 0x80;
-    const uint8_t high = lead == 0xF4 ? 0x8F : 0xBF;
-    return byte(1) >= low && byte(1) <= high && continuation(2) && continuation(3) ? 4 : 0;
-  }
-  return 0;
-}
-
-// Appends `text` as a JSON string, quotes included. A byte that is not part of well-formed
-// UTF-8 becomes U+FFFD, so that whatever the caller passes, the message is valid JSON.
-void append_json_string(std::string_view text, std::string& out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out.push_back('"');
-  for (size_t i = 0; i < text.size();) {
-    const auto c = static_cast<uint8_t>(text[i]);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20) {
-      out.append("\\u00").push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xF]);
-    } else if (c >= 0x80) {
-      const size_t length = utf8_sequence_length(text.substr(i));
-      if (length == 0) {
-        out.append("\\ufffd");
-        ++i;
-      } else {
-        out.append(text.substr(i, length));
-        i += length;
-      }
-      continue;
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-    ++i;
-  }
-  out.push_back('"');
-}
-
-}  // namespace
+using stream_json::accept;
+using stream_json::append_json_string;
+using stream_json::decimal;
+using stream_json::decimal_member;
+using stream_json::json;
+using stream_json::member;
+using stream_json::object_member;
+using stream_json::refuse;
+using stream_json::string_member;
 
 MediaStreamReadResult TwilioStreamCodec::read(std::string_view text) {
-  if (text.size() > kTwilioMaxMessageBytes) return refuse(MediaStreamRefusal::too_large);
-  if (json_nests_deeper_than(text, kTwilioMaxJsonDepth)) return refuse(MediaStreamRefusal::too_deep);
-  const json message = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (message.is_discarded()) return refuse(MediaStreamRefusal::not_json);
-  if (!message.is_object()) return refuse(MediaStreamRefusal::not_an_event);
+  json message;
+  if (const auto refusal =
+          stream_json::parse_message(text, kTwilioMaxMessageBytes, kTwilioMaxJsonDepth, message))
+    return refuse(*refusal);
   const std::string* event = string_member(message, "event");
-  if (!event) return refuse(MediaStreamRefusal::not_an_event);
 
   if (*event == "connected") return accept(MediaStreamEventKind::connected);
   if (*event == "start") return read_start(message);
@@ -141,17 +37,8 @@ MediaStreamReadResult TwilioStreamCodec::read(std::string_view text) {
   if (!started_) return refuse(MediaStreamRefusal::before_start);
   if (!names_our_stream(message)) return refuse(MediaStreamRefusal::stream_mismatch);
   if (*event == "media") return read_media(message);
-  if (*event == "dtmf") {
-    const json* dtmf = object_member(message, "dtmf");
-    const std::string* digit = dtmf ? string_member(*dtmf, "digit") : nullptr;
-    if (!digit || digit->size() != 1 || !is_dtmf_digit((*digit)[0]))
-      return refuse(MediaStreamRefusal::bad_dtmf);
-    return accept(MediaStreamEvent{.kind = MediaStreamEventKind::dtmf, .digit = (*digit)[0]});
-  }
-  const json* mark = object_member(message, "mark");
-  const std::string* name = mark ? string_member(*mark, "name") : nullptr;
-  if (!name || name->size() > kTwilioMaxMarkNameBytes) return refuse(MediaStreamRefusal::bad_mark);
-  return accept(MediaStreamEvent{.kind = MediaStreamEventKind::mark, .mark_name = *name});
+  if (*event == "dtmf") return stream_json::read_dtmf(message);
+  return stream_json::read_mark(message, kTwilioMaxMarkNameBytes);
 }
 
 bool TwilioStreamCodec::names_our_stream(const json& message) const {
@@ -199,16 +86,11 @@ MediaStreamReadResult TwilioStreamCodec::read_start(const json& message) {
       parsed.tracks.push_back(track.get<std::string>());
     }
   }
-  if (const auto it = start->find("customParameters"); it != start->end()) {
-    if (!it->is_object() || it->size() > kTwilioMaxCustomParameters) return bad();
-    for (const auto& [name, value] : it->items()) {
-      std::string text = value.is_string() ? value.get<std::string>()
-                                           : value.dump(-1, ' ', false, json::error_handler_t::replace);
-      if (name.size() > kTwilioMaxCustomParameterBytes || text.size() > kTwilioMaxCustomParameterBytes)
-        return bad();
-      parsed.custom_parameters.emplace_back(name, std::move(text));
-    }
-  }
+  if (const json* parameters = member(*start, "customParameters");
+      parameters &&
+      !stream_json::read_custom_parameters(*parameters, kTwilioMaxCustomParameters,
+                                           kTwilioMaxCustomParameterBytes, parsed.custom_parameters))
+    return bad();
   start_ = std::move(parsed);
   started_ = true;
   return accept(MediaStreamEvent{.kind = MediaStreamEventKind::start, .start = &start_});
@@ -226,13 +108,9 @@ MediaStreamReadResult TwilioStreamCodec::read_media(const json& message) {
   if (!chunk || !timestamp) return bad();
   const std::string* payload = string_member(*media, "payload");
   if (!payload) return bad();
-  // Sized before decoding: a payload longer than the largest allowed costs no decode.
-  constexpr size_t kMaxPayloadChars = (kMaxMediaFrames * kTwilioFrameBytes + 2) / 3 * 4;
-  if (payload->size() > kMaxPayloadChars) return refuse(MediaStreamRefusal::bad_payload_size);
-  if (!base64_decode(*payload, payload_)) return bad();
-  if (payload_.empty() || payload_.size() % kTwilioFrameBytes != 0 ||
-      payload_.size() > kMaxMediaFrames * kTwilioFrameBytes)
-    return refuse(MediaStreamRefusal::bad_payload_size);
+  if (const auto refusal =
+          stream_json::decode_payload(*payload, kTwilioFrameBytes, kMaxMediaFrames, payload_))
+    return refuse(*refusal);
   return accept(MediaStreamEvent{
       .kind = MediaStreamEventKind::media, .ulaw = payload_, .chunk = *chunk, .timestamp_ms = *timestamp});
 }

@@ -1,0 +1,83 @@
+// media_stream_json.h — the JSON pieces every provider's media-stream codec shares (Twilio's,
+// Telnyx's): parsing an untrusted message under size and depth bounds, typed member lookups,
+// counters sent as strings or numbers, the base64 G.711 payload decoded into a reused
+// buffer with its frame checks, DTMF and mark events, the custom parameters of a start, and
+// JSON string escaping for our outbound messages. The dialects differ in member names and
+// ids; these are the parts where they do not, written once so that both refuse alike.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "media_stream.h"
+
+namespace rtce::stream_json {
+
+using json = nlohmann::json;
+
+inline MediaStreamReadResult refuse(MediaStreamRefusal refusal) {
+  return {.event = std::nullopt, .refusal = refusal};
+}
+inline MediaStreamReadResult accept(MediaStreamEvent event) {
+  return {.event = std::move(event), .refusal = std::nullopt};
+}
+inline MediaStreamReadResult accept(MediaStreamEventKind kind) {
+  return accept(MediaStreamEvent{.kind = kind});
+}
+
+// Parses one inbound message into `message`. Refuses, in this order: more than `max_bytes`
+// (too_large), nesting deeper than `max_depth` (too_deep, checked before parsing so that
+// hostile text never builds a deep tree), not JSON (not_json), not an object with a string
+// "event" (not_an_event). nullopt: `message` is such an object.
+std::optional<MediaStreamRefusal> parse_message(std::string_view text, size_t max_bytes, size_t max_depth,
+                                                json& message);
+
+// The member `key` of `object`: any value, a string, an object; nullptr when absent or of
+// another type.
+const json* member(const json& object, std::string_view key);
+const std::string* string_member(const json& object, std::string_view key);
+const json* object_member(const json& object, std::string_view key);
+
+// Providers send counters as decimal strings ("chunk":"1"); a JSON number is taken too.
+// At most 19 digits (cannot overflow); negative, fractional or other text is nullopt.
+std::optional<uint64_t> decimal(const json& value);
+// A missing member is `fallback`; a present one must be a decimal.
+std::optional<uint64_t> decimal_member(const json& object, std::string_view key, uint64_t fallback);
+
+// Decodes a media message's base64 `payload` into `out` (reused: once it has held the
+// largest payload, decoding allocates nothing). Refuses bad_payload_size when the text is
+// longer than `max_frames` frames could encode to (before decoding, so that it costs
+// nothing) or the bytes are not 1..max_frames whole frames of `frame_bytes`; bad_media when
+// it is not RFC 4648 base64.
+std::optional<MediaStreamRefusal> decode_payload(std::string_view payload, size_t frame_bytes,
+                                                 size_t max_frames, std::vector<uint8_t>& out);
+
+// 0-9 * # A-D: the sixteen DTMF tones.
+bool is_dtmf_digit(char c);
+
+// {"dtmf":{"digit":"1"}} → a dtmf event, else bad_dtmf.
+MediaStreamReadResult read_dtmf(const json& message);
+// {"mark":{"name":".."}} → a mark event, else bad_mark (also a name over `max_name_bytes`).
+MediaStreamReadResult read_mark(const json& message, size_t max_name_bytes);
+
+// A start's custom parameters (a JSON object) into `out`, in the object's order (nlohmann
+// keeps keys sorted); a value that is not a string becomes its JSON text. False when
+// `value` is not an object, has more than `max_count` members, or a name or value is over
+// `max_bytes`.
+bool read_custom_parameters(const json& value, size_t max_count, size_t max_bytes,
+                            std::vector<std::pair<std::string, std::string>>& out);
+
+// The length of the well-formed UTF-8 sequence (RFC 3629) at the start of `text`, or 0.
+size_t utf8_sequence_length(std::string_view text);
+
+// Appends `text` as a JSON string, quotes included. A byte that is not part of well-formed
+// UTF-8 becomes U+FFFD, so that whatever the caller passes, the message is valid JSON.
+void append_json_string(std::string_view text, std::string& out);
+
+}  // namespace rtce::stream_json

@@ -58,7 +58,8 @@ void PhoneSession::on_stream_message(std::string_view text, Nanos now) {
   const MediaStreamReadResult result = codec_->read(text);
   if (result.refusal) {
     ++counts_.refused;
-    metrics_.telephony_refusals[static_cast<size_t>(*result.refusal)].add();
+    metrics_.telephony_refusals[static_cast<size_t>(plan_.provider)][static_cast<size_t>(*result.refusal)]
+        .add();
     if (counts_.refused <= 3)
       spdlog::info("phone call {}: refused a provider message: {}", id_,
                    media_stream_refusal_message(*result.refusal));
@@ -76,6 +77,13 @@ void PhoneSession::on_stream_message(std::string_view text, Nanos now) {
       call_.on_transport_event({{"type", "telephony.dtmf"}, {"digit", std::string(1, event.digit)}}, now);
       return;
     case MediaStreamEventKind::mark: return on_mark(event.mark_name, now);
+    case MediaStreamEventKind::error:
+      // The provider reports a problem on the stream (Telnyx: a malformed media we sent, say);
+      // the call goes on. Logged, a few per call.
+      if (++counts_.provider_errors <= 3)
+        spdlog::warn("phone call {}: the provider reported an error: {}", id_, event.text);
+      log_.add({{"type", "stream.error"}, {"text", event.text}}, now);
+      return;
     case MediaStreamEventKind::stop:
       log_.add({{"type", "stream.stop"}}, now);
       return end(SessionEnd::provider_stopped, now);
@@ -85,7 +93,7 @@ void PhoneSession::on_stream_message(std::string_view text, Nanos now) {
 void PhoneSession::on_start(const MediaStreamStart& start, Nanos now) {
   // The token in the stream's URL was minted for this call: a stream that says it carries
   // another one is not the call the webhook answered.
-  if (start.call_sid != plan_.call_sid) {
+  if (plan_.start_names_call_sid && start.call_sid != plan_.call_sid) {
     spdlog::warn("phone call {}: the stream's callSid {} is not the webhook's {}", id_, start.call_sid,
                  plan_.call_sid);
     close_stream(kPolicyViolation, "callSid does not match the call this stream was opened for");
@@ -97,7 +105,9 @@ void PhoneSession::on_start(const MediaStreamStart& start, Nanos now) {
   connection.client_address = plan_.client_address;
   connection.path_kind = "telephony";
   for (const auto& [name, value] : start.custom_parameters) connection.metadata[name] = value;
-  const std::string& p = plan_.provider;
+  // The id the app server's API knows the call by (GET, hangup, a Realtime call's sideband).
+  connection.metadata["rtcedge.call_id"] = "rtc_" + id_;
+  const std::string p = phone_provider_name(plan_.provider);
   connection.metadata[p + ".call_sid"] = plan_.call_sid;
   connection.metadata[p + ".stream_sid"] = stream_sid_;
   connection.metadata[p + ".account_sid"] = start.account_sid;
@@ -205,11 +215,11 @@ void PhoneSession::close_stream(uint16_t code, std::string reason) {
 nlohmann::json PhoneSession::snapshot(Nanos now) const {
   nlohmann::json j;
   j["id"] = id_;
-  j["transport"] = plan_.provider;
+  j["transport"] = phone_provider_name(plan_.provider);
   j["state"] = ended() ? "ended" : started_ ? "connected" : "connecting";
   j["path"] = "telephony";
   call_.snapshot_into(j);
-  j["telephony"] = {{"provider", plan_.provider},
+  j["telephony"] = {{"provider", phone_provider_name(plan_.provider)},
                     {"call_sid", plan_.call_sid},
                     {"stream_sid", stream_sid_},
                     {"media_in", counts_.media_in},
@@ -218,7 +228,8 @@ nlohmann::json PhoneSession::snapshot(Nanos now) const {
                     {"marks_played", counts_.marks_played},
                     {"clears", counts_.clears},
                     {"dtmf", counts_.dtmf},
-                    {"refused", counts_.refused}};
+                    {"refused", counts_.refused},
+                    {"provider_errors", counts_.provider_errors}};
   snapshot_common(j, now);
   return j;
 }

@@ -19,6 +19,7 @@
 #include "call/call.h"
 #include "session.h"
 #include "telephony/media_stream.h"
+#include "telephony/phone_provider.h"
 
 namespace rtce {
 
@@ -41,7 +42,10 @@ struct PhonePlan {
   std::string from, to;
   std::string client_address;  // the provider's end of the stream
   std::string user_agent;
-  std::string provider = "twilio";  // names the transport in snapshots and the metadata keys
+  PhoneProvider provider = PhoneProvider::twilio;  // names the transport in snapshots and metadata keys
+  // The provider's start message names the call the webhook answered (Twilio's callSid): one
+  // that names another is refused.
+  bool start_names_call_sid = true;
 };
 
 struct PhoneSessionEnvironment {
@@ -75,7 +79,8 @@ class PhoneSession final : public WorkerSession, CallTransport {
   PhoneSession* phone() override { return this; }
 
   struct Counts {
-    uint64_t media_in = 0, media_out = 0, marks_sent = 0, marks_played = 0, clears = 0, dtmf = 0, refused = 0;
+    uint64_t media_in = 0, media_out = 0, marks_sent = 0, marks_played = 0, clears = 0, dtmf = 0, refused = 0,
+             provider_errors = 0;
   };
   const Counts& counts() const { return counts_; }
 

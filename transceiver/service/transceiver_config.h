@@ -67,6 +67,8 @@ struct TransceiverConfig {
   // Phone calls through Twilio Media Streams (telephony.md): on when the token file is set.
   std::string twilio_auth_token_file;
   std::string telephony_public_url;
+  std::string telnyx_public_key;  // base64 Ed25519 key; set: the Telnyx endpoints are on
+  Nanos telnyx_max_call = 14400'000'000'000;
 
   std::string dtls_certificate, dtls_private_key;
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "error.h"
+#include "telnyx_webhook.h"
 #include "transceiver_config.h"
 
 namespace rtce {
@@ -310,20 +311,40 @@ ConfigTable<C> build() {
   t.push_back(string_key<C>(
       "telephony.twilio.auth_token_file", &C::twilio_auth_token_file, "",
       {.help = "file holding the Twilio auth token; set: the Twilio webhook and stream endpoints are on",
-       .doc = "file holding the Twilio account's auth token (one line), which signs the voice webhook's "
-              "requests (`X-Twilio-Signature`). Set: `POST /v1/telephony/twilio` answers calls with a "
+       .doc = "file holding the Twilio account's auth token, which signs the voice webhook's requests "
+              "(`X-Twilio-Signature`); one token a line, every one verifies (to rotate: add the new "
+              "token as a second line, restart the pods one by one, then remove the old). Set: `POST "
+              "/v1/telephony/twilio` answers calls with a "
               "media stream to this service ([telephony.md](telephony.md)); unset: both endpoints are off. "
               "Read at start."},
       [](const std::string& path, const std::string& where) {
         if (access(path.c_str(), R_OK) != 0) throw ConfigError(where + ": cannot read '" + path + "'");
       }));
   t.push_back(string_key<C>(
+      "telephony.telnyx.public_key", &C::telnyx_public_key, "",
+      {.help =
+           "the Telnyx account's public key (base64); set: the Telnyx webhook and stream endpoints are on",
+       .doc = "the Telnyx account's Ed25519 public key, base64 as the portal shows it (Keys & Credentials → "
+              "Public Key), which verifies the TeXML webhook's `telnyx-signature-ed25519`. Set: "
+              "`POST /v1/telephony/telnyx` answers calls with a media stream to this service "
+              "([telephony.md](telephony.md)); unset: both endpoints are off. Not a secret."},
+      [](const std::string& key, const std::string& where) {
+        if (!telnyx_public_key_from_base64(key))
+          throw ConfigError(where + ": not a base64 Ed25519 public key (32 bytes)");
+      }));
+  t.push_back(duration_key<C>(
+      "telephony.telnyx.max_call", &C::telnyx_max_call, 14400 * s, 60 * s, 86400 * s,
+      {.help = "how long a Telnyx call may last (the TeXML's <Pause> beside its stream)",
+       .doc = "how long a Telnyx call may last: the TeXML answer starts the stream beside a `<Pause>` of "
+              "this length, which is what keeps the call up. 60s..86400s."}));
+  t.push_back(string_key<C>(
       "telephony.public_url", &C::telephony_public_url, "",
       {.help = "the base URL phone providers reach this service at (https://voice.example.com)",
-       .doc = "the scheme, host and optional port phone providers reach this service at, as configured on the "
-              "phone number (`https://voice.example.com`): behind an Ingress the URL the pod sees differs "
-              "from the one the provider signs. The stream URL is built from it too (`wss://` for `https://`). "
-              "Unset: `http://` and the request's Host header."},
+       .doc =
+           "the scheme, host and optional port phone providers reach this service at, as configured on the "
+           "phone number (`https://voice.example.com`): behind an Ingress the URL the pod sees differs "
+           "from the one the provider signs. The stream URL is built from it too (`wss://` for `https://`). "
+           "Unset: `http://` and the request's Host header."},
       [](const std::string& url, const std::string& where) {
         const bool scheme = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
         if (!scheme || url.find_first_of("?# \r\n") != std::string::npos || url.back() == '/')

@@ -301,10 +301,11 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
   {
     auto& refused = m.family("rtcedge_transceiver_telephony_messages_refused_total",
                              "provider stream messages dropped, by provider and reason", MetricType::Counter);
-    for (size_t i = 0; i < kMediaStreamRefusalCount; ++i)
-      m.add(refused, sum([i](const WorkerMetrics& w) { return w.telephony_refusals[i].get(); }),
-            {{"provider", "twilio"},
-             {"reason", std::string(media_stream_refusal_name(static_cast<MediaStreamRefusal>(i)))}});
+    for (size_t p = 0; p < kPhoneProviderCount; ++p)
+      for (size_t i = 0; i < kMediaStreamRefusalCount; ++i)
+        m.add(refused, sum([p, i](const WorkerMetrics& w) { return w.telephony_refusals[p][i].get(); }),
+              {{"provider", kPhoneProviderNames[p]},
+               {"reason", std::string(media_stream_refusal_name(static_cast<MediaStreamRefusal>(i)))}});
     auto& media = m.family("rtcedge_transceiver_telephony_media_messages_total",
                            "20 ms media messages of phone calls, by direction (in: from the provider)",
                            MetricType::Counter);
@@ -334,14 +335,16 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
     };
     auto& webhooks = m.family("rtcedge_transceiver_telephony_webhooks_total",
                               "voice webhook requests, by provider and outcome", MetricType::Counter);
-    for (size_t i = 0; i < std::size(kTelephonyWebhookOutcomeNames); ++i)
-      m.add(webhooks, load(t.webhooks[i]),
-            {{"provider", "twilio"}, {"outcome", kTelephonyWebhookOutcomeNames[i]}});
+    for (size_t p = 0; p < kPhoneProviderCount; ++p)
+      for (size_t i = 0; i < std::size(kTelephonyWebhookOutcomeNames); ++i)
+        m.add(webhooks, load(t.webhooks[p][i]),
+              {{"provider", kPhoneProviderNames[p]}, {"outcome", kTelephonyWebhookOutcomeNames[i]}});
     auto& streams = m.family("rtcedge_transceiver_telephony_streams_total",
                              "media stream requests, by provider and outcome", MetricType::Counter);
-    for (size_t i = 0; i < std::size(kTelephonyStreamOutcomeNames); ++i)
-      m.add(streams, load(t.streams[i]),
-            {{"provider", "twilio"}, {"outcome", kTelephonyStreamOutcomeNames[i]}});
+    for (size_t p = 0; p < kPhoneProviderCount; ++p)
+      for (size_t i = 0; i < std::size(kTelephonyStreamOutcomeNames); ++i)
+        m.add(streams, load(t.streams[p][i]),
+              {{"provider", kPhoneProviderNames[p]}, {"outcome", kTelephonyStreamOutcomeNames[i]}});
     auto& flood = m.family("rtcedge_transceiver_telephony_streams_closed_flood_total",
                            "media streams closed (1008) for sending faster than the message limit",
                            MetricType::Counter);

@@ -15,6 +15,7 @@
 #include "sdp/sdpfrag.h"
 #include "sdp/session_description.h"
 #include "session_id.h"
+#include "telnyx_webhook.h"
 #include "transceiver_metrics.h"
 
 namespace rtce {
@@ -38,15 +39,26 @@ std::string random_ice_password() {
   return out;
 }
 
-// The first line of a secret's file, without its line end or trailing blanks (a bounded
-// read: a path to /dev/zero fails at once); throws ConfigError naming the file.
-std::string read_secret_line(const std::string& path, std::string_view what) {
+// The secrets of a file, one a line, without line ends or surrounding blanks, blank lines
+// skipped (a bounded read: a path to /dev/zero fails at once); throws ConfigError naming the
+// file when it holds none.
+std::vector<std::string> read_secret_lines(const std::string& path, std::string_view what) {
   const ConfigFileText file = read_config_file(path, what, 4096);
   if (auto warning = secret_file_mode_warning(path, what, file.mode)) spdlog::warn("{}", *warning);
-  std::string line = file.text.substr(0, file.text.find('\n'));
-  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
-  if (line.empty()) throw ConfigError(std::string(what) + " '" + path + "' has an empty first line");
-  return line;
+  std::vector<std::string> secrets;
+  size_t at = 0;
+  while (at < file.text.size()) {
+    size_t end = file.text.find('\n', at);
+    if (end == std::string::npos) end = file.text.size();
+    std::string line = file.text.substr(at, end - at);
+    at = end + 1;
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    line = line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+    secrets.push_back(std::move(line));
+  }
+  if (secrets.empty()) throw ConfigError(std::string(what) + " '" + path + "' holds no secret");
+  return secrets;
 }
 
 // Session ids carry their worker in the first byte so a GET finds it without a shared map.
@@ -88,6 +100,9 @@ TransceiverService::TransceiverService(TransceiverConfig config)
   }
   HttpServer::Limits limits;
   limits.max_body_bytes = config_.max_body_bytes;
+  // Every phone call is a WebSocket (its media stream), as is every sideband: room for a
+  // phone call in every session slot, and the sidebands' 256 beside them.
+  limits.max_websockets = static_cast<size_t>(config_.workers) * config_.max_sessions_per_worker + 256;
   http_ = std::make_unique<HttpServer>(
       config_.http_listen, limits,
       [this](const HttpRequest& r, HttpServer::Responder respond) { handle(r, std::move(respond)); });
@@ -102,8 +117,14 @@ TransceiverService::TransceiverService(TransceiverConfig config)
   realtime_->set_ingress_header(config_.relay_ingress_header);
   TelephonyConfig telephony;
   if (!config_.twilio_auth_token_file.empty())
-    telephony.twilio_auth_token = read_secret_line(config_.twilio_auth_token_file, "Twilio auth token file");
+    telephony.twilio_auth_tokens =
+        read_secret_lines(config_.twilio_auth_token_file, "Twilio auth token file");
   telephony.public_url = config_.telephony_public_url;
+  telephony.max_websockets = limits.max_websockets;
+  if (!config_.telnyx_public_key.empty())
+    telephony.telnyx_public_key =
+        telnyx_public_key_from_base64(config_.telnyx_public_key);  // checked by the key
+  telephony.telnyx_max_call_seconds = static_cast<int>(config_.telnyx_max_call / 1'000'000'000);
   TelephonyHooks hooks;
   hooks.admit = [this] { return admit(); };
   hooks.reserve_worker = [this]() -> MediaWorker* {
@@ -114,15 +135,20 @@ TransceiverService::TransceiverService(TransceiverConfig config)
       worker->metrics().sessions_active.fetch_add(1, std::memory_order_relaxed);
     return worker;
   };
+  hooks.unix_now = [] {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
   hooks.mint_session_id = [this](const MediaWorker& worker) {
     return mint_session_id(hint_keys_, worker.endpoint_id());
   };
   if (registry_) {
-    hooks.claim_call = [this](std::string call_sid, std::string call_id,
+    hooks.claim_call = [this](PhoneProvider provider, std::string call_sid, std::string call_id,
                               std::function<void(std::optional<std::string>)> done) {
       // As long as the provider may still retry or replay it: a day covers any call.
-      registry_->claim_provider_call("twilio", std::move(call_sid), std::move(call_id), 86400,
-                                     std::move(done));
+      registry_->claim_provider_call(phone_provider_name(provider), std::move(call_sid), std::move(call_id),
+                                     86400, std::move(done));
     };
     hooks.forward_to_owner = [this](const HttpRequest& request, const std::string& call_id,
                                     const HttpServer::Responder& respond) {
@@ -252,10 +278,9 @@ std::optional<SocketAddress> TransceiverService::remote_owner(const HttpRequest&
     id = session_id_of_call(rest.substr(0, rest.find('/')));
   } else if (path == "/v1/realtime" && request.method == "GET") {
     id = session_id_of_call(query_value(request.query, "call_id"));
-  } else if (path.starts_with(TelephonySignaling::kStreamPrefix)) {
+  } else if (auto call_id = TelephonySignaling::stream_call_id(path)) {
     // A provider's stream to the pod that answered its webhook (where the call waits for it).
-    const std::string_view rest = path.substr(TelephonySignaling::kStreamPrefix.size());
-    id = session_id_of_call(rest.substr(0, rest.find('/')));
+    id = session_id_of_call(*call_id);
   }
   // A forged or mistyped id fails its MAC here: no lookup, the local 404.
   const auto owner = session_id_owner(hint_keys_, id);

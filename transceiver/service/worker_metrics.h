@@ -12,7 +12,8 @@
 #include "datachannel/data_channel_endpoint.h"
 #include "realtime/realtime_events.h"
 #include "relaxed_counter.h"
-#include "telephony/twilio_stream.h"
+#include "telephony/media_stream.h"
+#include "telephony/phone_provider.h"
 #include "vocab.h"
 
 namespace rtce {
@@ -128,7 +129,7 @@ struct WorkerMetrics {
   BackendCounters backend;
   // Phone calls (Twilio Media Streams): provider messages refused by reason
   // (RTCE_MEDIA_STREAM_REFUSALS), media each way, marks sent and played back, clears, DTMF.
-  std::array<RelaxedCounter, kMediaStreamRefusalCount> telephony_refusals;
+  std::array<std::array<RelaxedCounter, kMediaStreamRefusalCount>, kPhoneProviderCount> telephony_refusals;
   std::atomic<uint32_t> phone_calls_active{0};  // phone sessions on the worker (in sessions_active too)
   RelaxedCounter phone_media_in, phone_media_out, phone_marks_sent, phone_marks_played, phone_clears,
       phone_dtmf;

@@ -24,13 +24,13 @@ namespace rtce {
   X(too_deep, "the JSON nests deeper than 8 levels")                                                       \
   X(not_json, "the text message is not valid JSON")                                                        \
   X(not_an_event, "the message is not a JSON object with a string \"event\"")                              \
-  X(unknown_event, "the event is not connected, start, media, dtmf, mark or stop")                         \
+  X(unknown_event, "the event is not one the provider's stream has (connected, start, media, dtmf, ...)")  \
   X(before_start, "a media, dtmf or mark message came before the start message")                           \
   X(repeated_start, "a second start message")                                                              \
   X(bad_start,                                                                                             \
-    "the start message lacks streamSid or callSid (or one is over 64 bytes), its media format is not "     \
-    "audio/x-mulaw at 8000 Hz mono, or its customParameters are not at most 32 of at most 1 KiB each")     \
-  X(stream_mismatch, "the streamSid is not the one the start message named")                               \
+    "the start message lacks the stream's or the call's id (or one is too long), its media format is not " \
+    "G.711 mu-law at 8000 Hz mono, or its custom parameters are not at most 32 of at most 1 KiB each")     \
+  X(stream_mismatch, "the stream id is not the one the start message named")                               \
   X(bad_media, "a media message has no valid base64 payload, a track other than inbound, or a bad number") \
   X(bad_payload_size, "a media payload is empty, not whole 160-byte frames, or more than 10 frames")       \
   X(bad_dtmf, "a dtmf message's digit is not one of 0-9, *, #, A-D")                                       \

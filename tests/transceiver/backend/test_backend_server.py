@@ -5,7 +5,7 @@
 text events, so a test can see what the backend heard in the session's event log:
 session.started -> {"type":"event","heard":"session.started","metadata":<its metadata>};
 telephony.dtmf -> {"type":"event","heard":"dtmf","digit":<digit>}, and for digit "#" then also
-{"type":"clear"} (a barge-in); telephony.mark -> {"type":"event","heard":"mark","name":<name>}.
+{"type":"clear"} (a barge-in), for digit "0" {"type":"session.end"} (the agent hangs up); telephony.mark -> {"type":"event","heard":"mark","name":<name>}.
 Other text (and text that is not a JSON object) is ignored.
 --dialect realtime: a small Realtime-protocol server. It requires session.update first
 (anything else before it is answered with an error and remembered), answers it with
@@ -40,6 +40,8 @@ async def rtcedge(ws):
             await ws.send(json.dumps({"type": "event", "heard": "dtmf", "digit": digit}))
             if digit == "#":
                 await ws.send(json.dumps({"type": "clear"}))
+            elif digit == "0":
+                await ws.send(json.dumps({"type": "session.end", "reason": "the caller pressed 0"}))
         elif kind == "telephony.mark":
             await ws.send(json.dumps({"type": "event", "heard": "mark", "name": event.get("name")}))
 

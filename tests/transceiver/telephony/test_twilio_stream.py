@@ -38,6 +38,7 @@ import json
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -731,6 +732,43 @@ class Capacity(TwilioCase):
                                        lambda a: a.twiml is not None and a.twiml.kind == "stream", 5,
                                        "a new call to be answered after the hangup", interval=0.1)
         self.assertEqual(answer.status, 200)
+
+
+class EndsAndDrain(TwilioCase):
+    """The backend hanging up ends the phone call; a draining transceiver rejects new calls
+    busy and ends the live ones at its drain timeout, closing their streams cleanly."""
+
+    BACKEND = "rtcedge"
+    EXTRA = ("--sessions-drain-timeout", "2s")
+
+    def test_1_the_backend_hanging_up_closes_the_stream(self):
+        self.run_scenario(self._backend_ends)
+
+    async def _backend_ends(self):
+        call, stream = await self.open_call()
+        await self.session_until(call, lambda s: s.get("state") == "connected", 5, "the call to connect")
+        await stream.send_dtmf("0")     # the test backend answers it with session.end
+        self.assertEqual(await stream.wait_closed(5), 1000)
+        snap = await self.ended(call)
+        self.assertEqual(snap.get("end_reason"), "backend_ended")
+
+    def test_2_drain_rejects_new_calls_and_ends_live_ones(self):
+        self.run_scenario(self._drain)
+
+    async def _drain(self):
+        p = self.provider
+        call, stream = await self.open_call()
+        await self.session_until(call, lambda s: s.get("state") == "connected", 5, "the call to connect")
+        self.tx.proc.send_signal(signal.SIGTERM)
+        await self.eventually(lambda: self.tx.request("GET", "/readyz")[0], lambda status: status == 503, 5,
+                              "/readyz to fail while draining")
+        busy = await p.post_webhook_async(p.call_fields())
+        self.assertEqual((busy.status, busy.twiml.kind if busy.twiml else None), (200, "reject"), busy)
+        # The live call goes on until the drain timeout (2 s), then its stream closes cleanly.
+        await stream.send_audio(tp.tone_frames(TONE_HZ, 0.5))
+        self.assertFalse(stream.is_closed, "the drain cut a live call at once")
+        self.assertEqual(await stream.wait_closed(6), 1000)
+        self.assertEqual(await asyncio.to_thread(self.tx.proc.wait, 10), 0)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // media_stream_json.cpp — see media_stream_json.h.
 #include "media_stream_json.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "json_depth.h"
@@ -146,6 +147,33 @@ void append_json_string(std::string_view text, std::string& out) {
     ++i;
   }
   out.push_back('"');
+}
+
+MediaStreamReadResult read_media(const json& message, size_t frame_bytes, size_t max_frames,
+                                 std::vector<uint8_t>& payload) {
+  const auto bad = [] { return refuse(MediaStreamRefusal::bad_media); };
+  const json* media = object_member(message, "media");
+  if (!media) return bad();
+  if (const auto it = media->find("track"); it != media->end() && (!it->is_string() || *it != "inbound"))
+    return bad();
+  const auto chunk = decimal_member(*media, "chunk", 0);
+  const auto timestamp = decimal_member(*media, "timestamp", 0);
+  if (!chunk || !timestamp) return bad();
+  const std::string* text = string_member(*media, "payload");
+  if (!text) return bad();
+  if (const auto refusal = decode_payload(*text, frame_bytes, max_frames, payload)) return refuse(*refusal);
+  return accept(MediaStreamEvent{
+      .kind = MediaStreamEventKind::media, .ulaw = payload, .chunk = *chunk, .timestamp_ms = *timestamp});
+}
+
+bool is_mulaw_8k_mono(const json& format, std::string_view rate_key,
+                      std::initializer_list<std::string_view> encodings) {
+  if (!format.is_object()) return false;
+  const std::string* encoding = string_member(format, "encoding");
+  const json* rate = member(format, rate_key);
+  const json* channels = member(format, "channels");
+  if (!encoding || std::find(encodings.begin(), encodings.end(), *encoding) == encodings.end()) return false;
+  return rate && decimal(*rate) == 8000u && channels && decimal(*channels) == 1u;
 }
 
 }  // namespace rtce::stream_json

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -58,6 +59,16 @@ std::optional<uint64_t> decimal_member(const json& object, std::string_view key,
 std::optional<MediaStreamRefusal> decode_payload(std::string_view payload, size_t frame_bytes,
                                                  size_t max_frames, std::vector<uint8_t>& out);
 
+// {"media":{"track":"inbound","chunk":"2","timestamp":"5","payload":"<base64 G.711>"}}, the
+// member both providers send, into a media event whose payload is decoded into `payload`
+// (see decode_payload); bad_media for a track other than inbound (with both tracks streamed,
+// "outbound" would be our own audio), a bad counter or no payload.
+MediaStreamReadResult read_media(const json& message, size_t frame_bytes, size_t max_frames,
+                                 std::vector<uint8_t>& payload);
+// Whether a start's media format object is 8 kHz mono G.711 μ-law, the one format the
+// phone session decodes: `encoding` one of `encodings`, the rate under `rate_key`.
+bool is_mulaw_8k_mono(const json& format, std::string_view rate_key,
+                      std::initializer_list<std::string_view> encodings);
 // 0-9 * # A-D: the sixteen DTMF tones.
 bool is_dtmf_digit(char c);
 

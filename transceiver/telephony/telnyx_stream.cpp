@@ -97,16 +97,9 @@ MediaStreamReadResult TelnyxStreamCodec::read_start(const json& message) {
 
   // Only what we can decode: 8 kHz mono μ-law. Without media_format the stream has Telnyx's
   // default codec, PCMU; the current docs spell it "PCMU", older ones "audio/x-mulaw".
-  if (const json* format = member(*start, "media_format")) {
-    if (!format->is_object()) return bad();
-    const std::string* encoding = string_member(*format, "encoding");
-    const json* rate_member = member(*format, "sample_rate");
-    const json* channels_member = member(*format, "channels");
-    const auto rate = rate_member ? decimal(*rate_member) : std::nullopt;
-    const auto channels = channels_member ? decimal(*channels_member) : std::nullopt;
-    if (!encoding || (*encoding != "PCMU" && *encoding != "audio/x-mulaw") || rate != 8000u || channels != 1u)
-      return bad();
-  }
+  if (const json* format = member(*start, "media_format");
+      format && !stream_json::is_mulaw_8k_mono(*format, "sample_rate", {"PCMU", "audio/x-mulaw"}))
+    return bad();
 
   MediaStreamStart parsed;
   parsed.stream_sid = *stream_id;
@@ -127,22 +120,7 @@ MediaStreamReadResult TelnyxStreamCodec::read_start(const json& message) {
 }
 
 MediaStreamReadResult TelnyxStreamCodec::read_media(const json& message) {
-  const auto bad = [] { return refuse(MediaStreamRefusal::bad_media); };
-  const json* media = object_member(message, "media");
-  if (!media) return bad();
-  // With both_tracks Telnyx also streams "outbound", the callee's side: our own audio.
-  if (const auto it = media->find("track"); it != media->end() && (!it->is_string() || *it != "inbound"))
-    return bad();
-  const auto chunk = decimal_member(*media, "chunk", 0);
-  const auto timestamp = decimal_member(*media, "timestamp", 0);
-  if (!chunk || !timestamp) return bad();
-  const std::string* payload = string_member(*media, "payload");
-  if (!payload) return bad();
-  if (const auto refusal =
-          stream_json::decode_payload(*payload, kTwilioFrameBytes, kMaxMediaFrames, payload_))
-    return refuse(*refusal);
-  return accept(MediaStreamEvent{
-      .kind = MediaStreamEventKind::media, .ulaw = payload_, .chunk = *chunk, .timestamp_ms = *timestamp});
+  return stream_json::read_media(message, kTwilioFrameBytes, kMaxMediaFrames, payload_);
 }
 
 void telnyx_media_message(std::span<const uint8_t> ulaw, std::string& out) {

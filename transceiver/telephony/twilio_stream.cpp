@@ -64,13 +64,7 @@ MediaStreamReadResult TwilioStreamCodec::read_start(const json& message) {
 
   // Only what we can decode: 8 kHz mono μ-law, the one format Twilio streams today.
   const json* format = object_member(*start, "mediaFormat");
-  if (!format) return bad();
-  const std::string* encoding = string_member(*format, "encoding");
-  const json* rate_member = member(*format, "sampleRate");
-  const json* channels_member = member(*format, "channels");
-  const auto rate = rate_member ? decimal(*rate_member) : std::nullopt;
-  const auto channels = channels_member ? decimal(*channels_member) : std::nullopt;
-  if (!encoding || *encoding != "audio/x-mulaw" || rate != 8000u || channels != 1u) return bad();
+  if (!format || !stream_json::is_mulaw_8k_mono(*format, "sampleRate", {"audio/x-mulaw"})) return bad();
 
   MediaStreamStart parsed;
   parsed.stream_sid = *stream_sid;
@@ -97,22 +91,7 @@ MediaStreamReadResult TwilioStreamCodec::read_start(const json& message) {
 }
 
 MediaStreamReadResult TwilioStreamCodec::read_media(const json& message) {
-  const auto bad = [] { return refuse(MediaStreamRefusal::bad_media); };
-  const json* media = object_member(message, "media");
-  if (!media) return bad();
-  // A bidirectional stream carries the caller only; "outbound" would be our own audio.
-  if (const auto it = media->find("track"); it != media->end() && (!it->is_string() || *it != "inbound"))
-    return bad();
-  const auto chunk = decimal_member(*media, "chunk", 0);
-  const auto timestamp = decimal_member(*media, "timestamp", 0);
-  if (!chunk || !timestamp) return bad();
-  const std::string* payload = string_member(*media, "payload");
-  if (!payload) return bad();
-  if (const auto refusal =
-          stream_json::decode_payload(*payload, kTwilioFrameBytes, kMaxMediaFrames, payload_))
-    return refuse(*refusal);
-  return accept(MediaStreamEvent{
-      .kind = MediaStreamEventKind::media, .ulaw = payload_, .chunk = *chunk, .timestamp_ms = *timestamp});
+  return stream_json::read_media(message, kTwilioFrameBytes, kMaxMediaFrames, payload_);
 }
 
 void twilio_media_message(std::string_view stream_sid, std::span<const uint8_t> ulaw, std::string& out) {

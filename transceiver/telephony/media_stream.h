@@ -18,6 +18,19 @@
 
 namespace rtce {
 
+// The bounds of every provider's stream (Twilio's names: its stream came first).
+inline constexpr size_t kTwilioFrameBytes = 160;  // 20 ms of 8 kHz μ-law
+inline constexpr size_t kMaxMediaFrames = 10;     // per inbound media message
+// Bigger messages are refused by the WebSocket itself (close 1009), and by the reader.
+inline constexpr size_t kTwilioMaxMessageBytes = 16 * 1024;
+// A provider's messages nest three levels (start.customParameters); anything deeper is hostile.
+inline constexpr size_t kTwilioMaxJsonDepth = 8;
+// Twilio's sids are 34 characters; the stream's goes back in every media message we send.
+inline constexpr size_t kTwilioMaxSidBytes = 64;
+inline constexpr size_t kTwilioMaxCustomParameters = 32;
+inline constexpr size_t kTwilioMaxCustomParameterBytes = 1024;  // a name, or a value
+inline constexpr size_t kTwilioMaxMarkNameBytes = 256;
+
 // Why an inbound message was refused: the enum, and a sentence for logs.
 #define RTCE_MEDIA_STREAM_REFUSALS(X)                                                                      \
   X(too_large, "the message is larger than 16 KiB")                                                        \

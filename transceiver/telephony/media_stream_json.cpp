@@ -177,3 +177,43 @@ bool is_mulaw_8k_mono(const json& format, std::string_view rate_key,
 }
 
 }  // namespace rtce::stream_json
+
+namespace rtce {
+
+MediaStreamReadResult JsonStreamCodec::read(std::string_view text) {
+  using stream_json::accept;
+  using stream_json::refuse;
+  stream_json::json message;
+  if (const auto refusal =
+          stream_json::parse_message(text, kTwilioMaxMessageBytes, kTwilioMaxJsonDepth, message))
+    return refuse(*refusal);
+  const std::string& event = *stream_json::string_member(message, "event");
+  if (event == "connected") return accept(MediaStreamEventKind::connected);
+  if (event == "start") {
+    if (started_) return refuse(MediaStreamRefusal::repeated_start);
+    auto parsed = parse_start(message);
+    if (!parsed) return refuse(MediaStreamRefusal::bad_start);
+    start_ = std::move(*parsed);
+    started_ = true;
+    return accept(MediaStreamEvent{.kind = MediaStreamEventKind::start, .start = &start_});
+  }
+  if (event == "stop") {
+    if (started_ && !names_our_stream(message)) return refuse(MediaStreamRefusal::stream_mismatch);
+    stopped_ = true;
+    return accept(MediaStreamEventKind::stop);
+  }
+  if (event != "media" && event != "dtmf" && event != "mark")
+    return read_other(event, message).value_or(refuse(MediaStreamRefusal::unknown_event));
+  if (!started_) return refuse(MediaStreamRefusal::before_start);
+  if (!names_our_stream(message)) return refuse(MediaStreamRefusal::stream_mismatch);
+  if (event == "media") return stream_json::read_media(message, kTwilioFrameBytes, kMaxMediaFrames, payload_);
+  if (event == "dtmf") return stream_json::read_dtmf(message);
+  return stream_json::read_mark(message, kTwilioMaxMarkNameBytes);
+}
+
+bool JsonStreamCodec::names_our_stream(const nlohmann::json& message) const {
+  const std::string* id = stream_json::string_member(message, stream_id_key_);
+  return id && *id == start_.stream_sid;
+}
+
+}  // namespace rtce

@@ -92,3 +92,42 @@ size_t utf8_sequence_length(std::string_view text);
 void append_json_string(std::string_view text, std::string& out);
 
 }  // namespace rtce::stream_json
+
+namespace rtce {
+
+// A provider's stream whose messages are JSON objects with an "event" (Twilio's, Telnyx's):
+// the order every such stream keeps — connected, one start, then media, dtmf and mark naming
+// the started stream, stop — read once here; a dialect says how its start reads, what its
+// stream id is called, and what other events it has.
+class JsonStreamCodec : public MediaStreamCodec {
+ public:
+  // Media, dtmf and mark need the start first; after it, they and stop must name its stream.
+  // A stop before start is accepted (a stream that failed to begin).
+  MediaStreamReadResult read(std::string_view text) final;
+  bool started() const final { return started_; }
+  bool stopped() const { return stopped_; }
+  // The start message's contents; empty fields before started().
+  const MediaStreamStart& start() const { return start_; }
+
+ protected:
+  explicit JsonStreamCodec(std::string_view stream_id_key) : stream_id_key_(stream_id_key) {}
+  // The dialect's start message (the whole message), or nullopt: bad_start.
+  virtual std::optional<MediaStreamStart> parse_start(const nlohmann::json& message) const = 0;
+  // An event only this dialect has; nullopt: unknown_event.
+  virtual std::optional<MediaStreamReadResult> read_other(std::string_view /*event*/,
+                                                          const nlohmann::json& /*message*/) const {
+    return std::nullopt;
+  }
+  bool names_our_stream(const nlohmann::json& message) const;
+
+ private:
+  const std::string_view stream_id_key_;
+  bool started_ = false;
+  bool stopped_ = false;
+  MediaStreamStart start_;
+  // Decoded media payloads, reused: once it has grown to a full message, reading media
+  // allocates nothing but the JSON tree.
+  std::vector<uint8_t> payload_;
+};
+
+}  // namespace rtce

@@ -10,8 +10,6 @@ namespace rtce {
 
 using stream_json::accept;
 using stream_json::append_json_string;
-using stream_json::decimal;
-using stream_json::decimal_member;
 using stream_json::json;
 using stream_json::member;
 using stream_json::object_member;
@@ -48,79 +46,46 @@ std::string error_text(const json& message) {
 
 }  // namespace
 
-MediaStreamReadResult TelnyxStreamCodec::read(std::string_view text) {
-  json message;
-  if (const auto refusal =
-          stream_json::parse_message(text, kTwilioMaxMessageBytes, kTwilioMaxJsonDepth, message))
-    return refuse(*refusal);
-  const std::string* event = string_member(message, "event");
-
-  if (*event == "connected") return accept(MediaStreamEventKind::connected);
-  if (*event == "start") return read_start(message);
-  if (*event == "stop") {
-    if (started_ && !names_our_stream(message)) return refuse(MediaStreamRefusal::stream_mismatch);
-    stopped_ = true;
-    return accept(MediaStreamEventKind::stop);
-  }
-  if (*event == "error") {
-    if (started_ && member(message, "stream_id") && !names_our_stream(message))
-      return refuse(MediaStreamRefusal::stream_mismatch);
-    return accept(MediaStreamEvent{.kind = MediaStreamEventKind::error, .text = error_text(message)});
-  }
-  if (*event != "media" && *event != "dtmf" && *event != "mark")
-    return refuse(MediaStreamRefusal::unknown_event);
-  if (!started_) return refuse(MediaStreamRefusal::before_start);
-  if (!names_our_stream(message)) return refuse(MediaStreamRefusal::stream_mismatch);
-  if (*event == "media") return read_media(message);
-  if (*event == "dtmf") return stream_json::read_dtmf(message);
-  return stream_json::read_mark(message, kTwilioMaxMarkNameBytes);
+std::optional<MediaStreamReadResult> TelnyxStreamCodec::read_other(std::string_view event,
+                                                                   const json& message) const {
+  if (event != "error") return std::nullopt;
+  if (started() && member(message, "stream_id") && !names_our_stream(message))
+    return refuse(MediaStreamRefusal::stream_mismatch);
+  return accept(MediaStreamEvent{.kind = MediaStreamEventKind::error, .text = error_text(message)});
 }
 
-bool TelnyxStreamCodec::names_our_stream(const json& message) const {
-  const std::string* id = string_member(message, "stream_id");
-  return id && *id == start_.stream_sid;
-}
-
-MediaStreamReadResult TelnyxStreamCodec::read_start(const json& message) {
-  if (started_) return refuse(MediaStreamRefusal::repeated_start);
-  const auto bad = [] { return refuse(MediaStreamRefusal::bad_start); };
+std::optional<MediaStreamStart> TelnyxStreamCodec::parse_start(const json& message) const {
   const json* start = object_member(message, "start");
-  if (!start) return bad();
+  if (!start) return std::nullopt;
   // The current docs put stream_id beside start, older ones inside it; either will do, but
   // not two different ones.
   const std::string* outer_id = string_member(message, "stream_id");
   const std::string* inner_id = string_member(*start, "stream_id");
   const std::string* stream_id = inner_id ? inner_id : outer_id;
-  if (!valid_id(stream_id) || (outer_id && inner_id && *outer_id != *inner_id)) return bad();
+  if (!valid_id(stream_id) || (outer_id && inner_id && *outer_id != *inner_id)) return std::nullopt;
   const std::string* call_control_id = string_member(*start, "call_control_id");
-  if (!valid_id(call_control_id)) return bad();
+  if (!valid_id(call_control_id)) return std::nullopt;
 
   // Only what we can decode: 8 kHz mono μ-law. Without media_format the stream has Telnyx's
   // default codec, PCMU; the current docs spell it "PCMU", older ones "audio/x-mulaw".
   if (const json* format = member(*start, "media_format");
       format && !stream_json::is_mulaw_8k_mono(*format, "sample_rate", {"PCMU", "audio/x-mulaw"}))
-    return bad();
+    return std::nullopt;
 
   MediaStreamStart parsed;
   parsed.stream_sid = *stream_id;
   parsed.call_sid = *call_control_id;
   if (const json* user_id = member(*start, "user_id")) {
     if (!user_id->is_string() || user_id->get_ref<const std::string&>().size() > kTelnyxMaxIdBytes)
-      return bad();
+      return std::nullopt;
     parsed.account_sid = user_id->get<std::string>();
   }
   if (const json* parameters = member(*start, "custom_parameters");
       parameters &&
       !stream_json::read_custom_parameters(*parameters, kTwilioMaxCustomParameters,
                                            kTwilioMaxCustomParameterBytes, parsed.custom_parameters))
-    return bad();
-  start_ = std::move(parsed);
-  started_ = true;
-  return accept(MediaStreamEvent{.kind = MediaStreamEventKind::start, .start = &start_});
-}
-
-MediaStreamReadResult TelnyxStreamCodec::read_media(const json& message) {
-  return stream_json::read_media(message, kTwilioFrameBytes, kMaxMediaFrames, payload_);
+    return std::nullopt;
+  return parsed;
 }
 
 void telnyx_media_message(std::span<const uint8_t> ulaw, std::string& out) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "media_stream.h"
+#include "media_stream_json.h"
 #include "twilio_stream.h"  // the shared bounds: kTwilioFrameBytes, kMaxMediaFrames, kTwilioMax*
 
 namespace rtce {
@@ -30,35 +31,22 @@ inline constexpr size_t kTelnyxMaxIdBytes = 256;
 // An error event's text is for logs: a longer one is cut (at a UTF-8 boundary), not refused.
 inline constexpr size_t kTelnyxMaxErrorTextBytes = 512;
 
-class TelnyxStreamCodec final : public MediaStreamCodec {
+class TelnyxStreamCodec final : public JsonStreamCodec {
  public:
-  // One inbound text message. Media, dtmf and mark need the start first; after it, they and
-  // stop must name its stream_id. A stop before start is accepted (a stream that failed to
-  // begin). An error is accepted at any time; after the start, one that names a stream must
-  // name ours (one without stream_id is still reported: losing it would hide the fault).
-  MediaStreamReadResult read(std::string_view text) override;
-
-  bool started() const override { return started_; }
-  bool stopped() const { return stopped_; }
-  // The start message's contents (stream_sid := stream_id, call_sid := call_control_id,
-  // account_sid := user_id, tracks empty); empty fields before started().
-  const MediaStreamStart& start() const { return start_; }
+  // The start reads into stream_sid := stream_id, call_sid := call_control_id,
+  // account_sid := user_id, tracks empty. An error is accepted at any time; after the start,
+  // one that names a stream must name ours (one without stream_id is still reported: losing
+  // it would hide the fault).
+  TelnyxStreamCodec() : JsonStreamCodec("stream_id") {}
   // Ours. Telnyx's inbound side needs no stream_id: the WebSocket is the stream.
   void media_message(std::span<const uint8_t> g711, std::string& out) const override;
   std::string mark_message(std::string_view name) const override;
   std::string clear_message() const override;
 
  private:
-  MediaStreamReadResult read_start(const nlohmann::json& message);
-  MediaStreamReadResult read_media(const nlohmann::json& message);
-  bool names_our_stream(const nlohmann::json& message) const;
-
-  bool started_ = false;
-  bool stopped_ = false;
-  MediaStreamStart start_;
-  // Decoded media payloads, reused: once it has grown to a full message, reading media
-  // allocates nothing but the JSON tree.
-  std::vector<uint8_t> payload_;
+  std::optional<MediaStreamStart> parse_start(const nlohmann::json& message) const override;
+  std::optional<MediaStreamReadResult> read_other(std::string_view event,
+                                                  const nlohmann::json& message) const override;
 };
 
 // Outbound messages (server → Telnyx), every string JSON-escaped.

@@ -100,6 +100,7 @@ void Call::start_event_layer() {
   limits.semantic_vad_supported = env_.settings.backend_speaks_realtime;
   limits.max_sidebands = env_.settings.max_sidebands;
   limits.tool_timeout = env_.settings.tool_timeout;
+  limits.sidebands_only = env_.settings.transport_audio == TransportAudio::pcm;
   // An event is one message: the smaller of what we announced and the layer's own bound.
   if (plan_.channel_max_message_size > 0)
     limits.max_message_bytes = std::min(limits.max_message_bytes, plan_.channel_max_message_size);

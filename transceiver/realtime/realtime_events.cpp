@@ -494,6 +494,7 @@ RealtimeEventChannel::RealtimeEventChannel(json initial_session, Limits limits, 
     : limits_(limits), callbacks_(std::move(callbacks)), session_(default_realtime_session()) {
   id_prefix_ = random_hex(6);
   session_["id"] = "sess_" + random_hex(12);
+  if (limits_.sidebands_only) sideband_gone_since_ = 0;
   if (initial_session.is_object()) {
     Problems problems;
     SessionMerger(limits_, problems, UpdateOrigin::initial, app_server_fields_)

@@ -130,6 +130,10 @@ class RealtimeEventChannel {
     size_t max_missed_events = 256;        // kept for a sideband that comes back...
     size_t max_missed_bytes = 256 * 1024;  // ...and their bytes
     size_t max_pending_tool_calls = 64;
+    // The call has no client of its own (a phone call): its sidebands are its only clients,
+    // so it is as if one had just gone from the start — a tool call no sideband answers ends
+    // after tool_timeout, and the first sideband hears what it missed.
+    bool sidebands_only = false;
   };
   struct Stats {
     uint64_t client_messages = 0;           // data-channel messages received

@@ -353,6 +353,26 @@ TEST_F(RealtimeSidebandTest, AnsweredToolCallsAndBrowserOnlyCallsNeverTimeOut) {
   EXPECT_EQ(ch.stats().tool_calls_timed_out, 1u);
 }
 
+TEST_F(RealtimeSidebandTest,
+       ACallWithoutAClientOfItsOwnTimesToolCallsFromTheStartAndKeepsWhatTheFirstSidebandMissed) {
+  RealtimeEventChannel::Limits limits;
+  limits.tool_timeout = 10 * kSecond;
+  limits.sidebands_only = true;  // a phone call: no browser channel ever opens
+  auto ch = make(nullptr, limits);
+  ch.on_backend_event(kFunctionCallDone, 1 * kSecond);
+  ASSERT_EQ(ch.next_deadline(), 11 * kSecond) << "nobody else would answer it";
+  ch.on_deadline(11 * kSecond);
+  ASSERT_EQ(to_backend.size(), 2u);
+  EXPECT_EQ(json::parse(to_backend[0]["item"]["output"].get<std::string>())["error"], "tool_call_timed_out");
+  // The app server's first sideband hears what happened before it came.
+  ASSERT_TRUE(ch.attach_sideband(1, 12 * kSecond));
+  const auto heard = types(to_sideband[1]);
+  ASSERT_GE(heard.size(), 3u);
+  EXPECT_EQ(heard[0], "session.created");
+  EXPECT_EQ(heard[1], "rtcedge.sideband.missed");
+  EXPECT_EQ(heard[2], "response.function_call_arguments.done");
+}
+
 TEST_F(RealtimeSidebandTest, SidebandsAreBoundedAndHearTheCallEnd) {
   RealtimeEventChannel::Limits limits;
   limits.max_sidebands = 2;

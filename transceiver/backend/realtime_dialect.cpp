@@ -145,6 +145,21 @@ void Resampler::process(std::span<const int16_t> in, std::vector<int16_t>& out) 
   }
 }
 
+void Resampler::flush(std::vector<int16_t>& out) {
+  if (!state_) return;
+  // Bounded: the delay of any quality speex has is well under 20 ms at 48 kHz.
+  static constexpr size_t kMaxLatency = 1024;
+  const auto latency =
+      std::min<size_t>(static_cast<size_t>(speex_resampler_get_input_latency(state_->speex)), kMaxLatency);
+  static constexpr std::array<int16_t, kMaxLatency> kSilence{};
+  process(std::span<const int16_t>(kSilence).first(latency), out);
+  reset();
+}
+
+void Resampler::reset() {
+  if (state_) speex_resampler_reset_mem(state_->speex);
+}
+
 RealtimeDialect::RealtimeDialect(int sample_rate)
     : frame_samples_(pcm_frame_bytes(sample_rate) / 2),
       up_(sample_rate, kRealtimeSampleRate),

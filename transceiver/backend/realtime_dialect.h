@@ -40,6 +40,12 @@ class Resampler {
 
   // Appends the converted samples of `in` to `out`.
   void process(std::span<const int16_t> in, std::vector<int16_t>& out);
+  // The filter holds the last few milliseconds of its input (its delay: 4 ms at the default
+  // quality from 8 kHz). flush() appends them to `out` (by feeding the delay's worth of
+  // silence) and starts afresh: a stream that goes quiet, whose next sound must not begin
+  // with the end of the last. reset() forgets them: a clear, after which none may play.
+  void flush(std::vector<int16_t>& out);
+  void reset();
   int in_rate() const { return in_rate_; }
   int out_rate() const { return out_rate_; }
 

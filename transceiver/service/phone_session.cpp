@@ -145,6 +145,21 @@ void PhoneSession::on_mark(const std::string& name, Nanos now) {
 void PhoneSession::send_pcm(std::span<const int16_t> pcm_20ms, Nanos /*now*/) {
   if (!link_ || !started_) return;
   outbound_resampler_.process(pcm_20ms, outbound_pending_);
+  outbound_resampler_holds_sound_ = true;
+  send_provider_frames();
+}
+
+void PhoneSession::skip_audio_frame() {
+  if (!link_ || !started_ || !outbound_resampler_holds_sound_) return;
+  outbound_resampler_holds_sound_ = false;
+  outbound_resampler_.flush(outbound_pending_);
+  // The tail, padded to a whole frame with silence.
+  outbound_pending_.resize((outbound_pending_.size() + kProviderFrameSamples - 1) / kProviderFrameSamples *
+                           kProviderFrameSamples);
+  send_provider_frames();
+}
+
+void PhoneSession::send_provider_frames() {
   size_t at = 0;
   for (; at + kProviderFrameSamples <= outbound_pending_.size(); at += kProviderFrameSamples) {
     ulaw_encode(std::span<const int16_t>(outbound_pending_).subspan(at, kProviderFrameSamples), ulaw_out_);
@@ -168,7 +183,10 @@ void PhoneSession::output_segment_ended(Nanos /*now*/) {
 
 void PhoneSession::output_cleared(Nanos /*now*/) {
   if (!link_ || !started_) return;
+  // None of what was cleared may play: neither the partial frame nor the filter's memory.
   outbound_pending_.clear();
+  outbound_resampler_.reset();
+  outbound_resampler_holds_sound_ = false;
   link_->send_text(codec_->clear_message());
   ++counts_.clears;
   metrics_.phone_clears.add();

@@ -88,7 +88,9 @@ class PhoneSession final : public WorkerSession, CallTransport {
   // CallTransport: the conversation's output, to the provider.
   void send_audio(std::span<const uint8_t>, Nanos) override {}  // a PCM transport gets send_pcm
   void send_pcm(std::span<const int16_t> pcm_20ms, Nanos now) override;
-  void skip_audio_frame() override {}  // the provider plays silence when no media comes
+  // Nothing to play this frame: the provider plays silence; what the resampler still holds of
+  // the last sound goes out now, not at the start of the next.
+  void skip_audio_frame() override;
   bool send_channel_text(uint16_t, std::string_view) override { return false; }
   void hang_up(SessionEnd reason, Nanos now) override;
   void output_segment_ended(Nanos now) override;
@@ -98,6 +100,8 @@ class PhoneSession final : public WorkerSession, CallTransport {
   void on_media(std::span<const uint8_t> ulaw, Nanos now);
   void on_mark(const std::string& name, Nanos now);
   void close_stream(uint16_t code, std::string reason);
+  // The whole 20 ms frames of outbound_pending_, as media messages.
+  void send_provider_frames();
 
   const PhonePlan plan_;
   std::shared_ptr<PhoneStreamLink> link_;  // null once closed
@@ -114,6 +118,7 @@ class PhoneSession final : public WorkerSession, CallTransport {
   std::vector<int16_t> pcm8k_;             // one decoded media payload
   std::vector<int16_t> inbound_pending_;   // at the Call's rate, less than a frame left over
   std::vector<int16_t> outbound_pending_;  // at 8 kHz, less than a media frame left over
+  bool outbound_resampler_holds_sound_ = false;  // sent through it since its last flush
   std::vector<uint8_t> ulaw_out_;
   std::string media_text_;
 

@@ -120,6 +120,33 @@ TEST(Resampler, ATonesFrequencySurvivesBothWays) {
   }
 }
 
+// The filter keeps the last milliseconds of its input: a phone call's 16 -> 8 kHz resampler
+// once played them at the start of the next reply (and after a barge-in).
+TEST(Resampler, FlushPushesOutTheTailAndResetForgetsIt) {
+  auto peak = [](const std::vector<int16_t>& pcm, size_t from, size_t to) {
+    int m = 0;
+    for (size_t i = from; i < std::min(to, pcm.size()); ++i) m = std::max(m, std::abs(int{pcm[i]}));
+    return m;
+  };
+  const std::vector<int16_t> silence(320, 0);
+  for (bool flush : {true, false}) {
+    Resampler down(16000, 8000);
+    std::vector<int16_t> out;
+    down.process(tone(16000, 1000, 320, 8000), out);  // 20 ms of sound, to its last sample
+    const size_t sound = out.size();
+    if (flush) {
+      down.flush(out);
+      EXPECT_GT(out.size(), sound) << "the tail comes out";
+      EXPECT_GT(peak(out, sound, out.size()), 1000) << "and it is the sound's end";
+    } else {
+      down.reset();
+    }
+    std::vector<int16_t> next;
+    down.process(silence, next);  // the next segment begins with silence
+    EXPECT_LT(peak(next, 0, next.size()), 50) << (flush ? "after flush" : "after reset") << ": no old sound";
+  }
+}
+
 TEST(RealtimeDialect, AppendEventsCarry24kHzPcmPerFrame) {
   for (int rate : {16000, 24000, 48000}) {
     RealtimeDialect dialect(rate);

@@ -42,11 +42,12 @@ TEST(TransceiverConfigKeys, StructDefaultsAreTheTableDefaults) {
 
 TEST(TransceiverConfigKeys, YamlHasEveryKeyRedactsSecretsAndReadsBack) {
   const TransceiverConfig cfg = resolve_yaml(
-      "http: {api_keys: ['0123456789abcdef-secret']}\nbackend: {headers: ['Authorization: Bearer tok']}\n"
+      "http: {api_keys: ['0123456789abcdef-secret']}\nbackend: {headers: ['Authorization: Bearer hdr-5ecret']}\n"
       "registry: {redis_url: 'redis://:pw@10.0.0.1:6379'}\nworkers: 2\n");
   const std::string yaml = transceiver_config_yaml(cfg);
   test::expect_every_key_in(yaml, transceiver_config_keys());
-  for (const char* secret : {"0123456789abcdef", "tok", ":pw@"})
+  // Distinctive secrets: key names contain words like "tok" (telephony.twilio.auth_token_file).
+  for (const char* secret : {"0123456789abcdef", "hdr-5ecret", ":pw@"})
     EXPECT_EQ(yaml.find(secret), std::string::npos) << secret << " shown in\n" << yaml;
   EXPECT_NE(yaml.find("headers: [\"Authorization: <redacted>\"]"), std::string::npos) << yaml;
   // The redacted API key is too short to be one: read back the unredacted form.

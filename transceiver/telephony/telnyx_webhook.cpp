@@ -75,18 +75,10 @@ bool telnyx_signature_valid(const std::array<uint8_t, 32>& public_key, std::stri
 
 std::string texml_start_stream(const TwimlStream& stream, int max_call_seconds) {
   std::string out(kXmlDeclaration);
-  out.append(R"(<Response><Start><Stream url=")").append(xml_attribute_escape(stream.url));
-  out.append(R"(" track="inbound_track" codec="PCMU" bidirectionalMode="rtp" bidirectionalCodec="PCMU")");
-  if (stream.parameters.empty()) {
-    out.append("/>");
-  } else {
-    out.append(">");
-    for (const auto& [name, value] : stream.parameters) {
-      out.append(R"(<Parameter name=")").append(xml_attribute_escape(name));
-      out.append(R"(" value=")").append(xml_attribute_escape(value)).append("\"/>");
-    }
-    out.append("</Stream>");
-  }
+  out.append("<Response><Start>");
+  append_stream_element(
+      stream, R"( track="inbound_track" codec="PCMU" bidirectionalMode="rtp" bidirectionalCodec="PCMU")",
+      out);
   out.append(R"(</Start><Pause length=")")
       .append(std::to_string(max_call_seconds < 1 ? 1 : max_call_seconds))
       .append("\"/></Response>");

@@ -119,9 +119,8 @@ std::string xml_attribute_escape(std::string_view text) {
   return out;
 }
 
-std::string twiml_connect_stream(const TwimlStream& stream) {
-  std::string out(kXmlDeclaration);
-  out.append(R"(<Response><Connect><Stream url=")").append(xml_attribute_escape(stream.url)).append("\"");
+void append_stream_element(const TwimlStream& stream, std::string_view attributes, std::string& out) {
+  out.append(R"(<Stream url=")").append(xml_attribute_escape(stream.url)).append("\"").append(attributes);
   if (stream.parameters.empty()) {
     out.append("/>");
   } else {
@@ -132,6 +131,12 @@ std::string twiml_connect_stream(const TwimlStream& stream) {
     }
     out.append("</Stream>");
   }
+}
+
+std::string twiml_connect_stream(const TwimlStream& stream) {
+  std::string out(kXmlDeclaration);
+  out.append("<Response><Connect>");
+  append_stream_element(stream, {}, out);
   out.append("</Connect></Response>");
   return out;
 }

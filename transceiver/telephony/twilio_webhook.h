@@ -38,6 +38,9 @@ struct TwimlStream {
 // <?xml version="1.0" encoding="UTF-8"?><Response><Connect><Stream url=".."><Parameter
 // name=".." value=".."/>...</Stream></Connect></Response>, every attribute escaped.
 std::string twiml_connect_stream(const TwimlStream& stream);
+// <Stream url=".." + `attributes` (verbatim, each with its leading space)> and its <Parameter>s,
+// appended to `out`: the element TwiML and TeXML share.
+void append_stream_element(const TwimlStream& stream, std::string_view attributes, std::string& out);
 
 // <Response><Reject reason=".."/></Response>: the caller hears a busy tone for "busy", and
 // the not-in-service message for anything else (sent as "rejected"). Rejecting costs the

@@ -17,7 +17,7 @@ packages=(
   # running and testing the data path
   libnice-dev libsrtp2-dev libopus-dev libusrsctp-dev libhiredis-dev libspeexdsp-dev
   # running and testing the data path, the transceiver's peers (Redis, aiortc, Chromium, Firefox ESR)
-  bpftool redis-server redis-tools python3-aiortc python3-websockets python3-numpy python3-yaml chromium jq
+  bpftool redis-server redis-tools redis-sentinel python3-aiortc python3-websockets python3-numpy python3-yaml chromium jq
   python3-cryptography
   firefox-esr
   util-linux mount iproute2 ethtool nftables nginx-light libnginx-mod-stream python3 curl procps

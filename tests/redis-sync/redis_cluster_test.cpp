@@ -3,7 +3,7 @@
 // Redis Cluster (tests/support/redis_topology.h): keys over every slot land on their
 // owners, a stale map follows MOVED, ASK during a migration, a killed master replaced by
 // its replica (timed), send_batch spread over the nodes, pub/sub that moves when its node
-// dies, EVAL with a hash tag, queueing before the map and the pending bound.
+// dies, EVAL with a hash tag, queueing before the map and the pending bound, TLS with AUTH.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -618,6 +618,35 @@ TEST_F(ClusterOwn, SubscriberHearsOtherNodesAndMovesWhenItsNodeDies) {
               static_cast<long long>(ms));
   EXPECT_EQ(messages[1], "down 1");
   EXPECT_EQ(subscriptions, 2) << "the new subscription announces itself too (the registry re-lists on it)";
+}
+
+TEST_F(ClusterOwn, TlsAndAPasswordOnEveryNodeConnection) {
+  if (access(kOpensslPath, X_OK) != 0) GTEST_SKIP() << "needs " << kOpensslPath;
+  TestCertificates certs;
+  ASSERT_TRUE(certs.ok()) << certs.error();
+  ASSERT_NO_FATAL_FAILURE(start_cluster({.masters = 3, .password = "s3cret", .tls = &certs}));
+  EXPECT_TRUE(options_.tls.enabled) << cluster_->url();
+  options_.tls.ca_file = certs.ca_cert();
+  options_.password = "s3cret";
+  RedisClusterClient client(io_, options_, counters_);
+  client.start();
+  int ok = 0;
+  for (int i = 0; i < 300; ++i) {
+    const std::string key = "tls:" + std::to_string(i);
+    const std::array<std::string_view, 3> args{"SET", key, "v"};
+    client.command(args, [&](SyncStatus status, const redisReply*) { ok += status == SyncStatus::kOk; });
+  }
+  ASSERT_TRUE(run_until(
+      io_, [&] { return ok == 300; }, 10000ms))
+      << ok;
+  EXPECT_EQ(client.primaries(), 3u);
+  EXPECT_EQ(counters_.tls_errors.get(), 0u);
+  // A redirect over TLS: the slot moves, the next command follows MOVED.
+  const std::string key = key_on(client, cluster_->node(0).port(), "tlsmoved:");
+  ASSERT_TRUE(ok_text(call(io_, client, {"SET", key, "x"}), "OK"));
+  ASSERT_TRUE(cluster_->migrate_slots(redis_key_slot(key), redis_key_slot(key), 2));
+  EXPECT_TRUE(ok_text(call(io_, client, {"GET", key}), "x"));
+  EXPECT_GE(counters_.redirects.get(), 1u);
 }
 
 }  // namespace

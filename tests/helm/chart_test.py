@@ -18,8 +18,15 @@ what a cluster would only find out at run time (standard library only):
   mounted (a directory, so it stays current) where telephony.twilio.auth_token_file points,
   a token rotation rolls the pods, every token of the rendered file verifies a webhook on the
   real binary, and the schema refuses the public URLs the binary refuses;
-- the rendered relay.yaml and transceiver.yaml, with the pod's environment, pass
-  `rtcedge-relay --check-config` and `rtcedge-transceiver --check-config`;
+- Redis (standalone, Sentinel, Cluster, TLS): redis.url composed with redis.auth's ACL user
+  and the query naming the files of the Secrets mounted as directories (password_file,
+  tls_*_file) plus tls_server_name, in both ConfigMaps; no checksum for those Secrets (they
+  are re-read at connect: rotation restarts nothing); bad combinations (a TLS Secret with a
+  plaintext scheme, a password in the URL and in a Secret...) fail naming the values; the
+  schema refuses only URLs the binaries refuse;
+- the rendered relay.yaml and transceiver.yaml, with the pod's environment (and the mounted
+  Secrets' files written locally), pass `rtcedge-relay --check-config` and
+  `rtcedge-transceiver --check-config`;
 - a config change changes the pod template's checksum (pods roll);
 - bad values (wrong types, unknown keys, a mode that does not exist, a grace period shorter
   than the drain) fail with a message naming the value.
@@ -312,7 +319,8 @@ def check_value_set(name, manifests, values, tools, binaries, live, work):
     configmaps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
     existing = {s for s in (values["hintKeys"]["existingSecret"], values["transceiver"]["apiKeys"]["existingSecret"],
                             values["transceiver"]["realtimeKeys"]["existingSecret"],
-                            values["transceiver"]["telephony"]["twilio"]["existingSecret"]) if s}
+                            values["transceiver"]["telephony"]["twilio"]["existingSecret"],
+                            values["redis"]["auth"]["existingSecret"], values["redis"]["tls"]["existingSecret"]) if s}
     configs = {}
 
     # 2. References: every Secret and ConfigMap a pod names exists, with the key it names.
@@ -483,11 +491,19 @@ def check_value_set(name, manifests, values, tools, binaries, live, work):
                 if check(local is not None, tag + "telephony.twilio.auth_token_file %s is a file of a Secret the pod "
                          "mounts" % token_file):
                     env["RTCEDGE_TRANSCEIVER_TELEPHONY_TWILIO_AUTH_TOKEN_FILE"] = local[0]
+        # The Redis URL's files (password_file, tls_*_file) must be readable too: the files the
+        # pod's Secret volumes put at those paths, written here, the URL renamed to them.
+        mapped = map_redis_files(tag + comp + ": ", text, c, tmpl["spec"], secrets, existing, work)
+        with open(cfg_path, "w") as f:
+            f.write(mapped)
         r = subprocess.run([binaries[comp], "--check-config", "--config", cfg_path], capture_output=True, text=True,
                            env=env, timeout=20)
         check(r.returncode == 0 and r.stdout.strip(),
               tag + "rtcedge-%s --check-config on the rendered config: exit %d\n%s%s" % (comp, r.returncode,
                                                                                          r.stdout, r.stderr))
+        for url in redis_urls(yaml_to_obj(mapped)):
+            check('redis_url: "%s"' % redact_redis_url(url) in r.stdout,
+                  tag + "rtcedge-%s resolves the rendered Redis URL %s" % (comp, redact_redis_url(url)))
         # The environment layer reached the resolved config: the pod's own facts.
         if comp == "relay" and values["relay"]["mode"] != "userspace" and values["relay"]["xdp"]["relayAddressFromNodeIP"]:
             check('relay_address4: "%s"' % FAKE_HOST_IP in r.stdout, tag + "xdp.relay_address4 is the node's IP")
@@ -552,6 +568,41 @@ def mounted_secret_file(path, container, spec, secrets, existing, work):
         os.chmod(local, mode)
         return local, mode, m, v
     return None
+
+
+REDIS_FILE_PARAMS = ("password_file", "tls_ca_file", "tls_cert_file", "tls_key_file")
+
+
+def redis_urls(cfg):
+    """The Redis URLs of a relay.yaml or transceiver.yaml: registry's, then flow_store's."""
+    return [u for u in ((cfg.get(k) or {}).get("redis_url") for k in ("registry", "flow_store")) if u]
+
+
+def redis_url_params(url):
+    """{name: value} of a Redis URL's query (the binaries' parameters are plain name=value)."""
+    return dict(p.split("=", 1) for p in url.split("?", 1)[1].split("&")) if "?" in url else {}
+
+
+def redact_redis_url(url):
+    """The URL as --check-config prints it: the user information's password redacted."""
+    return re.sub(r"^([a-z+]+://)((?:[^:@/?]*:)?)[^@/?]*@", r"\1\2<redacted>@", url)
+
+
+def map_redis_files(tag, text, container, spec, secrets, existing, work):
+    """The config text with each file a Redis URL names (password_file, tls_*_file) replaced by
+    a local copy of the file the pod's Secret volume puts there; checks that each is mounted
+    read-only from a directory mount and not readable by other users."""
+    files = sorted({v for u in redis_urls(yaml_to_obj(text)) for k, v in redis_url_params(u).items()
+                    if k in REDIS_FILE_PARAMS})
+    for path in files:
+        found = mounted_secret_file(path, container, spec, secrets, existing, work)
+        if check(found is not None, tag + "the Redis URL's file %s is a file of a Secret the pod mounts as a "
+                 "directory" % path):
+            local, mode, mount, _ = found
+            check(mount.get("readOnly") is True and not mode & 0o007,
+                  tag + "%s mounted read-only, not readable by other users: %s mode %o" % (path, mount, mode))
+            text = text.replace(path, local)
+    return text
 
 
 def check_relay_scripts(tag, spec, work):
@@ -823,6 +874,121 @@ def check_telephony(renderer, transceiver, work):
           if not [f for f in failures if f.startswith(tag)] else "FAIL telephony", flush=True)
 
 
+REDIS_SETS = {
+    "redis-sentinel": (
+        "redis+sentinel://rtcedge:@sentinel-0.redis.data.svc:26379,sentinel-1.redis.data.svc:26379,"
+        "sentinel-2.redis.data.svc/rtcedge?password_file=/etc/rtcedge/redis-auth/password",
+        {"redis-auth": ("rtcedge-redis-auth", [{"key": "redis-password", "path": "password"}])}),
+    "redis-cluster-tls": (
+        "rediss+cluster://redis-cluster-0.redis-cluster.data.svc:6379,redis-cluster-1.redis-cluster.data.svc:6379,"
+        "redis-cluster-2.redis-cluster.data.svc:6379?password_file=/etc/rtcedge/redis-auth/password"
+        "&tls_ca_file=/etc/rtcedge/redis-tls/ca.crt&tls_cert_file=/etc/rtcedge/redis-tls/tls.crt"
+        "&tls_key_file=/etc/rtcedge/redis-tls/tls.key&tls_server_name=redis-cluster.data.svc",
+        {"redis-auth": ("rtcedge-redis-auth", [{"key": "password", "path": "password"}]),
+         "redis-tls": ("rtcedge-redis-client-tls", [{"key": "ca.crt", "path": "ca.crt"},
+                                                    {"key": "tls.crt", "path": "tls.crt"},
+                                                    {"key": "tls.key", "path": "tls.key"}])}),
+    "redis-managed-tls": (
+        "rediss://rtcedge.redis.cache.example.com:6380?password_file=/etc/rtcedge/redis-auth/password"
+        "&tls_ca_file=/etc/rtcedge/redis-tls/ca.crt",
+        {"redis-auth": ("rtcedge-redis-auth", [{"key": "password", "path": "password"}]),
+         "redis-tls": ("rtcedge-redis-ca", [{"key": "ca.pem", "path": "ca.crt"}])}),
+    "minimal": ("redis://redis.example.internal:6379", {}),
+    "in-chart-redis": ("redis://rtcedge-redis:6379", {}),
+}
+REDIS_DIRS = {"redis-auth": "/etc/rtcedge/redis-auth", "redis-tls": "/etc/rtcedge/redis-tls"}
+
+
+def check_redis(renderer, args, work):
+    """redis.auth and redis.tls: for standalone, Sentinel and Cluster, with and without TLS,
+    the URL in both ConfigMaps (registry and flow store) is redis.url with the ACL user and
+    the query naming the mounted files; the Secrets are mounted as directories (items mapped
+    to fixed names, no subPath, so a rotated Secret reaches the running pods) and nothing
+    hashes them (a rotation restarts nothing); without the values, nothing changes. The
+    real binaries refuse the URL while the files are missing and accept it once the pod's
+    files are there; the schema refuses no URL the binaries accept."""
+    tag = "[redis] "
+    keys = os.path.join(work, "redis-hint-keys.yaml")
+    with open(keys, "w") as f:
+        f.write("keys:\n  - {id: 1, secret: 000102030405060708090a0b0c0d0e0f}\n")
+    os.chmod(keys, 0o600)
+    env = dict(os.environ, RTCEDGE_TRANSCEIVER_HINT_KEY_FILE=keys, RTCEDGE_TRANSCEIVER_MEDIA_LISTEN=FAKE_POD_IP)
+    base_annotations = None
+    ms, _ = renderer.render(BASE)
+    if ms:
+        base_annotations = {w["metadata"]["name"]: set(t["metadata"].get("annotations", {})) for w, t in pod_specs(ms)}
+    for name, (want_url, want_volumes) in REDIS_SETS.items():
+        files = [BASE] + ([os.path.join(VALUES, name + ".yaml")] if name != "minimal" else [])
+        ms, err = renderer.render(*files)
+        if not check(ms is not None, tag + "%s renders: %s" % (name, err.strip())):
+            continue
+        cms = {o["metadata"]["name"]: yaml_to_obj(list(o["data"].values())[0]) for o in by_kind(ms, "ConfigMap")
+               if o["metadata"]["name"] in ("rtcedge-relay", "rtcedge-transceiver")}
+        check((cms["rtcedge-relay"].get("registry") or {}).get("redis_url") == want_url and
+              (cms["rtcedge-relay"].get("flow_store") or {}).get("redis_url") == want_url and
+              (cms["rtcedge-transceiver"].get("registry") or {}).get("redis_url") == want_url,
+              tag + "%s: relay registry, relay flow_store and transceiver registry URL %s, got %s" % (
+                  name, want_url, [redis_urls(c) for c in cms.values()]))
+        for w, t in pod_specs(ms):
+            if w["metadata"]["name"] not in ("rtcedge-relay", "rtcedge-transceiver"):
+                check(not [v for v in t["spec"].get("volumes", []) if v["name"] in REDIS_DIRS],
+                      tag + "%s: %s mounts no Redis Secret" % (name, w["metadata"]["name"]))
+                continue
+            wname = "%s %s" % (name, w["metadata"]["name"])
+            volumes = {v["name"]: v for v in t["spec"].get("volumes", []) if v["name"] in REDIS_DIRS}
+            got = {k: (v.get("secret", {}).get("secretName"), v.get("secret", {}).get("items")) for k, v in
+                   volumes.items()}
+            check(got == want_volumes, tag + "%s: Redis Secret volumes %s, want %s" % (wname, got, want_volumes))
+            mounts = [m for m in t["spec"]["containers"][0].get("volumeMounts", []) if m["name"] in REDIS_DIRS]
+            check(sorted((m["name"], m["mountPath"], m.get("readOnly"), "subPath" in m) for m in mounts) ==
+                  sorted((k, REDIS_DIRS[k], True, False) for k in want_volumes),
+                  tag + "%s: mounted read-only as directories at %s: %s" % (
+                      wname, [REDIS_DIRS[k] for k in want_volumes], mounts))
+            for v in volumes.values():
+                check(v["secret"].get("defaultMode") in (0o400, 0o440),
+                      tag + "%s: %s mode %o (not for other users)" % (wname, v["name"], v["secret"].get("defaultMode")))
+            if base_annotations:
+                check(set(t["metadata"].get("annotations", {})) == base_annotations[w["metadata"]["name"]],
+                      tag + "%s: no annotation hashes the Redis Secrets (rotation restarts nothing): %s" % (
+                          wname, sorted(t["metadata"].get("annotations", {}))))
+        # The binaries check the files at start: the rendered config as is (no such files
+        # here) is refused naming one, and accepted once they exist (check_value_set).
+        if [k for k in redis_url_params(want_url) if k in REDIS_FILE_PARAMS]:
+            path = os.path.join(work, "redis-unmapped-%s.yaml" % name)
+            with open(path, "w") as f:
+                f.write(next(o for o in by_kind(ms, "ConfigMap") if o["metadata"]["name"] == "rtcedge-transceiver")[
+                    "data"]["transceiver.yaml"])
+            r = subprocess.run([args.transceiver, "--check-config", "--config", path], capture_output=True,
+                               text=True, env=env, timeout=20)
+            check(r.returncode == 2 and re.search(r"redis_url.*cannot read '/etc/rtcedge/redis-(auth|tls)/", r.stderr),
+                  tag + "%s: the transceiver refuses the URL while its files are missing: exit %d %s" % (
+                      name, r.returncode, r.stderr.strip()))
+
+    # URLs: what the schema lets through is what the binaries parse (their forms), and the
+    # schema refuses only what they refuse too. The files the URLs name exist here.
+    local = os.path.join(work, "redis-file")
+    with open(local, "w") as f:
+        f.write("x\n")
+    for url, ok in (("redis://r:6379", True), ("rediss://r:6380/2", True), ("redis://:pw@r", True),
+                    ("redis+sentinel://s1:26379,s2/m", True), ("rediss+sentinel://u:@s1/m?sentinel_password=x", True),
+                    ("redis+cluster://c1:6379,c2:6379", True),
+                    ("rediss+cluster://c1?tls_ca_file=%s&tls_server_name=n.example" % local, True),
+                    ("http://r:6379", False), ("redis:/r", False), ("Redis://r", False), ("redis+sentinels://s/m", False),
+                    ("rediss+cluster//c1", False)):
+        ms, err = renderer.render(BASE, extra="redis:\n  url: %s\n" % json.dumps(url))
+        r = subprocess.run([args.transceiver, "--check-config", "--registry-redis-url", url], capture_output=True,
+                           text=True, env=env, timeout=20)
+        accepted = r.returncode == 0
+        check((ms is not None) == ok and (not ok or accepted),
+              tag + "URL %r: the chart %s (want %s), the binary %s: %s" % (
+                  url, "renders" if ms else "refuses", "renders" if ok else "refuses",
+                  "accepts" if accepted else "refuses", (err or r.stderr).strip()))
+        if not ok:
+            check(not accepted, tag + "URL %r: the schema refuses it and so does the binary: %s" % (url, r.stderr))
+    print("ok   redis: URLs, Secret mounts and failures for standalone, Sentinel, Cluster and TLS"
+          if not [f for f in failures if f.startswith(tag)] else "FAIL redis", flush=True)
+
+
 def check_prestop_drains(renderer, transceiver, work):
     """The transceiver's preStop hook, run as the kubelet would (in the container's PID
     namespace, where the transceiver is PID 1): it must start the drain with one SIGTERM and
@@ -983,6 +1149,44 @@ BAD_VALUES = [
      [r"transceiver[./]telephony[./]telnyx[./]maxCallSeconds"]),
     ("a Telnyx call limit over a day", "transceiver:\n  telephony:\n    telnyx:\n      maxCallSeconds: 86401\n",
      [r"transceiver[./]telephony[./]telnyx[./]maxCallSeconds"]),
+    ("a Redis URL of another scheme", "redis:\n  url: http://redis.example.internal:6379\n", [r"redis[./]url"]),
+    ("a Redis TLS Secret with a plaintext URL", "redis:\n  tls:\n    existingSecret: redis-ca\n",
+     [r"redis\.tls\.existingSecret: redis\.url's scheme redis:// is plaintext", r"rediss://"]),
+    ("a Redis TLS Secret with a plaintext Sentinel URL",
+     "redis:\n  url: redis+sentinel://s1:26379/m\n  tls:\n    existingSecret: redis-ca\n",
+     [r"redis\.tls\.existingSecret: redis\.url's scheme redis\+sentinel:// is plaintext"]),
+    ("a Redis TLS server name with a plaintext URL", "redis:\n  tls:\n    serverName: redis.example.internal\n",
+     [r"redis\.tls\.serverName: redis\.url's scheme redis:// is plaintext"]),
+    ("a Redis password in the URL and in a Secret",
+     "redis:\n  url: redis://:hunter2@redis.example.internal:6379\n  auth:\n    existingSecret: redis-auth\n",
+     [r"redis\.auth\.existingSecret: redis\.url has a password too; pick one"]),
+    ("a Redis user:password in the URL and in a Secret",
+     "redis:\n  url: redis+cluster://u:hunter2@c1,c2\n  auth:\n    existingSecret: redis-auth\n",
+     [r"redis\.auth\.existingSecret: redis\.url has a password too"]),
+    ("a Redis password_file in the URL and a Secret",
+     "redis:\n  url: redis://r?password_file=/run/pw\n  auth:\n    existingSecret: redis-auth\n",
+     [r"redis\.auth\.existingSecret: redis\.url names a password_file too"]),
+    ("a Redis user in the URL and in auth.username",
+     "redis:\n  url: redis://app:@r:6379\n  auth:\n    existingSecret: redis-auth\n    username: rtcedge\n",
+     [r"redis\.auth\.username: redis\.url has a user part"]),
+    ("a Redis ACL user without its password's Secret", "redis:\n  auth:\n    username: rtcedge\n",
+     [r"redis\.auth\.username: .*redis\.auth\.existingSecret"]),
+    ("Redis TLS files in the URL and a TLS Secret",
+     "redis:\n  url: rediss://r?tls_ca_file=/ca.pem\n  tls:\n    existingSecret: redis-ca\n",
+     [r"redis\.tls\.existingSecret: redis\.url names tls_ca_file.*pick one"]),
+    ("a Redis client certificate without its key",
+     "redis:\n  url: rediss://r\n  tls:\n    existingSecret: redis-tls\n    certKey: tls.crt\n",
+     [r"redis\.tls\.certKey, redis\.tls\.keyKey: a client certificate and its key go together"]),
+    ("a Redis client certificate without a TLS Secret",
+     "redis:\n  url: rediss://r\n  tls:\n    certKey: tls.crt\n    keyKey: tls.key\n",
+     [r"redis\.tls\.certKey, redis\.tls\.keyKey: name keys of redis\.tls\.existingSecret"]),
+    ("a Redis Secret for the in-chart Redis",
+     "redis:\n  url: \"\"\n  inChart: {enabled: true}\n  auth:\n    existingSecret: redis-auth\n",
+     [r"redis\.auth, redis\.tls: they apply to redis\.url"]),
+    ("a Redis Secret name that is not a Kubernetes name", "redis:\n  auth:\n    existingSecret: Redis_Auth\n",
+     [r"redis[./]auth[./]existingSecret"]),
+    ("a Redis ACL user with a colon", "redis:\n  auth:\n    existingSecret: a\n    username: \"a:b\"\n",
+     [r"redis[./]auth[./]username"]),
 ]
 
 
@@ -1045,6 +1249,7 @@ def main():
         check_checksums(renderer, "[checksums] ")
         check_realtime_keys(renderer)
         check_telephony(renderer, args.transceiver, work)
+        check_redis(renderer, args, work)
         check_extra_config_is_checked(renderer, args, work)
         for bad_name, extra, patterns in BAD_VALUES:
             ms, err = renderer.render(BASE, extra=extra)

@@ -68,12 +68,101 @@ app.kubernetes.io/component: {{ .component }}
 {{- if and $t.enabled (or (and $t.hpa.enabled (gt ($t.hpa.maxReplicas | int) 1)) (and (not $t.hpa.enabled) (gt ($t.replicas | int) 1))) }}true{{ end -}}
 {{- end -}}
 
-{{/* The Redis URL relays and transceivers share, empty without one. */}}
+{{/* Where the Redis Secrets are mounted: directories, not subPaths, so the kubelet keeps the
+     files current, and the binaries read them at every connect (no restart on rotation). */}}
+{{- define "rtcedge.redisAuthDir" -}}/etc/rtcedge/redis-auth{{- end -}}
+{{- define "rtcedge.redisTlsDir" -}}/etc/rtcedge/redis-tls{{- end -}}
+
+{{/* Whether the pods mount redis.auth.existingSecret / redis.tls.existingSecret. */}}
+{{- define "rtcedge.hasRedisAuth" -}}
+{{- if and .Values.redis.url .Values.redis.auth.existingSecret }}true{{ end -}}
+{{- end -}}
+{{- define "rtcedge.hasRedisTls" -}}
+{{- if and .Values.redis.url .Values.redis.tls.existingSecret }}true{{ end -}}
+{{- end -}}
+
+{{/* The Redis URL relays and transceivers share, empty without one: redis.url with the user
+     of redis.auth.username and the query parameters naming the mounted files (password_file,
+     tls_ca_file, tls_cert_file, tls_key_file) and tls_server_name. The in-chart Redis has
+     neither password nor TLS. */}}
 {{- define "rtcedge.redisUrl" -}}
-{{- if .Values.redis.url -}}
-{{- .Values.redis.url -}}
-{{- else if .Values.redis.inChart.enabled -}}
+{{- $r := .Values.redis -}}
+{{- if $r.url -}}
+{{- $url := $r.url -}}
+{{- if $r.auth.username -}}
+{{- $scheme := regexFind "^[a-z+]+://" $url -}}
+{{- $url = printf "%s%s:@%s" $scheme $r.auth.username (trimPrefix $scheme $url) -}}
+{{- end -}}
+{{- $params := list -}}
+{{- if $r.auth.existingSecret -}}
+{{- $params = append $params (printf "password_file=%s/password" (include "rtcedge.redisAuthDir" .)) -}}
+{{- end -}}
+{{- if $r.tls.existingSecret -}}
+{{- if $r.tls.caKey -}}
+{{- $params = append $params (printf "tls_ca_file=%s/ca.crt" (include "rtcedge.redisTlsDir" .)) -}}
+{{- end -}}
+{{- if $r.tls.certKey -}}
+{{- $params = append $params (printf "tls_cert_file=%s/tls.crt" (include "rtcedge.redisTlsDir" .)) -}}
+{{- $params = append $params (printf "tls_key_file=%s/tls.key" (include "rtcedge.redisTlsDir" .)) -}}
+{{- end -}}
+{{- end -}}
+{{- if $r.tls.serverName -}}
+{{- $params = append $params (printf "tls_server_name=%s" $r.tls.serverName) -}}
+{{- end -}}
+{{- if $params -}}
+{{- $url = printf "%s%s%s" $url (ternary "&" "?" (contains "?" $url)) (join "&" $params) -}}
+{{- end -}}
+{{- $url -}}
+{{- else if $r.inChart.enabled -}}
 {{- printf "redis://%s-redis:6379" (include "rtcedge.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* redis.auth and redis.tls against redis.url: what the schema cannot say. */}}
+{{- define "rtcedge.validateRedis" -}}
+{{- $r := .Values.redis -}}
+{{- $url := $r.url -}}
+{{- $scheme := regexReplaceAll "://.*$" $url "" -}}
+{{- $query := ternary (regexReplaceAll "^[^?]*[?]" $url "") "" (contains "?" $url) -}}
+{{- $userinfo := regexReplaceAll "@$" (regexFind "^[^/?]*@" (regexReplaceAll "^[a-z+]+://" $url "")) "" -}}
+{{- $urlPassword := ternary (regexReplaceAll "^[^:]*:" $userinfo "") $userinfo (contains ":" $userinfo) -}}
+{{- $tlsScheme := hasPrefix "rediss" $scheme -}}
+{{- $set := or $r.auth.existingSecret $r.auth.username $r.tls.existingSecret $r.tls.serverName $r.tls.certKey $r.tls.keyKey -}}
+{{- if and $set (not $url) -}}
+{{- fail "redis.auth, redis.tls: they apply to redis.url (an existing Redis); the in-chart Redis (redis.inChart.enabled) has no password or TLS" -}}
+{{- end -}}
+{{- if and $r.auth.existingSecret $urlPassword -}}
+{{- fail "redis.auth.existingSecret: redis.url has a password too; pick one (drop it from the URL: the Secret's file wins and is re-read at every connect)" -}}
+{{- end -}}
+{{- if and $r.auth.existingSecret (regexMatch "(^|&)password_file=" $query) -}}
+{{- fail "redis.auth.existingSecret: redis.url names a password_file too; pick one" -}}
+{{- end -}}
+{{- if and $r.auth.username (not $r.auth.existingSecret) -}}
+{{- fail "redis.auth.username: the ACL user's password comes from redis.auth.existingSecret; set it (or put user:password in redis.url)" -}}
+{{- end -}}
+{{- if and $r.auth.username $userinfo -}}
+{{- fail "redis.auth.username: redis.url has a user part (…@host) too; pick one" -}}
+{{- end -}}
+{{- if and $r.tls.existingSecret (not $tlsScheme) -}}
+{{- fail (printf "redis.tls.existingSecret: redis.url's scheme %s:// is plaintext; TLS needs rediss://, rediss+sentinel:// or rediss+cluster://" $scheme) -}}
+{{- end -}}
+{{- if and $r.tls.serverName (not $tlsScheme) -}}
+{{- fail (printf "redis.tls.serverName: redis.url's scheme %s:// is plaintext; TLS needs rediss://, rediss+sentinel:// or rediss+cluster://" $scheme) -}}
+{{- end -}}
+{{- if and $r.tls.existingSecret (regexMatch "(^|&)tls_(ca_file|cert_file|key_file)=" $query) -}}
+{{- fail "redis.tls.existingSecret: redis.url names tls_ca_file, tls_cert_file or tls_key_file too; pick one" -}}
+{{- end -}}
+{{- if and $r.tls.serverName (regexMatch "(^|&)tls_server_name=" $query) -}}
+{{- fail "redis.tls.serverName: redis.url names tls_server_name too; pick one" -}}
+{{- end -}}
+{{- if ne (empty $r.tls.certKey) (empty $r.tls.keyKey) -}}
+{{- fail "redis.tls.certKey, redis.tls.keyKey: a client certificate and its key go together (both set for mutual TLS, or both empty)" -}}
+{{- end -}}
+{{- if and (or $r.tls.certKey $r.tls.keyKey) (not $r.tls.existingSecret) -}}
+{{- fail "redis.tls.certKey, redis.tls.keyKey: name keys of redis.tls.existingSecret; set it" -}}
+{{- end -}}
+{{- if and $r.tls.existingSecret (not (or $r.tls.caKey $r.tls.certKey)) -}}
+{{- fail "redis.tls.existingSecret: neither redis.tls.caKey nor redis.tls.certKey names a key of it" -}}
 {{- end -}}
 {{- end -}}
 
@@ -98,6 +187,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- if and .Values.redis.url .Values.redis.inChart.enabled -}}
 {{- fail "redis: set either redis.url (an existing Redis) or redis.inChart.enabled, not both" -}}
 {{- end -}}
+{{- include "rtcedge.validateRedis" . -}}
 {{- if not (or (include "rtcedge.redisUrl" .) .Values.relay.endpoints) -}}
 {{- fail "redis: the relays learn transceiver endpoints from Redis: set redis.url (or redis.inChart.enabled for a trial), or list relay.endpoints" -}}
 {{- end -}}

@@ -362,7 +362,7 @@ int main(int argc, char** argv) {
 
   // Same shape as ours: a new key per request, with PX (what a relay writes).
   const std::string same_shape =
-      "-r 1000000 SET 'rtce:{c3}:flow:10.0.__rand_int__|203.0.113.1:3478' 1 PX 600000";
+      "-r 1000000 SET 'rtce:c3:flow:10.0.__rand_int__|203.0.113.1:3478' 1 PX 600000";
   std::printf(
       "| run | rtcedge put_many (flows/s) | redis-benchmark -t set -P 16 (req/s) | ratio | "
       "redis-benchmark -P 16, same SET shape (req/s) | ratio |\n");

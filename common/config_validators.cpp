@@ -1,8 +1,13 @@
 // config_validators.cpp — see config_validators.h.
 #include "config_validators.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 
 #include "error.h"
 
@@ -61,69 +66,200 @@ void check_concrete_ip(std::string_view text, const std::string& where, int fami
                       " address");
 }
 
-std::optional<RedisUrl> parse_redis_url(std::string_view url) {
-  constexpr std::string_view kScheme = "redis://";
-  if (!url.starts_with(kScheme)) return std::nullopt;
-  url.remove_prefix(kScheme.size());
-  RedisUrl out;
-  if (const auto slash = url.find('/'); slash != std::string_view::npos) url = url.substr(0, slash);
-  if (const auto at = url.rfind('@'); at != std::string_view::npos) {
-    std::string_view credentials = url.substr(0, at);
-    const auto colon = credentials.find(':');
-    if (colon == std::string_view::npos) {
-      out.password = std::string(credentials);
-    } else {
-      out.username = std::string(credentials.substr(0, colon));
-      out.password = std::string(credentials.substr(colon + 1));
-    }
-    url.remove_prefix(at + 1);
-  }
-  std::string_view host = url;
+namespace {
+
+// "host[:port]" or "[v6][:port]"; false on a bad port or an empty host.
+bool parse_redis_node(std::string_view text, uint16_t default_port, RedisUrl::Node& out) {
+  std::string_view host = text;
   std::string_view port_text;
   bool has_port = false;
-  if (url.starts_with('[')) {  // [v6]:port
-    const auto close = url.find(']');
-    if (close == std::string_view::npos) return std::nullopt;
-    host = url.substr(1, close - 1);
-    const std::string_view rest = url.substr(close + 1);
-    if (!rest.empty() && !rest.starts_with(':')) return std::nullopt;
+  if (text.starts_with('[')) {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos) return false;
+    host = text.substr(1, close - 1);
+    const std::string_view rest = text.substr(close + 1);
+    if (!rest.empty() && !rest.starts_with(':')) return false;
     if (!rest.empty()) {
       port_text = rest.substr(1);
       has_port = true;
     }
-  } else if (const auto colon = url.rfind(':'); colon != std::string_view::npos) {
-    host = url.substr(0, colon);
-    port_text = url.substr(colon + 1);
+  } else if (const auto colon = text.rfind(':'); colon != std::string_view::npos) {
+    host = text.substr(0, colon);
+    port_text = text.substr(colon + 1);
     has_port = true;
   }
+  out.port = default_port;
   if (has_port) {
     unsigned port = 0;
     const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
     if (ec != std::errc{} || end != port_text.data() + port_text.size() || port == 0 || port > 65535)
-      return std::nullopt;
+      return false;
     out.port = static_cast<uint16_t>(port);
   }
-  if (host.empty()) return std::nullopt;
+  if (host.empty()) return false;
   out.host = std::string(host);
+  return true;
+}
+
+// %XX escapes of a URL's user information and query values (a password may hold '@').
+std::string percent_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned value = 0;
+    if (text[i] == '%' && i + 2 < text.size() &&
+        std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16).ptr == text.data() + i + 3) {
+      out += static_cast<char>(value);
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+constexpr std::string_view kRedisUrlForms =
+    "redis[s]://[[user]:password@]host[:port], "
+    "redis[s]+sentinel://[[user]:password@]host[:port][,host[:port]…]/"
+    "<master name> or redis[s]+cluster://[[user]:password@]host[:port][,host[:port]…]";
+
+}  // namespace
+
+std::optional<RedisUrl> parse_redis_url(std::string_view url, std::string* error) {
+  const auto fail = [&](std::string why) -> std::optional<RedisUrl> {
+    if (error != nullptr) *error = std::move(why);
+    return std::nullopt;
+  };
+  RedisUrl out;
+  const auto scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos)
+    return fail(std::string("not a URL of the forms ") + std::string(kRedisUrlForms));
+  const std::string_view scheme = url.substr(0, scheme_end);
+  if (scheme == "redis" || scheme == "rediss") {
+    out.topology = RedisUrl::Topology::kStandalone;
+  } else if (scheme == "redis+sentinel" || scheme == "rediss+sentinel") {
+    out.topology = RedisUrl::Topology::kSentinel;
+  } else if (scheme == "redis+cluster" || scheme == "rediss+cluster") {
+    out.topology = RedisUrl::Topology::kCluster;
+  } else {
+    return fail("unknown scheme '" + std::string(scheme) + "' (" + std::string(kRedisUrlForms) + ")");
+  }
+  out.tls = scheme.starts_with("rediss");
+  url.remove_prefix(scheme_end + 3);
+
+  std::string_view query;
+  if (const auto q = url.find('?'); q != std::string_view::npos) {
+    query = url.substr(q + 1);
+    url = url.substr(0, q);
+  }
+  std::string_view path;
+  if (const auto slash = url.find('/'); slash != std::string_view::npos) {
+    path = url.substr(slash + 1);
+    url = url.substr(0, slash);
+  }
+  if (const auto at = url.rfind('@'); at != std::string_view::npos) {
+    const std::string_view credentials = url.substr(0, at);
+    const auto colon = credentials.find(':');
+    if (colon == std::string_view::npos) {
+      out.password = percent_decode(credentials);
+    } else {
+      out.username = percent_decode(credentials.substr(0, colon));
+      out.password = percent_decode(credentials.substr(colon + 1));
+    }
+    url.remove_prefix(at + 1);
+  }
+  const uint16_t default_port = out.topology == RedisUrl::Topology::kSentinel ? 26379 : 6379;
+  while (true) {
+    const auto comma = url.find(',');
+    RedisUrl::Node node;
+    if (!parse_redis_node(url.substr(0, comma), default_port, node))
+      return fail("bad host:port '" + std::string(url.substr(0, comma)) + "'");
+    out.nodes.push_back(std::move(node));
+    if (out.nodes.size() > 64) return fail("more than 64 hosts");
+    if (comma == std::string_view::npos) break;
+    url.remove_prefix(comma + 1);
+  }
+  if (out.topology == RedisUrl::Topology::kStandalone && out.nodes.size() > 1)
+    return fail("one host only (several are redis+sentinel:// sentinels or redis+cluster:// seeds)");
+  if (out.topology == RedisUrl::Topology::kSentinel) {
+    out.master_name = percent_decode(path.substr(0, path.find('/')));
+    if (out.master_name.empty())
+      return fail("a sentinel URL names its master: redis+sentinel://host:port/<master name>");
+  }
+  out.host = out.nodes.front().host;
+  out.port = out.nodes.front().port;
+
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    const auto eq = pair.find('=');
+    const std::string_view name = pair.substr(0, eq);
+    const std::string value =
+        eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1));
+    if (value.empty()) return fail("parameter '" + std::string(name) + "' has no value");
+    std::string* slot = nullptr;
+    bool tls_only = false;
+    if (name == "tls_ca_file")
+      slot = &out.tls_ca_file, tls_only = true;
+    else if (name == "tls_cert_file")
+      slot = &out.tls_cert_file, tls_only = true;
+    else if (name == "tls_key_file")
+      slot = &out.tls_key_file, tls_only = true;
+    else if (name == "tls_server_name")
+      slot = &out.tls_server_name, tls_only = true;
+    else if (name == "password_file")
+      slot = &out.password_file;
+    else if (name == "sentinel_username" || name == "sentinel_password") {
+      if (out.topology != RedisUrl::Topology::kSentinel)
+        return fail("'" + std::string(name) + "' is for redis+sentinel:// URLs");
+      slot = name == "sentinel_username" ? &out.sentinel_username : &out.sentinel_password;
+    } else {
+      return fail("unknown parameter '" + std::string(name) +
+                  "' (tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, password_file, "
+                  "sentinel_username, sentinel_password)");
+    }
+    if (tls_only && !out.tls) return fail("'" + std::string(name) + "' needs a rediss:// scheme (TLS)");
+    *slot = value;
+  }
+  if (out.tls_cert_file.empty() != out.tls_key_file.empty())
+    return fail("tls_cert_file and tls_key_file go together (a client certificate and its key)");
   return out;
 }
 
 void check_redis_url(std::string_view text, const std::string& where) {
-  if (!text.empty() && !parse_redis_url(text))
-    throw ConfigError(where + ": '" + std::string(text) +
-                      "' is not redis://[[user]:password@]host[:port][/db]");
+  if (text.empty()) return;
+  std::string why;
+  const auto url = parse_redis_url(text, &why);
+  if (!url) throw ConfigError(where + ": '" + redact_redis_url(text) + "': " + why);
+  for (const std::string* file :
+       {&url->tls_ca_file, &url->tls_cert_file, &url->tls_key_file, &url->password_file}) {
+    if (!file->empty() && access(file->c_str(), R_OK) != 0)
+      throw ConfigError(where + ": cannot read '" + *file + "': " + std::strerror(errno));
+  }
 }
 
 std::string redact_redis_url(std::string_view text) {
-  const auto url = parse_redis_url(text);
-  if (!url || url->password.empty()) return std::string(text);
-  const size_t start = std::string_view("redis://").size();
-  const size_t at = text.substr(0, text.find('/', start)).rfind('@');
-  std::string_view credentials = text.substr(start, at - start);
-  const size_t colon = credentials.find(':');
-  const std::string user =
-      colon == std::string_view::npos ? "" : std::string(credentials.substr(0, colon)) + ":";
-  return "redis://" + user + std::string(kRedacted) + std::string(text.substr(at));
+  // Replaces the user information's password and sentinel_password's value, whatever else
+  // the text holds (it may not parse: it is printed in the error that says so).
+  std::string out(text);
+  const auto scheme_end = out.find("://");
+  if (scheme_end != std::string::npos) {
+    const size_t start = scheme_end + 3;
+    const size_t authority_end = std::min(out.find('/', start), out.find('?', start));
+    const size_t at = out.substr(0, authority_end).rfind('@');
+    if (at != std::string::npos && at >= start) {
+      const size_t colon = out.find(':', start);
+      const size_t secret = colon != std::string::npos && colon < at ? colon + 1 : start;
+      out.replace(secret, at - secret, kRedacted);
+    }
+  }
+  for (size_t p = out.find("sentinel_password="); p != std::string::npos;
+       p = out.find("sentinel_password=", p + 1)) {
+    const size_t value = p + std::string_view("sentinel_password=").size();
+    out.replace(value, std::min(out.find('&', value), out.size()) - value, kRedacted);
+  }
+  return out;
 }
 
 void check_one_of(std::string_view text, const std::string& where, const std::vector<std::string>& choices) {

@@ -29,17 +29,40 @@ SocketAddress check_socket_address(std::string_view text, const std::string& whe
 // A concrete (not wildcard) IP address of the family (AF_INET or AF_INET6), without a port.
 void check_concrete_ip(std::string_view text, const std::string& where, int family);
 
-// "redis://[[user]:password@]host[:port][/db]" (db is ignored: one database).
+// A Redis URL (docs/redis.md, "Deployments"):
+//   redis[s]://[[user]:password@]host[:port][/db]                  one server (db ignored)
+//   redis[s]+sentinel://[[user]:password@]host[:port][,host[:port]…]/<master name>
+//   redis[s]+cluster://[[user]:password@]host[:port][,host[:port]…]   seed nodes
+// "rediss" is TLS (never a plaintext fallback). Query parameters: tls_ca_file,
+// tls_cert_file, tls_key_file, tls_server_name (TLS only), password_file (read at every
+// connect: wins over the URL's password), sentinel_username, sentinel_password (Sentinel).
 struct RedisUrl {
-  std::string host = "127.0.0.1";
+  enum class Topology { kStandalone, kSentinel, kCluster };
+  struct Node {
+    std::string host;
+    uint16_t port = 6379;
+  };
+  Topology topology = Topology::kStandalone;
+  bool tls = false;
+  std::vector<Node> nodes;         // never empty
+  std::string host = "127.0.0.1";  // nodes[0]
   uint16_t port = 6379;
+  std::string master_name;
   std::string username;
   std::string password;
+  std::string password_file;
+  std::string sentinel_username;
+  std::string sentinel_password;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_server_name;
 };
-std::optional<RedisUrl> parse_redis_url(std::string_view url);
-// Empty is allowed (no Redis); anything else must parse.
+// nullopt (and *error says why) for anything else.
+std::optional<RedisUrl> parse_redis_url(std::string_view url, std::string* error = nullptr);
+// Empty is allowed (no Redis); anything else must parse, and its files must be readable.
 void check_redis_url(std::string_view text, const std::string& where);
-// The URL with its password replaced, for output that may be logged or shared.
+// The URL with its passwords replaced, for output that may be logged or shared.
 std::string redact_redis_url(std::string_view text);
 
 void check_one_of(std::string_view text, const std::string& where, const std::vector<std::string>& choices);

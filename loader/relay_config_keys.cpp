@@ -185,9 +185,12 @@ ConfigTable<C> build() {
       }));
   t.push_back(redis_url_key<C>(
       "registry.redis_url", &C::registry_redis_url,
-      {.help = "redis://host:port of the shared registry; its transceiver endpoints join "
-               "`endpoints` (default none)",
-       .doc = "`redis://host:port` of the shared registry ([redis.md](redis.md)). Its live transceiver "
+      {.help =
+           "Redis URL of the shared registry (redis[s]://, redis[s]+sentinel://, redis[s]+cluster://); its "
+           "transceiver endpoints join `endpoints` (default none)",
+       .doc = "Redis URL of the shared registry: one server, a Sentinel group or a Redis Cluster, with or "
+              "without "
+              "TLS ([redis.md](redis.md#deployments)). Its live transceiver "
               "endpoints join `endpoints` (a configured id wins) within about 1 s of a change; an endpoint "
               "whose heartbeats stop leaves within `registry.ttl` plus 1 s. Redis down: the last known set "
               "is kept, and when Redis answers again after an outage (down, or frozen longer than a third of "
@@ -201,11 +204,13 @@ ConfigTable<C> build() {
        .doc = "the TTL the transceivers heartbeat against (300ms..300s); set it like theirs."}));
   t.push_back(redis_url_key<C>(
       "flow_store.redis_url", &C::flow_store_redis_url,
-      {.help = "redis://host:port of the shared flow store: new flows are written there, "
+      {.help = "Redis URL of the shared flow store (as registry.redis_url): new flows are written there, "
                "and a flow this relay does not know is looked up there on its first "
                "non-STUN packet (default none)",
        .doc =
-           "`redis://host:port` of the shared flow store ([redis.md](redis.md#flow-recovery-in-the-relay)). "
+           "Redis URL of the shared flow store ([redis.md](redis.md#flow-recovery-in-the-relay); the forms "
+           "of "
+           "[Deployments](redis.md#deployments): on a Redis Cluster the flows spread over every shard). "
            "Every new flow is written there (`SET … PX flow_store.ttl`); a non-STUN datagram of a flow this "
            "relay does not have waits while the store is asked, and the flow is installed (and, in XDP mode, "
            "put into the flows map). Usually the same Redis as `registry.redis_url`. Redis down: established "

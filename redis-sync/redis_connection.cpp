@@ -1,158 +1,123 @@
-// redis_connection.cpp — hiredis async on Boost.Asio: the event adapter, the bounded
-// queue, command timeouts and reconnect with backoff.
+// redis_connection.cpp — one Redis node over Asio TCP or TLS: connect (resolver, TLS
+// handshake with the files read now), the prelude (AUTH, verify, SUBSCRIBE), RESP
+// encoding, replies through hiredis's redisReader in send order, the bounded queue,
+// command timeouts and reconnect with backoff.
 #include "redis_connection.h"
+
+#include <hiredis/read.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
-#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/write.hpp>
 #include <charconv>
 #include <vector>
-
-#include "config_validators.h"
 
 namespace rtce {
 
 namespace asio = boost::asio;
+using asio::ip::tcp;
 
-// Maps hiredis's event hooks onto async_wait. The descriptor belongs to hiredis: the
-// adapter releases it (never closes it) when hiredis frees the context. Wait handlers
-// hold a shared_ptr, so the adapter outlives every wait it started.
-class RedisConnection::Adapter : public std::enable_shared_from_this<Adapter> {
- public:
-  Adapter(asio::io_context& io, redisAsyncContext* context, RedisConnection* owner)
-      : descriptor_(io, context->c.fd), context_(context), owner_(owner) {}
-  ~Adapter() {
-    if (descriptor_.is_open()) descriptor_.release();
+// One transport: a TCP socket, or a TLS stream over one, and the reply parser. Replaced
+// on every connect, so a late handler of an old link finds link_ changed and does nothing.
+struct RedisConnection::Link {
+  explicit Link(asio::io_context& io) : resolver(io), socket(io) {}
+  ~Link() {
+    if (reader != nullptr) redisReaderFree(reader);
   }
-
-  void attach() {
-    context_->ev.data = this;
-    context_->ev.addRead = &Adapter::add_read;
-    context_->ev.delRead = &Adapter::del_read;
-    context_->ev.addWrite = &Adapter::add_write;
-    context_->ev.delWrite = &Adapter::del_write;
-    context_->ev.cleanup = &Adapter::cleanup;
+  tcp::socket& lowest() { return tls ? tls->next_layer() : socket; }
+  void close() {
+    boost::system::error_code ignored;
+    resolver.cancel();
+    lowest().close(ignored);
   }
 
-  // hiredis 0.14 reports the connect on the first writable event, but only asks for one
-  // when a command is queued: ask for it ourselves.
-  void watch_connect() { add_write(this); }
-
- private:
-  static void add_read(void* data) {
-    auto* self = static_cast<Adapter*>(data);
-    self->want_read_ = true;
-    self->arm_read();
-  }
-  static void del_read(void* data) { static_cast<Adapter*>(data)->want_read_ = false; }
-  static void add_write(void* data) {
-    auto* self = static_cast<Adapter*>(data);
-    self->want_write_ = true;
-    self->arm_write();
-  }
-  static void del_write(void* data) { static_cast<Adapter*>(data)->want_write_ = false; }
-  static void cleanup(void* data) {
-    auto* self = static_cast<Adapter*>(data);
-    const auto keep_alive = self->shared_from_this();
-    self->context_ = nullptr;
-    self->want_read_ = self->want_write_ = false;
-    if (self->descriptor_.is_open()) self->descriptor_.release();  // cancels the waits
-    self->owner_->context_freed();
-  }
-
-  void arm_read() {
-    if (context_ == nullptr || !want_read_ || read_armed_) return;
-    read_armed_ = true;
-    descriptor_.async_wait(asio::posix::descriptor_base::wait_read,
-                           [self = shared_from_this()](const boost::system::error_code& ec) {
-                             self->read_armed_ = false;
-                             if (ec || self->context_ == nullptr || !self->want_read_) return;
-                             redisAsyncHandleRead(self->context_);
-                             self->arm_read();
-                           });
-  }
-  void arm_write() {
-    if (context_ == nullptr || !want_write_ || write_armed_) return;
-    write_armed_ = true;
-    descriptor_.async_wait(asio::posix::descriptor_base::wait_write,
-                           [self = shared_from_this()](const boost::system::error_code& ec) {
-                             self->write_armed_ = false;
-                             if (ec || self->context_ == nullptr || !self->want_write_) return;
-                             redisAsyncHandleWrite(self->context_);
-                             self->arm_write();
-                           });
-  }
-
-  asio::posix::stream_descriptor descriptor_;
-  redisAsyncContext* context_;
-  RedisConnection* owner_;
-  bool want_read_ = false;
-  bool want_write_ = false;
-  bool read_armed_ = false;
-  bool write_armed_ = false;
+  tcp::resolver resolver;
+  tcp::socket socket;  // plaintext; with TLS the stream owns its own socket
+  std::unique_ptr<asio::ssl::context> tls_context;
+  std::unique_ptr<asio::ssl::stream<tcp::socket>> tls;
+  redisReader* reader = redisReaderCreate();
+  std::array<char, 16384> read_buffer{};
+  std::string writing;  // the bytes of the write in flight
+  bool write_in_flight = false;
+  bool handshaking = false;  // TLS: the handshake is under way
 };
 
 namespace {
 
 Nanos to_nanos(Millis ms) { return static_cast<Nanos>(ms.count()) * 1'000'000; }
 
-// argv/argvlen arrays for hiredis without a heap allocation for short commands.
-class ArgvBuffer {
- public:
-  explicit ArgvBuffer(std::span<const std::string_view> args) : size_(args.size()) {
-    if (size_ > kInline) {
-      heap_ptrs_.resize(size_);
-      heap_lens_.resize(size_);
-    }
-    const char** ptrs = size_ > kInline ? heap_ptrs_.data() : inline_ptrs_;
-    size_t* lens = size_ > kInline ? heap_lens_.data() : inline_lens_;
-    for (size_t i = 0; i < size_; ++i) {
-      ptrs[i] = args[i].data();
-      lens[i] = args[i].size();
+// RESP multi-bulk encoding, appended (the write path encodes one command per new flow).
+void append_resp(std::span<const std::string_view> args, std::string& out) {
+  char number[24];
+  const auto append_count = [&](char tag, size_t value) {
+    out += tag;
+    out.append(number, std::to_chars(number, number + sizeof number, value).ptr);
+    out += "\r\n";
+  };
+  append_count('*', args.size());
+  for (const auto arg : args) {
+    append_count('$', arg.size());
+    out.append(arg);
+    out += "\r\n";
+  }
+}
+
+// The TLS context of one connect: files read now, so a rotated certificate or CA is used
+// by the next connection without a restart.
+std::unique_ptr<asio::ssl::context> make_tls_context(const RedisTlsOptions& tls, std::string& error) {
+  auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+  boost::system::error_code ec;
+  context->set_options(asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                           asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1,
+                       ec);
+  context->set_verify_mode(asio::ssl::verify_peer, ec);
+  if (tls.ca_file.empty()) {
+    context->set_default_verify_paths(ec);
+  } else {
+    context->load_verify_file(tls.ca_file, ec);
+  }
+  if (ec) {
+    error = "cannot load the CA file '" + tls.ca_file + "': " + ec.message();
+    return nullptr;
+  }
+  if (!tls.cert_file.empty()) {
+    context->use_certificate_chain_file(tls.cert_file, ec);
+    if (!ec) context->use_private_key_file(tls.key_file, asio::ssl::context::pem, ec);
+    if (ec) {
+      error = "cannot load the client certificate '" + tls.cert_file + "' / key '" + tls.key_file +
+              "': " + ec.message();
+      return nullptr;
     }
   }
-  int argc() const { return static_cast<int>(size_); }
-  const char** argv() { return size_ > kInline ? heap_ptrs_.data() : inline_ptrs_; }
-  const size_t* lens() const { return size_ > kInline ? heap_lens_.data() : inline_lens_; }
-
- private:
-  static constexpr size_t kInline = 16;
-  size_t size_;
-  const char* inline_ptrs_[kInline]{};
-  size_t inline_lens_[kInline]{};
-  std::vector<const char*> heap_ptrs_;
-  std::vector<size_t> heap_lens_;
-};
+  return context;
+}
 
 }  // namespace
 
-std::optional<RedisOptions> RedisOptions::from_url(std::string_view url) {
-  // The grammar lives with the config validators, which check the same URLs at start.
-  const auto parsed = parse_redis_url(url);
-  if (!parsed) return std::nullopt;
-  RedisOptions options;
-  options.host = parsed->host;
-  options.port = parsed->port;
-  options.username = parsed->username;
-  options.password = parsed->password;
-  return options;
-}
-
-std::string_view reply_string(const redisReply* reply) {
-  if (reply == nullptr || reply->str == nullptr) return {};
-  return {reply->str, reply->len};
-}
-
 RedisConnection::RedisConnection(asio::io_context& io, RedisOptions options, SyncCounters& counters)
-    : io_(io), options_(std::move(options)), counters_(counters), tick_timer_(io), reconnect_timer_(io) {}
+    : io_(io),
+      options_(std::move(options)),
+      counters_(counters),
+      node_{options_.host, options_.port},
+      tick_timer_(io),
+      reconnect_timer_(io) {}
 
 RedisConnection::~RedisConnection() {
   stopping_ = true;
   life_.reset();
   tick_timer_.cancel();
   reconnect_timer_.cancel();
-  if (context_ != nullptr) redisAsyncFree(context_);  // replies come back null; ignored
+  if (link_) link_->close();
+  link_.reset();
   queued_.clear();
   inflight_.clear();
   inflight_commands_ = 0;
@@ -170,76 +135,183 @@ void RedisConnection::subscribe(std::string channel, MessageHandler on_message) 
   on_message_ = std::move(on_message);
 }
 
+void RedisConnection::verify_with(std::vector<std::string> args, ReplyCheck accept) {
+  verify_args_ = std::move(args);
+  verify_ = std::move(accept);
+}
+
 void RedisConnection::connect() {
-  if (stopping_) return;
-  redisAsyncContext* context = redisAsyncConnect(options_.host.c_str(), options_.port);
-  if (context == nullptr || context->err != 0) {
-    counters_.errors.add();
-    if (context != nullptr) redisAsyncFree(context);
-    schedule_reconnect();
-    return;
-  }
-  context->data = this;
-  redisAsyncSetConnectCallback(context, &RedisConnection::on_connect);
-  redisAsyncSetDisconnectCallback(context, &RedisConnection::on_disconnect);
-  context_ = context;
+  if (stopping_ || resolving_) return;
   connect_started_ = monotonic_now();
-  adapter_ = std::make_shared<Adapter>(io_, context, this);
-  adapter_->attach();
-  adapter_->watch_connect();
-}
-
-void RedisConnection::on_connect(const redisAsyncContext* context, int status) {
-  auto* self = static_cast<RedisConnection*>(context->data);
-  if (self == nullptr || self->stopping_) return;
-  if (status != REDIS_OK) {
-    self->counters_.errors.add();  // hiredis frees the context next; cleanup reconnects
+  if (!resolver_) {
+    connect_to(RedisNode{options_.host, options_.port});
     return;
   }
-  self->connected_ = true;
-  self->backoff_ = Millis{0};
-  if (self->ever_connected_) self->counters_.reconnects.add();
-  self->ever_connected_ = true;
-  if (!self->options_.password.empty()) {
-    std::array<std::string_view, 3> auth{"AUTH", self->options_.username, self->options_.password};
-    const size_t argc = self->options_.username.empty() ? 2 : 3;
-    if (argc == 2) auth[1] = self->options_.password;
-    ArgvBuffer argv(std::span<const std::string_view>(auth.data(), argc));
-    // Written before anything queued; an error reply fails the commands behind it anyway.
-    redisAsyncCommandArgv(self->context_, nullptr, nullptr, argv.argc(), argv.argv(), argv.lens());
-  }
-  if (!self->channel_.empty()) {
-    const std::array<std::string_view, 2> sub{"SUBSCRIBE", self->channel_};
-    ArgvBuffer argv(sub);
-    redisAsyncCommandArgv(self->context_, &RedisConnection::on_subscription, nullptr, argv.argc(),
-                          argv.argv(), argv.lens());
-  }
-  while (!self->queued_.empty() && self->context_ != nullptr) {
-    Queued queued = std::move(self->queued_.front());
-    self->queued_.pop_front();
-    self->send_formatted(std::move(queued));
-  }
-  if (self->on_connected_) self->on_connected_();
+  resolving_ = true;
+  resolver_([this, life = std::weak_ptr<int>(life_)](std::optional<RedisNode> node) {
+    if (life.expired() || stopping_) return;
+    resolving_ = false;
+    if (!node) {
+      counters_.errors.add();
+      schedule_reconnect();
+      return;
+    }
+    connect_to(*node);
+  });
 }
 
-void RedisConnection::on_disconnect(const redisAsyncContext* context, int status) {
-  auto* self = static_cast<RedisConnection*>(context->data);
-  if (self == nullptr || self->stopping_) return;
-  if (status != REDIS_OK) self->counters_.errors.add();
+void RedisConnection::connect_to(const RedisNode& node) {
+  node_ = node;
+  connect_started_ = monotonic_now();
+  auto link = std::make_shared<Link>(io_);
+  link_ = link;
+  if (options_.tls.enabled) {
+    std::string error;
+    link->tls_context = make_tls_context(options_.tls, error);
+    if (!link->tls_context) {
+      fail_link(link, "TLS setup", error, true);
+      return;
+    }
+    link->tls = std::make_unique<asio::ssl::stream<tcp::socket>>(io_, *link->tls_context);
+  }
+  const auto on_endpoints = [this, link, life = std::weak_ptr<int>(life_)](
+                                const boost::system::error_code& ec,
+                                const tcp::resolver::results_type& endpoints) {
+    if (life.expired() || link != link_) return;
+    if (ec) {
+      fail_link(link, "resolve", ec.message());
+      return;
+    }
+    asio::async_connect(
+        link->lowest(), endpoints,
+        [this, link, life](const boost::system::error_code& ec, const tcp::endpoint&) {
+          if (life.expired() || link != link_) return;
+          if (ec) {
+            fail_link(link, "connect", ec.message());
+            return;
+          }
+          boost::system::error_code ignored;
+          link->lowest().set_option(tcp::no_delay(true), ignored);
+          if (!link->tls) {
+            on_transport_ready(link);
+            return;
+          }
+          SSL* ssl = link->tls->native_handle();
+          const std::string& name = options_.tls.server_name.empty() ? node_.host : options_.tls.server_name;
+          boost::system::error_code not_ip;
+          asio::ip::make_address(name, not_ip);
+          X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+          if (!not_ip) {
+            X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str());
+          } else {
+            // SNI carries names only (RFC 6066 §3).
+            SSL_set_tlsext_host_name(ssl, name.c_str());
+            X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+            X509_VERIFY_PARAM_set1_host(param, name.c_str(), name.size());
+          }
+          link->handshaking = true;
+          link->tls->async_handshake(
+              asio::ssl::stream_base::client, [this, link, life](const boost::system::error_code& ec) {
+                if (life.expired() || link != link_) return;
+                link->handshaking = false;
+                if (ec) {
+                  std::string why = ec.message();
+                  const long verify = SSL_get_verify_result(link->tls->native_handle());
+                  if (verify != X509_V_OK)
+                    why += std::string(" (") + X509_verify_cert_error_string(verify) + ")";
+                  fail_link(link, "TLS handshake", why, true);
+                  return;
+                }
+                on_transport_ready(link);
+              });
+        });
+  };
+  link->resolver.async_resolve(node.host, std::to_string(node.port), tcp::resolver::numeric_service,
+                               on_endpoints);
 }
 
-void RedisConnection::context_freed() {
-  context_ = nullptr;
-  adapter_.reset();
-  connected_ = false;
-  if (stopping_) return;
-  // hiredis has already failed every callback it held; anything left is ours to fail.
-  fail_inflight(SyncStatus::kDisconnected, counters_.errors);
-  schedule_reconnect();
+void RedisConnection::fail_link(const std::shared_ptr<Link>& link, std::string_view what,
+                                const std::string& why, bool tls_error) {
+  if (link != link_) return;
+  counters_.errors.add();
+  if (tls_error) counters_.tls_errors.add();
+  std::string failure = std::string(what) + " " + node_.to_string() + ": " + why;
+  if (failure != last_failure_) {  // once per distinct failure, not once per retry
+    spdlog::warn("redis: {} to {} failed: {}", what, node_.to_string(), why);
+    last_failure_ = std::move(failure);
+  }
+  reset_connection();
+}
+
+void RedisConnection::on_transport_ready(const std::shared_ptr<Link>& link) {
+  last_failure_.clear();
+  start_read(link);
+  const std::string password = options_.current_password();
+  if (!password.empty()) {
+    std::array<std::string_view, 3> auth{"AUTH", options_.username, password};
+    size_t argc = 3;
+    if (options_.username.empty()) {
+      auth[1] = password;
+      argc = 2;
+    }
+    write_prelude(std::span<const std::string_view>(auth.data(), argc), [this](const redisReply* reply) {
+      if (reply->type == REDIS_REPLY_ERROR) fail_link(link_, "AUTH", std::string(reply_string(reply)));
+    });
+  }
+  if (verify_) {
+    std::vector<std::string_view> args(verify_args_.begin(), verify_args_.end());
+    write_prelude(args, [this](const redisReply* reply) {
+      if (!verify_(reply)) {
+        counters_.errors.add();
+        spdlog::info("redis: {} is not the node wanted now ({}); connecting again", node_.to_string(),
+                     reply->type == REDIS_REPLY_ERROR ? reply_string(reply) : "check failed");
+        reset_connection();
+        return;
+      }
+      become_connected();
+    });
+  }
+  if (!channel_.empty()) {
+    const std::array<std::string_view, 2> sub{"SUBSCRIBE", channel_};
+    write_prelude(sub, [this](const redisReply* reply) {
+      if (reply->type == REDIS_REPLY_ERROR) {
+        fail_link(link_, "SUBSCRIBE", std::string(reply_string(reply)));
+        return;
+      }
+      // (Re)subscribed: messages may have been missed while the link was down.
+      if (on_message_) on_message_({});
+    });
+  }
+  if (!verify_) become_connected();
+}
+
+void RedisConnection::become_connected() {
+  connected_ = true;
+  backoff_ = Millis{0};
+  if (ever_connected_) counters_.reconnects.add();
+  ever_connected_ = true;
+  while (!queued_.empty() && link_ != nullptr) {
+    Queued queued = std::move(queued_.front());
+    queued_.pop_front();
+    send_formatted(std::move(queued));
+  }
+  if (on_connected_) on_connected_();
+}
+
+void RedisConnection::reconnect() {
+  if (link_ == nullptr) return;
+  reset_connection();
 }
 
 void RedisConnection::reset_connection() {
-  if (context_ != nullptr) redisAsyncFree(context_);  // -> cleanup -> context_freed
+  if (link_) link_->close();
+  link_.reset();
+  connected_ = false;
+  prelude_.clear();
+  out_.clear();
+  if (stopping_) return;
+  fail_inflight(SyncStatus::kDisconnected, counters_.errors);
+  schedule_reconnect();
 }
 
 void RedisConnection::schedule_reconnect() {
@@ -278,33 +350,118 @@ void RedisConnection::tick() {
     reset_connection();
     return;
   }
-  if (context_ != nullptr && !connected_ && now - connect_started_ > to_nanos(options_.connect_timeout)) {
+  if (link_ != nullptr && !connected_ && now - connect_started_ > to_nanos(options_.connect_timeout)) {
     counters_.timeouts.add();
-    reset_connection();
+    const std::string waited = std::to_string(options_.connect_timeout.count()) + " ms";
+    if (link_->handshaking) {
+      // A plaintext server reads the ClientHello as a command and waits for more.
+      fail_link(link_, "TLS handshake", "no answer within " + waited + " (is the server speaking TLS?)",
+                true);
+    } else {
+      fail_link(link_, "connect", "no connection within " + waited);
+    }
   }
 }
 
-namespace {
-
-// RESP multi-bulk encoding, done here rather than by hiredis's printf-style formatter:
-// the write path encodes one command per new flow.
-void format_command(std::span<const std::string_view> args, std::string& out) {
-  char number[24];
-  const auto append_count = [&](char tag, size_t value) {
-    out += tag;
-    out.append(number, std::to_chars(number, number + sizeof number, value).ptr);
-    out += "\r\n";
+void RedisConnection::start_read(const std::shared_ptr<Link>& link) {
+  const auto on_read = [this, link, life = std::weak_ptr<int>(life_)](const boost::system::error_code& ec,
+                                                                      size_t bytes) {
+    if (life.expired() || link != link_) return;
+    if (ec) {
+      fail_link(link, "read", ec == asio::error::eof ? "the server closed the connection" : ec.message());
+      return;
+    }
+    if (redisReaderFeed(link->reader, link->read_buffer.data(), bytes) != REDIS_OK) {
+      fail_link(link, "read", "cannot parse the reply");
+      return;
+    }
+    while (link == link_) {
+      void* reply = nullptr;
+      if (redisReaderGetReply(link->reader, &reply) != REDIS_OK) {
+        fail_link(link, "read", std::string("protocol error: ") + link->reader->errstr);
+        return;
+      }
+      if (reply == nullptr) break;
+      on_reply(static_cast<redisReply*>(reply));
+    }
+    if (link == link_) start_read(link);
   };
-  out.clear();
-  append_count('*', args.size());
-  for (const auto arg : args) {
-    append_count('$', arg.size());
-    out.append(arg);
-    out += "\r\n";
+  const auto buffer = asio::buffer(link->read_buffer);
+  if (link->tls) {
+    link->tls->async_read_some(buffer, on_read);
+  } else {
+    link->socket.async_read_some(buffer, on_read);
   }
 }
 
-}  // namespace
+void RedisConnection::on_reply(redisReply* reply) {
+  const std::unique_ptr<redisReply, void (*)(void*)> owned(reply, freeReplyObject);
+  counters_.replies.add();
+  if (!prelude_.empty()) {
+    PreludeHandler handler = std::move(prelude_.front());
+    prelude_.pop_front();
+    handler(reply);
+    return;
+  }
+  if (!channel_.empty()) {
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 || !on_message_) return;
+    const std::string_view kind = reply_string(reply->element[0]);
+    if (kind == "message") {
+      on_message_(reply_string(reply->element[2]));
+    } else if (kind == "subscribe") {
+      on_message_({});
+    }
+    return;
+  }
+  complete(reply);
+}
+
+void RedisConnection::write_prelude(std::span<const std::string_view> args, PreludeHandler handler) {
+  append_resp(args, out_);
+  prelude_.push_back(std::move(handler));
+  counters_.commands_sent.add();
+  flush_soon();
+}
+
+void RedisConnection::append_command(std::span<const std::string_view> args) {
+  append_resp(args, out_);
+  flush_soon();
+}
+
+// Everything encoded in one turn of the io_context goes out in one write.
+void RedisConnection::flush_soon() {
+  if (flush_posted_) return;
+  flush_posted_ = true;
+  asio::post(io_, [this, life = std::weak_ptr<int>(life_)] {
+    if (life.expired()) return;
+    flush_posted_ = false;
+    flush();
+  });
+}
+
+void RedisConnection::flush() {
+  const auto link = link_;
+  if (link == nullptr || link->write_in_flight || out_.empty()) return;
+  link->writing.swap(out_);
+  out_.clear();
+  link->write_in_flight = true;
+  const auto on_written = [this, link, life = std::weak_ptr<int>(life_)](const boost::system::error_code& ec,
+                                                                         size_t) {
+    if (life.expired() || link != link_) return;
+    link->write_in_flight = false;
+    link->writing.clear();
+    if (ec) {
+      fail_link(link, "write", ec.message());
+      return;
+    }
+    flush();
+  };
+  if (link->tls) {
+    asio::async_write(*link->tls, asio::buffer(link->writing), on_written);
+  } else {
+    asio::async_write(link->socket, asio::buffer(link->writing), on_written);
+  }
+}
 
 bool RedisConnection::command(std::span<const std::string_view> args, ReplyHandler handler) {
   if (pending() >= options_.max_pending) {
@@ -313,64 +470,44 @@ bool RedisConnection::command(std::span<const std::string_view> args, ReplyHandl
     return false;
   }
   const Nanos deadline = monotonic_now() + to_nanos(options_.command_timeout);
-  if (connected_ && context_ != nullptr && queued_.empty()) {
-    format_command(args, scratch_);
-    const uint64_t seq = next_seq_++;
-    if (redisAsyncFormattedCommand(context_, &RedisConnection::on_reply, reinterpret_cast<void*>(seq),
-                                   scratch_.data(), scratch_.size()) != REDIS_OK) {
-      counters_.errors.add();
-      fail_later(std::move(handler), SyncStatus::kDisconnected);
-      return true;
-    }
+  if (connected_ && queued_.empty()) {
+    append_command(args);
     counters_.commands_sent.add();
-    inflight_.push_back(Inflight{seq, deadline, std::move(handler)});
+    inflight_.push_back(Inflight{deadline, std::move(handler)});
     ++inflight_commands_;
     return true;
   }
   Queued queued{std::string(), deadline, std::move(handler)};
-  format_command(args, queued.formatted);
+  append_resp(args, queued.formatted);
   queued_.push_back(std::move(queued));
   return true;
 }
 
-size_t RedisConnection::send_batch(std::span<const std::string_view> commands) {
+size_t RedisConnection::send_batch(std::span<const RedisBatchCommand> commands) {
   const size_t room = options_.max_pending - std::min(options_.max_pending, pending());
   const size_t accepted = std::min(room, commands.size());
   if (accepted < commands.size()) counters_.dropped.add(commands.size() - accepted);
   if (accepted == 0) return 0;
   const Nanos deadline = monotonic_now() + to_nanos(options_.command_timeout);
-  if (!connected_ || context_ == nullptr || !queued_.empty()) {
-    for (size_t i = 0; i < accepted; ++i) queued_.push_back(Queued{std::string(commands[i]), deadline, {}});
+  if (!connected_ || !queued_.empty()) {
+    for (size_t i = 0; i < accepted; ++i)
+      queued_.push_back(Queued{std::string(commands[i].resp), deadline, {}});
     return accepted;
   }
-  // hiredis still wants one callback per reply; they all carry the batch's sequence number,
-  // and complete() retires the entry after its last reply.
-  const uint64_t seq = next_seq_++;
-  size_t sent = 0;
-  while (sent < accepted &&
-         redisAsyncFormattedCommand(context_, &RedisConnection::on_reply, reinterpret_cast<void*>(seq),
-                                    commands[sent].data(), commands[sent].size()) == REDIS_OK) {
-    ++sent;
-  }
-  if (sent < accepted) counters_.errors.add(accepted - sent);  // hiredis is tearing the context down
-  if (sent > 0) {
-    counters_.commands_sent.add(sent);
-    inflight_.push_back(Inflight{seq, deadline, {}, sent});
-    inflight_commands_ += sent;
-  }
+  // One in-flight entry stands for the lot; complete() retires it after its last reply.
+  for (size_t i = 0; i < accepted; ++i) out_.append(commands[i].resp);
+  flush_soon();
+  counters_.commands_sent.add(accepted);
+  inflight_.push_back(Inflight{deadline, {}, accepted});
+  inflight_commands_ += accepted;
   return accepted;
 }
 
 void RedisConnection::send_formatted(Queued&& queued) {
-  const uint64_t seq = next_seq_++;
-  if (redisAsyncFormattedCommand(context_, &RedisConnection::on_reply, reinterpret_cast<void*>(seq),
-                                 queued.formatted.data(), queued.formatted.size()) != REDIS_OK) {
-    counters_.errors.add();
-    fail_later(std::move(queued.handler), SyncStatus::kDisconnected);
-    return;
-  }
+  out_.append(queued.formatted);
+  flush_soon();
   counters_.commands_sent.add();
-  inflight_.push_back(Inflight{seq, queued.deadline, std::move(queued.handler)});
+  inflight_.push_back(Inflight{queued.deadline, std::move(queued.handler)});
   ++inflight_commands_;
 }
 
@@ -391,22 +528,11 @@ void RedisConnection::fail_later(ReplyHandler handler, SyncStatus status) {
   });
 }
 
-void RedisConnection::on_reply(redisAsyncContext* context, void* reply, void* privdata) {
-  auto* self = static_cast<RedisConnection*>(context->data);
-  if (self == nullptr || self->stopping_) return;
-  self->complete(reinterpret_cast<uint64_t>(privdata), static_cast<const redisReply*>(reply));
-}
-
-void RedisConnection::complete(uint64_t seq, const redisReply* reply) {
-  if (reply != nullptr) counters_.replies.add();
-  // A timed-out command was already failed; its late reply (or null) is ignored.
-  if (inflight_.empty() || inflight_.front().seq != seq) return;
+void RedisConnection::complete(const redisReply* reply) {
+  if (inflight_.empty()) return;  // a reply after its command timed out and the link was reset: not this link
   --inflight_commands_;
   SyncStatus status = SyncStatus::kOk;
-  if (reply == nullptr) {
-    status = SyncStatus::kDisconnected;
-    counters_.errors.add();
-  } else if (reply->type == REDIS_REPLY_ERROR) {
+  if (reply->type == REDIS_REPLY_ERROR) {
     status = SyncStatus::kError;
     counters_.errors.add();
   }
@@ -414,20 +540,6 @@ void RedisConnection::complete(uint64_t seq, const redisReply* reply) {
   Inflight entry = std::move(inflight_.front());
   inflight_.pop_front();
   if (entry.handler) entry.handler(status, reply);
-}
-
-void RedisConnection::on_subscription(redisAsyncContext* context, void* reply_data, void*) {
-  auto* self = static_cast<RedisConnection*>(context->data);
-  const auto* reply = static_cast<const redisReply*>(reply_data);
-  if (self == nullptr || self->stopping_ || reply == nullptr) return;
-  self->counters_.replies.add();
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 || !self->on_message_) return;
-  const std::string_view kind = reply_string(reply->element[0]);
-  if (kind == "message") {
-    self->on_message_(reply_string(reply->element[2]));
-  } else if (kind == "subscribe") {
-    self->on_message_({});
-  }
 }
 
 }  // namespace rtce

@@ -1,7 +1,8 @@
 // redis_flow_store.cpp — flow keys as Redis strings; put_many encodes its batch in one
-// buffer; restore by SCAN + MGET.
+// buffer; restore by SCAN on every primary + MGET.
 #include "redis_flow_store.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <string>
@@ -15,6 +16,7 @@ struct RedisFlowStore::Restore {
   BatchCallback on_batch;
   DoneCallback done;
   size_t reads_in_flight = 0;
+  size_t scans_running = 0;  // primaries whose SCAN has not reached cursor 0
   bool scan_finished = false;
   bool failed = false;
   bool reported = false;
@@ -32,7 +34,8 @@ RedisFlowStore::RedisFlowStore(asio::io_context& io, RedisOptions redis, FlowSto
     : io_(io),
       options_(options),
       schema_(options.cluster),
-      connection_(std::make_unique<RedisConnection>(io, std::move(redis), counters_)) {
+      cluster_(redis.topology == RedisTopology::kCluster),
+      connection_(make_redis_client(io, std::move(redis), counters_)) {
   connection_->start();
 }
 
@@ -43,7 +46,7 @@ void RedisFlowStore::put(const rtce_flow_key& key, FlowRecord record, Millis ttl
   const std::string value = format_flow_record(record);
   const std::string ttl_text = std::to_string(ttl.count());
   const std::array<std::string_view, 5> args{"SET", redis_key, value, "PX", ttl_text};
-  RedisConnection::ReplyHandler handler;
+  RedisClient::ReplyHandler handler;
   if (done)
     handler = [done = std::move(done)](SyncStatus status, const redisReply*) {
       done(status == SyncStatus::kOk);
@@ -67,11 +70,13 @@ void RedisFlowStore::put_many(std::span<const FlowEntry> flows, Millis ttl) {
 
   batch_.clear();
   batch_ends_.clear();
+  batch_key_offsets_.clear();
   for (const auto& flow : flows) {
     schema_.format_flow_key(flow.key, key_scratch_);
     batch_ += "*5\r\n$3\r\nSET\r\n$";
     append_number(batch_, key_scratch_.size());
     batch_ += "\r\n";
+    batch_key_offsets_.push_back(batch_.size());
     batch_ += key_scratch_;
     value_scratch_.clear();
     append_flow_record(flow.record, value_scratch_);
@@ -85,9 +90,13 @@ void RedisFlowStore::put_many(std::span<const FlowEntry> flows, Millis ttl) {
   }
   batch_commands_.clear();
   size_t begin = 0;
-  for (const size_t end : batch_ends_) {
-    batch_commands_.emplace_back(batch_.data() + begin, end - begin);
-    begin = end;
+  for (size_t i = 0; i < batch_ends_.size(); ++i) {
+    const size_t key_at = batch_key_offsets_[i];
+    const size_t key_end = batch_.find('\r', key_at);
+    batch_commands_.push_back(
+        RedisBatchCommand{std::string_view(batch_.data() + begin, batch_ends_[i] - begin),
+                          std::string_view(batch_.data() + key_at, key_end - key_at)});
+    begin = batch_ends_[i];
   }
   connection_->send_batch(batch_commands_);
 }
@@ -96,7 +105,7 @@ void RedisFlowStore::refresh(const rtce_flow_key& key, Millis ttl, DoneCallback 
   const std::string redis_key = schema_.flow_key(key);
   const std::string ttl_text = std::to_string(ttl.count());
   const std::array<std::string_view, 3> args{"PEXPIRE", redis_key, ttl_text};
-  RedisConnection::ReplyHandler handler;
+  RedisClient::ReplyHandler handler;
   if (done) {
     handler = [done = std::move(done)](SyncStatus status, const redisReply* reply) {
       done(status == SyncStatus::kOk && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1);
@@ -120,7 +129,7 @@ void RedisFlowStore::get(const rtce_flow_key& key, GetCallback done) {
 void RedisFlowStore::del(const rtce_flow_key& key, DoneCallback done) {
   const std::string redis_key = schema_.flow_key(key);
   const std::array<std::string_view, 2> args{"DEL", redis_key};
-  RedisConnection::ReplyHandler handler;
+  RedisClient::ReplyHandler handler;
   if (done)
     handler = [done = std::move(done)](SyncStatus status, const redisReply*) {
       done(status == SyncStatus::kOk);
@@ -132,19 +141,27 @@ void RedisFlowStore::restore(BatchCallback on_batch, DoneCallback done) {
   auto state = std::make_shared<Restore>();
   state->on_batch = std::move(on_batch);
   state->done = std::move(done);
-  scan_page(std::move(state));
+  // Each primary is walked by its own SCAN; a cluster whose map is not known yet has no
+  // primaries, and a restore then fails (the caller retries on the next connect).
+  const size_t primaries = connection_->primaries();
+  if (primaries == 0) {
+    state->failed = true;
+    state->finish_if_done();
+    return;
+  }
+  state->scans_running = primaries;
+  for (size_t i = 0; i < primaries; ++i) scan_primary(state, i, "0");
 }
 
-void RedisFlowStore::scan_page(std::shared_ptr<Restore> state) {
-  // A tiny state machine: each SCAN reply issues the next SCAN at once and an MGET for
-  // its keys, so reads overlap the walk.
-  struct Walker {
-    static void step(RedisFlowStore* store, std::shared_ptr<Restore> state, std::string cursor) {
-      const std::string pattern = store->schema_.flow_pattern();
-      const std::string count = std::to_string(store->options_.restore_page);
-      const std::array<std::string_view, 6> args{"SCAN", cursor, "MATCH", pattern, "COUNT", count};
-      store->connection_->command(args, [store, state, life = std::weak_ptr<int>(store->life_)](
-                                            SyncStatus status, const redisReply* reply) {
+void RedisFlowStore::scan_primary(std::shared_ptr<Restore> state, size_t primary, std::string cursor) {
+  // Each SCAN reply issues the next SCAN at once and the reads of its keys, so reads
+  // overlap the walk.
+  const std::string pattern = schema_.flow_pattern();
+  const std::string count = std::to_string(options_.restore_page);
+  const std::array<std::string_view, 6> args{"SCAN", cursor, "MATCH", pattern, "COUNT", count};
+  connection_->command_on_primary(
+      primary, args,
+      [this, state, primary, life = std::weak_ptr<int>(life_)](SyncStatus status, const redisReply* reply) {
         if (life.expired() || state->reported) return;
         if (status != SyncStatus::kOk || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
             reply->element[1]->type != REDIS_REPLY_ARRAY) {
@@ -152,48 +169,66 @@ void RedisFlowStore::scan_page(std::shared_ptr<Restore> state) {
           state->finish_if_done();
           return;
         }
-        const std::string next(reply_string(reply->element[0]));
-        const redisReply* keys = reply->element[1];
-        if (keys->elements > 0) {
-          std::vector<std::string_view> mget;
-          mget.reserve(keys->elements + 1);
-          mget.push_back("MGET");
-          auto flow_keys = std::make_shared<std::vector<std::optional<rtce_flow_key>>>();
-          flow_keys->reserve(keys->elements);
-          for (size_t i = 0; i < keys->elements; ++i) {
-            mget.push_back(reply_string(keys->element[i]));
-            flow_keys->push_back(store->schema_.parse_flow_key(reply_string(keys->element[i])));
-          }
-          ++state->reads_in_flight;
-          store->connection_->command(mget, [state, flow_keys](SyncStatus status, const redisReply* values) {
-            --state->reads_in_flight;
-            if (state->reported) return;
-            if (status != SyncStatus::kOk || values->type != REDIS_REPLY_ARRAY ||
-                values->elements != flow_keys->size()) {
-              state->failed = true;
-              state->finish_if_done();
-              return;
-            }
-            std::vector<FlowEntry> batch;
-            batch.reserve(values->elements);
-            for (size_t i = 0; i < values->elements; ++i) {
-              const auto record = parse_flow_record(reply_string(values->element[i]));
-              if (record && (*flow_keys)[i]) batch.push_back(FlowEntry{*(*flow_keys)[i], *record});
-            }
-            if (!batch.empty()) state->on_batch(batch);
-            state->finish_if_done();
-          });
-        }
+        std::string next(reply_string(reply->element[0]));
+        read_page(state, reply->element[1]);
         if (next == "0") {
-          state->scan_finished = true;
+          if (--state->scans_running == 0) state->scan_finished = true;
           state->finish_if_done();
         } else {
-          step(store, state, next);
+          scan_primary(state, primary, std::move(next));
         }
       });
+}
+
+void RedisFlowStore::read_page(const std::shared_ptr<Restore>& state, const redisReply* keys) {
+  if (keys->elements == 0) return;
+  // One MGET per page; on a cluster one per slot (MGET may not cross slots), which with
+  // flow keys spread over every slot is mostly one GET-like read per key, all pipelined.
+  std::vector<std::vector<size_t>> groups;
+  if (cluster_) {
+    std::vector<std::pair<uint16_t, size_t>> by_slot;
+    by_slot.reserve(keys->elements);
+    for (size_t i = 0; i < keys->elements; ++i)
+      by_slot.emplace_back(redis_key_slot(reply_string(keys->element[i])), i);
+    std::sort(by_slot.begin(), by_slot.end());
+    for (size_t i = 0; i < by_slot.size(); ++i) {
+      if (i == 0 || by_slot[i].first != by_slot[i - 1].first) groups.emplace_back();
+      groups.back().push_back(by_slot[i].second);
     }
-  };
-  Walker::step(this, std::move(state), "0");
+  } else {
+    groups.emplace_back(keys->elements);
+    for (size_t i = 0; i < keys->elements; ++i) groups.back()[i] = i;
+  }
+  for (const auto& group : groups) {
+    std::vector<std::string_view> mget;
+    mget.reserve(group.size() + 1);
+    mget.push_back("MGET");
+    auto flow_keys = std::make_shared<std::vector<std::optional<rtce_flow_key>>>();
+    flow_keys->reserve(group.size());
+    for (const size_t i : group) {
+      mget.push_back(reply_string(keys->element[i]));
+      flow_keys->push_back(schema_.parse_flow_key(reply_string(keys->element[i])));
+    }
+    ++state->reads_in_flight;
+    connection_->command(mget, [state, flow_keys](SyncStatus status, const redisReply* values) {
+      --state->reads_in_flight;
+      if (state->reported) return;
+      if (status != SyncStatus::kOk || values->type != REDIS_REPLY_ARRAY ||
+          values->elements != flow_keys->size()) {
+        state->failed = true;
+        state->finish_if_done();
+        return;
+      }
+      std::vector<FlowEntry> batch;
+      batch.reserve(values->elements);
+      for (size_t i = 0; i < values->elements; ++i) {
+        const auto record = parse_flow_record(reply_string(values->element[i]));
+        if (record && (*flow_keys)[i]) batch.push_back(FlowEntry{*(*flow_keys)[i], *record});
+      }
+      if (!batch.empty()) state->on_batch(batch);
+      state->finish_if_done();
+    });
+  }
 }
 
 }  // namespace rtce

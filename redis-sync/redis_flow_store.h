@@ -1,6 +1,7 @@
 // redis_flow_store.h — FlowStore on Redis: one string key per flow holding its record
-// (format_flow_record), with a PX TTL; restore() walks the cluster's flow keys with SCAN and reads each
-// page with one MGET, the MGETs pipelined behind the SCANs.
+// (format_flow_record), with a PX TTL, every command single-key; restore() walks the flow
+// keys with SCAN on every primary (one, or each shard of a Redis Cluster) and reads each page
+// with MGET (one per page; per slot on a cluster), pipelined behind the SCANs.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -10,7 +11,7 @@
 #include <vector>
 
 #include "flow_store.h"
-#include "redis_connection.h"
+#include "redis_client.h"
 #include "schema.h"
 
 namespace rtce {
@@ -39,18 +40,21 @@ class RedisFlowStore final : public FlowStore {
 
  private:
   struct Restore;
-  void scan_page(std::shared_ptr<Restore> restore);
+  void scan_primary(std::shared_ptr<Restore> restore, size_t primary, std::string cursor);
+  void read_page(const std::shared_ptr<Restore>& restore, const redisReply* keys);
 
   boost::asio::io_context& io_;
   FlowStoreOptions options_;
   RedisSchema schema_;
   SyncCounters counters_;
-  std::unique_ptr<RedisConnection> connection_;
+  bool cluster_;  // MGET only within a slot
+  std::unique_ptr<RedisClient> connection_;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
   // put_many's encoding buffers, reused across calls.
   std::string batch_;
   std::vector<size_t> batch_ends_;
-  std::vector<std::string_view> batch_commands_;
+  std::vector<size_t> batch_key_offsets_;
+  std::vector<RedisBatchCommand> batch_commands_;
   std::string key_scratch_;
   std::string value_scratch_;
 };

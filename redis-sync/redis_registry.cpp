@@ -142,7 +142,7 @@ std::optional<EndpointRecord> parse_record(const redisReply* row) {
   return record;
 }
 
-RedisConnection::ReplyHandler done_on_integer_one(DoneCallback done) {
+RedisClient::ReplyHandler done_on_integer_one(DoneCallback done) {
   if (!done) return {};
   return [done = std::move(done)](SyncStatus status, const redisReply* reply) {
     done(status == SyncStatus::kOk && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1);
@@ -156,7 +156,7 @@ RedisRegistry::RedisRegistry(asio::io_context& io, RedisOptions redis, RegistryO
       redis_(std::move(redis)),
       options_(options),
       schema_(options.cluster),
-      commands_(std::make_unique<RedisConnection>(io, redis_, counters_)),
+      commands_(make_redis_client(io, redis_, counters_)),
       diff_(std::chrono::duration_cast<std::chrono::nanoseconds>(options.endpoint_ttl).count()),
       relist_timer_(io) {
   commands_->start();
@@ -231,7 +231,7 @@ void RedisRegistry::deregister(EndpointId id, DoneCallback done) {
   const std::string id_text = std::to_string(id);
   const std::string channel = schema_.events_channel();
   const std::array<std::string_view, 7> args{"EVAL", kDeregisterScript, "2", key, set, id_text, channel};
-  RedisConnection::ReplyHandler handler;
+  RedisClient::ReplyHandler handler;
   if (done)
     handler = [done = std::move(done)](SyncStatus status, const redisReply*) {
       done(status == SyncStatus::kOk);
@@ -290,7 +290,7 @@ void RedisRegistry::withdraw_ingress(const SocketAddress& address, DoneCallback 
   const std::string key = schema_.ingress_key();
   const std::string member = address.to_string();
   const std::array<std::string_view, 3> args{"ZREM", key, member};
-  RedisConnection::ReplyHandler handler;
+  RedisClient::ReplyHandler handler;
   if (done)
     handler = [done = std::move(done)](SyncStatus status, const redisReply*) {
       done(status == SyncStatus::kOk);
@@ -317,7 +317,7 @@ void RedisRegistry::watch(WatchCallback on_change) {
   on_change_ = std::move(on_change);
   diff_.clear();
   if (!events_) {
-    events_ = std::make_unique<RedisConnection>(io_, redis_, counters_);
+    events_ = make_redis_client(io_, redis_, counters_);
     // Any message, and every (re)subscription (messages may have been lost), re-lists.
     events_->subscribe(schema_.events_channel(), [this](std::string_view) { relist(); });
     events_->start();

@@ -8,7 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <memory>
 
-#include "redis_connection.h"
+#include "redis_client.h"
 #include "registry.h"
 #include "schema.h"
 #include "watch_diff.h"
@@ -71,8 +71,8 @@ class RedisRegistry final : public Registry {
   RegistryOptions options_;
   RedisSchema schema_;
   SyncCounters counters_;
-  std::unique_ptr<RedisConnection> commands_;
-  std::unique_ptr<RedisConnection> events_;
+  std::unique_ptr<RedisClient> commands_;
+  std::unique_ptr<RedisClient> events_;
   WatchCallback on_change_;
   EndpointSetDiff diff_;
   bool reported_held_ = false;  // the outage grace's log line, once per outage

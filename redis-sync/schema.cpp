@@ -7,7 +7,9 @@
 
 namespace rtce {
 
-RedisSchema::RedisSchema(uint8_t cluster) : prefix_("rtce:{c" + std::to_string(cluster) + "}:") {}
+RedisSchema::RedisSchema(uint8_t cluster)
+    : prefix_("rtce:{c" + std::to_string(cluster) + "}:"),
+      flow_prefix_("rtce:c" + std::to_string(cluster) + ":flow:") {}
 
 std::string RedisSchema::endpoint_key(EndpointId id) const {
   return endpoint_key_prefix() + std::to_string(id);
@@ -24,7 +26,7 @@ std::string RedisSchema::provider_call_key(std::string_view provider,
                                            std::string_view provider_call_id) const {
   return prefix_ + "phonecall:" + std::string(provider) + ":" + std::string(provider_call_id);
 }
-std::string RedisSchema::flow_pattern() const { return prefix_ + "flow:*"; }
+std::string RedisSchema::flow_pattern() const { return flow_prefix_ + "*"; }
 
 namespace {
 
@@ -49,8 +51,7 @@ void append_address(const SocketAddress& address, std::string& out) {
 }  // namespace
 
 void RedisSchema::format_flow_key(const rtce_flow_key& key, std::string& out) const {
-  out.assign(prefix_);
-  out += "flow:";
+  out.assign(flow_prefix_);
   append_address(flow_client(key), out);
   out += '|';
   append_address(flow_vip(key), out);
@@ -63,9 +64,8 @@ std::string RedisSchema::flow_key(const rtce_flow_key& key) const {
 }
 
 std::optional<rtce_flow_key> RedisSchema::parse_flow_key(std::string_view redis_key) const {
-  const std::string flow_prefix = prefix_ + "flow:";
-  if (!redis_key.starts_with(flow_prefix)) return std::nullopt;
-  redis_key.remove_prefix(flow_prefix.size());
+  if (!redis_key.starts_with(flow_prefix_)) return std::nullopt;
+  redis_key.remove_prefix(flow_prefix_.size());
   const auto bar = redis_key.find('|');
   if (bar == std::string_view::npos) return std::nullopt;
   auto client = SocketAddress::parse(redis_key.substr(0, bar));

@@ -1,6 +1,8 @@
-// schema.h — the Redis key layout of one cluster (docs/redis.md) and the text forms of
-// the values stored under it. Every key carries the hash tag {c<cluster>} so that one
-// cluster lives in one Redis Cluster slot and its Lua scripts may touch all of its keys.
+// schema.h — the Redis key layout of one cluster (docs/redis.md, "Key layout") and the
+// text forms of the values stored under it. The registry's keys carry the hash tag
+// {c<cluster>}: they live in one Redis Cluster slot, so its Lua scripts may touch them
+// together. Flow keys carry none: one flow per key, single-key commands only, so they
+// hash over every slot and a cluster's flows spread over all its shards.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +32,8 @@ class RedisSchema {
   std::string key_calls_key(std::string_view principal) const;
   // string: the call id (rtc_…) that answered a provider's phone call (its CallSid), EX TTL.
   std::string provider_call_key(std::string_view provider, std::string_view provider_call_id) const;
-  std::string flow_key(const rtce_flow_key& key) const;  // string: endpoint id, PX TTL
+  const std::string& flow_prefix() const { return flow_prefix_; }  // "rtce:c<cluster>:flow:"
+  std::string flow_key(const rtce_flow_key& key) const;            // string: endpoint id, PX TTL
   // flow_key into a reused buffer, without the allocations of SocketAddress::to_string
   // (the write path formats one key per new flow).
   void format_flow_key(const rtce_flow_key& key, std::string& out) const;
@@ -40,6 +43,7 @@ class RedisSchema {
 
  private:
   std::string prefix_;
+  std::string flow_prefix_;
 };
 
 // Strict decimal parse of an endpoint id (1..65535).

@@ -80,12 +80,15 @@ struct FlowEntry {
 
 // Written on the owner's io_context thread only; read from anywhere (metrics scrape).
 struct SyncCounters {
-  RelaxedCounter commands_sent;  // commands handed to the server (or the memory store)
-  RelaxedCounter replies;        // replies received, error replies included
-  RelaxedCounter errors;         // error replies, failed connects, commands lost to a disconnect
-  RelaxedCounter timeouts;       // commands that got no reply within the command timeout
-  RelaxedCounter reconnects;     // successful connects after the first one
-  RelaxedCounter dropped;        // commands refused because the pending queue was full
+  RelaxedCounter commands_sent;   // commands handed to the server (or the memory store)
+  RelaxedCounter replies;         // replies received, error replies included
+  RelaxedCounter errors;          // error replies, failed connects, commands lost to a disconnect
+  RelaxedCounter timeouts;        // commands that got no reply within the command timeout
+  RelaxedCounter reconnects;      // successful connects after the first one
+  RelaxedCounter dropped;         // commands refused because the pending queue was full
+  RelaxedCounter tls_errors;      // TLS setups and handshakes that failed (also counted in errors)
+  RelaxedCounter redirects;       // Cluster: MOVED and ASK replies followed
+  RelaxedCounter master_changes;  // Sentinel: a master other than the last one found
 };
 
 // How one asynchronous operation ended, for callers that care about more than ok/not ok.

@@ -86,10 +86,10 @@ void FlowSync::schedule_tick() {
     const bool now_connected = store_->connected();
     if (now_connected != connected_.exchange(now_connected)) {
       if (now_connected)
-        spdlog::info("flow store: connected to {}:{}", options_.redis.host, options_.redis.port);
+        spdlog::info("flow store: connected to {}", options_.redis.describe());
       else
-        spdlog::warn("flow store: disconnected from {}:{}; new flows are not recoverable until it is back",
-                     options_.redis.host, options_.redis.port);
+        spdlog::warn("flow store: disconnected from {}; new flows are not recoverable until it is back",
+                     options_.redis.describe());
     }
     drain();
     schedule_tick();

@@ -531,7 +531,7 @@ class GlobalRelayFailureTest(GlobalRelayTest):
         got = self.exchange(sock, request)
         self.assertIsNotNone(got, "no answer to the first check")
         self.assertEqual(stun.parse(got[0]).msg_type, stun.BINDING_SUCCESS)
-        key = "rtce:{c1}:flow:127.0.0.1:%d|127.0.0.1:%d" % (sock.getsockname()[1], self.vip_port)
+        key = "rtce:c1:flow:127.0.0.1:%d|127.0.0.1:%d" % (sock.getsockname()[1], self.vip_port)
         record = wait_for(lambda: self.redis.command("GET", key), 5, "the ingress flow's record in the store")
         self.assertEqual(record, "c2", "an ingress flow's record names its cluster")
         return ufrag
@@ -585,7 +585,7 @@ class GlobalRelayFailureTest(GlobalRelayTest):
         client = self.client()
         ufrag = self.call(client)
         # Cluster 2's record of the same flow: its endpoint and the ingress relay it comes via.
-        key = "rtce:{c2}:flow:127.0.0.1:%d|127.0.0.1:%d" % (client.getsockname()[1], self.vip_port)
+        key = "rtce:c2:flow:127.0.0.1:%d|127.0.0.1:%d" % (client.getsockname()[1], self.vip_port)
         record = wait_for(lambda: self.redis.command("GET", key), 5, "the owner flow's record in the store")
         self.assertEqual(record, "o7@127.0.0.1:%d" % self.return_port)
         with self.media_flowing(client, ufrag) as (stream, stopped):

@@ -1498,7 +1498,7 @@ class RedisInNamespace:
         return r.stdout.strip() if r.returncode == 0 else None
 
     def flow_keys(self):
-        out = self.cli("--scan", "--pattern", "rtce:{c%d}:flow:*" % CLUSTER)
+        out = self.cli("--scan", "--pattern", "rtce:c%d:flow:*" % CLUSTER)
         return [k for k in (out or "").splitlines() if k]
 
     def has_flow_of(self, client_addr):

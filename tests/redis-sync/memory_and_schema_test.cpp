@@ -117,10 +117,10 @@ TEST(EndpointSetDiff, HoldsRemovalsForOneGraceAfterTheStoreWasUnavailable) {
   EXPECT_EQ(diff.held_removals(), 0u);
 }
 
-TEST(RedisSchema, KeysShareOneHashTagPerCluster) {
+TEST(RedisSchema, RegistryKeysShareOneHashTagFlowKeysSpread) {
   const RedisSchema schema(7);
   const rtce_flow_key key = make_flow_key(addr("198.51.100.7:50000"), addr("203.0.113.1:3478"));
-  EXPECT_EQ(schema.flow_key(key), "rtce:{c7}:flow:198.51.100.7:50000|203.0.113.1:3478");
+  EXPECT_EQ(schema.flow_key(key), "rtce:c7:flow:198.51.100.7:50000|203.0.113.1:3478");
   EXPECT_EQ(schema.endpoint_key(12), "rtce:{c7}:ep:12");
   EXPECT_EQ(schema.endpoint_set_key(), "rtce:{c7}:eps");
   EXPECT_EQ(schema.endpoint_ids_key(), "rtce:{c7}:endpoint_ids");
@@ -129,7 +129,7 @@ TEST(RedisSchema, KeysShareOneHashTagPerCluster) {
   EXPECT_EQ(schema.parse_flow_key(schema.flow_key(v6)), v6);
   EXPECT_EQ(schema.parse_flow_key(schema.flow_key(key)), key);
   EXPECT_EQ(RedisSchema(8).parse_flow_key(schema.flow_key(key)), std::nullopt);
-  EXPECT_EQ(schema.parse_flow_key("rtce:{c7}:flow:garbage"), std::nullopt);
+  EXPECT_EQ(schema.parse_flow_key("rtce:c7:flow:garbage"), std::nullopt);
   EXPECT_EQ(parse_endpoint_id("65535"), EndpointId{65535});
   EXPECT_EQ(parse_endpoint_id("0"), std::nullopt);
   EXPECT_EQ(parse_endpoint_id("65536"), std::nullopt);

@@ -14,6 +14,7 @@
 
 #include "memory_flow_store.h"
 #include "memory_registry.h"
+#include "redis_connection.h"
 #include "redis_flow_store.h"
 #include "redis_registry.h"
 #include "redis_server.h"

@@ -317,6 +317,56 @@ TEST(ConfigValidators, RedisUrls) {
   EXPECT_EQ(redact_redis_url("redis://h:1"), "redis://h:1");
   EXPECT_THROW(check_redis_url("redis//h", "k"), ConfigError);
   EXPECT_NO_THROW(check_redis_url("", "k"));
+
+  // Sentinel and Cluster: several hosts, default ports, the master's name.
+  const auto sentinel =
+      parse_redis_url("redis+sentinel://u:p@10.0.0.1,10.0.0.2:26380/mymaster?sentinel_password=s");
+  ASSERT_TRUE(sentinel);
+  EXPECT_EQ(sentinel->topology, RedisUrl::Topology::kSentinel);
+  ASSERT_EQ(sentinel->nodes.size(), 2u);
+  EXPECT_EQ(sentinel->nodes[0].port, 26379);
+  EXPECT_EQ(sentinel->nodes[1].port, 26380);
+  EXPECT_EQ(sentinel->master_name, "mymaster");
+  EXPECT_EQ(sentinel->password, "p");
+  EXPECT_EQ(sentinel->sentinel_password, "s");
+  const auto cluster = parse_redis_url("rediss+cluster://[::1]:7000,10.0.0.3?tls_server_name=redis.example");
+  ASSERT_TRUE(cluster);
+  EXPECT_EQ(cluster->topology, RedisUrl::Topology::kCluster);
+  EXPECT_TRUE(cluster->tls);
+  EXPECT_EQ(cluster->nodes[0].host, "::1");
+  EXPECT_EQ(cluster->nodes[1].port, 6379);
+  EXPECT_EQ(cluster->tls_server_name, "redis.example");
+  EXPECT_EQ(parse_redis_url("redis://u:p%40ss@h")->password, "p@ss");
+
+  // Each refusal says why.
+  const auto why = [](std::string_view url) {
+    std::string error;
+    EXPECT_FALSE(parse_redis_url(url, &error)) << url;
+    return error;
+  };
+  EXPECT_NE(why("redis+sentinel://h1,h2").find("names its master"), std::string::npos);
+  EXPECT_NE(why("redis://h1,h2").find("one host only"), std::string::npos);
+  EXPECT_NE(why("redis://h?tls_ca_file=/x").find("rediss://"), std::string::npos);
+  EXPECT_NE(why("rediss://h?tls_cert_file=/x").find("go together"), std::string::npos);
+  EXPECT_NE(why("redis://h?sentinel_password=x").find("redis+sentinel"), std::string::npos);
+  EXPECT_NE(why("redis://h?bogus=1").find("unknown parameter"), std::string::npos);
+  EXPECT_NE(why("memcached://h").find("unknown scheme"), std::string::npos);
+  EXPECT_NE(why("redis+cluster://h:1,h:0").find("bad host:port"), std::string::npos);
+  try {
+    check_redis_url("rediss://u:hunter2@h?tls_ca_file=/nonexistent/ca.crt", "k");
+    ADD_FAILURE() << "an unreadable CA file must be refused";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/ca.crt"), std::string::npos);
+  }
+  try {
+    check_redis_url("redis://u:hunter2@h?nope=1", "k");
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).find("hunter2"), std::string::npos)
+        << "the error must not print the password";
+  }
+  EXPECT_EQ(redact_redis_url("redis+sentinel://u:p@h/m?sentinel_password=s&x=1"),
+            "redis+sentinel://u:<redacted>@h/m?sentinel_password=<redacted>&x=1");
 }
 
 TEST(ConfigValidators, AddressesAndChoices) {

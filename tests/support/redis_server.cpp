@@ -273,9 +273,11 @@ bool RedisServer::start(std::chrono::milliseconds deadline) {
     args.insert(args.end(), {"--save", "", "--appendonly", "no"});
   }
   if (tls != nullptr) {
-    args.insert(args.end(), {"--tls-port", std::to_string(port_), "--tls-cert-file", tls->server_cert(),
-                             "--tls-key-file", tls->server_key(), "--tls-ca-cert-file", tls->ca_cert(),
-                             "--tls-auth-clients", options_.tls_auth_clients ? "yes" : "no"});
+    const bool own_cert = !options_.tls_cert_file.empty();
+    args.insert(args.end(), {"--tls-port", std::to_string(port_), "--tls-cert-file",
+                             own_cert ? options_.tls_cert_file : tls->server_cert(), "--tls-key-file",
+                             own_cert ? options_.tls_key_file : tls->server_key(), "--tls-ca-cert-file",
+                             tls->ca_cert(), "--tls-auth-clients", options_.tls_auth_clients ? "yes" : "no"});
   }
   if (!options_.password.empty()) args.insert(args.end(), {"--requirepass", options_.password});
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
@@ -323,6 +325,8 @@ std::vector<std::string> RedisServer::cli_args() const {
   std::vector<std::string> args{kRedisCliPath, "-h", "127.0.0.1", "-p", std::to_string(port_)};
   if (const auto* tls = options_.tls) {
     args.insert(args.end(), {"--tls", "--cacert", tls->ca_cert()});
+    // A test that serves a certificate of its own (an expired one) still inspects the server.
+    if (!options_.tls_cert_file.empty()) args.push_back("--insecure");
     if (options_.tls_auth_clients)
       args.insert(args.end(), {"--cert", tls->client_cert(), "--key", tls->client_key()});
   }

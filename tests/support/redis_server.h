@@ -37,9 +37,11 @@ struct RedisServerOptions {
   const TestCertificates* tls = nullptr;  // listen with --tls-port using server.crt/key
   bool tls_only = true;                   // with tls: --port 0 (else also a plaintext port)
   bool tls_auth_clients = false;          // with tls: clients must present a certificate
-  std::string dir;                        // empty: a temporary directory of its own
-  std::string config_file;                // passed first; relative: in dir (a sentinel rewrites it)
-  bool sentinel = false;                  // run as a sentinel (--sentinel)
+  std::string tls_cert_file;              // with tls: served instead of server.crt (with tls_key_file)
+  std::string tls_key_file;
+  std::string dir;          // empty: a temporary directory of its own
+  std::string config_file;  // passed first; relative: in dir (a sentinel rewrites it)
+  bool sentinel = false;    // run as a sentinel (--sentinel)
 };
 
 class RedisServer {

@@ -453,8 +453,10 @@ ConfigTable<C> build() {
   {
     auto url = redis_url_key<C>(
         "registry.redis_url", &C::registry_redis_url,
-        {.help = "redis://[[user]:password@]host[:port] of the shared registry; empty = none",
-         .doc = "`redis://[[user]:password@]host[:port][/db]`; the transceiver takes its endpoint ids from "
+        {.help = "Redis URL of the shared registry (redis[s]://, redis[s]+sentinel://, redis[s]+cluster://); "
+                 "empty = none",
+         .doc = "a Redis URL: one server, a Sentinel group or a Redis Cluster, with or without TLS "
+                "([redis.md](redis.md#deployments)); the transceiver takes its endpoint ids from "
                 "the registry and registers one record per worker ([redis.md](redis.md)). With a wildcard "
                 "`media.listen`, `media.advertise_address` is required. Redis down at start: ids from "
                 "`hint.endpoint_base_id`, registered when Redis returns."});

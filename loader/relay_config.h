@@ -55,6 +55,8 @@ struct RelayConfig {
   std::string hint_key_file;
   std::string registry_redis_url;  // empty = endpoints only from the configuration
   Nanos registry_ttl = 3'000'000'000;
+  std::string registry_cache_file;  // empty = no cache: a restart during a Redis outage knows no endpoints
+  Nanos registry_cache_max_age = 3'600'000'000'000;
   std::vector<EndpointConfig> endpoints;
   // Global relay: where peer relays send forwarded flows (unspecified = the owner role is off),
   // who may, and the clusters this relay forwards to (the ingress role).

@@ -202,6 +202,23 @@ ConfigTable<C> build() {
       "registry.ttl", &C::registry_ttl, 3 * s, 300 * ms, 300 * s,
       {.help = "must match the transceivers' registry.ttl",
        .doc = "the TTL the transceivers heartbeat against (300ms..300s); set it like theirs."}));
+  t.push_back(string_key<C>(
+      "registry.cache_file", &C::registry_cache_file, "",
+      {.help = "file where the last endpoints the registry named are kept, so that a relay restarted "
+               "while Redis is down still routes (default none)",
+       .doc =
+           "a file on local disk (a node-local or pod-lifetime volume) holding the last transceiver "
+           "endpoints "
+           "the registry named, rewritten (atomically) on every change. At start, until the registry "
+           "answers, "
+           "the relay routes with it: a relay restarted during a Redis outage still maps the endpoint ids in "
+           "hints to addresses and is ready. When the registry answers, endpoints it does not list leave. "
+           "Unreadable or older than `registry.cache_max_age`: ignored (logged). Empty: none."}));
+  t.push_back(duration_key<C>(
+      "registry.cache_max_age", &C::registry_cache_max_age, 3600 * s, 1 * s, day,
+      {.help = "an older registry.cache_file is ignored at start",
+       .doc = "a `registry.cache_file` written longer ago than this is ignored at start (1s..1d): "
+              "transceivers may have moved since."}));
   t.push_back(redis_url_key<C>(
       "flow_store.redis_url", &C::flow_store_redis_url,
       {.help = "Redis URL of the shared flow store (as registry.redis_url): new flows are written there, "

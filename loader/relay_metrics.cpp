@@ -310,13 +310,17 @@ std::string relay_metrics_text(const RelayMetricsSources& s) {
                                               flow_sync->channel(i).replies_dropped.get());
     auto& store = m.family("rtcedge_relay_flow_store_events_total",
                            "Flow store client events: errors (error replies, failed connects, commands "
-                           "lost to a disconnect), timeouts, reconnects, and requests dropped because "
-                           "a queue was full.",
+                           "lost to a disconnect), timeouts, reconnects, requests dropped because "
+                           "a queue was full, TLS handshakes that failed, Redis Cluster redirects "
+                           "followed, and Sentinel master changes.",
                            MetricType::Counter);
     m.add(store, static_cast<double>(sc.errors.get()), {{"event", "error"}});
     m.add(store, static_cast<double>(sc.timeouts.get()), {{"event", "timeout"}});
     m.add(store, static_cast<double>(sc.reconnects.get()), {{"event", "reconnect"}});
     m.add(store, static_cast<double>(sc.dropped.get()) + requests_dropped, {{"event", "dropped"}});
+    m.add(store, static_cast<double>(sc.tls_errors.get()), {{"event", "tls_error"}});
+    m.add(store, static_cast<double>(sc.redirects.get()), {{"event", "redirect"}});
+    m.add(store, static_cast<double>(sc.master_changes.get()), {{"event", "master_change"}});
     if (xdp_path)
       m.add(m.family("rtcedge_relay_xdp_flows_installed_total",
                      "Flows recovered from the flow store and installed into the XDP flows map.",

@@ -175,7 +175,10 @@ void RelayService::start_registry() {
         registry_endpoints_ = std::move(endpoints);
         apply_merged();
       },
-      std::move(peers));
+      std::move(peers),
+      RegistrySync::Cache{config_.registry_cache_file,
+                          std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::nanoseconds(config_.registry_cache_max_age))});
 }
 
 std::vector<std::string> RelayService::reconfigure(const RelayConfig& next) {

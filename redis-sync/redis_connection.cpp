@@ -21,6 +21,8 @@
 #include <charconv>
 #include <vector>
 
+#include "random.h"
+
 namespace rtce {
 
 namespace asio = boost::asio;
@@ -317,7 +319,11 @@ void RedisConnection::reset_connection() {
 void RedisConnection::schedule_reconnect() {
   if (stopping_) return;
   backoff_ = backoff_.count() == 0 ? options_.backoff_initial : std::min(backoff_ * 2, options_.backoff_max);
-  reconnect_timer_.expires_after(backoff_);
+  // Half to all of the backoff: a fleet that lost Redis together does not come back in step.
+  uint16_t spread = 0;
+  fill_random(&spread, sizeof spread);
+  const auto wait = backoff_ / 2 + backoff_ * spread / 2 / 65535;
+  reconnect_timer_.expires_after(wait);
   reconnect_timer_.async_wait([this, life = std::weak_ptr<int>(life_)](const boost::system::error_code& ec) {
     if (ec || life.expired()) return;
     connect();

@@ -2,6 +2,7 @@
 #include "registry_sync.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
@@ -11,14 +12,31 @@
 
 namespace rtce {
 
-RegistrySync::RegistrySync(RedisOptions redis, RegistryOptions options, Apply apply, Peers peers)
+RegistrySync::RegistrySync(RedisOptions redis, RegistryOptions options, Apply apply, Peers peers, Cache cache)
     : registry_(io_, std::move(redis), options),
       apply_(std::move(apply)),
       peers_(std::move(peers)),
+      cache_(std::move(cache)),
       // Publish well within the TTL (a third, like the transceivers' heartbeats); learn at
       // least as often as endpoints are re-listed.
       peer_period_(std::min(options.endpoint_ttl / 3, options.relist_interval)),
       peer_timer_(io_) {
+  if (!cache_.file.empty()) {
+    std::string why;
+    if (access(cache_.file.c_str(), F_OK) != 0) {
+      spdlog::info("registry: no cache at {} yet", cache_.file);
+    } else if (auto cached = load_registry_cache(cache_.file, cache_.max_age, &why)) {
+      for (const auto& e : *cached) endpoints_[e.id] = e.address;
+      saved_ = std::move(*cached);
+      from_cache_ = true;
+      spdlog::info("registry: {} endpoint(s) from the cache {} until the registry answers", endpoints_.size(),
+                   cache_.file);
+      // On the registry thread, as every other apply (the caller may hold the routing lock).
+      boost::asio::post(io_, [this] { apply_endpoints(); });
+    } else {
+      spdlog::warn("registry: cache {} not used: {}", cache_.file, why);
+    }
+  }
   registry_.watch([this](const RegistryEvent& event) {
     const auto& r = event.record;
     if (event.change == RegistryChange::kRemoved) {
@@ -28,16 +46,42 @@ RegistrySync::RegistrySync(RedisOptions redis, RegistryOptions options, Apply ap
       if (event.change == RegistryChange::kAdded)
         spdlog::info("registry: endpoint {} at {}", r.id, r.address.to_string());
       endpoints_[r.id] = r.address;
+      if (from_cache_) confirmed_.insert(r.id);
     }
-    std::vector<EndpointConfig> set;
-    for (const auto& [id, address] : endpoints_) set.push_back({id, address});
-    apply_(std::move(set));
+    apply_endpoints();
+  });
+  registry_.on_listed([this] {
+    if (!from_cache_) return;
+    // The registry answered: what it lists is the truth now. Cached endpoints it does not
+    // list leave (their transceivers register again if they are alive).
+    from_cache_ = false;
+    std::erase_if(endpoints_, [this](const auto& entry) { return confirmed_.count(entry.first) == 0; });
+    confirmed_.clear();
+    apply_endpoints();
   });
   if (peers_.publish || !peers_.learn.empty()) peer_tick();
   thread_ = std::thread([this] {
     auto guard = boost::asio::make_work_guard(io_);
     io_.run();
   });
+}
+
+void RegistrySync::apply_endpoints() {
+  std::vector<EndpointConfig> set;
+  for (const auto& [id, address] : endpoints_) set.push_back({id, address});
+  if (!cache_.file.empty() && !from_cache_ &&
+      !std::equal(set.begin(), set.end(), saved_.begin(), saved_.end(),
+                  [](const EndpointConfig& a, const EndpointConfig& b) {
+                    return a.id == b.id && a.address == b.address;
+                  })) {
+    std::string why;
+    if (save_registry_cache(cache_.file, set, &why)) {
+      saved_ = set;
+    } else {
+      spdlog::warn("registry: cache not saved: {}", why);
+    }
+  }
+  apply_(std::move(set));
 }
 
 RegistrySync::~RegistrySync() {

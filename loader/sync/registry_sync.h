@@ -2,7 +2,9 @@
 // (redis-sync): it watches the registry on its own thread and hands every changed set of
 // endpoints to `apply` (which swaps the routing table the way a SIGHUP reload does), within
 // the registry's re-list period (1 s) of a change. Redis being down keeps the last known
-// set: an outage must not look like every transceiver leaving.
+// set: an outage must not look like every transceiver leaving. With a cache file the set
+// also survives a restart during an outage: it is saved on every change and, at start,
+// routes until the registry answers (registry_cache.h).
 //
 // Global relay (docs/global-relay.md, "Peers from the registry"): it also publishes this
 // relay's peers.listen as an ingress of its cluster, and learns the peers.listen of the
@@ -15,14 +17,21 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "redis_registry.h"
+#include "registry_cache.h"
 #include "relay_config.h"
 
 namespace rtce {
+
+struct RegistryCacheOptions {
+  std::string file;  // empty: none
+  std::chrono::milliseconds max_age{3'600'000};
+};
 
 class RegistrySync {
  public:
@@ -33,7 +42,8 @@ class RegistrySync {
     std::vector<uint8_t> learn;            // clusters whose relay address comes from the registry
     ApplyPeers apply;                      // every change of the learned addresses
   };
-  RegistrySync(RedisOptions redis, RegistryOptions options, Apply apply, Peers peers = {});
+  using Cache = RegistryCacheOptions;
+  RegistrySync(RedisOptions redis, RegistryOptions options, Apply apply, Peers peers = {}, Cache cache = {});
   // Withdraws the published address (bounded wait) so that ingress relays move at once.
   ~RegistrySync();
   RegistrySync(const RegistrySync&) = delete;
@@ -45,13 +55,18 @@ class RegistrySync {
  private:
   void peer_tick();
   void arm_peer_timer();
+  void apply_endpoints();
 
   boost::asio::io_context io_;
   RedisRegistry registry_;
   Apply apply_;
   Peers peers_;                                  // registry thread only, once started
+  Cache cache_;
   std::map<uint16_t, SocketAddress> endpoints_;  // registry thread only
-  std::map<uint8_t, SocketAddress> learned_;     // registry thread only
+  bool from_cache_ = false;            // endpoints_ came from the cache; the registry has not answered yet
+  std::set<uint16_t> confirmed_;       // from_cache_: ids the registry reported since
+  std::vector<EndpointConfig> saved_;  // what the cache file holds
+  std::map<uint8_t, SocketAddress> learned_;  // registry thread only
   Millis peer_period_;
   boost::asio::steady_timer peer_timer_;
   std::thread thread_;

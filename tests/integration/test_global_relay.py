@@ -335,8 +335,8 @@ class GlobalRelayTest(TwoClusterStage):
 class Redis(Process):
     """A private redis-server on a free loopback port; nothing persists."""
 
-    def __init__(self, tmp):
-        self.port = free_port(socket.SOCK_STREAM)
+    def __init__(self, tmp, port=None):
+        self.port = port or free_port(socket.SOCK_STREAM)
         super().__init__("redis", ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                                    "--save", "", "--appendonly", "no", "--dir", tmp], tmp)
         wait_for(lambda: self.alive() and self.command("PING") == "PONG", 10, "redis-server answering PING")

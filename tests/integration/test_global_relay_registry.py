@@ -158,6 +158,60 @@ class GlobalRelayRegistryTest(gr.TwoClusterStage):
         self.assertNotIn("relay ingress unknown", self.ingress.text())
         self.ingress.alive()
 
+    def register_ep7(self, cluster):
+        """EP7 in the registry as its transceiver writes it (the fake transceiver does not)."""
+        key = "rtce:{c%d}:ep:7" % cluster
+        self.redis.cli("HSET", key, "address", "127.0.0.1:%d" % self.ep_port, "capacity", "10", "load", "0",
+                       "draining", "0")
+        self.redis.cli("PEXPIRE", key, "600000")
+        self.redis.cli("SADD", "rtce:{c%d}:eps" % cluster, "7")
+
+    def test_a_relay_restarted_while_redis_is_down_routes_from_its_registry_cache(self):
+        # A relay whose only endpoints come from the registry, with registry.cache_file.
+        cache = os.path.join(self.tmp, "registry-cache")
+        extra = ["--registry-redis-url", self.url, "--registry-cache-file", cache]
+        self.register_ep7(2)
+        first = Relay("relay-cached-1", self.tmp, self.keys2, 2, extra)
+        self.addCleanup(first.stop)
+        wait_for(first.ready, 15, "the relay ready once the registry named EP7")
+        self.vip = ("127.0.0.1", first.vip_port)
+        self.check_through(self.client(), "registry")
+        wait_for(lambda: os.path.exists(cache), 5, "the registry cache written")
+        with open(cache) as f:
+            self.assertIn("7 127.0.0.1:%d\n" % self.ep_port, f.read())
+
+        # Redis down, the relay restarts: ready, and the hint's endpoint id still maps to EP7.
+        self.redis.stop()
+        first.stop()
+        second = Relay("relay-cached-2", self.tmp, self.keys2, 2, extra)
+        self.addCleanup(second.stop)
+        wait_for(second.ready, 10, "the restarted relay ready from its cache while Redis is down")
+        self.assertIn("endpoint(s) from the cache", second.text())
+        self.vip = ("127.0.0.1", second.vip_port)
+        self.check_through(self.client(), "cached")
+
+        # A relay without the cache, restarted the same way, knows no endpoint: not ready.
+        uncached = Relay("relay-uncached", self.tmp, self.keys2, 2, ["--registry-redis-url", self.url])
+        self.addCleanup(uncached.stop)
+        def answering():
+            try:
+                return uncached.metrics() is not None
+            except OSError:
+                return False
+        wait_for(answering, 10, "the uncached relay answering")
+        self.assertFalse(uncached.ready(), "without a cache nothing names an endpoint")
+        uncached.stop()
+
+        # Redis returns without EP7 (its transceiver is gone): the registry's answer wins.
+        self.redis = Redis(self.tmp, port=self.redis.port)
+        wait_for(lambda: "registry: routing updated (0 endpoints" in second.text(), 10,
+                 "the cached endpoint dropped once the registry answered")
+        before = second.metrics()
+        _, request = stun.binding_request(self.mint(2, 7, self.keys2), "gone", PWD)
+        self.client().sendto(request, self.vip)
+        wait_for(lambda: prom_metrics.delta(before, second.metrics(), "rtcedge_relay_dropped_packets_total",
+                                            reason="unknown_endpoint") >= 1, 5, "an unknown_endpoint drop")
+
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()

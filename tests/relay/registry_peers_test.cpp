@@ -1,11 +1,15 @@
 // registry_peers_test.cpp — global relay peers learned from the registry: the choice among a
 // cluster's published ingress addresses, the merge with the configured peers.clusters, and
-// the configuration forms and errors of an entry without an address.
+// the configuration forms and errors of an entry without an address; the registry cache.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
 #include "error.h"
+#include "registry_cache.h"
 #include "registry_sync.h"
 #include "relay_config.h"
 #include "test_support.h"
@@ -107,3 +111,51 @@ TEST(PeersFromRegistry, WithoutARegistryItIsAConfigError) {
 }
 
 }  // namespace
+
+namespace rtce {
+namespace {
+
+// The registry cache (registry_cache.h): what a relay restarted during a Redis outage routes with.
+TEST(RegistryCache, RoundTripsAndRefusesWhatItDidNotWrite) {
+  const std::vector<EndpointConfig> endpoints{{1, *SocketAddress::parse("198.18.2.2:40000")},
+                                              {7, *SocketAddress::parse("[2001:db8::7]:40001")}};
+  const int64_t written = 1'800'000'000'000;
+  const std::string text = format_registry_cache(endpoints, written);
+  const auto parsed = parse_registry_cache(text, written + 1000, std::chrono::hours(1));
+  ASSERT_TRUE(parsed);
+  ASSERT_EQ(parsed->size(), 2u);
+  EXPECT_EQ((*parsed)[1].id, 7);
+  EXPECT_EQ((*parsed)[1].address, endpoints[1].address);
+  EXPECT_TRUE(parse_registry_cache(format_registry_cache({}, written), written, std::chrono::hours(1)));
+
+  EXPECT_FALSE(parse_registry_cache(text, written + 3'600'001, std::chrono::hours(1))) << "too old";
+  EXPECT_FALSE(parse_registry_cache(text, written - 120'000, std::chrono::hours(1)))
+      << "written in the future";
+  EXPECT_FALSE(parse_registry_cache(text.substr(0, text.size() - 1), written, std::chrono::hours(1)))
+      << "torn";
+  const std::string head = "rtcedge-registry-cache 1 " + std::to_string(written) + "\n";
+  for (const char* bad : {"0 1.2.3.4:5\n", "65536 1.2.3.4:5\n", "7 1.2.3.4:0\n", "7 nonsense\n", "7\n",
+                          "7 1.2.3.4:5\n7 1.2.3.5:5\n", "x7 1.2.3.4:5\n"})
+    EXPECT_FALSE(parse_registry_cache(head + bad, written, std::chrono::hours(1))) << bad;
+  EXPECT_FALSE(parse_registry_cache("rtcedge-registry-cache 2 1\n", written, std::chrono::hours(1)));
+  EXPECT_FALSE(parse_registry_cache("", written, std::chrono::hours(1)));
+}
+
+TEST(RegistryCache, SavesAtomicallyAndLoads) {
+  char dir[] = "/tmp/rtce-registry-cache-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/cache";
+  std::string why;
+  const std::vector<EndpointConfig> endpoints{{3, *SocketAddress::parse("198.18.2.3:40000")}};
+  ASSERT_TRUE(save_registry_cache(path, endpoints, &why)) << why;
+  const auto loaded = load_registry_cache(path, std::chrono::hours(1), &why);
+  ASSERT_TRUE(loaded) << why;
+  EXPECT_EQ(loaded->front().address, endpoints.front().address);
+  EXPECT_FALSE(save_registry_cache(std::string(dir) + "/missing/cache", endpoints, &why));
+  EXPECT_NE(why.find("missing"), std::string::npos) << why;
+  std::remove(path.c_str());
+  rmdir(dir);
+}
+
+}  // namespace
+}  // namespace rtce

@@ -929,6 +929,14 @@ def check_redis(renderer, args, work):
               (cms["rtcedge-transceiver"].get("registry") or {}).get("redis_url") == want_url,
               tag + "%s: relay registry, relay flow_store and transceiver registry URL %s, got %s" % (
                   name, want_url, [redis_urls(c) for c in cms.values()]))
+        # The relay keeps its registry cache on the node (redis.md, "Outages").
+        relay_cache = (cms["rtcedge-relay"].get("registry") or {}).get("cache_file")
+        relay_volumes = {v["name"]: v for w, t in pod_specs(ms) if w["metadata"]["name"] == "rtcedge-relay"
+                         for v in t["spec"].get("volumes", [])}
+        check(relay_cache == ("/var/lib/rtcedge/registry-cache" if want_url else None) and
+              (not want_url or relay_volumes.get("registry-cache", {}).get("hostPath", {}).get("path")
+               == "/var/lib/rtcedge/relay"),
+              tag + "%s: the relay's registry.cache_file %s on a hostPath volume" % (name, relay_cache))
         for w, t in pod_specs(ms):
             if w["metadata"]["name"] not in ("rtcedge-relay", "rtcedge-transceiver"):
                 check(not [v for v in t["spec"].get("volumes", []) if v["name"] in REDIS_DIRS],

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -96,7 +97,13 @@ bool parse_redis_node(std::string_view text, uint16_t default_port, RedisUrl::No
       return false;
     out.port = static_cast<uint16_t>(port);
   }
-  if (host.empty()) return false;
+  // A DNS name or an IP address: nothing a resolver or a log line could misread.
+  if (host.empty() || host.size() > 253) return false;
+  for (const char c : host) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' && c != ':' &&
+        c != '%')
+      return false;
+  }
   out.host = std::string(host);
   return true;
 }
@@ -254,9 +261,12 @@ std::string redact_redis_url(std::string_view text) {
       out.replace(secret, at - secret, kRedacted);
     }
   }
-  for (size_t p = out.find("sentinel_password="); p != std::string::npos;
-       p = out.find("sentinel_password=", p + 1)) {
-    const size_t value = p + std::string_view("sentinel_password=").size();
+  // In the query only, and only a parameter named so (a master's name may contain the words).
+  constexpr std::string_view kParam = "sentinel_password=";
+  const size_t query = out.find('?');
+  for (size_t p = query; p != std::string::npos && p < out.size(); p = out.find('&', p + 1)) {
+    if (out.compare(p + 1, kParam.size(), kParam) != 0) continue;
+    const size_t value = p + 1 + kParam.size();
     out.replace(value, std::min(out.find('&', value), out.size()) - value, kRedacted);
   }
   return out;

@@ -2,7 +2,9 @@
 // ConfigLayers into both binaries' key tables (relay and transceiver), as --config loads it.
 // Invariants: a bad file is a ConfigError, never another exception or a crash; a file that
 // resolves prints back (every key's unredacted value, flat dotted keys) to YAML that loads
-// and resolves to the same values.
+// and resolves to the same values. The input is also read as one Redis URL
+// (parse_redis_url): a URL that parses redacts to one that parses to the same deployment,
+// with the passwords, and only they, replaced.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include <string_view>
 
 #include "config_layers.h"
+#include "config_validators.h"
 #include "error.h"
 #include "relay_config.h"
 #include "transceiver_config.h"
@@ -56,11 +59,33 @@ void check(std::string_view text, const char* prefix, const rtce::ConfigTable<C>
     }
 }
 
+void check_redis_url(std::string_view text) {
+  const auto url = rtce::parse_redis_url(text);
+  if (!url) return;
+  const std::string redacted = rtce::redact_redis_url(text);
+  const auto again = rtce::parse_redis_url(redacted);
+  const auto fail = [&](const char* what) {
+    std::fprintf(stderr, "redis URL '%.*s' redacted to '%s': %s\n", static_cast<int>(text.size()),
+                 text.data(), redacted.c_str(), what);
+    std::abort();
+  };
+  if (!again) fail("the redacted URL does not parse");
+  if (again->topology != url->topology || again->tls != url->tls ||
+      again->nodes.size() != url->nodes.size() || again->master_name != url->master_name ||
+      again->username != url->username || again->tls_ca_file != url->tls_ca_file ||
+      again->password_file != url->password_file)
+    fail("redaction changed the deployment");
+  if (!url->password.empty() && again->password != rtce::kRedacted) fail("the password survived");
+  if (!url->sentinel_password.empty() && again->sentinel_password != rtce::kRedacted)
+    fail("the sentinel password survived");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 16384) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  check_redis_url(text);
   check(text, "RTCEDGE_RELAY_", rtce::relay_config_keys(), rtce::declare_relay_config,
         rtce::resolve_relay_config);
   check(text, "RTCEDGE_TRANSCEIVER_", rtce::transceiver_config_keys(), rtce::declare_transceiver_config,

@@ -10,7 +10,12 @@ and when this process dies): the Python twins of tests/support/redis_server.h an
 - RedisClusterNodes: a Redis Cluster made with redis-cli --cluster create; url() is redis+cluster://.
 
 Every stop() kills what was started and removes the directories, also after a failed start.
-Every wait has a deadline (AssertionError naming what was awaited)."""
+Every wait has a deadline (AssertionError naming what was awaited).
+
+`prefix` (every class; default none) is a command prefix for every redis-server and redis-cli
+they run, e.g. ["ip", "netns", "exec", ns] to run them inside a network namespace (127.0.0.1
+is then that namespace's loopback). The prefix must exec the command in place (ip netns exec
+does), so that the process started is the server itself. Ports are still picked free here."""
 
 import ctypes
 import os
@@ -156,7 +161,8 @@ class RedisServer:
     rewrites it). Started (PING answered) by the constructor unless start=False."""
 
     def __init__(self, tls=None, password=None, port=None, extra_args=(), tls_only=True, tls_auth_clients=False,
-                 config=None, sentinel=False, start=True):
+                 config=None, sentinel=False, start=True, prefix=()):
+        self.prefix = list(prefix)
         self.tls = tls
         self.password = password
         self.port = port or free_port()
@@ -202,7 +208,7 @@ class RedisServer:
         args += self.extra_args
         if self._log is None:
             self._log = open(os.path.join(self.dir, "redis.log"), "ab")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=self._log, stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(self.prefix + args, stdout=self._log, stderr=self._log, stdin=subprocess.DEVNULL,
                                      preexec_fn=_die_with_parent)
         if not poll_until(lambda: self.cli("PING") == "PONG" or self.proc.poll() is not None, timeout) \
                 or self.proc.poll() is not None:
@@ -246,7 +252,7 @@ class RedisServer:
         """redis-cli's stripped (raw: one array element a line) output, or None when it failed. An
         error reply is output too (ERR ..., MOVED ...)."""
         try:
-            r = subprocess.run([*self.cli_args(), *args], capture_output=True, text=True, timeout=10)
+            r = subprocess.run([*self.prefix, *self.cli_args(), *args], capture_output=True, text=True, timeout=10)
         except subprocess.TimeoutExpired:
             return None
         return r.stdout.strip() if r.returncode == 0 else None
@@ -286,7 +292,8 @@ class RedisSentinelGroup:
     and a password on the data nodes. start() returns once every sentinel sees the master, all
     replicas and all other sentinels."""
 
-    def __init__(self, replicas=1, sentinels=3, master_name="rtce", password=None, tls=None):
+    def __init__(self, replicas=1, sentinels=3, master_name="rtce", password=None, tls=None, prefix=()):
+        self.prefix = list(prefix)
         self.replicas = replicas
         self.master_name = master_name
         self.password = password
@@ -308,10 +315,11 @@ class RedisSentinelGroup:
                 common += ["--masterauth", self.password]
             if self.tls is not None:
                 common += ["--tls-replication", "yes"]
-            self.data_nodes.append(RedisServer(tls=self.tls, password=self.password, extra_args=common))
+            self.data_nodes.append(RedisServer(tls=self.tls, password=self.password, extra_args=common,
+                                               prefix=self.prefix))
             master = self.data_nodes[0].port
             for _ in range(self.replicas):
-                self.data_nodes.append(RedisServer(tls=self.tls, password=self.password,
+                self.data_nodes.append(RedisServer(tls=self.tls, password=self.password, prefix=self.prefix,
                                                    extra_args=common + ["--replicaof", "127.0.0.1", str(master)]))
             # Replicas linked before the sentinels start: a sentinel learns them from the master's
             # INFO, which it asks every 10 s after the first time.
@@ -328,7 +336,8 @@ class RedisSentinelGroup:
                 conf += f"sentinel auth-pass {name} {self.password}\n"
             for port in self._sentinel_ports:
                 self.sentinels.append(RedisServer(tls=self.tls, port=port, config=conf, sentinel=True,
-                                                  extra_args=["--tls-replication", "yes"] if self.tls else []))
+                                                  extra_args=["--tls-replication", "yes"] if self.tls else [],
+                                                  prefix=self.prefix))
             wait_for(self._sentinels_agree, max(0.1, deadline - time.monotonic()),
                      "every sentinel to see the master, the replicas and the other sentinels")
         except BaseException:
@@ -413,7 +422,8 @@ class RedisClusterNodes:
     with redis-cli --cluster create; optional TLS (bus and replication too) and password. Nodes in
     creation order: the first `masters` are the masters."""
 
-    def __init__(self, masters=3, replicas_per_master=0, password=None, tls=None):
+    def __init__(self, masters=3, replicas_per_master=0, password=None, tls=None, prefix=()):
+        self.prefix = list(prefix)
         self.masters = masters
         self.replicas_per_master = replicas_per_master
         self.password = password
@@ -441,9 +451,10 @@ class RedisClusterNodes:
             if self.tls is not None:
                 args += ["--tls-cluster", "yes", "--tls-replication", "yes"]
             for port in self._ports:
-                self.nodes.append(RedisServer(tls=self.tls, password=self.password, port=port, extra_args=args))
+                self.nodes.append(RedisServer(tls=self.tls, password=self.password, port=port, extra_args=args,
+                                              prefix=self.prefix))
             cli = self.nodes[0].cli_args()
-            create = [cli[0], "--cluster", "create", *(f"127.0.0.1:{p}" for p in self._ports), *cli[5:],
+            create = [*self.prefix, cli[0], "--cluster", "create", *(f"127.0.0.1:{p}" for p in self._ports), *cli[5:],
                       "--cluster-replicas", str(self.replicas_per_master), "--cluster-yes"]
             r = subprocess.run(create, capture_output=True, text=True, timeout=max(1, deadline - time.monotonic()))
             if r.returncode != 0:

@@ -11,10 +11,17 @@ clients and, for kill, redis-server, in network namespaces), whose checks must p
   kill        --runs SIGKILLs of one of two transceivers: p50/p99/max of the relay dropping
               the endpoint, of the killed sessions' clients seeing the end, and of the
               survivors' frames lost across the kill.
+  redis-outage  Redis down for --outage seconds (default 600: the 10-minute soak, issue 28
+              §3), --runs times: redis-server SIGKILLed under established sessions, a new
+              session a second, a transceiver drained and the relay restarted from its
+              registry cache mid-outage, then Redis back empty; the tables give the
+              established sessions' audio, the new sessions' connect times, the health
+              polls, the convergence times and Redis's load after its return.
 Needs root. Usage:
   sudo bench/chaos_bench.py --build build impairment [--seconds 30] [--runs 3]
   sudo bench/chaos_bench.py --build build impairment --impair-with nft --impairments none,loss1,loss5,loss10,duplicate
   sudo bench/chaos_bench.py --build build kill [--runs 10]
+  sudo bench/chaos_bench.py --build build redis-outage [--outage 600] [--runs 1]
 """
 
 import argparse
@@ -37,10 +44,10 @@ def percentile(values, p):
     return ordered[k]
 
 
-def run_once(args, extra):
+def run_once(args, extra, timeout=900):
     cmd = ["/usr/bin/python3", RUNNER, "--transceiver-bin", os.path.join(args.build, "bin", "rtcedge-transceiver"),
            "--relay-bin", os.path.join(args.build, "bin", "rtcedge-relay")] + extra
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=900)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
     if r.returncode == 77:  # rtcetest.outcome.SKIP
         sys.exit("skipped: " + r.stdout.strip())
     try:
@@ -135,6 +142,78 @@ def bench_kill(args):
     return 0 if passed == args.runs else 1
 
 
+def bench_redis_outage(args):
+    runs = []
+    for i in range(args.runs):
+        out, ok = run_once(args, ["--scenario", "redis-outage", "--outage", "%g" % args.outage],
+                           timeout=args.outage + 600)
+        runs.append((out, ok))
+        failed = [c["name"] for c in out.get("checks", []) if not c["ok"]]
+        print("run %d/%d: %s%s" % (i + 1, args.runs, "pass" if ok else "FAIL", "" if ok else ": %s" % failed),
+              file=sys.stderr, flush=True)
+    passed = sum(ok for _, ok in runs)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump([out for out, _ in runs], f, indent=2)
+    print("\nRedis down for %g s (SIGKILL, back empty), %d run(s); userspace relay with registry + flow store + "
+          "registry.cache_file, two transceivers, 2 established aiortc sessions each, a new session a second, "
+          "transceiver b drained at 30 %% and the relay restarted at 50 %% of the outage; checks passed in %d of %d "
+          "runs" % (args.outage, args.runs, passed, args.runs))
+    print("machine: %s\n" % machine())
+    for n, (out, ok) in enumerate(runs):
+        cfg = out.get("config", {})
+        if args.runs > 1:
+            print("\n### run %d (%s)\n" % (n + 1, "pass" if ok else "FAIL"))
+        print("| established session | outage: echo frames lost / expected (relay restart aside) | longest gap (ms) "
+              "| relay restart gap (ms) | after Redis back: frames lost / longest gap (ms) | at the end |")
+        print("|---|---|---|---|---|---|")
+        for s in out.get("sessions", []):
+            if s["transceiver"] == "a":
+                wo, ab = s["outage_without_restart"], s["after_redis_back"]
+                print("| %s | %d / %d | %d | %d | %d / %d | %s |" % (
+                    s["session"], wo["lost"], wo["expected"], wo["max_gap_ms"], s["restart_gap_ms"], ab["lost"],
+                    ab["max_gap_ms"], "up" if s["state_before_delete"] == "connected" else s["state_before_delete"]))
+            else:
+                bd = s["before_drain"]
+                print("| %s (drained b) | %d / %d until the drain | %d | - | - | ended, last echo %s s after SIGTERM |"
+                      % (s["session"], bd["lost"], bd["expected"], bd["max_gap_ms"], s["last_echo_after_drain_s"]))
+        ns = out.get("new_sessions", {})
+        print("\n| new sessions (one a second) | started | connected and echoed the tone | connect p50 (ms) | p99 "
+              "| max | moved to a on b's 503 |")
+        print("|---|---|---|---|---|---|---|")
+        for ph, v in (ns.get("by_phase") or {}).items():
+            print("| %s | %d | %d | %s | %s | %s | %d |" % (ph, v["sessions"], v["ok"], v["connect_ms_p50"],
+                                                        v["connect_ms_p99"], v["connect_ms_max"],
+                                                        v["retried_to_next_url"]))
+        conv, rr, dr, h = (out.get(k, {}) for k in ("convergence", "relay_restart", "drain", "health"))
+        samples = conv.get("redis_load_per_s", [])
+        stats = conv.get("commandstats_first_%ds" % len(samples)) or {}
+        print("\n| measure | value |")
+        print("|---|---|")
+        for label, v in (
+                ("relay restart mid-outage: stop (s) / exit -> /readyz 200 from the cache (s)",
+                 "%s / %s" % (rr.get("stop_s"), rr.get("start_to_ready_s"))),
+                ("drain of b: exit code / SIGTERM -> exit (s), sessions.drain_timeout %gs" % cfg.get("drain_timeout_s", 0),
+                 "%s / %s" % (dr.get("exit_code"), dr.get("exit_after_s"))),
+                ("health polls (every 0.5 s) / non-200 unexpected / expected (restart, drain)",
+                 "%d / %d / %d" % (sum((h.get("polls") or {}).values()), len(h.get("unexpected") or []),
+                                   h.get("expected", 0))),
+                ("unexpected non-200", "; ".join("%s %s at %+.1f s: %s" % (u["target"], u["path"], u["t"], u["answer"])
+                                                 for u in (h.get("unexpected") or [])[:4]) or "none"),
+                ("Redis back -> live transceivers registered (s)", conv.get("transceivers_registered_s")),
+                ("Redis back -> relay's view matches Redis (s)", conv.get("registered_s")),
+                ("relay's endpoints at their lowest after Redis's return", (conv.get("relay_endpoints_min") or {}).get("value")),
+                ("Redis back -> rtcedge_relay_flow_store_up 1 (s)", conv.get("flow_store_up_s")),
+                ("Redis back -> live flows in the store again (s)", conv.get("flows_rewritten_s")),
+                ("Redis: commands/s by rtcedge, first %d s" % len(samples), " ".join(str(s["per_s"]) for s in samples)),
+                ("Redis: connected_clients, first %d s" % len(samples),
+                 " ".join(str(s["connected_clients"]) for s in samples)),
+                ("Redis: calls per command, first %d s" % len(samples),
+                 ", ".join("%s %d" % kv for kv in sorted(stats.items(), key=lambda kv: -kv[1])))):
+            print("| %s | %s |" % (label, v))
+    return 0 if passed == args.runs else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build", help="the build tree (bin/rtcedge-relay, bin/rtcedge-transceiver)")
@@ -147,8 +226,16 @@ def main():
     ap.add_argument("--impair-with", choices=["auto", "netem", "shim", "nft"], default="auto",
                     help="impairment: auto = tc netem if the kernel has it, else the client-side model; nft = loss "
                          "and duplication in the kernel (a cross-check)")
-    ap.add_argument("scenario", choices=["impairment", "kill"])
+    ap.add_argument("--json-out", help="redis-outage: write every run's JSON summary here")
+    ap.add_argument("--outage", type=float, default=600.0, help="redis-outage: seconds Redis stays down")
+    ap.add_argument("scenario", choices=["impairment", "kill", "redis-outage"])
     args = ap.parse_args()
+    if args.scenario == "redis-outage":
+        if "--runs" not in sys.argv:
+            args.runs = 1  # one 10-minute soak unless asked
+        if not (1 <= args.runs <= 20 and 20 <= args.outage <= 3600):
+            ap.error("redis-outage: --runs 1..20, --outage 20..3600")
+        return bench_redis_outage(args)
     if not (1 <= args.runs <= 100 and 5 <= args.seconds <= 300):
         ap.error("--runs 1..100, --seconds 5..300")
     return bench_impairment(args) if args.scenario == "impairment" else bench_kill(args)

@@ -26,6 +26,23 @@ transceiver SIGKILLed under live sessions.
   the figure is kill -> the client's ICE closed), the relay drops B's endpoint within
   registry.ttl + 1 s (rtcedge_relay_endpoints, flows_endpoint_gone_total) and logs it, and A
   ended no session except by the final DELETE.
+--scenario redis-outage (issue 28 §3): relay with registry, flow store and registry.cache_file,
+  transceivers A and B registered through redis-server, --sessions-per established sessions on
+  each; then redis-server is SIGKILLed for --outage seconds (no persistence: it comes back
+  empty). During the outage: a new session every --new-session-interval (one aiortc process,
+  chaos_outage.py; each must connect and echo the tone, on hints alone; connect times kept), B
+  drained by SIGTERM at --drain-at of the outage (exit 0 within sessions.drain_timeout, its
+  sessions end `drained`, new sessions move to A on its 503), the relay stopped cleanly and
+  started again at --restart-at with the same configuration (ready from its cache file with
+  Redis down; the established flows come back at their next STUN consent check, the gap is
+  measured), /healthz and /readyz of every process polled every 0.5 s. Checks: A's established
+  sessions keep their audio over the whole outage (frames lost and the longest gap, the
+  restart's gap apart) and after Redis returns. After the return (watched --converge-s):
+  time until the live transceivers are registered again and the relay's view (its cache
+  file and rtcedge_relay_endpoints) matches Redis, until rtcedge_relay_flow_store_up is 1
+  and the live flows are in the store again, and Redis's load per second for
+  --load-samples s (commands/s without this harness's own polls, connected_clients, calls
+  per command): no thundering herd.
 
 Prints one JSON summary with the figures (and, with --table, a Markdown table). Exit codes:
 0 pass, 1 fail (also when aiortc/numpy, tc, nft or redis-server is missing), 77 skipped (not
@@ -36,6 +53,7 @@ Namespaces and processes are removed on every exit path (netns_topology's regist
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -45,6 +63,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "support", "py"))
 sys.path.insert(0, HERE)
 
+import chaos_outage  # noqa: E402
 import netns_topology as nt  # noqa: E402
 import prom_metrics  # noqa: E402
 import run_browser_e2e_xdp as bx  # noqa: E402  (its ports and assert_no_route)
@@ -53,6 +72,7 @@ from rtcetest import netns as harness  # noqa: E402
 from rtcetest.core import machine  # noqa: E402
 
 CLIENT = os.path.join(HERE, "chaos_aiortc_client.py")
+PROBER = os.path.join(HERE, "chaos_outage.py")
 IMPAIRMENTS = {
     "none": "none",
     "loss1": "loss=1",
@@ -84,8 +104,10 @@ def prerequisites(args):
         outcome.require_tool("tc", "iproute2")
         if args.impair_with == "nft":
             outcome.require_tool("nft", "nftables")
-    if args.scenario == "kill":
+    if args.scenario in ("kill", "redis-outage"):
         outcome.require_redis()
+    if args.scenario == "redis-outage":
+        outcome.require_tool("ss", "iproute2")
 
 
 class Env:
@@ -102,12 +124,12 @@ class Env:
         self.xcvrs = {}
         self.splices = {}
 
-    def start_relay(self, extra):
+    def start_relay(self, extra, name="relay"):
         argv = [self.args.relay_bin, "--listen", "%s:%d" % (nt.VIP_V4, bx.VIP_PORT), "--workers", "1",
                 "--pin-cpus", "false", "--cluster-id", str(bx.CLUSTER), "--hint-key-file", self.keys,
                 "--admin-listen", "127.0.0.1:%d" % bx.RELAY_ADMIN_PORT] + extra
-        self.relay = harness.Service("relay", self.topo.relay, argv, self.workdir, log=log)
-        self.logs["relay"] = self.relay.log_path
+        self.relay = harness.Service(name, self.topo.relay, argv, self.workdir, log=log)
+        self.logs[name] = self.relay.log_path
         self.relay.wait_http("127.0.0.1", bx.RELAY_ADMIN_PORT, "/metrics")
 
     def relay_metrics(self):
@@ -116,13 +138,13 @@ class Env:
             raise RuntimeError("relay GET /metrics: HTTP %d" % status)
         return prom_metrics.parse(body)
 
-    def start_transceiver(self, name, http_port, media_port, extra):
+    def start_transceiver(self, name, http_port, media_port, extra, drain_timeout="1s"):
         argv = [self.args.transceiver_bin, "--http-listen", "%s:%d" % (nt.XCVR_V4, http_port),
                 "--http-allow-public-without-keys", "true", "--workers", "1",
                 "--media-listen", nt.XCVR_V4, "--media-base-port", str(media_port),
                 "--relay-vips", "%s:%d" % (nt.VIP_V4, bx.VIP_PORT), "--relay-sources", "198.18.1.0/24",
                 "--direct-enabled", "false", "--hint-key-file", self.keys, "--hint-cluster-id", str(bx.CLUSTER),
-                "--backend-echo-mode", "loopback", "--sessions-drain-timeout", "1s"] + extra
+                "--backend-echo-mode", "loopback", "--sessions-drain-timeout", drain_timeout] + extra
         svc = harness.Service("transceiver-" + name, self.topo.xcvr, argv, self.workdir, log=log)
         self.logs["transceiver-" + name] = svc.log_path
         svc.http_port = http_port
@@ -298,9 +320,9 @@ def print_impairment_table(results, table):
 # ---------------------------------------------------------------------------- kill -9
 
 class Redis:
-    def __init__(self, ns, workdir):
+    def __init__(self, ns, workdir, name="redis"):
         self.ns = ns
-        self.log_path = os.path.join(workdir, "redis.log")
+        self.log_path = os.path.join(workdir, "%s.log" % name)
         with open(self.log_path, "wb") as out:
             self.proc = nt.start_in_netns(ns, ["redis-server", "--port", str(REDIS_PORT), "--bind", nt.XCVR_V4,
                                                "--save", "", "--appendonly", "no", "--protected-mode", "no"],
@@ -452,6 +474,499 @@ def run_kill(args, env, results, check):
                 s["client_end_after_kill_s"] or "-"))
 
 
+# ---------------------------------------------------------------------------- Redis outage
+
+def client_ports(ns, pid):
+    """The local UDP ports of process `pid` inside `ns` (its ICE host candidates)."""
+    r = subprocess.run(["ip", "netns", "exec", ns, "ss", "-H", "-u", "-a", "-n", "-p"], capture_output=True,
+                       text=True, timeout=10)
+    ports = set()
+    for line in r.stdout.splitlines():
+        if "pid=%d," % pid in line:
+            local = line.split()[3]
+            ports.add(int(local.rsplit(":", 1)[1]))
+    return ports
+
+
+def pctl(values, p):
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    return values[min(len(values) - 1, max(0, int(round(p / 100.0 * (len(values) - 1)))))]
+
+
+def relay_warnings(path):
+    """{message: count} of the relay's warning and error lines (timestamps dropped)."""
+    out = {}
+    for line in open(path, errors="replace").read().splitlines():
+        parts = line.split(" ", 3)  # <time> <level> [<thread>] <message>
+        if len(parts) == 4 and parts[1] in ("warning", "error", "critical"):
+            msg = "%s %s" % (parts[1], re.sub(r"\d+", "N", parts[3])[:200])
+            out[msg] = out.get(msg, 0) + 1
+    return out
+
+
+def sleep_until(t, watch):
+    """Sleeps until monotonic t, checking every 0.5 s that the processes in `watch` live."""
+    while True:
+        for svc in watch():
+            svc.check_alive()
+        left = t - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(0.5, left))
+
+
+def run_redis_outage(args, env, results, check):
+    out_s = args.outage
+    ttl_s = args.ttl
+    cluster = bx.CLUSTER
+    redis = Redis(env.topo.xcvr, env.workdir)
+    env.logs["redis"] = redis.log_path
+    cache = os.path.join(env.workdir, "registry-cache.txt")
+    refresh_s = args.flow_store_ttl / 3.0
+    relay_extra = ["--registry-redis-url", redis.url, "--registry-ttl", "%gs" % ttl_s,
+                   "--registry-cache-file", cache, "--flow-store-redis-url", redis.url,
+                   "--flow-store-ttl", "%gs" % args.flow_store_ttl]
+    results["config"] = {"outage_s": out_s, "registry_ttl_s": ttl_s, "flow_store_ttl_s": args.flow_store_ttl,
+                         "flow_store_refresh_s": round(refresh_s, 2), "consent_timeout_s": args.consent_timeout,
+                         "drain_timeout_s": args.drain_timeout, "sessions_per_transceiver": args.sessions_per,
+                         "relay_mode": "userspace", "client_consent": "aiortc default (5 s +-20 %, 6 failures)"}
+    env.start_relay(relay_extra)
+    common = ["--registry-redis-url", redis.url, "--registry-ttl", "%gs" % ttl_s,
+              "--sessions-consent-timeout", "%gs" % args.consent_timeout]
+    drain = "%gs" % args.drain_timeout
+    env.start_transceiver("a", HTTP_A, MEDIA_A, common + ["--registry-pod-identity", "outage-a"], drain_timeout=drain)
+    env.start_transceiver("b", HTTP_B, MEDIA_B, common + ["--registry-pod-identity", "outage-b"], drain_timeout=drain)
+    rc = chaos_outage.RespClient(env.topo.xcvr, nt.XCVR_V4, REDIS_PORT)
+
+    def registered():
+        reg = rc.registry(cluster)
+        return reg if len(reg) == 2 and env.relay_metrics().get("rtcedge_relay_endpoints") == 2 \
+            and chaos_outage.read_registry_cache(cache) == reg else None
+
+    reg = core.poll_until(registered, 15.0, interval=0.1)
+    if not check("both transceivers registered through Redis; the relay routes to them and cached them", reg,
+                 {"redis": rc.registry(cluster), "cache": chaos_outage.read_registry_cache(cache)}):
+        return
+    ids = {name: [i for i, a in reg.items() if a.endswith(":%d" % port)] for name, port in (("a", MEDIA_A),
+                                                                                        ("b", MEDIA_B))}
+    results["endpoint_ids"] = ids
+
+    # Established sessions: long enough for the outage, the relay restart and the convergence.
+    session_s = out_s + args.converge_s + 20
+    clients = []
+    for name in ("a", "b"):
+        for i in range(args.sessions_per):
+            clients.append(env.start_client("%s%d" % (name, i), name, session_s, []))
+
+    def all_echoing():
+        for c in clients:
+            if c["proc"].poll() is not None:
+                raise RuntimeError("client %s exited early:\n%s" % (c["tag"], core.tail(env.logs["client-" + c["tag"]])))
+        if not all(os.path.exists(c["ready"]) for c in clients):
+            return False
+        return all(env.xcvr_metrics(n).get("rtcedge_transceiver_rtp_packets_total", kind="rtp", direction="out")
+                   >= 100 * args.sessions_per for n in ("a", "b"))
+
+    if not check("every established session connected and echoing on both transceivers",
+                 core.poll_until(all_echoing, 40.0, 0.1)):
+        return
+    # Each client's flow key in the store (written when the relay created the flow).
+    vip = "%s:%d" % (nt.VIP_V4, bx.VIP_PORT)
+    for c in clients:
+        c["ports"] = client_ports(env.topo.client, c["proc"].pid)
+
+    def flow_key_of(c):
+        for p in c["ports"]:
+            for k in rc.cmd("KEYS", "rtce:c%d:flow:*:%d|%s" % (cluster, p, vip)) or []:
+                return k
+        return None
+
+    keys = {c["tag"]: core.poll_until(lambda: flow_key_of(c), 5.0, 0.1) for c in clients}
+    check("every established session's flow is in the flow store before the outage", all(keys.values()), keys)
+
+    # The prober: a new session a second from the kill until --after-s past Redis's return.
+    urls = os.path.join(env.workdir, "prober-urls.txt")
+    with open(urls, "w") as f:
+        f.write("%s\n%s\n" % (env.url("a"), env.url("b")))
+    count = min(args.max_new_sessions, int((out_s + args.after_s) / args.new_session_interval))
+    jsonl = os.path.join(env.workdir, "prober.jsonl")
+    pready, pgo = os.path.join(env.workdir, "prober.ready"), os.path.join(env.workdir, "prober.go")
+    plog = open(os.path.join(env.workdir, "prober.log"), "wb")
+    prober = nt.start_in_netns(env.topo.client, ["/usr/bin/python3", PROBER, "--urls-file", urls, "--count", str(count),
+                                                 "--interval-s", "%g" % args.new_session_interval, "--hold-s", "2",
+                                                 "--jsonl-out", jsonl, "--ready-file", pready, "--go-file", pgo],
+                               stdout=plog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    plog.close()
+    env.logs["prober"] = os.path.join(env.workdir, "prober.log")
+    if not core.poll_until(lambda: os.path.exists(pready) or prober.poll() is not None, 30.0, 0.1) \
+            or prober.poll() is not None:
+        raise RuntimeError("the prober did not start:\n" + core.tail(env.logs["prober"]))
+
+    poller = chaos_outage.HealthPoller({
+        "relay": (env.topo.relay, "127.0.0.1", bx.RELAY_ADMIN_PORT),
+        "transceiver-a": (env.topo.xcvr, nt.XCVR_V4, HTTP_A),
+        "transceiver-b": (env.topo.xcvr, nt.XCVR_V4, HTTP_B)}, interval=0.5).start()
+    relay_m0 = env.relay_metrics()
+    a_m0 = env.xcvr_metrics("a")
+
+    # ---- the outage
+    rc.close()
+    killed_at = time.monotonic()
+    redis.proc.send_signal(signal.SIGKILL)
+    redis.proc.wait(timeout=5)
+    nt.forget_process(redis.proc)
+    open(pgo, "w").close()
+    log("SIGKILLed redis-server; outage of %g s" % out_s)
+    ev = {"killed_at": killed_at}
+    live = {"a": env.xcvrs["a"], "b": env.xcvrs["b"]}
+
+    def watch():
+        return list(live.values()) + [env.relay]
+
+    # Drain transceiver b.
+    sleep_until(killed_at + args.drain_at * out_s, watch)
+    b_before = env.xcvr_metrics("b")
+    results["drain"] = {"sessions_active_at_signal": int(b_before.get("rtcedge_transceiver_sessions_active_total"))}
+    ev["drain_at"] = time.monotonic()
+    env.xcvrs["b"].proc.send_signal(signal.SIGTERM)
+    del live["b"]
+    log("SIGTERM to transceiver b (drain, %s)" % drain)
+    try:
+        brc = env.xcvrs["b"].proc.wait(timeout=args.drain_timeout + 15)
+    except subprocess.TimeoutExpired:
+        brc = None
+    ev["b_exited_at"] = time.monotonic()
+    nt.forget_process(env.xcvrs["b"].proc)
+    poller.stop_target("transceiver-b")
+    with open(urls, "w") as f:
+        f.write("%s\n" % env.url("a"))
+    results["drain"].update({"exit_code": brc, "exit_after_s": round(ev["b_exited_at"] - ev["drain_at"], 2)})
+    blog = open(env.xcvrs["b"].log_path, errors="replace").read()
+    results["drain"]["log"] = [l.split(" ", 3)[-1] for l in blog.splitlines()
+                               if "drain" in l or "ended" in l or "stopped" in l or "registry" in l][-12:]
+    check("drain: transceiver b exited 0 within sessions.drain_timeout (%s) + %g s" % (drain, args.slack),
+          brc == 0 and ev["b_exited_at"] - ev["drain_at"] <= args.drain_timeout + args.slack, results["drain"])
+
+    # Restart the relay (clean stop, same configuration, cache file kept).
+    sleep_until(killed_at + args.restart_at * out_s, watch)
+    before_restart = env.relay_metrics()
+    ev["relay_stop_at"] = time.monotonic()
+    rrc = env.relay.stop()
+    ev["relay_exited_at"] = time.monotonic()
+    env.start_relay(relay_extra, name="relay-restarted")
+    ev["relay_started_at"] = time.monotonic()
+
+    def ready():
+        try:
+            return nt.http_get_in(env.topo.relay, "127.0.0.1", bx.RELAY_ADMIN_PORT, "/readyz", timeout=0.5)[0] == 200
+        except OSError:
+            return False
+
+    is_ready = core.poll_until(ready, 10.0, 0.02)
+    ev["relay_ready_at"] = time.monotonic()
+    rlog = open(env.relay.log_path, errors="replace").read()
+    m = env.relay_metrics()
+    restart = {"exit_code": rrc, "stop_s": round(ev["relay_exited_at"] - ev["relay_stop_at"], 3),
+               "start_to_ready_s": round(ev["relay_ready_at"] - ev["relay_exited_at"], 3),
+               "endpoints_after": m.get("rtcedge_relay_endpoints"),
+               "flow_store_up_after": m.get("rtcedge_relay_flow_store_up"),
+               "flows_before": before_restart.get("rtcedge_relay_flows_active"),
+               "cache_log": [l.split(" ", 3)[-1] for l in rlog.splitlines() if "cache" in l]}
+    results["relay_restart"] = restart
+    check("relay restart: exit 0, ready (/readyz 200) with Redis down, routing from its cache (%d endpoints)"
+          % len(reg), rrc == 0 and is_ready and m.get("rtcedge_relay_endpoints") == len(reg)
+          and any("from the cache" in l for l in restart["cache_log"]), restart)
+
+    # ---- Redis returns, empty
+    sleep_until(killed_at + out_s, watch)
+    ev["redis_restart_at"] = time.monotonic()
+    redis = Redis(env.topo.xcvr, env.workdir, name="redis-2")
+    env.logs["redis-2"] = redis.log_path
+    back = time.monotonic()
+    ev["redis_back_at"] = back
+    log("redis-server back (empty) %.2f s after the kill" % (back - killed_at))
+    rc = chaos_outage.RespClient(env.topo.xcvr, nt.XCVR_V4, REDIS_PORT)
+    live_ids = {i: a for i, a in reg.items() if i in ids["a"]}
+    conv = {}
+    samples = []
+    flips = []
+    # Redis's own count minus this harness's commands (its registry and EXISTS polls, INFO).
+    own0 = rc.own()
+    prev = {"t": back, "cmds": int(rc.info("stats").get("total_commands_processed", 0)) - own0}
+    min_endpoints = None
+    next_sample = back + 1.0
+    last_ok = None
+    while time.monotonic() < back + args.converge_s:
+        for svc in watch():
+            svc.check_alive()
+        now = time.monotonic()
+        redis_reg = rc.registry(cluster)
+        cached = chaos_outage.read_registry_cache(cache)
+        m = env.relay_metrics()
+        eps = m.get("rtcedge_relay_endpoints")
+        if min_endpoints is None or eps < min_endpoints:
+            min_endpoints = eps
+            conv["relay_endpoints_min"] = {"value": eps, "t_s": round(now - back, 3)}
+        ok = redis_reg == live_ids and cached == redis_reg and m.get("rtcedge_relay_endpoints") == len(live_ids)
+        if ok and "registered_s" not in conv:
+            conv["registered_s"] = round(now - back, 3)
+        if redis_reg == live_ids and "transceivers_registered_s" not in conv:
+            conv["transceivers_registered_s"] = round(now - back, 3)
+        if ok != last_ok:
+            flips.append({"t_s": round(now - back, 3), "match": ok, "redis": redis_reg, "relay_cache": cached,
+                          "relay_endpoints": m.get("rtcedge_relay_endpoints")})
+            last_ok = ok
+        if m.get("rtcedge_relay_flow_store_up") == 1 and "flow_store_up_s" not in conv:
+            conv["flow_store_up_s"] = round(now - back, 3)
+        if "flows_rewritten_s" not in conv:
+            present = [t for t, k in keys.items() if t.startswith("a") and k and rc.cmd("EXISTS", k) == 1]
+            if len(present) == args.sessions_per:
+                conv["flows_rewritten_s"] = round(now - back, 3)
+        if now >= next_sample and len(samples) < args.load_samples:
+            own = rc.own()
+            stats = rc.info("stats")
+            clients_info = rc.info("clients")
+            cmds = int(stats.get("total_commands_processed", 0)) - own
+            samples.append({"t_s": round(now - back, 2), "commands": cmds - prev["cmds"],
+                            "per_s": round((cmds - prev["cmds"]) / (now - prev["t"]), 1),
+                            "instantaneous_ops_per_sec_incl_harness": int(stats.get("instantaneous_ops_per_sec", 0)),
+                            "connected_clients": int(clients_info.get("connected_clients", 0))})
+            prev = {"t": now, "cmds": cmds}
+            next_sample += 1.0
+            if len(samples) == args.load_samples:
+                conv["commandstats_first_%ds" % args.load_samples] = rc.commandstats()
+        time.sleep(0.1)
+    conv["commandstats_whole_window"] = rc.commandstats()
+    conv["harness_own_commands"] = dict(rc.sent)
+    rlines = open(env.relay.log_path, errors="replace").read().splitlines()
+    conv["relay_log"] = [l for l in rlines if "registry" in l or "flow store" in l][:30]
+    conv["flow_keys_at_end"] = rc.scan_count("rtce:c%d:flow:*" % cluster)
+    conv["registry_match_changes"] = flips
+    conv["redis_load_per_s"] = samples
+    results["convergence"] = conv
+    m_end = env.relay_metrics()
+    check("convergence: every live transceiver registered again and the relay's view (cache file, "
+          "rtcedge_relay_endpoints) matches within registry.ttl + 3 s (%.0f s)" % (ttl_s + 3),
+          conv.get("registered_s") is not None and conv["registered_s"] <= ttl_s + 3 + args.slack, conv.get("registered_s"))
+    check("convergence: the relay kept routing to the live transceivers while they registered again "
+          "(rtcedge_relay_endpoints never below %d)" % len(live_ids),
+          min_endpoints is not None and min_endpoints >= len(live_ids), conv.get("relay_endpoints_min"))
+    check("convergence: the relay's registry view never differed from Redis once it matched",
+          sum(1 for f in flips if f["match"]) <= 1 and (not flips or flips[-1]["match"]), flips)
+    check("convergence: rtcedge_relay_flow_store_up 1 within 2 s backoff + %g s" % args.slack,
+          conv.get("flow_store_up_s") is not None and conv["flow_store_up_s"] <= 2 + args.slack, conv.get("flow_store_up_s"))
+    check("convergence: the live established flows are in the store again within flow_store.refresh_interval "
+          "(%.1f s) + %g s" % (refresh_s, args.slack),
+          conv.get("flows_rewritten_s") is not None and conv["flows_rewritten_s"] <= refresh_s + args.slack,
+          conv.get("flows_rewritten_s"))
+    peak = max((s["per_s"] for s in samples), default=None)
+    results["redis_peak_commands_per_s"] = peak
+    check("no thundering herd: at most %d commands/s in the first %d s" % (args.max_redis_cmds_per_s, len(samples)),
+          peak is not None and peak <= args.max_redis_cmds_per_s, samples)
+
+    # ---- results
+    try:
+        prober.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        nt.stop_process(prober)
+    nt.forget_process(prober)
+    poller.stop()
+    results["events_s"] = {k: round(v - killed_at, 3) for k, v in ev.items()}
+    results_by = {c["tag"]: env.finish_client(c, session_s + 60) for c in clients}
+    gap_lo, gap_hi = ev["relay_stop_at"] - 0.5, ev["relay_ready_at"] + 15.0
+    sessions = []
+    for tag, r in sorted(results_by.items()):
+        frames = r.get("frames") or []
+        row = {"session": tag, "transceiver": tag[0], "connected": r.get("connected"), "error": r.get("error"),
+               "state_before_delete": (r.get("session") or {}).get("state"), "client_end": r.get("client_end_cause"),
+               "client_end_after_kill_s": round(r["client_ended_at"] - killed_at, 2) if r.get("client_ended_at") else None}
+        if tag[0] == "a":
+            g_at, g_ms = chaos_outage.longest_gap(frames, gap_lo, gap_hi)
+            row["restart_gap_ms"] = g_ms
+            row["restart_gap_after_ready_ms"] = round((g_at + g_ms / 1000.0 - ev["relay_ready_at"]) * 1000)
+            pre = chaos_outage.frame_figures(frames, killed_at, g_at)
+            post = chaos_outage.frame_figures(frames, g_at + g_ms / 1000.0, back)
+            whole = chaos_outage.frame_figures(frames, killed_at, back)
+            row["outage"] = whole
+            row["outage_without_restart"] = {"lost": pre["lost"] + post["lost"],
+                                             "expected": pre["expected"] + post["expected"],
+                                             "max_gap_ms": max(pre["max_gap_ms"], post["max_gap_ms"])}
+            row["after_redis_back"] = chaos_outage.frame_figures(frames, back, back + args.converge_s)
+            row["tone_fraction"] = r.get("window_tone_fraction")
+            wo = row["outage_without_restart"]
+            check("established %s keeps its audio over the outage, relay restart aside (lost %d of %d, max gap %d ms)"
+                  % (tag, wo["lost"], wo["expected"], wo["max_gap_ms"]),
+                  r.get("connected") and not r.get("error") and "client_ended_at" not in r
+                  and row["state_before_delete"] == "connected"
+                  and wo["lost"] <= args.max_survivor_loss + 0.01 * wo["expected"]
+                  and wo["max_gap_ms"] <= args.max_survivor_gap_ms, row)
+            check("established %s: the relay restart cost one consent check at most (gap %d ms <= %d)"
+                  % (tag, g_ms, args.max_restart_gap_ms), g_ms <= args.max_restart_gap_ms, g_ms)
+            ab = row["after_redis_back"]
+            check("established %s keeps its audio once Redis is back (lost %d of %d, max gap %d ms)"
+                  % (tag, ab["lost"], ab["expected"], ab["max_gap_ms"]),
+                  ab["lost"] <= args.max_survivor_loss and ab["max_gap_ms"] <= args.max_survivor_gap_ms, ab)
+        else:
+            row["before_drain"] = chaos_outage.frame_figures(frames, killed_at, ev["drain_at"])
+            row["client_end_after_drain_s"] = (round(r["client_ended_at"] - ev["drain_at"], 2)
+                                               if r.get("client_ended_at") else None)
+            last = frames[-1][0] if frames else None
+            row["last_echo_after_drain_s"] = round(last - ev["drain_at"], 2) if last else None
+            bd = row["before_drain"]
+            check("drained %s: audio until the drain (lost %d of %d, max gap %d ms), then ended by the drain "
+                  "(last echo %s s after SIGTERM)" % (tag, bd["lost"], bd["expected"], bd["max_gap_ms"],
+                                                     row["last_echo_after_drain_s"]),
+                  bd["lost"] <= args.max_survivor_loss + 0.01 * bd["expected"]
+                  and bd["max_gap_ms"] <= args.max_survivor_gap_ms and last is not None
+                  and last - ev["drain_at"] <= args.drain_timeout + args.slack, row)
+        sessions.append(row)
+    results["sessions"] = sessions
+
+    # New sessions, one a second.
+    probes = []
+    if os.path.exists(jsonl):
+        with open(jsonl) as f:
+            probes = [json.loads(l) for l in f if l.strip()]
+    probes.sort(key=lambda p: p["n"])
+
+    def phase(p):
+        t = p["start"]
+        if t >= back:
+            return "after_redis_back"
+        if ev["relay_stop_at"] - 3 <= t <= ev["relay_ready_at"] + 1:
+            return "around_relay_restart"
+        return "outage"
+
+    byphase = {}
+    bad = []
+    for p in probes:
+        p["phase"] = phase(p)
+        ok = p.get("connect_ms") is not None and not p.get("error") and p.get("tone_fraction", 0) >= args.min_tone_fraction
+        p["ok"] = ok
+        byphase.setdefault(p["phase"], []).append(p)
+        if not ok:
+            bad.append({k: p.get(k) for k in ("n", "phase", "tried", "error", "connect_ms", "echo_frames",
+                                              "tone_fraction")} | {"start_s": round(p["start"] - killed_at, 2)})
+    ns = {}
+    for ph, ps in byphase.items():
+        cms = [p.get("connect_ms") for p in ps if p.get("connect_ms") is not None]
+        ns[ph] = {"sessions": len(ps), "ok": sum(p["ok"] for p in ps), "connect_ms_p50": pctl(cms, 50),
+                  "connect_ms_p99": pctl(cms, 99), "connect_ms_max": max(cms) if cms else None,
+                  "tone_fraction_min": min((p.get("tone_fraction", 0) for p in ps), default=None),
+                  "retried_to_next_url": sum(1 for p in ps if len(p.get("tried") or []) > 1)}
+    results["new_sessions"] = {"planned": count, "started": len(probes), "by_phase": ns, "failed": bad[:30]}
+    check("new sessions: %d of %d planned started, each connected and echoed the tone (>= %.0f %% of frames)"
+          % (len(probes), count, args.min_tone_fraction * 100), len(probes) == count and not bad, ns)
+
+    # Health.
+    def excused(name, path, t):
+        if name == "relay":
+            return ev["relay_stop_at"] - 0.1 <= t <= ev["relay_ready_at"] + 0.1
+        if name == "transceiver-b":
+            return t >= ev["drain_at"] and (path == "/readyz" or t >= ev["b_exited_at"] - 1.0)
+        return False
+
+    polls, unexpected, expected = poller.summary(excused)
+    results["health"] = {"polls": polls, "unexpected": [dict(u, t=round(u["t"] - killed_at, 2)) for u in unexpected][:40],
+                         "expected": len(expected),
+                         "expected_examples": [dict(u, t=round(u["t"] - killed_at, 2)) for u in expected][:6]}
+    check("/healthz and /readyz of the relay and the transceivers answered 200 at every poll (relay restart and "
+          "b's drain aside)", not unexpected and polls, results["health"]["unexpected"])
+
+    # What the relay counted over the run (the restarted relay's counters start at 0).
+    drops = {k: int(v) for k, v in m_end.by_label("rtcedge_relay_dropped_packets_total", "reason").items() if v}
+    results["relay_after_restart"] = {
+        "dropped_packets": drops,
+        "flows_created": m_end.get("rtcedge_relay_flows_created_total"),
+        "flows_endpoint_gone": m_end.get("rtcedge_relay_flows_endpoint_gone_total"),
+        "flow_store_puts": m_end.get("rtcedge_relay_flow_store_puts_total"),
+        "flow_store_lookups": {k: int(v) for k, v in m_end.by_label("rtcedge_relay_flow_store_lookups_total", "result").items()},
+        "flow_store_events": {k: int(v) for k, v in m_end.by_label("rtcedge_relay_flow_store_events_total", "event").items()},
+        "flows_recovered": m_end.get("rtcedge_relay_flows_recovered_total"),
+        "endpoints": m_end.get("rtcedge_relay_endpoints")}
+    results["relay_before_restart"] = {
+        "dropped_packets_during_outage": {k: int(v - relay_m0.get("rtcedge_relay_dropped_packets_total", reason=k))
+                                          for k, v in before_restart.by_label("rtcedge_relay_dropped_packets_total",
+                                                                              "reason").items()
+                                          if v - relay_m0.get("rtcedge_relay_dropped_packets_total", reason=k)},
+        "flow_store_events_during_outage": {
+            k: int(v - relay_m0.get("rtcedge_relay_flow_store_events_total", event=k))
+            for k, v in before_restart.by_label("rtcedge_relay_flow_store_events_total", "event").items()}}
+    results["relay_warnings"] = {"before_restart": relay_warnings(env.logs["relay"]),
+                                 "after_restart": relay_warnings(env.logs["relay-restarted"])}
+    results["transceiver_warnings"] = {n: relay_warnings(svc.log_path) for n, svc in env.xcvrs.items()}
+    a_end = env.xcvr_metrics("a")
+    ends = {r: n - int(a_m0.get("rtcedge_transceiver_sessions_ended_total", reason=r))
+            for r, n in ended_reasons(a_end).items()}
+    results["transceiver_a_sessions_ended"] = {r: n for r, n in ends.items() if n}
+    results["transceiver_a_drops"] = {
+        r: int(v - a_m0.get("rtcedge_transceiver_datagrams_dropped_total", reason=r))
+        for r, v in a_end.by_label("rtcedge_transceiver_datagrams_dropped_total", "reason").items()
+        if v - a_m0.get("rtcedge_transceiver_datagrams_dropped_total", reason=r)}
+    bad_ends = {r: n for r, n in results["transceiver_a_sessions_ended"].items() if r != "deleted"}
+    check("transceiver a ended sessions only by DELETE", not bad_ends, results["transceiver_a_sessions_ended"])
+    rc.close()
+    if args.table:
+        print_outage_table(args, results)
+
+
+def print_outage_table(args, res):
+    cfg, conv = res["config"], res.get("convergence", {})
+    ev = res.get("events_s", {})
+    print("\nRedis down for %g s (SIGKILL, restarted empty), userspace relay with registry + flow store + "
+          "registry.cache_file; registry.ttl %gs, flow_store.ttl %gs; %d established sessions per transceiver; "
+          "a new session every %g s" % (cfg["outage_s"], cfg["registry_ttl_s"], cfg["flow_store_ttl_s"],
+                                        cfg["sessions_per_transceiver"], args.new_session_interval))
+    print("machine: %s\n" % machine())
+    print("events (s after the kill): drain of b %s, b exited %s, relay stop %s, relay ready %s, Redis back %s\n"
+          % (ev.get("drain_at"), ev.get("b_exited_at"), ev.get("relay_stop_at"), ev.get("relay_ready_at"),
+             ev.get("redis_back_at")))
+    print("| established session | outage: frames lost / expected (relay restart aside) | longest gap (ms) "
+          "| relay restart gap (ms) | after Redis back: lost / longest gap (ms) | end |")
+    print("|---|---|---|---|---|---|")
+    for s in res.get("sessions", []):
+        if s["transceiver"] == "a":
+            wo, ab = s["outage_without_restart"], s["after_redis_back"]
+            print("| %s | %d / %d | %d | %d | %d / %d | %s |" % (
+                s["session"], wo["lost"], wo["expected"], wo["max_gap_ms"], s["restart_gap_ms"], ab["lost"],
+                ab["max_gap_ms"], "up" if s["state_before_delete"] == "connected" else s["state_before_delete"]))
+        else:
+            bd = s["before_drain"]
+            print("| %s (drained) | %d / %d until the drain | %d | - | - | last echo %s s after SIGTERM |" % (
+                s["session"], bd["lost"], bd["expected"], bd["max_gap_ms"], s["last_echo_after_drain_s"]))
+    ns = res.get("new_sessions", {})
+    print("\n| new sessions | started | connected and echoed | connect p50 (ms) | p99 | max | retried on the next URL |")
+    print("|---|---|---|---|---|---|---|")
+    for ph, v in ns.get("by_phase", {}).items():
+        print("| %s | %d | %d | %s | %s | %s | %d |" % (ph, v["sessions"], v["ok"], v["connect_ms_p50"],
+                                                    v["connect_ms_p99"], v["connect_ms_max"], v["retried_to_next_url"]))
+    rr, dr, h = res.get("relay_restart", {}), res.get("drain", {}), res.get("health", {})
+    print("\n| measure | value |")
+    print("|---|---|")
+    for label, v in (("relay restart: stop (s) / exit -> /readyz 200 (s)", "%s / %s" % (rr.get("stop_s"),
+                                                                                       rr.get("start_to_ready_s"))),
+                     ("drain of b: exit code / SIGTERM -> exit (s)", "%s / %s" % (dr.get("exit_code"),
+                                                                               dr.get("exit_after_s"))),
+                     ("health polls / non-200 unexpected / expected (restart, drain)",
+                      "%d / %d / %d" % (sum(h.get("polls", {}).values()), len(h.get("unexpected", [])),
+                                        h.get("expected", 0))),
+                     ("Redis back -> transceivers registered (s)", conv.get("transceivers_registered_s")),
+                     ("Redis back -> relay view matches Redis (s)", conv.get("registered_s")),
+                     ("Redis back -> rtcedge_relay_flow_store_up 1 (s)", conv.get("flow_store_up_s")),
+                     ("Redis back -> live flows in the store again (s)", conv.get("flows_rewritten_s")),
+                     ("Redis: peak commands/s in the first %d s" % len(conv.get("redis_load_per_s", [])),
+                      res.get("redis_peak_commands_per_s")),
+                     ("Redis: commands/s by rtcedge (the harness's own excluded), per second", " ".join(str(s["per_s"]) for s in conv.get("redis_load_per_s", []))),
+                     ("Redis: connected_clients, per second",
+                      " ".join(str(s["connected_clients"]) for s in conv.get("redis_load_per_s", []))),
+                     ("Redis: calls per command, first %d s" % len(conv.get("redis_load_per_s", [])),
+                      ", ".join("%s %d" % kv for kv in sorted(
+                          (conv.get("commandstats_first_%ds" % len(conv.get("redis_load_per_s", []))) or {}).items())))):
+        print("| %s | %s |" % (label, v))
+
+
 def run_test(args, workdir, results):
     check = harness.checker(results, log)
     env = Env(args, workdir)
@@ -459,6 +974,8 @@ def run_test(args, workdir, results):
     try:
         if args.scenario == "impairment":
             run_impairment(args, env, results, check)
+        elif args.scenario == "redis-outage":
+            run_redis_outage(args, env, results, check)
         else:
             run_kill(args, env, results, check)
     finally:
@@ -475,7 +992,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--transceiver-bin", required=True)
     ap.add_argument("--relay-bin", required=True)
-    ap.add_argument("--scenario", choices=["impairment", "kill"], required=True)
+    ap.add_argument("--scenario", choices=["impairment", "kill", "redis-outage"], required=True)
     ap.add_argument("--impairments", default="loss5,jitter30,reorder,duplicate", help="from: " + ", ".join(IMPAIRMENTS))
     ap.add_argument("--impair-with", choices=["auto", "netem", "shim", "nft"], default="auto",
                     help="auto: netem when the kernel has it, else shim; nft: loss and duplicate only, in the kernel")
@@ -487,16 +1004,44 @@ def main():
     ap.add_argument("--min-tone-fraction", type=float, default=0.6)
     ap.add_argument("--min-snr-db", type=float, default=3.0)
     ap.add_argument("--sessions-per", type=int, default=2, help="kill: sessions on each transceiver")
-    ap.add_argument("--ttl", type=float, default=1.0, help="kill: registry.ttl (s)")
-    ap.add_argument("--consent-timeout", type=float, default=3.0, help="kill: sessions.consent_timeout (s)")
+    ap.add_argument("--ttl", type=float, default=None, help="registry.ttl (s; kill 1, redis-outage 3)")
+    ap.add_argument("--consent-timeout", type=float, default=None,
+                    help="sessions.consent_timeout (s; kill 3, redis-outage 15: above a relay restart's gap)")
+    ap.add_argument("--outage", type=float, default=60.0, help="redis-outage: seconds redis-server stays down")
+    ap.add_argument("--drain-at", type=float, default=0.3, help="redis-outage: drain b at this fraction of the outage")
+    ap.add_argument("--restart-at", type=float, default=0.5,
+                    help="redis-outage: restart the relay at this fraction of the outage")
+    ap.add_argument("--drain-timeout", type=float, default=5.0, help="redis-outage: b's sessions.drain_timeout (s)")
+    ap.add_argument("--flow-store-ttl", type=float, default=30.0,
+                    help="redis-outage: flow_store.ttl (s); the refresh is a third of it")
+    ap.add_argument("--converge-s", type=float, default=30.0, help="redis-outage: seconds watched after Redis returns")
+    ap.add_argument("--after-s", type=float, default=10.0,
+                    help="redis-outage: new sessions go on this long after Redis returns")
+    ap.add_argument("--new-session-interval", type=float, default=1.0, help="redis-outage: seconds between new sessions")
+    ap.add_argument("--max-new-sessions", type=int, default=1000, help="redis-outage: bound on new sessions")
+    ap.add_argument("--load-samples", type=int, default=10, help="redis-outage: INFO samples, one a second")
+    ap.add_argument("--max-redis-cmds-per-s", type=int, default=500,
+                    help="redis-outage: the thundering-herd bound on Redis's commands/s after its return")
+    ap.add_argument("--max-restart-gap-ms", type=float, default=7500,
+                    help="redis-outage: an established session's gap across the relay restart (aiortc's consent "
+                         "check comes every 5 s +-20 %%)")
     ap.add_argument("--slack", type=float, default=1.5, help="kill: extra seconds allowed on a loaded machine")
     ap.add_argument("--max-survivor-loss", type=int, default=20, help="kill: frames of 200 a survivor may miss")
-    ap.add_argument("--max-survivor-gap-ms", type=float, default=400)
+    ap.add_argument("--max-survivor-gap-ms", type=float, default=None,
+                    help="kill: 400; redis-outage: 600 (seven processes share the CPUs there)")
     ap.add_argument("--table", action="store_true", help="also print the figures as a Markdown table")
     ap.add_argument("--keep-workdir", action="store_true")
     args = ap.parse_args()
     if args.seconds is None:
         args.seconds = 8.0 if args.scenario == "impairment" else 12.0
+    if args.max_survivor_gap_ms is None:
+        args.max_survivor_gap_ms = 600.0 if args.scenario == "redis-outage" else 400.0
+    if args.ttl is None:
+        args.ttl = 3.0 if args.scenario == "redis-outage" else 1.0
+    if args.consent_timeout is None:
+        args.consent_timeout = 15.0 if args.scenario == "redis-outage" else 3.0
+    if args.scenario == "redis-outage" and not (20 <= args.outage <= 3600 and 0 < args.drain_at < args.restart_at < 0.9):
+        ap.error("--outage 20..3600, 0 < --drain-at < --restart-at < 0.9")
     if not (1 <= args.sessions_per <= 8 and 2 <= args.seconds <= 300):
         ap.error("--sessions-per 1..8, --seconds 2..300")
     results = {"scenario": args.scenario, "checks": []}

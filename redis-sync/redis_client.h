@@ -119,5 +119,7 @@ std::string_view routing_key(std::span<const std::string_view> args);
 uint16_t redis_key_slot(std::string_view key);
 
 std::string_view reply_string(const redisReply* reply);
+// RESP multi-bulk text of a command ("*<n>\r\n$<len>\r\n<arg>\r\n..."), appended to out.
+void encode_redis_command(std::span<const std::string_view> args, std::string& out);
 
 }  // namespace rtce

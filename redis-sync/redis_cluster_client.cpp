@@ -141,21 +141,6 @@ std::optional<std::vector<RedisSlotRange>> parse_cluster_slots(const redisReply*
   return ranges;
 }
 
-void encode_redis_command(std::span<const std::string_view> args, std::string& out) {
-  char number[24];
-  const auto append_count = [&](char tag, size_t value) {
-    out += tag;
-    out.append(number, std::to_chars(number, number + sizeof number, value).ptr);
-    out += "\r\n";
-  };
-  append_count('*', args.size());
-  for (const auto arg : args) {
-    append_count('$', arg.size());
-    out.append(arg);
-    out += "\r\n";
-  }
-}
-
 bool decode_redis_command(std::string_view resp, std::vector<std::string_view>& args) {
   args.clear();
   size_t at = 0;

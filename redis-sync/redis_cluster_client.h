@@ -53,8 +53,6 @@ struct RedisSlotRange {
 std::optional<std::vector<RedisSlotRange>> parse_cluster_slots(const redisReply* reply,
                                                                const std::string& answered_by);
 
-// RESP multi-bulk text of a command ("*<n>\r\n$<len>\r\n<arg>\r\n..."), appended to out.
-void encode_redis_command(std::span<const std::string_view> args, std::string& out);
 // The inverse, views into `resp`; false when it is not exactly one such command.
 bool decode_redis_command(std::string_view resp, std::vector<std::string_view>& args);
 

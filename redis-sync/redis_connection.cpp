@@ -57,22 +57,6 @@ namespace {
 
 Nanos to_nanos(Millis ms) { return static_cast<Nanos>(ms.count()) * 1'000'000; }
 
-// RESP multi-bulk encoding, appended (the write path encodes one command per new flow).
-void append_resp(std::span<const std::string_view> args, std::string& out) {
-  char number[24];
-  const auto append_count = [&](char tag, size_t value) {
-    out += tag;
-    out.append(number, std::to_chars(number, number + sizeof number, value).ptr);
-    out += "\r\n";
-  };
-  append_count('*', args.size());
-  for (const auto arg : args) {
-    append_count('$', arg.size());
-    out.append(arg);
-    out += "\r\n";
-  }
-}
-
 // The TLS context of one connect: files read now, so a rotated certificate or CA is used
 // by the next connection without a restart.
 std::unique_ptr<asio::ssl::context> make_tls_context(const RedisTlsOptions& tls, std::string& error) {
@@ -423,14 +407,14 @@ void RedisConnection::on_reply(redisReply* reply) {
 }
 
 void RedisConnection::write_prelude(std::span<const std::string_view> args, PreludeHandler handler) {
-  append_resp(args, out_);
+  encode_redis_command(args, out_);
   prelude_.push_back(std::move(handler));
   counters_.commands_sent.add();
   flush_soon();
 }
 
 void RedisConnection::append_command(std::span<const std::string_view> args) {
-  append_resp(args, out_);
+  encode_redis_command(args, out_);
   flush_soon();
 }
 
@@ -484,7 +468,7 @@ bool RedisConnection::command(std::span<const std::string_view> args, ReplyHandl
     return true;
   }
   Queued queued{std::string(), deadline, std::move(handler)};
-  append_resp(args, queued.formatted);
+  encode_redis_command(args, queued.formatted);
   queued_.push_back(std::move(queued));
   return true;
 }
@@ -540,7 +524,10 @@ void RedisConnection::complete(const redisReply* reply) {
   SyncStatus status = SyncStatus::kOk;
   if (reply->type == REDIS_REPLY_ERROR) {
     status = SyncStatus::kError;
-    counters_.errors.add();
+    // A Redis Cluster redirect is routing, not a failure: the cluster client follows it
+    // and counts it in `redirects`.
+    const std::string_view text = reply_string(reply);
+    if (!text.starts_with("MOVED ") && !text.starts_with("ASK ")) counters_.errors.add();
   }
   if (--inflight_.front().remaining > 0) return;  // a batch: more replies due, no handler
   Inflight entry = std::move(inflight_.front());

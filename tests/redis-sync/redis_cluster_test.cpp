@@ -22,33 +22,16 @@
 
 #include "redis_cluster_client.h"
 #include "redis_topology.h"
+#include "sync_test_support.h"
 
 namespace rtce::test {
 namespace {
 
-using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
-
+// A missing tool is a failure, not a skip: scripts/install-deps.sh installs both.
 bool tools_available() { return RedisServer::available() && access(kRedisCliPath, X_OK) == 0; }
-
-#define SKIP_WITHOUT_REDIS() \
-  if (!tools_available()) GTEST_SKIP() << "needs /usr/bin/redis-server and redis-cli"
-
-template <typename Predicate>
-bool run_until(boost::asio::io_context& io, Predicate&& done, std::chrono::milliseconds timeout = 5000ms) {
-  const auto deadline = Clock::now() + timeout;
-  while (!done()) {
-    if (Clock::now() >= deadline) return false;
-    io.restart();
-    if (io.run_for(5ms) == 0) std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
-void run_for(boost::asio::io_context& io, std::chrono::milliseconds duration) {
-  run_until(
-      io, [] { return false; }, duration);
-}
+#define REQUIRE_REDIS_TOOLS() \
+  if (!tools_available())     \
+  GTEST_FAIL() << "needs /usr/bin/redis-server and redis-cli (scripts/install-deps.sh)"
 
 struct Answer {
   SyncStatus status = SyncStatus::kError;
@@ -190,26 +173,23 @@ class ClusterShared : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!tools_available()) return;
-    cluster_ = new RedisClusterNodes(RedisClusterOptions{.masters = 3});
+    cluster_ = std::make_unique<RedisClusterNodes>(RedisClusterOptions{.masters = 3});
     started_ = cluster_->start();
   }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
+  static void TearDownTestSuite() { cluster_.reset(); }
   void SetUp() override {
-    SKIP_WITHOUT_REDIS();
+    REQUIRE_REDIS_TOOLS();
     ASSERT_TRUE(started_) << "the cluster did not start";
     options_ = cluster_options(*cluster_);
   }
 
-  static RedisClusterNodes* cluster_;
+  static std::unique_ptr<RedisClusterNodes> cluster_;
   static bool started_;
   boost::asio::io_context io_;
   SyncCounters counters_;
   RedisOptions options_;
 };
-RedisClusterNodes* ClusterShared::cluster_ = nullptr;
+std::unique_ptr<RedisClusterNodes> ClusterShared::cluster_;
 bool ClusterShared::started_ = false;
 
 TEST_F(ClusterShared, SlotFunctionAgreesWithClusterKeyslot) {
@@ -378,7 +358,7 @@ class ClusterOwn : public ::testing::Test {
     ASSERT_TRUE(cluster_->start()) << "the cluster did not start";
     options_ = cluster_options(*cluster_);
   }
-  void SetUp() override { SKIP_WITHOUT_REDIS(); }
+  void SetUp() override { REQUIRE_REDIS_TOOLS(); }
 
   std::unique_ptr<RedisClusterNodes> cluster_;
   boost::asio::io_context io_;
@@ -621,7 +601,8 @@ TEST_F(ClusterOwn, SubscriberHearsOtherNodesAndMovesWhenItsNodeDies) {
 }
 
 TEST_F(ClusterOwn, TlsAndAPasswordOnEveryNodeConnection) {
-  if (access(kOpensslPath, X_OK) != 0) GTEST_SKIP() << "needs " << kOpensslPath;
+  if (access(kOpensslPath, X_OK) != 0)
+    GTEST_FAIL() << "needs " << kOpensslPath << " (scripts/install-deps.sh)";
   TestCertificates certs;
   ASSERT_TRUE(certs.ok()) << certs.error();
   ASSERT_NO_FATAL_FAILURE(start_cluster({.masters = 3, .password = "s3cret", .tls = &certs}));

@@ -25,7 +25,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 template <typename Predicate>
-bool run_until(boost::asio::io_context& io, Predicate&& done, std::chrono::milliseconds timeout = 3000ms) {
+bool run_until(boost::asio::io_context& io, Predicate&& done, std::chrono::milliseconds timeout = 5000ms) {
   const auto deadline = Clock::now() + timeout;
   while (!done()) {
     if (Clock::now() >= deadline) return false;

@@ -260,12 +260,16 @@ std::string RedisServer::url() const {
 
 bool RedisServer::start(std::chrono::milliseconds deadline) {
   if (pid_ > 0) return true;
-  std::vector<std::string> args{kRedisServerPath};
+  // A sentinel runs as Debian's redis-sentinel (scripts/install-deps.sh installs it), what
+  // operators run; redis-server --sentinel (the same code) where it is missing.
+  const bool sentinel_binary = options_.sentinel && access(kRedisSentinelPath, X_OK) == 0;
+  const char* program = sentinel_binary ? kRedisSentinelPath : kRedisServerPath;
+  std::vector<std::string> args{program};
   if (!options_.config_file.empty()) {
     args.push_back(options_.config_file.starts_with('/') ? options_.config_file
                                                          : dir_ + "/" + options_.config_file);
   }
-  if (options_.sentinel) args.push_back("--sentinel");
+  if (options_.sentinel && !sentinel_binary) args.push_back("--sentinel");
   const auto* tls = options_.tls;
   args.insert(args.end(), {"--port", std::to_string(tls != nullptr ? plain_port_ : port_), "--bind",
                            "127.0.0.1", "--daemonize", "no", "--dir", dir_, "--loglevel", "warning"});
@@ -287,7 +291,7 @@ bool RedisServer::start(std::chrono::milliseconds deadline) {
   const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   const pid_t parent = getpid();
   const pid_t pid = fork();
-  if (pid == 0) exec_child(parent, kRedisServerPath, argv.data(), log_fd, log_fd);
+  if (pid == 0) exec_child(parent, program, argv.data(), log_fd, log_fd);
   if (log_fd >= 0) close(log_fd);
   if (pid < 0) return false;
   pid_ = pid;

@@ -17,6 +17,7 @@ namespace rtce::test {
 
 inline constexpr const char* kRedisServerPath = "/usr/bin/redis-server";
 inline constexpr const char* kRedisCliPath = "/usr/bin/redis-cli";
+inline constexpr const char* kRedisSentinelPath = "/usr/bin/redis-sentinel";
 
 class TestCertificates;  // redis_topology.h
 

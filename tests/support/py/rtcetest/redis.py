@@ -30,6 +30,7 @@ from rtcetest.core import free_port, poll_until, wait_for
 
 REDIS_SERVER = "/usr/bin/redis-server"
 REDIS_CLI = "/usr/bin/redis-cli"
+REDIS_SENTINEL = "/usr/bin/redis-sentinel"
 OPENSSL = "/usr/bin/openssl"
 
 _PR_SET_PDEATHSIG = 1
@@ -190,10 +191,12 @@ class RedisServer:
         """Spawns the server (again, same port and directory) and waits until it answers PING."""
         if self.running:
             return self
-        args = [REDIS_SERVER]
+        # A sentinel runs as Debian's redis-sentinel where installed (what operators run).
+        sentinel_binary = self.sentinel and os.access(REDIS_SENTINEL, os.X_OK)
+        args = [REDIS_SENTINEL if sentinel_binary else REDIS_SERVER]
         if self.config:
             args.append(self.config)
-        if self.sentinel:
+        if self.sentinel and not sentinel_binary:
             args.append("--sentinel")
         args += ["--port", str(self.plain_port if self.tls is not None else self.port), "--bind", "127.0.0.1",
                  "--daemonize", "no", "--dir", self.dir]

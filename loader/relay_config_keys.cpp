@@ -212,7 +212,9 @@ ConfigTable<C> build() {
            "the registry named, rewritten (atomically) on every change. At start, until the registry "
            "answers, "
            "the relay routes with it: a relay restarted during a Redis outage still maps the endpoint ids in "
-           "hints to addresses and is ready. When the registry answers, endpoints it does not list leave. "
+           "hints to addresses and is ready. When the registry answers, cached endpoints it does not list "
+           "are kept for one more `registry.ttl` (their transceivers register again after an outage) and "
+           "then leave. "
            "Unreadable or older than `registry.cache_max_age`: ignored (logged). Empty: none."}));
   t.push_back(duration_key<C>(
       "registry.cache_max_age", &C::registry_cache_max_age, 3600 * s, 1 * s, day,

@@ -84,6 +84,7 @@ void FlowSync::schedule_tick() {
   wakeup_->timer.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
     const bool now_connected = store_->connected();
+    if (now_connected) store_seen_up_at_ = monotonic_now();
     if (now_connected != connected_.exchange(now_connected)) {
       if (now_connected)
         spdlog::info("flow store: connected to {}", options_.redis.describe());
@@ -108,6 +109,12 @@ void FlowSync::arm_wakeup() {
       });
 }
 
+bool FlowSync::store_down_for_long() const {
+  // Not connected, and not for a reconnect in progress: a start (or a drop) more than a
+  // connect timeout ago. A restarted relay's first lookups wait for the first connect.
+  return !store_->connected() && monotonic_now() - store_seen_up_at_ > kStoreDownAfter;
+}
+
 void FlowSync::drain() {
   put_batch_.clear();
   for (auto& channel_ptr : channels_) {
@@ -118,6 +125,17 @@ void FlowSync::drain() {
         return;
       }
       counters_.lookups.add();
+      if (store_down_for_long()) {
+        // A store down for longer than a connect takes answers nothing: say so now rather
+        // than hold the flow's packets for the lookup timeout (the flow comes back with its
+        // next STUN check, as without a store).
+        counters_.lookups_failed.add();
+        FlowLookupReply reply = to_lookup_reply(r.key, std::nullopt);
+        reply.store_reachable = false;
+        if (!channel->replies_.push(reply)) channel->replies_dropped.add();
+        if (channel->wake_replies_) channel->wake_replies_();
+        return;
+      }
       store_->get(r.key, [this, channel, key = r.key](std::optional<FlowRecord> record) {
         FlowLookupReply reply = to_lookup_reply(key, record);
         reply.store_reachable = record.has_value() || store_->connected();

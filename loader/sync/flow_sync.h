@@ -114,6 +114,10 @@ class FlowSync {
   void arm_wakeup();
   void schedule_tick();
   void drain();
+  bool store_down_for_long() const;
+
+  // Down longer than this (a connect timeout and a backoff step): lookups fail at once.
+  static constexpr Nanos kStoreDownAfter = 2'000'000'000;
 
   Options options_;
   boost::asio::io_context io_;
@@ -124,7 +128,8 @@ class FlowSync {
   std::unique_ptr<Wakeup> wakeup_;
   std::atomic<bool> signaled_{false};
   std::atomic<bool> connected_{false};
-  std::vector<FlowEntry> put_batch_;  // sync thread only
+  std::vector<FlowEntry> put_batch_;          // sync thread only
+  Nanos store_seen_up_at_ = monotonic_now();  // sync thread only; the start counts as up
   std::thread thread_;
 };
 

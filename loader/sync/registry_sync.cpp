@@ -20,7 +20,9 @@ RegistrySync::RegistrySync(RedisOptions redis, RegistryOptions options, Apply ap
       // Publish well within the TTL (a third, like the transceivers' heartbeats); learn at
       // least as often as endpoints are re-listed.
       peer_period_(std::min(options.endpoint_ttl / 3, options.relist_interval)),
-      peer_timer_(io_) {
+      peer_timer_(io_),
+      cache_grace_(options.endpoint_ttl + options.relist_interval),
+      cache_grace_timer_(io_) {
   if (!cache_.file.empty()) {
     std::string why;
     if (access(cache_.file.c_str(), F_OK) != 0) {
@@ -51,13 +53,25 @@ RegistrySync::RegistrySync(RedisOptions redis, RegistryOptions options, Apply ap
     apply_endpoints();
   });
   registry_.on_listed([this] {
-    if (!from_cache_) return;
-    // The registry answered: what it lists is the truth now. Cached endpoints it does not
-    // list leave (their transceivers register again if they are alive).
-    from_cache_ = false;
-    std::erase_if(endpoints_, [this](const auto& entry) { return confirmed_.count(entry.first) == 0; });
-    confirmed_.clear();
-    apply_endpoints();
+    if (!from_cache_ || grace_started_) return;
+    // The registry answered. After an outage it may answer before the transceivers have
+    // registered again: cached endpoints it does not list yet are kept for one TTL (their
+    // heartbeat period fits in it three times), as the watch keeps a known endpoint after
+    // an outage; those still unlisted then leave.
+    grace_started_ = true;
+    cache_grace_timer_.expires_after(cache_grace_);
+    cache_grace_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      from_cache_ = false;
+      std::erase_if(endpoints_, [this](const auto& entry) {
+        if (confirmed_.count(entry.first) > 0) return false;
+        spdlog::info("registry: cached endpoint {} left (not registered again within {} ms)", entry.first,
+                     cache_grace_.count());
+        return true;
+      });
+      confirmed_.clear();
+      apply_endpoints();
+    });
   });
   if (peers_.publish || !peers_.learn.empty()) peer_tick();
   thread_ = std::thread([this] {

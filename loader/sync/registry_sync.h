@@ -60,15 +60,19 @@ class RegistrySync {
   boost::asio::io_context io_;
   RedisRegistry registry_;
   Apply apply_;
-  Peers peers_;                                  // registry thread only, once started
+  Peers peers_;  // registry thread only, once started
   Cache cache_;
   std::map<uint16_t, SocketAddress> endpoints_;  // registry thread only
-  bool from_cache_ = false;            // endpoints_ came from the cache; the registry has not answered yet
-  std::set<uint16_t> confirmed_;       // from_cache_: ids the registry reported since
-  std::vector<EndpointConfig> saved_;  // what the cache file holds
+  bool from_cache_ = false;  // endpoints_ started from the cache; unconfirmed ones are still held
+  bool grace_started_ =
+      false;  // the registry answered; unconfirmed cached endpoints leave after cache_grace_
+  std::set<uint16_t> confirmed_;              // from_cache_: ids the registry reported since
+  std::vector<EndpointConfig> saved_;         // what the cache file holds
   std::map<uint8_t, SocketAddress> learned_;  // registry thread only
   Millis peer_period_;
   boost::asio::steady_timer peer_timer_;
+  Millis cache_grace_;
+  boost::asio::steady_timer cache_grace_timer_;
   std::thread thread_;
 };
 

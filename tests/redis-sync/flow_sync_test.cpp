@@ -100,5 +100,39 @@ TEST_F(FlowSyncTest, OldRecordsReadAsLocalAndUnknownOnesAsNoFlow) {
   EXPECT_EQ(sync_->counters().lookups_found.get(), 1u);
 }
 
+TEST(FlowSyncStoreDown, LookupsWaitForAFirstConnectThenFailAtOnceWhileTheStoreStaysDown) {
+  FlowSync::Options options;
+  options.redis = redis_options(RedisServer::free_port());  // nothing listens there
+  options.cluster = next_cluster();
+  const auto started = Clock::now();
+  FlowSync sync(options, 1);
+  FlowSyncChannel& channel = sync.channel(0);
+  const auto one_lookup = [&] {
+    EXPECT_TRUE(channel.lookup(make_flow_key(addr("198.51.100.9:5000"), addr("203.0.113.1:3478"))));
+    sync.notify();
+    std::optional<FlowLookupReply> got;
+    EXPECT_TRUE(wait_until([&] {
+      channel.drain_replies([&](const FlowLookupReply& r) { got = r; });
+      return got.has_value();
+    }));
+    return got;
+  };
+  // Just started: the lookup is sent (and queued for the connect), then fails with the store.
+  const auto first = one_lookup();
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(first->store_reachable);
+  EXPECT_GE(sync.store_counters().timeouts.get() + sync.store_counters().dropped.get(), 1u);
+  // Down for longer than a connect takes: answered at once, nothing sent to the store.
+  ASSERT_TRUE(wait_until([&] { return sync.store_counters().errors.get() >= 2; }, 5000ms));
+  // The store down since the start for longer than FlowSync's kStoreDownAfter (2 s).
+  ASSERT_TRUE(wait_until([&] { return Clock::now() - started > 2100ms; }));
+  const uint64_t timeouts = sync.store_counters().timeouts.get();
+  const auto later = one_lookup();
+  ASSERT_TRUE(later);
+  EXPECT_FALSE(later->store_reachable);
+  EXPECT_EQ(sync.counters().lookups_failed.get(), 2u);
+  EXPECT_EQ(sync.store_counters().timeouts.get(), timeouts) << "the second lookup must not reach the store";
+}
+
 }  // namespace
 }  // namespace rtce::test

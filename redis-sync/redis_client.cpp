@@ -119,24 +119,4 @@ std::string_view routing_key(std::span<const std::string_view> args) {
   return args[1];
 }
 
-void encode_redis_command(std::span<const std::string_view> args, std::string& out) {
-  char number[24];
-  const auto append_count = [&](char tag, size_t value) {
-    out += tag;
-    out.append(number, std::to_chars(number, number + sizeof number, value).ptr);
-    out += "\r\n";
-  };
-  append_count('*', args.size());
-  for (const auto arg : args) {
-    append_count('$', arg.size());
-    out.append(arg);
-    out += "\r\n";
-  }
-}
-
-std::string_view reply_string(const redisReply* reply) {
-  if (reply == nullptr || reply->str == nullptr) return {};
-  return {reply->str, reply->len};
-}
-
 }  // namespace rtce

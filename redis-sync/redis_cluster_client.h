@@ -2,7 +2,7 @@
 // one RedisConnection per master, commands routed by their key's slot, MOVED / ASK /
 // TRYAGAIN / CLUSTERDOWN followed, a subscriber that moves to another node when its node
 // dies, and the map kept fresh (MOVED, a master that cannot be reached, a periodic reload).
-// Owns redis_key_slot (declared in redis_client.h) and the redirect parser.
+// The replies it reads are parsed by redis_protocol.h.
 #pragma once
 
 #include <array>
@@ -21,40 +21,10 @@
 #include "clock.h"
 #include "redis_client.h"
 #include "redis_connection.h"
+#include "redis_protocol.h"
 #include "sync_types.h"
 
 namespace rtce {
-
-inline constexpr uint16_t kRedisClusterSlots = 16384;
-
-// An error reply that sends a command elsewhere: "MOVED <slot> <host>:<port>" (the slot has
-// a new owner) or "ASK <slot> <host>:<port>" (this one key is being migrated there).
-struct RedisRedirect {
-  enum class Kind { kMoved, kAsk };
-  Kind kind = Kind::kMoved;
-  uint16_t slot = 0;
-  RedisNode node;
-  friend bool operator==(const RedisRedirect&, const RedisRedirect&) = default;
-};
-// nullopt for any other error (and for a malformed redirect). An empty host (Redis 7 with
-// an unknown endpoint sends ":<port>") is returned as such: the caller substitutes the
-// host of the node that answered.
-std::optional<RedisRedirect> parse_redis_redirect(std::string_view error);
-
-// One master's slot ranges, from CLUSTER SLOTS.
-struct RedisSlotRange {
-  uint16_t first = 0;
-  uint16_t last = 0;
-  RedisNode master;
-  std::vector<RedisNode> replicas;
-};
-// The CLUSTER SLOTS reply as ranges; nullopt when it is not one. An empty or "?" address
-// (the node does not know its own) becomes `answered_by`'s host.
-std::optional<std::vector<RedisSlotRange>> parse_cluster_slots(const redisReply* reply,
-                                                               const std::string& answered_by);
-
-// The inverse, views into `resp`; false when it is not exactly one such command.
-bool decode_redis_command(std::string_view resp, std::vector<std::string_view>& args);
 
 class RedisClusterClient final : public RedisClient {
  public:

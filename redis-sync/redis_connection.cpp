@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "random.h"
+#include "redis_protocol.h"
 
 namespace rtce {
 
@@ -46,7 +47,7 @@ struct RedisConnection::Link {
   tcp::socket socket;  // plaintext; with TLS the stream owns its own socket
   std::unique_ptr<asio::ssl::context> tls_context;
   std::unique_ptr<asio::ssl::stream<tcp::socket>> tls;
-  redisReader* reader = redisReaderCreate();
+  redisReader* reader = make_bounded_redis_reader();
   std::array<char, 16384> read_buffer{};
   std::string writing;  // the bytes of the write in flight
   bool write_in_flight = false;

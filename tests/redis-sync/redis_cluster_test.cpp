@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "redis_cluster_client.h"
+#include "redis_protocol.h"
 #include "redis_topology.h"
 #include "sync_test_support.h"
 
@@ -134,6 +135,22 @@ TEST(RedisResp, EncodesAndDecodesCommands) {
                           "*1\r\n$3\r\nGET\r\n*1", "$3\r\nGET\r\n", "*1\r\n$99\r\nGET\r\n"}) {
     EXPECT_FALSE(decode_redis_command(bad, back)) << bad;
   }
+}
+
+TEST(RedisResp, TheReaderRefusesAnArrayTooLargeToAllocate) {
+  // hiredis 0.14 allocates an array's table before its elements arrive.
+  const auto read = [](std::string_view bytes) {
+    const std::unique_ptr<redisReader, void (*)(redisReader*)> reader(make_bounded_redis_reader(),
+                                                                      redisReaderFree);
+    void* reply = nullptr;
+    EXPECT_EQ(redisReaderFeed(reader.get(), bytes.data(), bytes.size()), REDIS_OK);
+    const int status = redisReaderGetReply(reader.get(), &reply);
+    if (reply != nullptr) freeReplyObject(reply);
+    return status == REDIS_OK && reply != nullptr;
+  };
+  EXPECT_FALSE(read("*800000000\r\n"));
+  EXPECT_FALSE(read("*" + std::to_string(kRedisMaxArrayElements + 1) + "\r\n"));
+  EXPECT_TRUE(read("*2\r\n$1\r\na\r\n:7\r\n"));
 }
 
 TEST(RedisClusterClient, QueuesBoundedWithoutANodeAndTimesOut) {

@@ -17,11 +17,18 @@ clients and, for kill, redis-server, in network namespaces), whose checks must p
               registry cache mid-outage, then Redis back empty; the tables give the
               established sessions' audio, the new sessions' connect times, the health
               polls, the convergence times and Redis's load after its return.
+  redis-failover  a Redis master SIGKILLed mid-call under Sentinel and under Cluster (there,
+              then a slot range holding a live flow key migrated), --runs times each
+              (--topologies): established sessions' audio across the events, new sessions'
+              connect times, kill -> promoted, kill -> a flow written after the kill readable,
+              and a relay SIGKILLed and restarted after the failover: SIGKILL -> every
+              established session echoes again, rtcedge_relay_flows_recovered_total.
 Needs root. Usage:
   sudo bench/chaos_bench.py --build build impairment [--seconds 30] [--runs 3]
   sudo bench/chaos_bench.py --build build impairment --impair-with nft --impairments none,loss1,loss5,loss10,duplicate
   sudo bench/chaos_bench.py --build build kill [--runs 10]
   sudo bench/chaos_bench.py --build build redis-outage [--outage 600] [--runs 1]
+  sudo bench/chaos_bench.py --build build redis-failover [--runs 5] [--topologies sentinel,cluster]
 """
 
 import argparse
@@ -214,6 +221,62 @@ def bench_redis_outage(args):
     return 0 if passed == args.runs else 1
 
 
+def bench_redis_failover(args):
+    status = 0
+    print("\nRedis master SIGKILLed mid-call, %d run(s) per topology; userspace relay with registry + flow store + "
+          "registry.cache_file, two transceivers, 2 established aiortc sessions each, a new session a second; "
+          "the relay SIGKILLed and restarted (cache kept) 8 s after the kill (Cluster: again after a 3-slot "
+          "migration of a live flow key's slots)" % args.runs)
+    print("machine: %s" % machine())
+    for topo in args.topologies.split(","):
+        runs = []
+        for i in range(args.runs):
+            out, ok = run_once(args, ["--scenario", "redis-failover", "--topology", topo], timeout=400)
+            runs.append((out, ok))
+            failed = [c["name"] for c in out.get("checks", []) if not c["ok"]]
+            print("%s run %d/%d: %s%s" % (topo, i + 1, args.runs, "pass" if ok else "FAIL",
+                                          "" if ok else ": %s" % failed), file=sys.stderr, flush=True)
+        passed = sum(ok for _, ok in runs)
+        status |= passed != args.runs
+        vals = {}
+
+        def add(label, v):
+            if v is not None:
+                vals.setdefault(label, []).append(v)
+
+        for out, _ in runs:
+            fo, ns = out.get("failover", {}), out.get("new_sessions", {})
+            add("kill -> replica promoted (s)", fo.get("promoted_s"))
+            add("kill -> a flow written after the kill readable in Redis (s)", fo.get("new_flow_readable_s"))
+            add("kill -> a flow written after the kill in the killed master's slots readable (s)",
+                fo.get("new_flow_in_killed_slots_readable_s"))
+            for s in out.get("sessions", []):
+                for ev, f in s.get("events", {}).items():
+                    add("established: echo frames lost around %s (of ~250)" % ev, f["lost"])
+                    add("established: longest echo gap around %s (ms)" % ev, f["max_gap_ms"])
+                add("established: longest echo gap over the run, relay restarts aside (ms)",
+                    s["run_without_restarts"]["max_gap_ms"])
+            for ms in ns.get("connect_ms_by_start_s", []):
+                add("new session connect (ms)", ms[1])
+            add("new sessions that failed (per run)", ns.get("started", 0) - ns.get("ok", 0)
+                + ns.get("planned", 0) - ns.get("started", 0))
+            for r in out.get("relay_restarts", []):
+                add("%s: SIGKILL -> every established session echoes again (s)" % r["label"],
+                    r.get("every_session_echoes_again_s"))
+                add("%s: rtcedge_relay_flows_recovered_total" % r["label"], r.get("flows_recovered_total"))
+            if out.get("migration"):
+                add("migration of 3 slots under calls (s)", out["migration"].get("took_s"))
+        print("\n### %s: checks passed in %d of %d runs\n" % (topo, passed, args.runs))
+        print("| measure | p50 | p99 | max | samples |")
+        print("|---|---|---|---|---|")
+        for label, vs in vals.items():
+            print("| %s | %g | %g | %g | %d |" % (label, percentile(vs, 50), percentile(vs, 99), max(vs), len(vs)))
+        if args.json_out:
+            with open("%s.%s.json" % (args.json_out, topo), "w") as f:
+                json.dump([out for out, _ in runs], f, indent=2)
+    return status
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build", help="the build tree (bin/rtcedge-relay, bin/rtcedge-transceiver)")
@@ -226,9 +289,11 @@ def main():
     ap.add_argument("--impair-with", choices=["auto", "netem", "shim", "nft"], default="auto",
                     help="impairment: auto = tc netem if the kernel has it, else the client-side model; nft = loss "
                          "and duplication in the kernel (a cross-check)")
-    ap.add_argument("--json-out", help="redis-outage: write every run's JSON summary here")
+    ap.add_argument("--json-out", help="redis-outage: write every run's JSON summary here (redis-failover: "
+                    "<this>.<topology>.json)")
+    ap.add_argument("--topologies", default="sentinel,cluster", help="redis-failover: which, comma-separated")
     ap.add_argument("--outage", type=float, default=600.0, help="redis-outage: seconds Redis stays down")
-    ap.add_argument("scenario", choices=["impairment", "kill", "redis-outage"])
+    ap.add_argument("scenario", choices=["impairment", "kill", "redis-outage", "redis-failover"])
     args = ap.parse_args()
     if args.scenario == "redis-outage":
         if "--runs" not in sys.argv:
@@ -236,6 +301,10 @@ def main():
         if not (1 <= args.runs <= 20 and 20 <= args.outage <= 3600):
             ap.error("redis-outage: --runs 1..20, --outage 20..3600")
         return bench_redis_outage(args)
+    if args.scenario == "redis-failover":
+        if not (1 <= args.runs <= 50 and set(args.topologies.split(",")) <= {"sentinel", "cluster"}):
+            ap.error("redis-failover: --runs 1..50, --topologies of sentinel,cluster")
+        return bench_redis_failover(args)
     if not (1 <= args.runs <= 100 and 5 <= args.seconds <= 300):
         ap.error("--runs 1..100, --seconds 5..300")
     return bench_impairment(args) if args.scenario == "impairment" else bench_kill(args)

@@ -7,7 +7,10 @@ Imported by the harness:
                   HGETALL, SCAN), no redis-cli process per sample;
   HealthPoller    a thread that GETs /healthz and /readyz of the relay and the transceivers
                   every --interval and keeps every answer that was not 200 (time, target, what);
-  frame_figures   frames received, lost and the longest gap of one client's echo in a window.
+  frame_figures   frames received, lost and the longest gap of one client's echo in a window;
+  TcpForward      127.0.0.1:port of one namespace forwarded to 127.0.0.1:port of another (the
+                  Redis Sentinel group / Cluster of --scenario redis-failover, reached by the
+                  transceivers from their namespace).
 Run as a script (inside the client namespace) it is the prober: one aiortc process that starts
 a new session every --interval-s (at most --count), each POSTed to the next URL of --urls-file
 (re-read at every session; a 503 or a refused connection moves to the next URL, as a load
@@ -152,6 +155,91 @@ def read_registry_cache(path):
         if len(parts) == 2:
             out[int(parts[0])] = parts[1]
     return out
+
+
+class TcpForward:
+    """Listens on 127.0.0.1:`port` inside `listen_ns` and joins each connection to a new one to
+    127.0.0.1:`port` made inside `upstream_ns`: a Redis deployment whose nodes bind and announce
+    127.0.0.1 (rtcetest.redis) is then reachable, at the same addresses, from a second namespace.
+    A refused upstream (a killed node) closes the accepted connection at once, and an upstream
+    that closes closes the other side, so the clients see what they would see directly."""
+
+    def __init__(self, listen_ns, upstream_ns, port):
+        self.upstream_ns, self.port = upstream_ns, port
+        self.listener = nt.socket_in(listen_ns, socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", port))
+        self.listener.listen(128)
+        self._open = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, name="fwd-%d" % port, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                down, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(down,), daemon=True).start()
+
+    def _serve(self, down):
+        up = nt.socket_in(self.upstream_ns, socket.AF_INET, socket.SOCK_STREAM)
+        with self._lock:
+            if self._closed:
+                down.close()
+                up.close()
+                return
+            self._open.update((down, up))
+        try:
+            up.settimeout(2.0)
+            up.connect(("127.0.0.1", self.port))
+            up.settimeout(None)
+            t = threading.Thread(target=self._pump, args=(up, down), daemon=True)
+            t.start()
+            self._pump(down, up)
+            t.join()
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._open.discard(down)
+                self._open.discard(up)
+            for s in (down, up):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    @staticmethod
+    def _pump(src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s, how in ((dst, socket.SHUT_WR), (src, socket.SHUT_RD)):
+            try:
+                s.shutdown(how)
+            except OSError:
+                pass
+
+    def close(self):
+        with self._lock:
+            self._closed = True
+            socks = list(self._open)
+        try:
+            self.listener.close()
+        except OSError:
+            pass
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 # ---------------------------------------------------------------------------- health

@@ -43,6 +43,24 @@ transceiver SIGKILLed under live sessions.
   and the live flows are in the store again, and Redis's load per second for
   --load-samples s (commands/s without this harness's own polls, connected_clients, calls
   per command): no thundering herd.
+--scenario redis-failover --topology sentinel|cluster (issue 28 §3): a Redis Sentinel group
+  (1 replica, 3 sentinels) or a Redis Cluster (3 masters, a replica each) from rtcetest.redis,
+  run in the relay's namespace (its nodes bind and announce 127.0.0.1; every port is forwarded
+  from the transceivers' namespace by chaos_outage.TcpForward, so everyone dials the same
+  addresses); relay (registry, flow store, registry.cache_file) and transceivers A and B on it
+  through redis+sentinel:// / redis+cluster://, --sessions-per established sessions on each and
+  the prober's new session every --new-session-interval from 1 s before the kill. Events: the
+  master SIGKILLed (Cluster: the master owning most established flow keys); --restart-after s
+  later the relay SIGKILLed and started again (cache kept); Cluster: then the 3 slots around
+  an established session's flow key migrated to another master, and the relay restarted again.
+  Checks: the replica took over and a flow written after the kill is readable from the store
+  (GET on the master of its slot) within --failover-bound; every established session keeps its
+  audio around each event and over the run (relay restarts aside; frames lost and the longest
+  gap, as the kill scenario); after each relay restart rtcedge_relay_flows_recovered_total >=
+  the established sessions and every one echoes again within --max-recovery-s of the SIGKILL
+  (aiortc's consent check comes every 5 s: only the flow store brings a flow back sooner); every
+  new session connected and echoed the tone; the relay never lost an endpoint; transceivers
+  ended sessions only by DELETE.
 
 Prints one JSON summary with the figures (and, with --table, a Markdown table). Exit codes:
 0 pass, 1 fail (also when aiortc/numpy, tc, nft or redis-server is missing), 77 skipped (not
@@ -51,6 +69,7 @@ Namespaces and processes are removed on every exit path (netns_topology's regist
 """
 
 import argparse
+import binascii
 import json
 import os
 import re
@@ -104,9 +123,9 @@ def prerequisites(args):
         outcome.require_tool("tc", "iproute2")
         if args.impair_with == "nft":
             outcome.require_tool("nft", "nftables")
-    if args.scenario in ("kill", "redis-outage"):
+    if args.scenario in ("kill", "redis-outage", "redis-failover"):
         outcome.require_redis()
-    if args.scenario == "redis-outage":
+    if args.scenario in ("redis-outage", "redis-failover"):
         outcome.require_tool("ss", "iproute2")
 
 
@@ -967,6 +986,496 @@ def print_outage_table(args, res):
         print("| %s | %s |" % (label, v))
 
 
+# ---------------------------------------------------------------------------- Redis failover
+
+class RedisDeployment:
+    """A Redis Sentinel group (1 replica, 3 sentinels) or a Redis Cluster (3 masters, a replica
+    each) from rtcetest.redis, run inside the relay's namespace (its nodes bind and announce
+    127.0.0.1), every port forwarded from the transceivers' namespace (chaos_outage.TcpForward),
+    so the relay and both transceivers reach the same addresses."""
+
+    def __init__(self, topology, relay_ns, xcvr_ns):
+        from rtcetest import redis as rr  # imported where used, as test_relay_netns.py does
+        self.rr, self.topology = rr, topology
+        self.relay_ns, self.xcvr_ns = relay_ns, xcvr_ns
+        prefix = ["ip", "netns", "exec", relay_ns]
+        if topology == "sentinel":
+            self.g = rr.RedisSentinelGroup(replicas=1, sentinels=3, master_name="rtce", prefix=prefix)
+        else:
+            self.g = rr.RedisClusterNodes(masters=3, replicas_per_master=1, prefix=prefix)
+        self.forwards = []
+        nt.register_cleanup(self.stop)
+
+    def start(self):
+        self.g.start(timeout=30)
+        ports = ([n.port for n in self.g.data_nodes] + [s.port for s in self.g.sentinels]
+                 if self.topology == "sentinel" else [n.port for n in self.g.nodes])
+        self.forwards = [chaos_outage.TcpForward(self.xcvr_ns, self.relay_ns, p) for p in ports]
+        return self
+
+    def url(self):
+        return self.g.url()
+
+    def stop(self):
+        for f in self.forwards:
+            f.close()
+        self.forwards = []
+        self.g.stop()
+
+    def nodes(self):
+        return self.g.data_nodes if self.topology == "sentinel" else self.g.nodes
+
+    def masters(self):
+        """Ports of the live masters: the one the sentinels name, or the Cluster's."""
+        if self.topology == "sentinel":
+            p = self.g.master_port()
+            return [p] if p else []
+        return [port for _, port, live, ranges in self.g._parse_nodes(self.g._nodes_text()) if live and ranges
+                and self.node(port) is not None and self.node(port).running]
+
+    def node(self, port):
+        return next((n for n in self.nodes() if n.port == port), None)
+
+    def keys(self, pattern):
+        """Every key matching `pattern` on the live masters (KEYS on each; small test data)."""
+        out = set()
+        for port in self.masters():
+            n = self.node(port)
+            text = n.cli("KEYS", pattern) if n is not None else None
+            if text and not text.startswith(("ERR", "MOVED", "CLUSTERDOWN", "LOADING")):
+                out.update(text.split("\n"))
+        return out
+
+    def readable(self, key):
+        """GET through the master serving the key (the Cluster: the master of its slot)."""
+        port = self.g.master_port() if self.topology == "sentinel" else self.g.master_of_slot(key_slot(key))
+        n = self.node(port)
+        v = n.cli("GET", key) if n is not None and n.running else None
+        return bool(v) and not v.startswith(("MOVED", "ASK", "ERR", "CLUSTERDOWN", "LOADING", "READONLY"))
+
+
+def key_slot(key):
+    """Redis Cluster's slot of a key without a hash tag: CRC16/XMODEM mod 16384."""
+    return binascii.crc_hqx(key.encode(), 0) % 16384
+
+
+def run_redis_failover(args, env, results, check):
+    topo = args.topology
+    ttl_s = args.ttl
+    cluster = bx.CLUSTER
+    dep = RedisDeployment(topo, env.topo.relay, env.topo.xcvr)
+    t0 = time.monotonic()
+    dep.start()
+    results["redis"] = {"topology": topo, "url": dep.url(), "start_s": round(time.monotonic() - t0, 2),
+                        "nodes": [n.port for n in dep.nodes()], "masters": dep.masters(),
+                        "where": "relay namespace (127.0.0.1), forwarded from the transceivers' namespace"}
+    url = dep.url()
+    cache = os.path.join(env.workdir, "registry-cache.txt")
+    relay_extra = ["--registry-redis-url", url, "--registry-ttl", "%gs" % ttl_s, "--registry-cache-file", cache,
+                   "--flow-store-redis-url", url, "--flow-store-ttl", "%gs" % args.flow_store_ttl,
+                   "--flow-store-refresh-interval", "%gs" % args.flow_store_refresh]
+    results["config"] = {"topology": topo, "registry_ttl_s": ttl_s, "flow_store_ttl_s": args.flow_store_ttl,
+                         "flow_store_refresh_s": args.flow_store_refresh, "consent_timeout_s": args.consent_timeout,
+                         "sessions_per_transceiver": args.sessions_per, "relay_mode": "userspace",
+                         "client_consent": "aiortc default (5 s +-20 %, 6 failures)"}
+    env.start_relay(relay_extra)
+    common = ["--registry-redis-url", url, "--registry-ttl", "%gs" % ttl_s,
+              "--sessions-consent-timeout", "%gs" % args.consent_timeout]
+    env.start_transceiver("a", HTTP_A, MEDIA_A, common + ["--registry-pod-identity", "failover-a"])
+    env.start_transceiver("b", HTTP_B, MEDIA_B, common + ["--registry-pod-identity", "failover-b"])
+
+    def registered():
+        c = chaos_outage.read_registry_cache(cache)
+        return c if c and len(c) == 2 and env.relay_metrics().get("rtcedge_relay_endpoints") == 2 else None
+
+    reg = core.poll_until(registered, 20.0, interval=0.1)
+    if not check("both transceivers registered through Redis (%s); the relay routes to them and cached them" % topo,
+                 reg, {"cache": chaos_outage.read_registry_cache(cache),
+                       "endpoints": env.relay_metrics().get("rtcedge_relay_endpoints")}):
+        return
+
+    # Timeline from the kill: events, then the sessions run on a few seconds.
+    plan = [("kill_master", 0.0), ("relay_restart_1", args.restart_after)]
+    if topo == "cluster":
+        plan += [("migrate", args.restart_after + 8.0), ("relay_restart_2", args.restart_after + 14.0)]
+    run_s = plan[-1][1] + 10.0
+    session_s = run_s + 14.0  # room for an overrunning migration (the sessions must outlive the last restart)
+    clients = []
+    for name in ("a", "b"):
+        for i in range(args.sessions_per):
+            clients.append(env.start_client("%s%d" % (name, i), name, session_s, []))
+
+    def all_echoing():
+        for c in clients:
+            if c["proc"].poll() is not None:
+                raise RuntimeError("client %s exited early:\n%s" % (c["tag"], core.tail(env.logs["client-" + c["tag"]])))
+        if not all(os.path.exists(c["ready"]) for c in clients):
+            return False
+        return all(env.xcvr_metrics(n).get("rtcedge_transceiver_rtp_packets_total", kind="rtp", direction="out")
+                   >= 100 * args.sessions_per for n in ("a", "b"))
+
+    if not check("every established session connected and echoing on both transceivers",
+                 core.poll_until(all_echoing, 40.0, 0.1)):
+        return
+    vip = "%s:%d" % (nt.VIP_V4, bx.VIP_PORT)
+    pattern = "rtce:c%d:flow:*" % cluster
+    for c in clients:
+        c["ports"] = client_ports(env.topo.client, c["proc"].pid)
+
+    def flow_key_of(c):
+        for k in dep.keys(pattern):
+            if any(k.endswith(":%d|%s" % (p, vip)) for p in c["ports"]):
+                return k
+        return None
+
+    keys = {c["tag"]: core.poll_until(lambda: flow_key_of(c), 5.0, 0.1) for c in clients}
+    if not check("every established session's flow is in the flow store", all(keys.values()), keys):
+        return
+    results["established_flow_keys"] = {t: {"key": k, "slot": key_slot(k)} for t, k in keys.items()}
+
+    # The prober: a new session a second from the kill to the end.
+    urls = os.path.join(env.workdir, "prober-urls.txt")
+    with open(urls, "w") as f:
+        f.write("%s\n%s\n" % (env.url("a"), env.url("b")))
+    count = min(args.max_new_sessions, int(run_s / args.new_session_interval))
+    jsonl = os.path.join(env.workdir, "prober.jsonl")
+    pready, pgo = os.path.join(env.workdir, "prober.ready"), os.path.join(env.workdir, "prober.go")
+    plog = open(os.path.join(env.workdir, "prober.log"), "wb")
+    prober = nt.start_in_netns(env.topo.client, ["/usr/bin/python3", PROBER, "--urls-file", urls, "--count", str(count),
+                                                 "--interval-s", "%g" % args.new_session_interval, "--hold-s", "2",
+                                                 "--jsonl-out", jsonl, "--ready-file", pready, "--go-file", pgo],
+                               stdout=plog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    plog.close()
+    env.logs["prober"] = os.path.join(env.workdir, "prober.log")
+    if not core.poll_until(lambda: os.path.exists(pready) or prober.poll() is not None, 30.0, 0.1) \
+            or prober.poll() is not None:
+        raise RuntimeError("the prober did not start:\n" + core.tail(env.logs["prober"]))
+
+    # The victim: the master; in the Cluster the master owning most established flow keys.
+    keys_before = dep.keys(pattern)
+    if topo == "sentinel":
+        victim = dep.g.master_port()
+        owners = {}
+    else:
+        owners = {}
+        for t, k in keys.items():
+            owners.setdefault(dep.g.master_of_slot(key_slot(k)), []).append(t)
+        victim = max(owners, key=lambda p: len(owners[p]))
+    results["victim"] = {"port": victim, "flow_keys_by_master": {str(p): ts for p, ts in owners.items()}}
+    # The Cluster: the killed master's slots (a new flow in one of them waits for the failover;
+    # elsewhere it is written at once).
+    victim_ranges = [r for _, port, _, ranges in dep.g._parse_nodes(dep.g._nodes_text()) if port == victim
+                     for r in ranges] if topo == "cluster" else []
+    endpoint_min = {"value": None}
+    ev = {}
+
+    def watch_relay():
+        for svc in list(env.xcvrs.values()) + [env.relay]:
+            svc.check_alive()
+        try:
+            eps = env.relay_metrics().get("rtcedge_relay_endpoints")
+        except (OSError, RuntimeError):
+            return
+        if endpoint_min["value"] is None or eps < endpoint_min["value"]:
+            endpoint_min.update(value=eps, t_s=round(time.monotonic() - ev["kill_master"], 2))
+
+    open(pgo, "w").close()
+    time.sleep(1.0)  # a new session or two before the kill
+    ev["kill_master"] = time.monotonic()
+    if topo == "sentinel":
+        killed = dep.g.kill_master()
+    else:
+        killed = victim
+        dep.g.kill(dep.g.index_of_port(victim))
+    log("SIGKILLed the Redis %s master on port %d" % (topo, killed))
+
+    # Failover, and a flow written after the kill readable from the store.
+    fo = {}
+    last_victim_poll = [0.0]
+
+    def victim_slot_flow():
+        """Cluster: kill -> a flow written after the kill in one of the killed master's slots
+        readable (recorded, not checked: the prober's flows land there one time in three)."""
+        if not victim_ranges or "new_flow_in_killed_slots_readable_s" in fo \
+                or time.monotonic() - last_victim_poll[0] < 0.5:
+            return
+        last_victim_poll[0] = time.monotonic()
+        for k in sorted(dep.keys(pattern) - keys_before):
+            sl = key_slot(k)
+            if any(a <= sl <= b for a, b in victim_ranges) and dep.readable(k):
+                fo.update(new_flow_in_killed_slots_readable_s=round(time.monotonic() - ev["kill_master"], 3),
+                          new_flow_in_killed_slots_key=k)
+                return
+
+    def failover_done():
+        watch_relay()
+        now = time.monotonic()
+        if "promoted_s" not in fo:
+            if topo == "sentinel":
+                p = dep.g.master_port()
+                if p and p != killed and dep.node(p).role() == "master":
+                    fo.update(promoted_s=round(now - ev["kill_master"], 3), new_master=p)
+            else:
+                owner = dep.g.master_of_slot(key_slot(keys[owners[victim][0]]))
+                if owner and owner != killed:
+                    fo.update(promoted_s=round(now - ev["kill_master"], 3), new_master=owner)
+        victim_slot_flow()
+        if "new_flow_readable_s" not in fo:
+            fresh = sorted(dep.keys(pattern) - keys_before)
+            for k in fresh:
+                if dep.readable(k):
+                    fo.update(new_flow_readable_s=round(time.monotonic() - ev["kill_master"], 3), new_flow_key=k)
+                    break
+        return "promoted_s" in fo and "new_flow_readable_s" in fo
+
+    core.poll_until(failover_done, args.failover_bound + 5, 0.1)
+    results["failover"] = fo
+    check("%s failover: a replica took over" % topo, "promoted_s" in fo, fo)
+    check("a flow written after the kill is readable from the store within %g s" % args.failover_bound,
+          fo.get("new_flow_readable_s") is not None and fo["new_flow_readable_s"] <= args.failover_bound, fo)
+
+    restarts = []
+
+    def restart_relay(label):
+        """SIGKILL + start, the cache file kept; then until flows_recovered_total covers the
+        established sessions (the echo's gap comes from the clients' frames afterwards)."""
+        before = env.relay_metrics()
+        r = {"label": label, "flows_active_before": before.get("rtcedge_relay_flows_active"),
+             "killed_relay": {  # what the relay that ran through the events counted
+                 "flow_store_events": {k: int(v) for k, v in before.by_label("rtcedge_relay_flow_store_events_total",
+                                                                             "event").items() if v},
+                 "flow_store_puts": before.get("rtcedge_relay_flow_store_puts_total"),
+                 "flow_store_up": before.get("rtcedge_relay_flow_store_up"),
+                 "dropped_packets": {k: int(v) for k, v in before.by_label("rtcedge_relay_dropped_packets_total",
+                                                                           "reason").items() if v}}}
+        ev[label] = time.monotonic()
+        env.relay.proc.send_signal(signal.SIGKILL)
+        env.relay.proc.wait(timeout=5)
+        nt.forget_process(env.relay.proc)
+        killed_at = time.monotonic()
+        env.start_relay(relay_extra, name="relay-" + label)
+        r["started_s"] = round(time.monotonic() - killed_at, 3)
+        rec = {}
+
+        def recovered():
+            m = env.relay_metrics()
+            n = m.get("rtcedge_relay_flows_recovered_total")
+            rec["n"], rec["m"] = n, m
+            return n >= len(clients)
+
+        ok = core.poll_until(recovered, 10.0, 0.02)
+        r["flows_recovered_total_reached_s"] = round(time.monotonic() - killed_at, 3) if ok else None
+        time.sleep(1.0)
+        m = env.relay_metrics()
+        r.update({"killed_at": killed_at, "flows_recovered_total": m.get("rtcedge_relay_flows_recovered_total"),
+                  "flow_store_lookups": {k: int(v) for k, v in m.by_label(
+                      "rtcedge_relay_flow_store_lookups_total", "result").items() if v},
+                  "flow_store_up": m.get("rtcedge_relay_flow_store_up"),
+                  "endpoints": m.get("rtcedge_relay_endpoints"),
+                  "flows_active": m.get("rtcedge_relay_flows_active")})
+        restarts.append(r)
+        return r
+
+    def until(t):
+        while time.monotonic() < t:
+            watch_relay()
+            victim_slot_flow()
+            time.sleep(0.25)
+
+    shift = 0.0  # an event that overran (a slow migration) pushes the later ones
+    for label, at in plan[1:]:
+        until(ev["kill_master"] + at + shift)
+        if label.startswith("relay_restart"):
+            restart_relay(label)
+        elif label == "migrate":
+            # A slot range holding an established session's flow key, to another live master.
+            tag = sorted(keys)[0]
+            slot = key_slot(keys[tag])
+            src = dep.g.master_of_slot(slot)
+            dst = next(p for p in dep.masters() if p != src)
+            first, last = max(0, slot - 1), min(16383, slot + 1)
+            ev["migrate"] = time.monotonic()
+            try:
+                dep.g.migrate_slots(first, last, dep.g.index_of_port(dst), timeout=20)
+                err = None
+            except AssertionError as e:
+                err = str(e)
+            done = ev["migrate_done"] = time.monotonic()
+            shift = max(0.0, done + 4.0 - (ev["kill_master"] + plan[-1][1]))
+            results["migration"] = {"session": tag, "key": keys[tag], "slots": [first, last], "from": src, "to": dst,
+                                    "took_s": round(done - ev["migrate"], 3), "error": err,
+                                    "owner_after": dep.g.master_of_slot(slot),
+                                    "key_readable_after": dep.readable(keys[tag])}
+            check("migrated slots %d-%d (session %s's flow key) from %d to %d under live calls"
+                  % (first, last, tag, src, dst), err is None and results["migration"]["owner_after"] == dst,
+                  results["migration"])
+    until(ev["kill_master"] + run_s + shift)
+    ev["end"] = time.monotonic()
+    if shift:
+        log("the events overran by %.1f s" % shift)
+    results["relay_endpoints_min"] = endpoint_min
+    check("the relay kept routing to both transceivers through the events (rtcedge_relay_endpoints never below 2)",
+          endpoint_min["value"] == 2, endpoint_min)
+
+    # ---- results
+    try:
+        prober.wait(timeout=40)
+    except subprocess.TimeoutExpired:
+        nt.stop_process(prober)
+    nt.forget_process(prober)
+    results["events_s"] = {k: round(v - ev["kill_master"], 3) for k, v in ev.items()}
+    results_by = {c["tag"]: env.finish_client(c, session_s + 60) for c in clients}
+    # A relay restart's gap is measured on its own: the event windows and the whole run leave
+    # out [SIGKILL - 0.3 s, SIGKILL + max(3 s, its longest echo gap + 1 s)].
+    excl = [(r["killed_at"] - 0.3, r["killed_at"] + 3.0) for r in restarts]
+
+    def figures_without(frames, lo, hi):
+        segs = [(lo, hi)]
+        for a, b in excl:
+            segs = [piece for x, y in segs for piece in ((x, min(y, a)), (max(x, b), y)) if piece[1] > piece[0]]
+        figs = [chaos_outage.frame_figures(frames, x, y) for x, y in segs]
+        return {"lost": sum(f["lost"] for f in figs), "expected": sum(f["expected"] for f in figs),
+                "max_gap_ms": max((f["max_gap_ms"] for f in figs), default=0)}
+
+    sessions = []
+    for tag, r in sorted(results_by.items()):
+        frames = r.get("frames") or []
+        row = {"session": tag, "transceiver": tag[0], "connected": r.get("connected"), "error": r.get("error"),
+               "state_before_delete": (r.get("session") or {}).get("state"), "client_end": r.get("client_end_cause"),
+               "tone_fraction": r.get("window_tone_fraction"), "events": {}}
+        ok = r.get("connected") and not r.get("error") and "client_ended_at" not in r \
+            and row["state_before_delete"] == "connected"
+        for label, t in ev.items():
+            if label.startswith("relay_restart") or label.endswith("_done") or label == "end":
+                continue
+            f = figures_without(frames, t - 1.0, (ev.get(label + "_done") or t) + 4.0)
+            row["events"][label] = f
+            ok = ok and f["lost"] <= args.max_survivor_loss + 0.01 * f["expected"] \
+                and f["max_gap_ms"] <= args.max_survivor_gap_ms
+        row["run_without_restarts"] = figures_without(frames, ev["kill_master"] - 1.0, ev["end"])
+        rw = row["run_without_restarts"]
+        ok = ok and rw["lost"] <= args.max_survivor_loss + 0.01 * rw["expected"] \
+            and rw["max_gap_ms"] <= args.max_survivor_gap_ms
+        row["restarts"] = {}
+        for rs in restarts:
+            g_at, g_ms = chaos_outage.longest_gap(frames, rs["killed_at"] - 0.3, rs["killed_at"] + 12.0)
+            row["restarts"][rs["label"]] = {"gap_ms": g_ms,
+                                            "echo_again_after_kill_s": round(g_at + g_ms / 1000.0 - rs["killed_at"], 3)}
+        sessions.append(row)
+        check("established %s keeps its audio across the Redis events (%s; whole run, relay restarts aside: lost "
+              "%d of %d, max gap %d ms)" % (tag, ", ".join("%s lost %d / gap %d ms" % (k, v["lost"], v["max_gap_ms"])
+                                                          for k, v in row["events"].items()),
+                                            rw["lost"], rw["expected"], rw["max_gap_ms"]), ok, row)
+    results["sessions"] = sessions
+    for rs in restarts:
+        label = rs["label"]
+        figs = [s["restarts"][label]["echo_again_after_kill_s"] for s in sessions]
+        rs["every_session_echoes_again_s"] = max(figs) if figs else None
+        rs["gap_ms_max"] = max(s["restarts"][label]["gap_ms"] for s in sessions) if sessions else None
+        rs["killed_at_s"] = round(rs.pop("killed_at") - ev["kill_master"], 3)
+        check("%s: flow recovery works (rtcedge_relay_flows_recovered_total %s >= %d established sessions; every one "
+              "echoes again %s s after the SIGKILL, bound %g s, under the 5 s consent check)"
+              % (label, rs["flows_recovered_total"], len(clients), rs["every_session_echoes_again_s"],
+                 args.max_recovery_s),
+              (rs["flows_recovered_total"] or 0) >= len(clients) and rs["every_session_echoes_again_s"] is not None
+              and rs["every_session_echoes_again_s"] <= args.max_recovery_s, rs)
+    results["relay_restarts"] = restarts
+
+    probes = []
+    if os.path.exists(jsonl):
+        with open(jsonl) as f:
+            probes = [json.loads(l) for l in f if l.strip()]
+    probes.sort(key=lambda p: p["n"])
+    bad, cms = [], []
+    for p in probes:
+        p["around_relay_restart"] = any(ev[k] - 3 <= p["start"] <= ev[k] + 3 for k in ev if k.startswith("relay_restart"))
+        # A session whose 2 s hold straddles the relay's restart loses part of its echo: it must
+        # connect and echo, the tone fraction is held to the bound only away from the restarts.
+        p["ok"] = p.get("connect_ms") is not None and not p.get("error") and (p.get("echo_frames") or 0) > 0 and (
+            p["around_relay_restart"] or p.get("tone_fraction", 0) >= args.min_tone_fraction)
+        if p.get("connect_ms") is not None:
+            cms.append(p["connect_ms"])
+        if not p["ok"]:
+            bad.append({k: p.get(k) for k in ("n", "tried", "error", "connect_ms", "echo_frames", "tone_fraction",
+                                              "around_relay_restart")} | {"start_s": round(p["start"] - ev["kill_master"], 2)})
+    results["new_sessions"] = {"planned": count, "started": len(probes), "ok": sum(p["ok"] for p in probes),
+                               "connect_ms_p50": pctl(cms, 50), "connect_ms_p99": pctl(cms, 99),
+                               "connect_ms_max": max(cms) if cms else None,
+                               "connect_ms_by_start_s": [[round(p["start"] - ev["kill_master"], 1), p.get("connect_ms")]
+                                                         for p in probes],
+                               "failed": bad[:30]}
+    check("new sessions: %d of %d planned started, each connected and echoed the tone" % (len(probes), count),
+          len(probes) == count and not bad, results["new_sessions"])
+
+    m_end = env.relay_metrics()
+    results["relay"] = {
+        "flow_store_events_last_relay": {k: int(v) for k, v in m_end.by_label("rtcedge_relay_flow_store_events_total",
+                                                                              "event").items() if v},
+        "dropped_packets_last_relay": {k: int(v) for k, v in m_end.by_label("rtcedge_relay_dropped_packets_total",
+                                                                           "reason").items() if v},
+        "flow_store_puts_last_relay": m_end.get("rtcedge_relay_flow_store_puts_total"),
+        "flow_store_up": m_end.get("rtcedge_relay_flow_store_up"),
+        "warnings": {name: relay_warnings(path) for name, path in env.logs.items() if name.startswith("relay")}}
+    results["transceiver_warnings"] = {n: relay_warnings(svc.log_path) for n, svc in env.xcvrs.items()}
+    for n in ("a", "b"):
+        ends = {r: v for r, v in ended_reasons(env.xcvr_metrics(n)).items() if r != "deleted"}
+        check("transceiver %s ended sessions only by DELETE" % n, not ends, ends)
+    check("the relay's flow store is up at the end (rtcedge_relay_flow_store_up 1)", m_end.get("rtcedge_relay_flow_store_up") == 1,
+          m_end.get("rtcedge_relay_flow_store_up"))
+    if args.table:
+        print_failover_table(args, results)
+
+
+def print_failover_table(args, res):
+    cfg, fo = res["config"], res.get("failover", {})
+    print("\nRedis %s: master SIGKILLed mid-call%s; userspace relay with registry + flow store + registry.cache_file "
+          "on it (registry.ttl %gs, flow_store.ttl %gs, refresh %gs); %d established sessions per transceiver; a new "
+          "session every %g s" % (cfg["topology"], ", then a slot range migrated" if cfg["topology"] == "cluster" else "",
+                                  cfg["registry_ttl_s"], cfg["flow_store_ttl_s"], cfg["flow_store_refresh_s"],
+                                  cfg["sessions_per_transceiver"], args.new_session_interval))
+    print("machine: %s\n" % machine())
+    print("events (s after the kill): %s\n" % ", ".join("%s %s" % kv for kv in res.get("events_s", {}).items()))
+    evs = [e for e in res.get("events_s", {}) if not e.startswith("relay_restart") and not e.endswith("_done")
+           and e != "end"]
+    rls = [r["label"] for r in res.get("relay_restarts", [])]
+    print("| established session | " + " | ".join("%s: lost / expected, longest gap (ms)" % e for e in evs)
+          + " | whole run, relay restarts aside | " + " | ".join("%s: gap (ms), echo again (s)" % l for l in rls) + " |")
+    print("|---|" + "---|" * (len(evs) + 1 + len(rls)))
+    for s in res.get("sessions", []):
+        rw = s["run_without_restarts"]
+        print("| %s | " % s["session"] + " | ".join("%d / %d, %d" % (s["events"][e]["lost"], s["events"][e]["expected"],
+                                                                     s["events"][e]["max_gap_ms"]) for e in evs)
+              + " | %d / %d, %d | " % (rw["lost"], rw["expected"], rw["max_gap_ms"])
+              + " | ".join("%d, %s" % (s["restarts"][l]["gap_ms"], s["restarts"][l]["echo_again_after_kill_s"])
+                           for l in rls) + " |")
+    ns = res.get("new_sessions", {})
+    print("\n| measure | value |")
+    print("|---|---|")
+    rows = [("failover: kill -> replica promoted (s)", fo.get("promoted_s")),
+            ("kill -> a flow written after the kill readable in Redis (s)", fo.get("new_flow_readable_s")),
+            ("kill -> a flow written after the kill in one of the killed master's slots readable (s)",
+             fo.get("new_flow_in_killed_slots_readable_s", "-" if cfg["topology"] == "sentinel" else "none seen")),
+            ("new sessions started / connected and echoed", "%s / %s" % (ns.get("started"), ns.get("ok"))),
+            ("new sessions connect p50 / p99 / max (ms)", "%s / %s / %s" % (ns.get("connect_ms_p50"),
+                                                                            ns.get("connect_ms_p99"),
+                                                                            ns.get("connect_ms_max"))),
+            ("relay endpoints, lowest during the run", (res.get("relay_endpoints_min") or {}).get("value"))]
+    if res.get("migration"):
+        mg = res["migration"]
+        rows.append(("migration of slots %d-%d (%s's flow key) %d -> %d (s)" % (mg["slots"][0], mg["slots"][1],
+                                                                                 mg["session"], mg["from"], mg["to"]),
+                     mg["took_s"]))
+    for r in res.get("relay_restarts", []):
+        rows += [("%s (at %s s): SIGKILL -> /metrics up (s)" % (r["label"], r["killed_at_s"]), r["started_s"]),
+                 ("%s: SIGKILL -> every established session echoes again (s)" % r["label"],
+                  r["every_session_echoes_again_s"]),
+                 ("%s: rtcedge_relay_flows_recovered_total (>= %d) / reached after (s)"
+                  % (r["label"], 2 * cfg["sessions_per_transceiver"]),
+                  "%s / %s" % (r["flows_recovered_total"], r["flows_recovered_total_reached_s"]))]
+    for label, v in rows:
+        print("| %s | %s |" % (label, v))
+
+
 def run_test(args, workdir, results):
     check = harness.checker(results, log)
     env = Env(args, workdir)
@@ -976,6 +1485,8 @@ def run_test(args, workdir, results):
             run_impairment(args, env, results, check)
         elif args.scenario == "redis-outage":
             run_redis_outage(args, env, results, check)
+        elif args.scenario == "redis-failover":
+            run_redis_failover(args, env, results, check)
         else:
             run_kill(args, env, results, check)
     finally:
@@ -992,7 +1503,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--transceiver-bin", required=True)
     ap.add_argument("--relay-bin", required=True)
-    ap.add_argument("--scenario", choices=["impairment", "kill", "redis-outage"], required=True)
+    ap.add_argument("--scenario", choices=["impairment", "kill", "redis-outage", "redis-failover"], required=True)
     ap.add_argument("--impairments", default="loss5,jitter30,reorder,duplicate", help="from: " + ", ".join(IMPAIRMENTS))
     ap.add_argument("--impair-with", choices=["auto", "netem", "shim", "nft"], default="auto",
                     help="auto: netem when the kernel has it, else shim; nft: loss and duplicate only, in the kernel")
@@ -1012,7 +1523,7 @@ def main():
     ap.add_argument("--restart-at", type=float, default=0.5,
                     help="redis-outage: restart the relay at this fraction of the outage")
     ap.add_argument("--drain-timeout", type=float, default=5.0, help="redis-outage: b's sessions.drain_timeout (s)")
-    ap.add_argument("--flow-store-ttl", type=float, default=30.0,
+    ap.add_argument("--flow-store-ttl", type=float, default=None,
                     help="redis-outage: flow_store.ttl (s); the refresh is a third of it")
     ap.add_argument("--converge-s", type=float, default=30.0, help="redis-outage: seconds watched after Redis returns")
     ap.add_argument("--after-s", type=float, default=10.0,
@@ -1029,17 +1540,29 @@ def main():
     ap.add_argument("--max-survivor-loss", type=int, default=20, help="kill: frames of 200 a survivor may miss")
     ap.add_argument("--max-survivor-gap-ms", type=float, default=None,
                     help="kill: 400; redis-outage: 600 (seven processes share the CPUs there)")
+    ap.add_argument("--topology", choices=["sentinel", "cluster"], default="sentinel",
+                    help="redis-failover: a Sentinel group (1 replica, 3 sentinels) or a Cluster (3 masters + replicas)")
+    ap.add_argument("--restart-after", type=float, default=8.0,
+                    help="redis-failover: the relay is SIGKILLed and restarted this long after the master's kill")
+    ap.add_argument("--failover-bound", type=float, default=10.0,
+                    help="redis-failover: kill -> a flow written after it readable in Redis (s)")
+    ap.add_argument("--max-recovery-s", type=float, default=2.5,
+                    help="redis-failover: relay SIGKILL -> every established session echoes again (s; aiortc's "
+                         "consent check comes every 5 s, so a working flow store must beat it)")
+    ap.add_argument("--flow-store-refresh", type=float, default=2.0, help="redis-failover: flow_store.refresh_interval (s)")
     ap.add_argument("--table", action="store_true", help="also print the figures as a Markdown table")
     ap.add_argument("--keep-workdir", action="store_true")
     args = ap.parse_args()
     if args.seconds is None:
         args.seconds = 8.0 if args.scenario == "impairment" else 12.0
     if args.max_survivor_gap_ms is None:
-        args.max_survivor_gap_ms = 600.0 if args.scenario == "redis-outage" else 400.0
+        args.max_survivor_gap_ms = 600.0 if args.scenario in ("redis-outage", "redis-failover") else 400.0
     if args.ttl is None:
-        args.ttl = 3.0 if args.scenario == "redis-outage" else 1.0
+        args.ttl = {"redis-outage": 3.0, "redis-failover": 10.0}.get(args.scenario, 1.0)
+    if args.flow_store_ttl is None:
+        args.flow_store_ttl = 20.0 if args.scenario == "redis-failover" else 30.0
     if args.consent_timeout is None:
-        args.consent_timeout = 15.0 if args.scenario == "redis-outage" else 3.0
+        args.consent_timeout = 15.0 if args.scenario in ("redis-outage", "redis-failover") else 3.0
     if args.scenario == "redis-outage" and not (20 <= args.outage <= 3600 and 0 < args.drain_at < args.restart_at < 0.9):
         ap.error("--outage 20..3600, 0 < --drain-at < --restart-at < 0.9")
     if not (1 <= args.sessions_per <= 8 and 2 <= args.seconds <= 300):

@@ -7,6 +7,8 @@
 #include <array>
 
 #include "admin_server.h"
+#include "registry_sync.h"
+#include "sync_metrics.h"
 
 namespace rtce {
 namespace {
@@ -281,6 +283,12 @@ std::string relay_metrics_text(const RelayMetricsSources& s) {
                  MetricType::Counter),
         sum([](const RelayCounters& c) -> const RelaxedCounter& { return c.flows_endpoint_gone; }) +
             static_cast<double>(xdp_path ? xdp_path->flows_endpoint_gone() : 0));
+  if (const RegistrySync* registry = s.registry) {
+    m.add(m.family("rtcedge_relay_registry_up", "1 while the registry (Redis) answers the relay's re-lists.",
+                   MetricType::Gauge),
+          registry->up() ? 1 : 0);
+    add_sync_events(m, "rtcedge_relay_registry_events_total", "Registry", registry->counters());
+  }
   if (FlowSync* flow_sync = s.flow_sync) {
     const FlowSyncCounters& fs = flow_sync->counters();
     const SyncCounters& sc = flow_sync->store_counters();
@@ -308,19 +316,7 @@ std::string relay_metrics_text(const RelayMetricsSources& s) {
     for (size_t i = 0; i <= workers.size(); i++)
       requests_dropped += static_cast<double>(flow_sync->channel(i).requests_dropped.get() +
                                               flow_sync->channel(i).replies_dropped.get());
-    auto& store = m.family("rtcedge_relay_flow_store_events_total",
-                           "Flow store client events: errors (error replies, failed connects, commands "
-                           "lost to a disconnect), timeouts, reconnects, requests dropped because "
-                           "a queue was full, TLS handshakes that failed, Redis Cluster redirects "
-                           "followed, and Sentinel master changes.",
-                           MetricType::Counter);
-    m.add(store, static_cast<double>(sc.errors.get()), {{"event", "error"}});
-    m.add(store, static_cast<double>(sc.timeouts.get()), {{"event", "timeout"}});
-    m.add(store, static_cast<double>(sc.reconnects.get()), {{"event", "reconnect"}});
-    m.add(store, static_cast<double>(sc.dropped.get()) + requests_dropped, {{"event", "dropped"}});
-    m.add(store, static_cast<double>(sc.tls_errors.get()), {{"event", "tls_error"}});
-    m.add(store, static_cast<double>(sc.redirects.get()), {{"event", "redirect"}});
-    m.add(store, static_cast<double>(sc.master_changes.get()), {{"event", "master_change"}});
+    add_sync_events(m, "rtcedge_relay_flow_store_events_total", "Flow store", sc, requests_dropped);
     if (xdp_path)
       m.add(m.family("rtcedge_relay_xdp_flows_installed_total",
                      "Flows recovered from the flow store and installed into the XDP flows map.",

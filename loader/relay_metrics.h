@@ -14,12 +14,15 @@
 
 namespace rtce {
 
+class RegistrySync;
+
 // What one scrape reads. The service fills it; the pointers stay valid for the call.
 struct RelayMetricsSources {
   const std::vector<std::unique_ptr<UdpWorker>>* workers = nullptr;
-  const XdpDataPath* xdp = nullptr;  // null in userspace mode
-  FlowSync* flow_sync = nullptr;     // null without flow_store.redis_url
-  size_t flow_capacity = 0;          // flows.capacity
+  const XdpDataPath* xdp = nullptr;        // null in userspace mode
+  FlowSync* flow_sync = nullptr;           // null without flow_store.redis_url
+  const RegistrySync* registry = nullptr;  // null without registry.redis_url
+  size_t flow_capacity = 0;                // flows.capacity
   size_t endpoints = 0;
   std::vector<uint8_t> peer_clusters;  // peers.clusters, for the per-peer health metrics
   // Read by the caller before the state a reload changes: a scrape that sees a reload

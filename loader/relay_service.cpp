@@ -224,6 +224,7 @@ std::string RelayService::metrics_text() const {
   sources.workers = &workers_;
   sources.xdp = xdp_.get();
   sources.flow_sync = flow_sync_.get();
+  sources.registry = registry_.get();
   sources.flow_capacity = config_.flow_capacity;
   sources.endpoints = endpoint_count_.load();
   {

@@ -365,7 +365,7 @@ void RedisRegistry::relist() {
         reported_held_ = false;
       }
     }
-    if (records && on_listed_) on_listed_();
+    if (on_listed_) on_listed_(records.has_value());
     if (relist_again_) {
       relist_again_ = false;
       relist();

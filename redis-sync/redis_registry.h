@@ -59,8 +59,8 @@ class RedisRegistry final : public Registry {
   // nullopt when the store could not be reached.
   void list_ingress(uint8_t cluster, IngressCallback done);
 
-  // watch: runs after every re-list the store answered, after its changes were reported.
-  void on_listed(std::function<void()> hook) { on_listed_ = std::move(hook); }
+  // watch: runs after every re-list: answered (after its changes were reported) or not.
+  void on_listed(std::function<void(bool answered)> hook) { on_listed_ = std::move(hook); }
 
   bool connected() const override { return commands_->connected(); }
   const SyncCounters& counters() const override { return counters_; }
@@ -77,7 +77,7 @@ class RedisRegistry final : public Registry {
   std::unique_ptr<RedisClient> commands_;
   std::unique_ptr<RedisClient> events_;
   WatchCallback on_change_;
-  std::function<void()> on_listed_;
+  std::function<void(bool answered)> on_listed_;
   EndpointSetDiff diff_;
   bool reported_held_ = false;  // the outage grace's log line, once per outage
   bool relist_in_flight_ = false;

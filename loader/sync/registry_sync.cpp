@@ -52,8 +52,9 @@ RegistrySync::RegistrySync(RedisOptions redis, RegistryOptions options, Apply ap
     }
     apply_endpoints();
   });
-  registry_.on_listed([this] {
-    if (!from_cache_ || grace_started_) return;
+  registry_.on_listed([this](bool answered) {
+    up_.store(answered, std::memory_order_relaxed);
+    if (!answered || !from_cache_ || grace_started_) return;
     // The registry answered. After an outage it may answer before the transceivers have
     // registered again: cached endpoints it does not list yet are kept for one TTL (their
     // heartbeat period fits in it three times), as the watch keeps a known endpoint after

@@ -11,6 +11,7 @@
 // clusters whose peers.clusters entry has no address, handing changes to `apply_peers`.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
@@ -52,6 +53,10 @@ class RegistrySync {
   // A reload changed which clusters are learned (thread-safe).
   void learn(std::vector<uint8_t> clusters);
 
+  // The last re-list was answered (any thread: metrics).
+  bool up() const { return up_.load(std::memory_order_relaxed); }
+  const SyncCounters& counters() const { return registry_.counters(); }
+
  private:
   void peer_tick();
   void arm_peer_timer();
@@ -73,6 +78,7 @@ class RegistrySync {
   boost::asio::steady_timer peer_timer_;
   Millis cache_grace_;
   boost::asio::steady_timer cache_grace_timer_;
+  std::atomic<bool> up_{false};
   std::thread thread_;
 };
 

@@ -177,6 +177,7 @@ class GlobalRelayRegistryTest(gr.TwoClusterStage):
         self.vip = ("127.0.0.1", first.vip_port)
         self.check_through(self.client(), "registry")
         wait_for(lambda: os.path.exists(cache), 5, "the registry cache written")
+        self.assertEqual(first.metrics().get("rtcedge_relay_registry_up"), 1)
         with open(cache) as f:
             self.assertIn("7 127.0.0.1:%d\n" % self.ep_port, f.read())
 
@@ -187,6 +188,9 @@ class GlobalRelayRegistryTest(gr.TwoClusterStage):
         self.addCleanup(second.stop)
         wait_for(second.ready, 10, "the restarted relay ready from its cache while Redis is down")
         self.assertIn("endpoint(s) from the cache", second.text())
+        m = second.metrics()
+        self.assertEqual(m.get("rtcedge_relay_registry_up"), 0, "Redis is down")
+        self.assertGreaterEqual(m.get("rtcedge_relay_registry_events_total", event="error"), 1)
         self.vip = ("127.0.0.1", second.vip_port)
         self.check_through(self.client(), "cached")
 
@@ -209,6 +213,7 @@ class GlobalRelayRegistryTest(gr.TwoClusterStage):
         wait_for(lambda: "cmdstat_eval" in " ".join(self.redis.cli("INFO", "commandstats") or []), 6,
                  "the relay listing the registry again")
         self.check_through(self.client(), "grace")
+        wait_for(lambda: second.metrics().get("rtcedge_relay_registry_up") == 1, 5, "registry_up 1 again")
         wait_for(lambda: "registry: cached endpoint 7 left" in second.text(), TTL_MS / 1000 + 5,
                  "the unlisted cached endpoint leaving after the grace")
         self.assertIn("registry: routing updated (0 endpoints", second.text())

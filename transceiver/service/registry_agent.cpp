@@ -92,6 +92,7 @@ void RegistryAgent::beat() {
   timer_.expires_after(options_.endpoint_ttl / 3);
   timer_.async_wait([this](boost::system::error_code ec) {
     if (ec) return;
+    up_.store(registry_.connected(), std::memory_order_relaxed);
     const bool draining = draining_.load();
     for (size_t i = 0; i < endpoints_.size(); ++i) {
       const auto& e = endpoints_[i];

@@ -50,6 +50,10 @@ class RegistryAgent {
                      std::function<void(std::optional<bool>)> done);
   void give_back_key_call(std::string principal);
   // RedisRegistry::claim_provider_call from any thread; done runs on the agent's thread.
+  // Redis was connected at the last heartbeat (any thread: metrics).
+  bool up() const { return up_.load(std::memory_order_relaxed); }
+  const SyncCounters& counters() const { return registry_.counters(); }
+
   void claim_provider_call(std::string provider, std::string provider_call_id, std::string call_id,
                            int64_t ttl_s, std::function<void(std::optional<std::string>)> done);
   // Deregisters every endpoint (waits up to `timeout` for Redis) and stops the thread.
@@ -66,6 +70,7 @@ class RegistryAgent {
   boost::asio::steady_timer timer_;
   std::vector<Endpoint> endpoints_;
   std::atomic<bool> draining_{false};
+  std::atomic<bool> up_{false};
   mutable std::mutex signaling_mutex_;  // the HTTP thread reads, the agent's thread writes
   std::unordered_map<uint16_t, SocketAddress> signaling_;
   std::thread thread_;

@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "admin_server.h"
+#include "registry_agent.h"
+#include "sync_metrics.h"
 
 namespace rtce {
 
@@ -279,6 +281,12 @@ std::string transceiver_metrics_text(const TransceiverMetricsSources& s) {
     m.add(closed, flood, {{"reason", "flood"}});
     m.add(closed, backlog, {{"reason", "backlog"}});
     m.add(closed, std::max(0.0, load(sb.closed) - flood - backlog), {{"reason", "other"}});
+  }
+  if (s.registry != nullptr) {
+    m.add(m.family("rtcedge_transceiver_registry_up",
+                   "1 while the registry (Redis) was connected at the last heartbeat.", MetricType::Gauge),
+          s.registry->up() ? 1 : 0);
+    add_sync_events(m, "rtcedge_transceiver_registry_events_total", "Registry", s.registry->counters());
   }
   if (s.forwarder != nullptr) {
     auto load = [](const std::atomic<uint64_t>& v) {

@@ -17,6 +17,8 @@
 
 namespace rtce {
 
+class RegistryAgent;
+
 // What one scrape reads. The service fills it; the pointers stay valid for the call.
 struct TransceiverMetricsSources {
   const std::vector<std::unique_ptr<WorkerMetrics>>* metrics = nullptr;
@@ -28,6 +30,7 @@ struct TransceiverMetricsSources {
   const RealtimeStats* realtime = nullptr;  // the /v1/realtime routes
   const SidebandSocketStats* sideband_sockets = nullptr;
   const CallForwarder::Stats* forwarder = nullptr;  // with a registry only
+  const RegistryAgent* registry = nullptr;          // with registry.redis_url
   const TelephonyStats* telephony = nullptr;        // with telephony.twilio configured
   // Relay mode: answers by how their ingress VIPs were chosen (ingress_selector.h).
   const std::array<uint64_t, static_cast<size_t>(IngressChoice::count)>* ingress_chosen = nullptr;

@@ -712,6 +712,7 @@ std::string TransceiverService::metrics_text() const {
   sources.sideband_sockets = &sideband_sockets_;
   if (telephony_->enabled()) sources.telephony = &telephony_->stats();
   if (forwarder_) sources.forwarder = &forwarder_->stats();
+  sources.registry = registry_.get();
   sources.rejected_rate_limited = rejected_rate_;
   sources.rejected_capacity = rejected_capacity_;
   sources.rejected_bad_sdp = rejected_sdp_;

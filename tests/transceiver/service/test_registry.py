@@ -75,6 +75,7 @@ class RegistryTest(unittest.TestCase):
             self.assertEqual(rec["address"], f"127.0.0.1:{tx.media}")
             self.assertEqual(rec["capacity"], "1000")
             self.assertEqual(rec["draining"], "0")
+            wait_for(lambda: self.metric(tx.http, "rtcedge_transceiver_registry_up") == 1, 3, "registry_up 1")
             # Heartbeats keep the 1 s TTL from lapsing: the record is there at every poll for 2.5 s.
             deadline = time.monotonic() + 2.5
             while time.monotonic() < deadline:
@@ -124,15 +125,20 @@ class RegistryTest(unittest.TestCase):
         finally:
             tx.stop()
 
-    def relay_endpoints(self, admin):
+    def metric(self, port, name):
+        """The value of an unlabelled sample `name` on port's /metrics, or None."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=1) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1) as r:
                 for line in r.read().decode().splitlines():
-                    if line.startswith("rtcedge_relay_endpoints "):
-                        return int(float(line.split()[1]))
+                    if line.startswith(name + " "):
+                        return float(line.split()[1])
         except OSError:
             return None
         return None
+
+    def relay_endpoints(self, admin):
+        value = self.metric(admin, "rtcedge_relay_endpoints")
+        return None if value is None else int(value)
 
     def test_relay_follows_the_registry(self):
         if not ARGS.relay:
@@ -170,6 +176,8 @@ class RegistryTest(unittest.TestCase):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{tx.http}/healthz", timeout=2) as r:
                 self.assertEqual(r.status, 200)
+            # The registry client reports the outage (and its failed connects).
+            self.assertEqual(self.metric(tx.http, "rtcedge_transceiver_registry_up"), 0)
         finally:
             tx.stop()
             self.redis = Redis()  # for tearDown

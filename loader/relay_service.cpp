@@ -112,6 +112,9 @@ RelayService::RelayService(const RelayConfig& config)
     return HttpReply{200, "text/plain; charset=utf-8", "ready\n"};
   });
   admin_.start();
+  // Before the workers take packets: a relay restarted with a registry cache routes its
+  // first packets (a flow recovered from the store) with the cached endpoints.
+  start_registry();
   for (auto& w : workers_) w->start();
   if (xdp_) {
     xdp_events_ = std::thread([this] {
@@ -123,7 +126,6 @@ RelayService::RelayService(const RelayConfig& config)
     });
   }
   ready_ = true;
-  start_registry();
 
   std::string vips;
   for (const auto& v : config_.listen) vips += (vips.empty() ? "" : ", ") + v.to_string();

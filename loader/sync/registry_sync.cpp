@@ -33,8 +33,9 @@ RegistrySync::RegistrySync(RedisOptions redis, RegistryOptions options, Apply ap
       from_cache_ = true;
       spdlog::info("registry: {} endpoint(s) from the cache {} until the registry answers", endpoints_.size(),
                    cache_.file);
-      // On the registry thread, as every other apply (the caller may hold the routing lock).
-      boost::asio::post(io_, [this] { apply_endpoints(); });
+      // Now, before the registry thread starts (and before the caller's workers take
+      // packets): a flow recovered from the store on the first packet needs its route.
+      apply_endpoints();
     } else {
       spdlog::warn("registry: cache {} not used: {}", cache_.file, why);
     }

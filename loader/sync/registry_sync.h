@@ -44,6 +44,7 @@ class RegistrySync {
     ApplyPeers apply;                      // every change of the learned addresses
   };
   using Cache = RegistryCacheOptions;
+  // With a usable cache, `apply` runs once in the constructor, on the caller's thread.
   RegistrySync(RedisOptions redis, RegistryOptions options, Apply apply, Peers peers = {}, Cache cache = {});
   // Withdraws the published address (bounded wait) so that ingress relays move at once.
   ~RegistrySync();

@@ -109,6 +109,48 @@ HTTP_A, HTTP_B = 8080, 8081
 log = core.log_to("run_chaos_netns")
 
 
+
+def establish_sessions(env, args, session_s):
+    """--sessions-per aiortc sessions on each transceiver, for session_s; the clients once every
+    one echoes (None after 40 s)."""
+    clients = []
+    for name in ("a", "b"):
+        for i in range(args.sessions_per):
+            clients.append(env.start_client("%s%d" % (name, i), name, session_s, []))
+
+    def all_echoing():
+        for c in clients:
+            if c["proc"].poll() is not None:
+                raise RuntimeError("client %s exited early:\n%s" % (c["tag"], core.tail(env.logs["client-" + c["tag"]])))
+        if not all(os.path.exists(c["ready"]) for c in clients):
+            return False
+        return all(env.xcvr_metrics(n).get("rtcedge_transceiver_rtp_packets_total", kind="rtp", direction="out")
+                   >= 100 * args.sessions_per for n in ("a", "b"))
+
+    return clients if core.poll_until(all_echoing, 40.0, 0.1) else None
+
+
+def start_prober(env, args, count):
+    """The prober (`count` new sessions, one every --new-session-interval), started and waiting
+    for its go file. Returns (process, its JSON-lines output, the go file, the URLs file it
+    reads before each session)."""
+    urls = os.path.join(env.workdir, "prober-urls.txt")
+    with open(urls, "w") as f:
+        f.write("%s\n%s\n" % (env.url("a"), env.url("b")))
+    jsonl = os.path.join(env.workdir, "prober.jsonl")
+    pready, pgo = os.path.join(env.workdir, "prober.ready"), os.path.join(env.workdir, "prober.go")
+    plog = open(os.path.join(env.workdir, "prober.log"), "wb")
+    prober = nt.start_in_netns(env.topo.client, ["/usr/bin/python3", PROBER, "--urls-file", urls, "--count", str(count),
+                                                 "--interval-s", "%g" % args.new_session_interval, "--hold-s", "2",
+                                                 "--jsonl-out", jsonl, "--ready-file", pready, "--go-file", pgo],
+                               stdout=plog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    plog.close()
+    env.logs["prober"] = os.path.join(env.workdir, "prober.log")
+    if not core.poll_until(lambda: os.path.exists(pready) or prober.poll() is not None, 30.0, 0.1) \
+            or prober.poll() is not None:
+        raise RuntimeError("the prober did not start:\n" + core.tail(env.logs["prober"]))
+    return prober, jsonl, pgo, urls
+
 def metric_sum(m, name, **labels):
     want = set(labels.items())
     return sum(v for (n, lab), v in m.samples.items() if n == name and want <= set(lab))
@@ -574,22 +616,8 @@ def run_redis_outage(args, env, results, check):
 
     # Established sessions: long enough for the outage, the relay restart and the convergence.
     session_s = out_s + args.converge_s + 20
-    clients = []
-    for name in ("a", "b"):
-        for i in range(args.sessions_per):
-            clients.append(env.start_client("%s%d" % (name, i), name, session_s, []))
-
-    def all_echoing():
-        for c in clients:
-            if c["proc"].poll() is not None:
-                raise RuntimeError("client %s exited early:\n%s" % (c["tag"], core.tail(env.logs["client-" + c["tag"]])))
-        if not all(os.path.exists(c["ready"]) for c in clients):
-            return False
-        return all(env.xcvr_metrics(n).get("rtcedge_transceiver_rtp_packets_total", kind="rtp", direction="out")
-                   >= 100 * args.sessions_per for n in ("a", "b"))
-
-    if not check("every established session connected and echoing on both transceivers",
-                 core.poll_until(all_echoing, 40.0, 0.1)):
+    clients = establish_sessions(env, args, session_s)
+    if not check("every established session connected and echoing on both transceivers", clients is not None):
         return
     # Each client's flow key in the store (written when the relay created the flow).
     vip = "%s:%d" % (nt.VIP_V4, bx.VIP_PORT)
@@ -606,22 +634,8 @@ def run_redis_outage(args, env, results, check):
     check("every established session's flow is in the flow store before the outage", all(keys.values()), keys)
 
     # The prober: a new session a second from the kill until --after-s past Redis's return.
-    urls = os.path.join(env.workdir, "prober-urls.txt")
-    with open(urls, "w") as f:
-        f.write("%s\n%s\n" % (env.url("a"), env.url("b")))
     count = min(args.max_new_sessions, int((out_s + args.after_s) / args.new_session_interval))
-    jsonl = os.path.join(env.workdir, "prober.jsonl")
-    pready, pgo = os.path.join(env.workdir, "prober.ready"), os.path.join(env.workdir, "prober.go")
-    plog = open(os.path.join(env.workdir, "prober.log"), "wb")
-    prober = nt.start_in_netns(env.topo.client, ["/usr/bin/python3", PROBER, "--urls-file", urls, "--count", str(count),
-                                                 "--interval-s", "%g" % args.new_session_interval, "--hold-s", "2",
-                                                 "--jsonl-out", jsonl, "--ready-file", pready, "--go-file", pgo],
-                               stdout=plog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    plog.close()
-    env.logs["prober"] = os.path.join(env.workdir, "prober.log")
-    if not core.poll_until(lambda: os.path.exists(pready) or prober.poll() is not None, 30.0, 0.1) \
-            or prober.poll() is not None:
-        raise RuntimeError("the prober did not start:\n" + core.tail(env.logs["prober"]))
+    prober, jsonl, pgo, urls = start_prober(env, args, count)
 
     poller = chaos_outage.HealthPoller({
         "relay": (env.topo.relay, "127.0.0.1", bx.RELAY_ADMIN_PORT),
@@ -1100,22 +1114,8 @@ def run_redis_failover(args, env, results, check):
         plan += [("migrate", args.restart_after + 8.0), ("relay_restart_2", args.restart_after + 14.0)]
     run_s = plan[-1][1] + 10.0
     session_s = run_s + 14.0  # room for an overrunning migration (the sessions must outlive the last restart)
-    clients = []
-    for name in ("a", "b"):
-        for i in range(args.sessions_per):
-            clients.append(env.start_client("%s%d" % (name, i), name, session_s, []))
-
-    def all_echoing():
-        for c in clients:
-            if c["proc"].poll() is not None:
-                raise RuntimeError("client %s exited early:\n%s" % (c["tag"], core.tail(env.logs["client-" + c["tag"]])))
-        if not all(os.path.exists(c["ready"]) for c in clients):
-            return False
-        return all(env.xcvr_metrics(n).get("rtcedge_transceiver_rtp_packets_total", kind="rtp", direction="out")
-                   >= 100 * args.sessions_per for n in ("a", "b"))
-
-    if not check("every established session connected and echoing on both transceivers",
-                 core.poll_until(all_echoing, 40.0, 0.1)):
+    clients = establish_sessions(env, args, session_s)
+    if not check("every established session connected and echoing on both transceivers", clients is not None):
         return
     vip = "%s:%d" % (nt.VIP_V4, bx.VIP_PORT)
     pattern = "rtce:c%d:flow:*" % cluster
@@ -1134,22 +1134,8 @@ def run_redis_failover(args, env, results, check):
     results["established_flow_keys"] = {t: {"key": k, "slot": key_slot(k)} for t, k in keys.items()}
 
     # The prober: a new session a second from the kill to the end.
-    urls = os.path.join(env.workdir, "prober-urls.txt")
-    with open(urls, "w") as f:
-        f.write("%s\n%s\n" % (env.url("a"), env.url("b")))
     count = min(args.max_new_sessions, int(run_s / args.new_session_interval))
-    jsonl = os.path.join(env.workdir, "prober.jsonl")
-    pready, pgo = os.path.join(env.workdir, "prober.ready"), os.path.join(env.workdir, "prober.go")
-    plog = open(os.path.join(env.workdir, "prober.log"), "wb")
-    prober = nt.start_in_netns(env.topo.client, ["/usr/bin/python3", PROBER, "--urls-file", urls, "--count", str(count),
-                                                 "--interval-s", "%g" % args.new_session_interval, "--hold-s", "2",
-                                                 "--jsonl-out", jsonl, "--ready-file", pready, "--go-file", pgo],
-                               stdout=plog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    plog.close()
-    env.logs["prober"] = os.path.join(env.workdir, "prober.log")
-    if not core.poll_until(lambda: os.path.exists(pready) or prober.poll() is not None, 30.0, 0.1) \
-            or prober.poll() is not None:
-        raise RuntimeError("the prober did not start:\n" + core.tail(env.logs["prober"]))
+    prober, jsonl, pgo, urls = start_prober(env, args, count)
 
     # The victim: the master; in the Cluster the master owning most established flow keys.
     keys_before = dep.keys(pattern)

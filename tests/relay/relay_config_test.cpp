@@ -145,7 +145,9 @@ TEST(RelayConfig, FlowStoreKeysDefaultAndValidate) {
     return text.find(part) != std::string::npos;
   };
   std::string e = error_of(k + "flow_store:\n  redis_url: http://x\n");
-  EXPECT_TRUE(has(e, "'flow_store.redis_url'") && has(e, "redis://")) << e;
+  EXPECT_TRUE(has(e, "'flow_store.redis_url'") && has(e, "unknown scheme 'http'") &&
+              has(e, "redis[s]+cluster://"))
+      << e;
   e = error_of(k + "flow_store:\n  ttl: 10s\n  refresh_interval: 6s\n");
   EXPECT_TRUE(has(e, "'flow_store.refresh_interval'") && has(e, "half of flow_store.ttl")) << e;
   e = error_of(k + "flow_store:\n  ttl: 1s\n");

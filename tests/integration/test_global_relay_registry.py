@@ -209,6 +209,7 @@ class GlobalRelayRegistryTest(gr.TwoClusterStage):
         # Redis returns empty. Its first answers come before transceivers register again: the
         # cached EP7 is kept for one more registry.ttl, then, still unlisted, it leaves.
         self.redis = Redis(self.tmp, port=self.redis.port)
+        self.addCleanup(self.redis.stop)  # setUp's cleanup stops the first one only
         # The relay's re-list (an EVAL of the list script) has been answered by the empty Redis.
         wait_for(lambda: "cmdstat_eval" in " ".join(self.redis.cli("INFO", "commandstats") or []), 6,
                  "the relay listing the registry again")

@@ -12,6 +12,7 @@ lands on any pod): B bridges it to A, the caller's tone comes back. Every wait h
 deadline."""
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -87,6 +88,8 @@ class Pod:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=10)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.log.name)
 
 
 def error_code(text):

@@ -41,7 +41,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "..", "tests", "transceiver", "e2e", "run_chaos_netns.py")
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "support", "py"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "transceiver", "e2e"))
 from rtcetest.core import machine  # noqa: E402
+import chaos_outage  # noqa: E402  (its tables; run_chaos_netns.py runs the scenario)
 ORDER = ["none", "loss1", "loss5", "loss10", "jitter30", "reorder", "duplicate"]
 
 
@@ -168,56 +170,9 @@ def bench_redis_outage(args):
           "runs" % (args.outage, args.runs, passed, args.runs))
     print("machine: %s\n" % machine())
     for n, (out, ok) in enumerate(runs):
-        cfg = out.get("config", {})
         if args.runs > 1:
             print("\n### run %d (%s)\n" % (n + 1, "pass" if ok else "FAIL"))
-        print("| established session | outage: echo frames lost / expected (relay restart aside) | longest gap (ms) "
-              "| relay restart gap (ms) | after Redis back: frames lost / longest gap (ms) | at the end |")
-        print("|---|---|---|---|---|---|")
-        for s in out.get("sessions", []):
-            if s["transceiver"] == "a":
-                wo, ab = s["outage_without_restart"], s["after_redis_back"]
-                print("| %s | %d / %d | %d | %d | %d / %d | %s |" % (
-                    s["session"], wo["lost"], wo["expected"], wo["max_gap_ms"], s["restart_gap_ms"], ab["lost"],
-                    ab["max_gap_ms"], "up" if s["state_before_delete"] == "connected" else s["state_before_delete"]))
-            else:
-                bd = s["before_drain"]
-                print("| %s (drained b) | %d / %d until the drain | %d | - | - | ended, last echo %s s after SIGTERM |"
-                      % (s["session"], bd["lost"], bd["expected"], bd["max_gap_ms"], s["last_echo_after_drain_s"]))
-        ns = out.get("new_sessions", {})
-        print("\n| new sessions (one a second) | started | connected and echoed the tone | connect p50 (ms) | p99 "
-              "| max | moved to a on b's 503 |")
-        print("|---|---|---|---|---|---|---|")
-        for ph, v in (ns.get("by_phase") or {}).items():
-            print("| %s | %d | %d | %s | %s | %s | %d |" % (ph, v["sessions"], v["ok"], v["connect_ms_p50"],
-                                                        v["connect_ms_p99"], v["connect_ms_max"],
-                                                        v["retried_to_next_url"]))
-        conv, rr, dr, h = (out.get(k, {}) for k in ("convergence", "relay_restart", "drain", "health"))
-        samples = conv.get("redis_load_per_s", [])
-        stats = conv.get("commandstats_first_%ds" % len(samples)) or {}
-        print("\n| measure | value |")
-        print("|---|---|")
-        for label, v in (
-                ("relay restart mid-outage: stop (s) / exit -> /readyz 200 from the cache (s)",
-                 "%s / %s" % (rr.get("stop_s"), rr.get("start_to_ready_s"))),
-                ("drain of b: exit code / SIGTERM -> exit (s), sessions.drain_timeout %gs" % cfg.get("drain_timeout_s", 0),
-                 "%s / %s" % (dr.get("exit_code"), dr.get("exit_after_s"))),
-                ("health polls (every 0.5 s) / non-200 unexpected / expected (restart, drain)",
-                 "%d / %d / %d" % (sum((h.get("polls") or {}).values()), len(h.get("unexpected") or []),
-                                   h.get("expected", 0))),
-                ("unexpected non-200", "; ".join("%s %s at %+.1f s: %s" % (u["target"], u["path"], u["t"], u["answer"])
-                                                 for u in (h.get("unexpected") or [])[:4]) or "none"),
-                ("Redis back -> live transceivers registered (s)", conv.get("transceivers_registered_s")),
-                ("Redis back -> relay's view matches Redis (s)", conv.get("registered_s")),
-                ("relay's endpoints at their lowest after Redis's return", (conv.get("relay_endpoints_min") or {}).get("value")),
-                ("Redis back -> rtcedge_relay_flow_store_up 1 (s)", conv.get("flow_store_up_s")),
-                ("Redis back -> live flows in the store again (s)", conv.get("flows_rewritten_s")),
-                ("Redis: commands/s by rtcedge, first %d s" % len(samples), " ".join(str(s["per_s"]) for s in samples)),
-                ("Redis: connected_clients, first %d s" % len(samples),
-                 " ".join(str(s["connected_clients"]) for s in samples)),
-                ("Redis: calls per command, first %d s" % len(samples),
-                 ", ".join("%s %d" % kv for kv in sorted(stats.items(), key=lambda kv: -kv[1])))):
-            print("| %s | %s |" % (label, v))
+        chaos_outage.print_outage_tables(out)
     return 0 if passed == args.runs else 1
 
 

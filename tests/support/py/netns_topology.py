@@ -102,14 +102,16 @@ class HttpSplice:
     upstream made from upstream_ns. Plays the geo-aware front door: every request on the
     client->server side gets `header: value` (a client-sent one is removed). Requests are
     framed by Content-Length (what the page and aiortc send); a chunked request body is passed
-    through unparsed after its headers."""
+    through unparsed after its headers. Without a header it is a plain TCP forward (listen_port:
+    a fixed port instead of a free one); a refused upstream closes the accepted connection at
+    once and an upstream that closes closes the other side, as a direct connection would."""
 
-    def __init__(self, listen_ns, upstream_ns, upstream, header=None, value=None):
+    def __init__(self, listen_ns, upstream_ns, upstream, header=None, value=None, listen_port=0):
         self.upstream_ns, self.upstream = upstream_ns, upstream
         self.header, self.value = header, value
         self.listener = socket_in(listen_ns, socket.AF_INET, socket.SOCK_STREAM)
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
+        self.listener.bind(("127.0.0.1", listen_port))
         self.listener.listen(64)
         self.port = self.listener.getsockname()[1]
         self.connections = 0

@@ -10,7 +10,8 @@ Imported by the harness:
   frame_figures   frames received, lost and the longest gap of one client's echo in a window;
   TcpForward      127.0.0.1:port of one namespace forwarded to 127.0.0.1:port of another (the
                   Redis Sentinel group / Cluster of --scenario redis-failover, reached by the
-                  transceivers from their namespace).
+                  transceivers from their namespace);
+  print_outage_tables  the tables of one redis-outage result (also bench/chaos_bench.py's).
 Run as a script (inside the client namespace) it is the prober: one aiortc process that starts
 a new session every --interval-s (at most --count), each POSTed to the next URL of --urls-file
 (re-read at every session; a 503 or a refused connection moves to the next URL, as a load
@@ -157,89 +158,72 @@ def read_registry_cache(path):
     return out
 
 
-class TcpForward:
-    """Listens on 127.0.0.1:`port` inside `listen_ns` and joins each connection to a new one to
-    127.0.0.1:`port` made inside `upstream_ns`: a Redis deployment whose nodes bind and announce
-    127.0.0.1 (rtcetest.redis) is then reachable, at the same addresses, from a second namespace.
-    A refused upstream (a killed node) closes the accepted connection at once, and an upstream
-    that closes closes the other side, so the clients see what they would see directly."""
+class TcpForward(nt.HttpSplice):
+    """127.0.0.1:`port` inside `listen_ns` joined to 127.0.0.1:`port` inside `upstream_ns`: a
+    Redis deployment whose nodes bind and announce 127.0.0.1 (rtcetest.redis) is then reachable,
+    at the same addresses, from a second namespace."""
 
     def __init__(self, listen_ns, upstream_ns, port):
-        self.upstream_ns, self.port = upstream_ns, port
-        self.listener = nt.socket_in(listen_ns, socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", port))
-        self.listener.listen(128)
-        self._open = set()
-        self._lock = threading.Lock()
-        self._closed = False
-        threading.Thread(target=self._accept, name="fwd-%d" % port, daemon=True).start()
+        super().__init__(listen_ns, upstream_ns, ("127.0.0.1", port), listen_port=port)
 
-    def _accept(self):
-        while True:
-            try:
-                down, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(down,), daemon=True).start()
 
-    def _serve(self, down):
-        up = nt.socket_in(self.upstream_ns, socket.AF_INET, socket.SOCK_STREAM)
-        with self._lock:
-            if self._closed:
-                down.close()
-                up.close()
-                return
-            self._open.update((down, up))
-        try:
-            up.settimeout(2.0)
-            up.connect(("127.0.0.1", self.port))
-            up.settimeout(None)
-            t = threading.Thread(target=self._pump, args=(up, down), daemon=True)
-            t.start()
-            self._pump(down, up)
-            t.join()
-        except OSError:
-            pass
-        finally:
-            with self._lock:
-                self._open.discard(down)
-                self._open.discard(up)
-            for s in (down, up):
-                try:
-                    s.close()
-                except OSError:
-                    pass
+# ---------------------------------------------------------------------------- tables
 
-    @staticmethod
-    def _pump(src, dst):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s, how in ((dst, socket.SHUT_WR), (src, socket.SHUT_RD)):
-            try:
-                s.shutdown(how)
-            except OSError:
-                pass
-
-    def close(self):
-        with self._lock:
-            self._closed = True
-            socks = list(self._open)
-        try:
-            self.listener.close()
-        except OSError:
-            pass
-        for s in socks:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+def print_outage_tables(res):
+    """The markdown tables of one --scenario redis-outage result (its JSON): the established
+    sessions' audio, the new sessions by phase, the restart, drain, health and convergence
+    figures. run_chaos_netns.py --table and bench/chaos_bench.py redis-outage print them."""
+    cfg, conv, ev = res.get("config", {}), res.get("convergence", {}), res.get("events_s", {})
+    print("events (s after the kill): drain of b %s, b exited %s, relay stop %s, relay ready %s, Redis back %s\n"
+          % (ev.get("drain_at"), ev.get("b_exited_at"), ev.get("relay_stop_at"), ev.get("relay_ready_at"),
+             ev.get("redis_back_at")))
+    print("| established session | outage: echo frames lost / expected (relay restart aside) | longest gap (ms) "
+          "| relay restart gap (ms) | after Redis back: frames lost / longest gap (ms) | at the end |")
+    print("|---|---|---|---|---|---|")
+    for s in res.get("sessions", []):
+        if s["transceiver"] == "a":
+            wo, ab = s["outage_without_restart"], s["after_redis_back"]
+            print("| %s | %d / %d | %d | %d | %d / %d | %s |" % (
+                s["session"], wo["lost"], wo["expected"], wo["max_gap_ms"], s["restart_gap_ms"], ab["lost"],
+                ab["max_gap_ms"], "up" if s["state_before_delete"] == "connected" else s["state_before_delete"]))
+        else:
+            bd = s["before_drain"]
+            print("| %s (drained b) | %d / %d until the drain | %d | - | - | ended, last echo %s s after SIGTERM |"
+                  % (s["session"], bd["lost"], bd["expected"], bd["max_gap_ms"], s["last_echo_after_drain_s"]))
+    print("\n| new sessions | started | connected and echoed the tone | connect p50 (ms) | p99 | max "
+          "| moved to the next URL (b's 503) |")
+    print("|---|---|---|---|---|---|---|")
+    for ph, v in ((res.get("new_sessions") or {}).get("by_phase") or {}).items():
+        print("| %s | %d | %d | %s | %s | %s | %d |" % (ph, v["sessions"], v["ok"], v["connect_ms_p50"],
+                                                    v["connect_ms_p99"], v["connect_ms_max"], v["retried_to_next_url"]))
+    rr, dr, h = (res.get(k) or {} for k in ("relay_restart", "drain", "health"))
+    samples = conv.get("redis_load_per_s") or []
+    stats = conv.get("commandstats_first_%ds" % len(samples)) or {}
+    print("\n| measure | value |")
+    print("|---|---|")
+    for label, v in (
+            ("relay restart mid-outage: stop (s) / exit -> /readyz 200 from the cache (s)",
+             "%s / %s" % (rr.get("stop_s"), rr.get("start_to_ready_s"))),
+            ("drain of b: exit code / SIGTERM -> exit (s), sessions.drain_timeout %gs" % cfg.get("drain_timeout_s", 0),
+             "%s / %s" % (dr.get("exit_code"), dr.get("exit_after_s"))),
+            ("health polls / non-200 unexpected / expected (restart, drain)",
+             "%d / %d / %d" % (sum((h.get("polls") or {}).values()), len(h.get("unexpected") or []),
+                               h.get("expected", 0))),
+            ("unexpected non-200", "; ".join("%s %s at %+.1f s: %s" % (u["target"], u["path"], u["t"], u["answer"])
+                                             for u in (h.get("unexpected") or [])[:4]) or "none"),
+            ("Redis back -> live transceivers registered (s)", conv.get("transceivers_registered_s")),
+            ("Redis back -> relay's view matches Redis (s)", conv.get("registered_s")),
+            ("relay's endpoints at their lowest after Redis's return",
+             (conv.get("relay_endpoints_min") or {}).get("value")),
+            ("Redis back -> rtcedge_relay_flow_store_up 1 (s)", conv.get("flow_store_up_s")),
+            ("Redis back -> live flows in the store again (s)", conv.get("flows_rewritten_s")),
+            ("Redis: peak commands/s by rtcedge in the first %d s" % len(samples), res.get("redis_peak_commands_per_s")),
+            ("Redis: commands/s by rtcedge (the harness's own excluded), per second",
+             " ".join(str(x["per_s"]) for x in samples)),
+            ("Redis: connected_clients, per second", " ".join(str(x["connected_clients"]) for x in samples)),
+            ("Redis: calls per command, first %d s" % len(samples),
+             ", ".join("%s %d" % kv for kv in sorted(stats.items(), key=lambda kv: -kv[1])))):
+        print("| %s | %s |" % (label, v))
 
 
 # ---------------------------------------------------------------------------- health

@@ -110,13 +110,13 @@ log = core.log_to("run_chaos_netns")
 
 
 
-def establish_sessions(env, args, session_s):
-    """--sessions-per aiortc sessions on each transceiver, for session_s; the clients once every
-    one echoes (None after 40 s)."""
+def establish_sessions(env, args, session_s, client_args=()):
+    """--sessions-per aiortc sessions on each transceiver (client_args: the client's own options),
+    for session_s; the clients once every one echoes (None after 40 s)."""
     clients = []
     for name in ("a", "b"):
         for i in range(args.sessions_per):
-            clients.append(env.start_client("%s%d" % (name, i), name, session_s, []))
+            clients.append(env.start_client("%s%d" % (name, i), name, session_s, list(client_args)))
 
     def all_echoing():
         for c in clients:
@@ -427,24 +427,9 @@ def run_kill(args, env, results, check):
     failures = max(1, int((consent_s - 0.5) / (interval + 0.5)))
     results["client_consent"] = {"interval_s": interval, "failures": failures,
                                  "expires_after_s": round(failures * (interval + 0.5), 2)}
-    session_s = args.seconds
-    clients = []
-    for name in ("a", "b"):
-        for i in range(args.sessions_per):
-            clients.append(env.start_client("%s%d" % (name, i), name, session_s,
-                                            ["--consent-interval-s", "%g" % interval,
-                                             "--consent-failures", str(failures)]))
-    # Every client connected and the echo flowing on both transceivers (condition, not a sleep).
-    def all_echoing():
-        for c in clients:
-            if c["proc"].poll() is not None:
-                raise RuntimeError("client %s exited early:\n%s" % (c["tag"], core.tail(env.logs["client-" + c["tag"]])))
-        if not all(os.path.exists(c["ready"]) for c in clients):
-            return False
-        return all(env.xcvr_metrics(n).get("rtcedge_transceiver_rtp_packets_total", kind="rtp", direction="out")
-                   >= 100 * args.sessions_per for n in ("a", "b"))
-
-    if not check("every session connected and echoing on both transceivers", core.poll_until(all_echoing, 40.0, 0.1)):
+    clients = establish_sessions(env, args, args.seconds, ["--consent-interval-s", "%g" % interval,
+                                                          "--consent-failures", str(failures)])
+    if not check("every session connected and echoing on both transceivers", clients is not None):
         return
     a_before = env.xcvr_metrics("a")
     relay_before = env.relay_metrics()
@@ -480,7 +465,7 @@ def run_kill(args, env, results, check):
     check("the relay logged the endpoint leaving", "left" in relay_log and "registry: endpoint" in relay_log,
           [l for l in relay_log.splitlines() if "registry: endpoint" in l][-3:])
 
-    results_by = {c["tag"]: env.finish_client(c, session_s + 60) for c in clients}
+    results_by = {c["tag"]: env.finish_client(c, args.seconds + 60) for c in clients}
     a_after = env.xcvr_metrics("a")
     env.xcvrs["a"].check_alive()
     sessions = []
@@ -946,58 +931,13 @@ def run_redis_outage(args, env, results, check):
 
 
 def print_outage_table(args, res):
-    cfg, conv = res["config"], res.get("convergence", {})
-    ev = res.get("events_s", {})
+    cfg = res["config"]
     print("\nRedis down for %g s (SIGKILL, restarted empty), userspace relay with registry + flow store + "
           "registry.cache_file; registry.ttl %gs, flow_store.ttl %gs; %d established sessions per transceiver; "
           "a new session every %g s" % (cfg["outage_s"], cfg["registry_ttl_s"], cfg["flow_store_ttl_s"],
                                         cfg["sessions_per_transceiver"], args.new_session_interval))
     print("machine: %s\n" % machine())
-    print("events (s after the kill): drain of b %s, b exited %s, relay stop %s, relay ready %s, Redis back %s\n"
-          % (ev.get("drain_at"), ev.get("b_exited_at"), ev.get("relay_stop_at"), ev.get("relay_ready_at"),
-             ev.get("redis_back_at")))
-    print("| established session | outage: frames lost / expected (relay restart aside) | longest gap (ms) "
-          "| relay restart gap (ms) | after Redis back: lost / longest gap (ms) | end |")
-    print("|---|---|---|---|---|---|")
-    for s in res.get("sessions", []):
-        if s["transceiver"] == "a":
-            wo, ab = s["outage_without_restart"], s["after_redis_back"]
-            print("| %s | %d / %d | %d | %d | %d / %d | %s |" % (
-                s["session"], wo["lost"], wo["expected"], wo["max_gap_ms"], s["restart_gap_ms"], ab["lost"],
-                ab["max_gap_ms"], "up" if s["state_before_delete"] == "connected" else s["state_before_delete"]))
-        else:
-            bd = s["before_drain"]
-            print("| %s (drained) | %d / %d until the drain | %d | - | - | last echo %s s after SIGTERM |" % (
-                s["session"], bd["lost"], bd["expected"], bd["max_gap_ms"], s["last_echo_after_drain_s"]))
-    ns = res.get("new_sessions", {})
-    print("\n| new sessions | started | connected and echoed | connect p50 (ms) | p99 | max | retried on the next URL |")
-    print("|---|---|---|---|---|---|---|")
-    for ph, v in ns.get("by_phase", {}).items():
-        print("| %s | %d | %d | %s | %s | %s | %d |" % (ph, v["sessions"], v["ok"], v["connect_ms_p50"],
-                                                    v["connect_ms_p99"], v["connect_ms_max"], v["retried_to_next_url"]))
-    rr, dr, h = res.get("relay_restart", {}), res.get("drain", {}), res.get("health", {})
-    print("\n| measure | value |")
-    print("|---|---|")
-    for label, v in (("relay restart: stop (s) / exit -> /readyz 200 (s)", "%s / %s" % (rr.get("stop_s"),
-                                                                                       rr.get("start_to_ready_s"))),
-                     ("drain of b: exit code / SIGTERM -> exit (s)", "%s / %s" % (dr.get("exit_code"),
-                                                                               dr.get("exit_after_s"))),
-                     ("health polls / non-200 unexpected / expected (restart, drain)",
-                      "%d / %d / %d" % (sum(h.get("polls", {}).values()), len(h.get("unexpected", [])),
-                                        h.get("expected", 0))),
-                     ("Redis back -> transceivers registered (s)", conv.get("transceivers_registered_s")),
-                     ("Redis back -> relay view matches Redis (s)", conv.get("registered_s")),
-                     ("Redis back -> rtcedge_relay_flow_store_up 1 (s)", conv.get("flow_store_up_s")),
-                     ("Redis back -> live flows in the store again (s)", conv.get("flows_rewritten_s")),
-                     ("Redis: peak commands/s in the first %d s" % len(conv.get("redis_load_per_s", [])),
-                      res.get("redis_peak_commands_per_s")),
-                     ("Redis: commands/s by rtcedge (the harness's own excluded), per second", " ".join(str(s["per_s"]) for s in conv.get("redis_load_per_s", []))),
-                     ("Redis: connected_clients, per second",
-                      " ".join(str(s["connected_clients"]) for s in conv.get("redis_load_per_s", []))),
-                     ("Redis: calls per command, first %d s" % len(conv.get("redis_load_per_s", [])),
-                      ", ".join("%s %d" % kv for kv in sorted(
-                          (conv.get("commandstats_first_%ds" % len(conv.get("redis_load_per_s", []))) or {}).items())))):
-        print("| %s | %s |" % (label, v))
+    chaos_outage.print_outage_tables(res)
 
 
 # ---------------------------------------------------------------------------- Redis failover

@@ -2243,10 +2243,18 @@ class RedisFailoverTest(RelayTestCase):
         def migrate1():
             cluster.migrate_slots(first1, last1, to1)
             box["migrated1"] = time.monotonic()
-            pttl = lambda: int(cluster.node(to1).cli("PTTL", key1) or -2)  # noqa: E731
-            # A refresh rewrites the key (a fresh TTL) on its new master within a refresh interval or two.
-            low = pttl()
-            self.keep_alive_until([], lambda: pttl() > low, 5.0, "a refresh of the moved flow on its new master")
+            # A refresh rewrites the key (a fresh TTL) on its new master within a refresh interval
+            # or two. Between writes its PTTL only falls, so a sample above the one before shows a
+            # write between them, wherever in the refresh cycle the first sample fell (comparing
+            # with the first sample alone waits for luck when a refresh had just landed).
+            last = [int(cluster.node(to1).cli("PTTL", key1) or -2)]
+
+            def rewritten():
+                sample = int(cluster.node(to1).cli("PTTL", key1) or -2)
+                grew, last[0] = sample > last[0], sample
+                return grew
+
+            self.keep_alive_until([], rewritten, 5.0, "a refresh of the moved flow on its new master")
             box["refreshed1"] = time.monotonic()
 
         got, _, count, sbox = self.stream_through(client, vip, migrate1)

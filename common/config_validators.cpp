@@ -217,14 +217,16 @@ std::optional<RedisUrl> parse_redis_url(std::string_view url, std::string* error
       slot = &out.tls_server_name, tls_only = true;
     else if (name == "password_file")
       slot = &out.password_file;
-    else if (name == "sentinel_username" || name == "sentinel_password") {
+    else if (name == "sentinel_username" || name == "sentinel_password" || name == "sentinel_password_file") {
       if (out.topology != RedisUrl::Topology::kSentinel)
         return fail("'" + std::string(name) + "' is for redis+sentinel:// URLs");
-      slot = name == "sentinel_username" ? &out.sentinel_username : &out.sentinel_password;
+      slot = name == "sentinel_username"   ? &out.sentinel_username
+             : name == "sentinel_password" ? &out.sentinel_password
+                                           : &out.sentinel_password_file;
     } else {
       return fail("unknown parameter '" + std::string(name) +
                   "' (tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, password_file, "
-                  "sentinel_username, sentinel_password)");
+                  "sentinel_username, sentinel_password, sentinel_password_file)");
     }
     if (tls_only && !out.tls) return fail("'" + std::string(name) + "' needs a rediss:// scheme (TLS)");
     *slot = value;
@@ -239,8 +241,8 @@ void check_redis_url(std::string_view text, const std::string& where) {
   std::string why;
   const auto url = parse_redis_url(text, &why);
   if (!url) throw ConfigError(where + ": '" + redact_redis_url(text) + "': " + why);
-  for (const std::string* file :
-       {&url->tls_ca_file, &url->tls_cert_file, &url->tls_key_file, &url->password_file}) {
+  for (const std::string* file : {&url->tls_ca_file, &url->tls_cert_file, &url->tls_key_file,
+                                  &url->password_file, &url->sentinel_password_file}) {
     if (!file->empty() && access(file->c_str(), R_OK) != 0)
       throw ConfigError(where + ": cannot read '" + *file + "': " + std::strerror(errno));
   }

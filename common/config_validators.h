@@ -53,6 +53,7 @@ struct RedisUrl {
   std::string password_file;
   std::string sentinel_username;
   std::string sentinel_password;
+  std::string sentinel_password_file;
   std::string tls_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;

@@ -39,6 +39,7 @@ std::optional<RedisOptions> RedisOptions::from_url(std::string_view url) {
   options.password_file = parsed->password_file;
   options.sentinel_username = parsed->sentinel_username;
   options.sentinel_password = parsed->sentinel_password;
+  options.sentinel_password_file = parsed->sentinel_password_file;
   options.tls.enabled = parsed->tls;
   options.tls.ca_file = parsed->tls_ca_file;
   options.tls.cert_file = parsed->tls_cert_file;

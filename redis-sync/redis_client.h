@@ -51,6 +51,7 @@ struct RedisOptions {
   std::string password_file;  // read at every connect (a rotated Secret needs no restart); wins over password
   std::string sentinel_username;  // Sentinel's own ACL user and password (sentinel_password=…)
   std::string sentinel_password;
+  std::string sentinel_password_file;  // like password_file, for the sentinels; wins over sentinel_password
   RedisTlsOptions tls;
   Millis connect_timeout{1000};
   Millis command_timeout{1000};  // a command without reply by then fails, and the connection is reset

@@ -41,7 +41,7 @@ RedisOptions RedisSentinelClient::sentinel_options() const {
   RedisOptions options = options_.for_node(options_.nodes.front());
   options.username = options_.sentinel_username;
   options.password = options_.sentinel_password;
-  options.password_file.clear();
+  options.password_file = options_.sentinel_password_file;  // re-read at every connect, as the data nodes' is
   return options;
 }
 

@@ -570,7 +570,7 @@ def mounted_secret_file(path, container, spec, secrets, existing, work):
     return None
 
 
-REDIS_FILE_PARAMS = ("password_file", "tls_ca_file", "tls_cert_file", "tls_key_file")
+REDIS_FILE_PARAMS = ("password_file", "sentinel_password_file", "tls_ca_file", "tls_cert_file", "tls_key_file")
 
 
 def redis_urls(cfg):
@@ -877,8 +877,10 @@ def check_telephony(renderer, transceiver, work):
 REDIS_SETS = {
     "redis-sentinel": (
         "redis+sentinel://rtcedge:@sentinel-0.redis.data.svc:26379,sentinel-1.redis.data.svc:26379,"
-        "sentinel-2.redis.data.svc/rtcedge?password_file=/etc/rtcedge/redis-auth/password",
-        {"redis-auth": ("rtcedge-redis-auth", [{"key": "redis-password", "path": "password"}])}),
+        "sentinel-2.redis.data.svc/rtcedge?password_file=/etc/rtcedge/redis-auth/password"
+        "&sentinel_password_file=/etc/rtcedge/redis-auth/sentinel-password",
+        {"redis-auth": ("rtcedge-redis-auth", [{"key": "redis-password", "path": "password"},
+                                               {"key": "sentinel-password", "path": "sentinel-password"}])}),
     "redis-cluster-tls": (
         "rediss+cluster://redis-cluster-0.redis-cluster.data.svc:6379,redis-cluster-1.redis-cluster.data.svc:6379,"
         "redis-cluster-2.redis-cluster.data.svc:6379?password_file=/etc/rtcedge/redis-auth/password"
@@ -1174,6 +1176,16 @@ BAD_VALUES = [
     ("a Redis password_file in the URL and a Secret",
      "redis:\n  url: redis://r?password_file=/run/pw\n  auth:\n    existingSecret: redis-auth\n",
      [r"redis\.auth\.existingSecret: redis\.url names a password_file too"]),
+    ("a sentinels' password key with a Cluster URL",
+     "redis:\n  url: redis+cluster://c1,c2\n  auth:\n    existingSecret: redis-auth\n    sentinelPasswordKey: sp\n",
+     [r"redis\.auth\.sentinelPasswordKey: redis\.url's scheme redis\+cluster:// has no sentinels"]),
+    ("a sentinels' password key without the Secret",
+     "redis:\n  url: redis+sentinel://s1/m\n  auth:\n    sentinelPasswordKey: sp\n",
+     [r"redis\.auth\.sentinelPasswordKey: a key of redis\.auth\.existingSecret"]),
+    ("a sentinels' password in the URL and in the Secret",
+     "redis:\n  url: redis+sentinel://s1/m?sentinel_password=x\n  auth:\n    existingSecret: redis-auth\n"
+     "    sentinelPasswordKey: sp\n",
+     [r"redis\.auth\.sentinelPasswordKey: redis\.url names a sentinel_password.*pick one"]),
     ("a Redis user in the URL and in auth.username",
      "redis:\n  url: redis://app:@r:6379\n  auth:\n    existingSecret: redis-auth\n    username: rtcedge\n",
      [r"redis\.auth\.username: redis\.url has a user part"]),

@@ -2,8 +2,9 @@
 // operator has (docs/redis.md, "Deployments"), against real servers: TLS (mutual TLS, SNI,
 // and the refusals: wrong CA, expired certificate, plaintext server, wrong name), a
 // password file read at every connect, Sentinel (a master killed mid-write: the client
-// follows the failover), Redis Cluster (flows spread over the shards, restored from all)
-// and TLS on both. One process per test: each starts its own deployment.
+// follows the failover; the sentinels' own password from a file), Redis Cluster (flows
+// spread over the shards, restored from all) and TLS on both. One process per test: each
+// starts its own deployment.
 #include <fstream>
 #include <map>
 
@@ -205,6 +206,27 @@ TEST_F(Deployment, SentinelOverTls) {
   RedisSentinelGroup group(RedisSentinelOptions{.tls = &certs});
   ASSERT_TRUE(group.start()) << "TLS sentinel group did not start";
   exercise(group.url() + tls_query(certs, false), 50);
+}
+
+// Sentinels with a password of their own (requirepass), from a file as the data nodes' is (a
+// Kubernetes Secret): without it the client never learns the master and counts the refusals.
+TEST_F(Deployment, SentinelPasswordFromAFile) {
+  RedisSentinelGroup group(
+      RedisSentinelOptions{.password = "data-secret", .sentinel_password = "sentinel-secret"});
+  ASSERT_TRUE(group.start()) << "sentinel group with passwords did not start";
+  const std::string data_file = group.sentinel(0).dir() + "/data-password";
+  const std::string sentinel_file = group.sentinel(0).dir() + "/sentinel-password";
+  std::ofstream(data_file) << "data-secret\n";
+  std::ofstream(sentinel_file) << "sentinel-secret\n";
+  {
+    RedisFlowStore store(io_, options_from(group.url() + "?password_file=" + data_file),
+                         FlowStoreOptions{next_cluster()});
+    ASSERT_TRUE(run_until(
+        io_, [&] { return store.counters().errors.get() >= 2; }, 10000ms))
+        << "a sentinel that wants a password must refuse the client (counted)";
+    EXPECT_FALSE(store.connected());
+  }
+  exercise(group.url() + "?password_file=" + data_file + "&sentinel_password_file=" + sentinel_file, 20);
 }
 
 TEST_F(Deployment, ClusterSpreadsFlowsOverTheShardsAndRestoresThemFromAll) {

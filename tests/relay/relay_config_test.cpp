@@ -331,6 +331,12 @@ TEST(ConfigValidators, RedisUrls) {
   EXPECT_EQ(sentinel->master_name, "mymaster");
   EXPECT_EQ(sentinel->password, "p");
   EXPECT_EQ(sentinel->sentinel_password, "s");
+  // The sentinels' password from a file too (a Secret, re-read at every connect).
+  const auto sentinel_file = parse_redis_url(
+      "redis+sentinel://h/m?password_file=/run/data-pw&sentinel_password_file=/run/sentinel-pw");
+  ASSERT_TRUE(sentinel_file);
+  EXPECT_EQ(sentinel_file->password_file, "/run/data-pw");
+  EXPECT_EQ(sentinel_file->sentinel_password_file, "/run/sentinel-pw");
   const auto cluster = parse_redis_url("rediss+cluster://[::1]:7000,10.0.0.3?tls_server_name=redis.example");
   ASSERT_TRUE(cluster);
   EXPECT_EQ(cluster->topology, RedisUrl::Topology::kCluster);
@@ -351,6 +357,7 @@ TEST(ConfigValidators, RedisUrls) {
   EXPECT_NE(why("redis://h?tls_ca_file=/x").find("rediss://"), std::string::npos);
   EXPECT_NE(why("rediss://h?tls_cert_file=/x").find("go together"), std::string::npos);
   EXPECT_NE(why("redis://h?sentinel_password=x").find("redis+sentinel"), std::string::npos);
+  EXPECT_NE(why("redis+cluster://h?sentinel_password_file=/x").find("redis+sentinel"), std::string::npos);
   EXPECT_NE(why("redis://h?bogus=1").find("unknown parameter"), std::string::npos);
   EXPECT_NE(why("memcached://h").find("unknown scheme"), std::string::npos);
   EXPECT_NE(why("redis+cluster://h:1,h:0").find("bad host:port"), std::string::npos);
@@ -359,6 +366,12 @@ TEST(ConfigValidators, RedisUrls) {
     ADD_FAILURE() << "an unreadable CA file must be refused";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/ca.crt"), std::string::npos);
+  }
+  try {
+    check_redis_url("redis+sentinel://h/m?sentinel_password_file=/nonexistent/sentinel-pw", "k");
+    ADD_FAILURE() << "an unreadable sentinel password file must be refused";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/sentinel-pw"), std::string::npos);
   }
   try {
     check_redis_url("redis://u:hunter2@h?nope=1", "k");

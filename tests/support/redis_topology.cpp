@@ -238,8 +238,12 @@ RedisSentinelGroup::RedisSentinelGroup(RedisSentinelOptions options) : options_(
     // The sentinels reach the master, the replicas and each other over TLS, and announce
     // their TLS port in their hello messages.
     if (options_.tls != nullptr) args.insert(args.end(), {"--tls-replication", "yes"});
-    sentinels_.push_back(std::make_unique<RedisServer>(RedisServerOptions{
-        .extra_args = args, .tls = options_.tls, .config_file = "sentinel.conf", .sentinel = true}));
+    sentinels_.push_back(
+        std::make_unique<RedisServer>(RedisServerOptions{.password = options_.sentinel_password,
+                                                         .extra_args = args,
+                                                         .tls = options_.tls,
+                                                         .config_file = "sentinel.conf",
+                                                         .sentinel = true}));
   }
 }
 

@@ -61,6 +61,7 @@ struct RedisSentinelOptions {
   size_t sentinels = 3;
   std::string master_name = "rtce";
   std::string password;                   // requirepass + masterauth on the data nodes
+  std::string sentinel_password;          // requirepass on the sentinels (they use it with each other)
   const TestCertificates* tls = nullptr;  // TLS only, everywhere (replication, sentinels)
 };
 

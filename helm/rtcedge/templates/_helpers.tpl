@@ -83,7 +83,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* The Redis URL relays and transceivers share, empty without one: redis.url with the user
      of redis.auth.username and the query parameters naming the mounted files (password_file,
-     tls_ca_file, tls_cert_file, tls_key_file) and tls_server_name. The in-chart Redis has
+     sentinel_password_file, tls_ca_file, tls_cert_file, tls_key_file) and tls_server_name. The in-chart Redis has
      neither password nor TLS. */}}
 {{- define "rtcedge.redisUrl" -}}
 {{- $r := .Values.redis -}}
@@ -96,6 +96,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- $params := list -}}
 {{- if $r.auth.existingSecret -}}
 {{- $params = append $params (printf "password_file=%s/password" (include "rtcedge.redisAuthDir" .)) -}}
+{{- if $r.auth.sentinelPasswordKey -}}
+{{- $params = append $params (printf "sentinel_password_file=%s/sentinel-password" (include "rtcedge.redisAuthDir" .)) -}}
+{{- end -}}
 {{- end -}}
 {{- if $r.tls.existingSecret -}}
 {{- if $r.tls.caKey -}}
@@ -127,7 +130,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- $userinfo := regexReplaceAll "@$" (regexFind "^[^/?]*@" (regexReplaceAll "^[a-z+]+://" $url "")) "" -}}
 {{- $urlPassword := ternary (regexReplaceAll "^[^:]*:" $userinfo "") $userinfo (contains ":" $userinfo) -}}
 {{- $tlsScheme := hasPrefix "rediss" $scheme -}}
-{{- $set := or $r.auth.existingSecret $r.auth.username $r.tls.existingSecret $r.tls.serverName $r.tls.certKey $r.tls.keyKey -}}
+{{- $set := or $r.auth.existingSecret $r.auth.sentinelPasswordKey $r.auth.username $r.tls.existingSecret $r.tls.serverName $r.tls.certKey $r.tls.keyKey -}}
 {{- if and $set (not $url) -}}
 {{- fail "redis.auth, redis.tls: they apply to redis.url (an existing Redis); the in-chart Redis (redis.inChart.enabled) has no password or TLS" -}}
 {{- end -}}
@@ -136,6 +139,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- if and $r.auth.existingSecret (regexMatch "(^|&)password_file=" $query) -}}
 {{- fail "redis.auth.existingSecret: redis.url names a password_file too; pick one" -}}
+{{- end -}}
+{{- if and $r.auth.sentinelPasswordKey (not (hasSuffix "+sentinel" $scheme)) -}}
+{{- fail (printf "redis.auth.sentinelPasswordKey: redis.url's scheme %s:// has no sentinels; it is for redis+sentinel:// and rediss+sentinel://" $scheme) -}}
+{{- end -}}
+{{- if and $r.auth.sentinelPasswordKey (not $r.auth.existingSecret) -}}
+{{- fail "redis.auth.sentinelPasswordKey: a key of redis.auth.existingSecret; set that Secret" -}}
+{{- end -}}
+{{- if and $r.auth.sentinelPasswordKey (regexMatch "(^|&)sentinel_password(_file)?=" $query) -}}
+{{- fail "redis.auth.sentinelPasswordKey: redis.url names a sentinel_password or sentinel_password_file too; pick one" -}}
 {{- end -}}
 {{- if and $r.auth.username (not $r.auth.existingSecret) -}}
 {{- fail "redis.auth.username: the ACL user's password comes from redis.auth.existingSecret; set it (or put user:password in redis.url)" -}}

@@ -70,8 +70,8 @@ class RegistrySync {
   Cache cache_;
   std::map<uint16_t, SocketAddress> endpoints_;  // registry thread only
   bool from_cache_ = false;  // endpoints_ started from the cache; unconfirmed ones are still held
-  bool grace_started_ =
-      false;  // the registry answered; unconfirmed cached endpoints leave after cache_grace_
+  // The registry answered once; unconfirmed cached endpoints leave after cache_grace_.
+  bool grace_started_ = false;
   std::set<uint16_t> confirmed_;              // from_cache_: ids the registry reported since
   std::vector<EndpointConfig> saved_;         // what the cache file holds
   std::map<uint8_t, SocketAddress> learned_;  // registry thread only

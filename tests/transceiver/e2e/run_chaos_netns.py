@@ -130,6 +130,14 @@ def establish_sessions(env, args, session_s, client_args=()):
     return clients if core.poll_until(all_echoing, 40.0, 0.1) else None
 
 
+def read_probes(jsonl):
+    """The prober's JSON lines (one per new session), in session order; none if it wrote nothing."""
+    if not os.path.exists(jsonl):
+        return []
+    with open(jsonl) as f:
+        return sorted((json.loads(line) for line in f if line.strip()), key=lambda p: p["n"])
+
+
 def start_prober(env, args, count):
     """The prober (`count` new sessions, one every --new-session-interval), started and waiting
     for its go file. Returns (process, its JSON-lines output, the go file, the URLs file it
@@ -843,11 +851,7 @@ def run_redis_outage(args, env, results, check):
     results["sessions"] = sessions
 
     # New sessions, one a second.
-    probes = []
-    if os.path.exists(jsonl):
-        with open(jsonl) as f:
-            probes = [json.loads(l) for l in f if l.strip()]
-    probes.sort(key=lambda p: p["n"])
+    probes = read_probes(jsonl)
 
     def phase(p):
         t = p["start"]
@@ -1307,11 +1311,7 @@ def run_redis_failover(args, env, results, check):
               and rs["every_session_echoes_again_s"] <= args.max_recovery_s, rs)
     results["relay_restarts"] = restarts
 
-    probes = []
-    if os.path.exists(jsonl):
-        with open(jsonl) as f:
-            probes = [json.loads(l) for l in f if l.strip()]
-    probes.sort(key=lambda p: p["n"])
+    probes = read_probes(jsonl)
     bad, cms = [], []
     for p in probes:
         p["around_relay_restart"] = any(ev[k] - 3 <= p["start"] <= ev[k] + 3 for k in ev if k.startswith("relay_restart"))
